@@ -1,0 +1,195 @@
+"""Command line: `python -m bench list|run` (DESIGN §8). Bad input ends with one line on stderr and exit 2."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+
+import methods
+from bench.budget import BUDGETS
+from bench.harness import DeviceError
+from datasets import DATASETS, DataError, get_dataset
+
+
+class UsageError(Exception):
+    """Bad command-line input; the message says what is wrong and what to do."""
+
+
+def parse_list(text: str, kind: type, flag: str) -> list:
+    try:
+        values = [kind(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise UsageError(
+            f"{flag} {text!r}: expected comma-separated {kind.__name__}s, e.g. {flag} {'0,1,2' if kind is int else '0.5,1.0'}"
+        ) from None
+    if not values:
+        raise UsageError(f"{flag} is empty")
+    return values
+
+
+def parse_methods(text: str) -> list[str]:
+    """`all` = the paper's methods plus the oracle; `ablation` = LF-Net's ablation rows; or a list."""
+    if text == "all":
+        return [*methods.method_names("main"), methods.ORACLE]
+    if text == "ablation":
+        return methods.method_names("ablation")
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    known = [*methods.method_names(), methods.ORACLE]
+    for name in names:
+        if name not in known:
+            raise UsageError(f"unknown method {name!r}; known: {', '.join(known)}")
+    return names
+
+
+def data_root(arg: str | None) -> Path:
+    return Path(arg or os.environ.get("BENCH_DATA") or "data")
+
+
+def check_writable(folder: Path) -> None:
+    """Fail before any training if results cannot be written, without creating anything yet."""
+    existing = folder.absolute()
+    while not existing.exists():
+        existing = existing.parent
+    try:
+        if not existing.is_dir():
+            raise NotADirectoryError(f"{existing} is a file")
+        tempfile.TemporaryFile(dir=existing).close()
+    except OSError as e:
+        raise UsageError(f"cannot write the results folder {folder} ({e.strerror or e}); choose another with --results") from None
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    if args.what in (None, "methods"):
+        print("methods:")
+        for name in methods.method_names():
+            entry = methods.get_entry(name)
+            print(f"  {name:<22} {entry.group:<9} {entry.summary}")
+        print(f"  {methods.ORACLE:<22} {'main':<9} {methods.ORACLE_TRAINS} trained on the ground truth as the only rater (upper bound)")
+    if args.what in (None, "datasets"):
+        print("datasets:")
+        for name, spec in DATASETS.items():
+            c = spec.card
+            print(
+                f"  {name:<10} {c.title}\n             source: {c.source}\n             licence: {c.licence}\n             cite: {c.citation}\n             counts: {c.counts}"
+            )
+            if c.layout:
+                print(f"             put {c.download} in {c.layout}")
+    return 0
+
+
+def format_table(summary: pd.DataFrame, method_order: list[str]) -> str:
+    """Mean ± std over seeds: DSC (%) ↑ and bAHD ↓, the Average row first, as in the paper's Table I."""
+    lines = []
+    for (dataset, reference, noise, structure), part in summary.groupby(["dataset", "reference", "noise", "structure"], sort=False):
+        lines.append(f"\n{dataset} (reference: {reference}, rater noise {noise:g}, {structure})")
+        lines.append(f"{'method':<16}{'DSC (%) ↑':>18}{'bAHD ↓':>18}{'seeds':>7}")
+        order = ["average", *method_order]
+        for method in sorted(part["method"].unique(), key=lambda m: order.index(m) if m in order else len(order)):
+            rows = {r["metric"]: r for r in part[part["method"] == method].to_dict("records")}
+            cells = []
+            for metric, scale, digits in (("dsc", 100, 2), ("bahd", 1, 3)):
+                if metric not in rows:
+                    cells.append("–")
+                    continue
+                mean, std = rows[metric]["mean"] * scale, rows[metric]["std"] * scale
+                cells.append(f"{mean:.{digits}f}" + ("" if pd.isna(std) else f" ± {std:.{digits}f}"))
+            seeds = max(int(r["n_seeds"]) for r in rows.values())
+            lines.append(f"{method:<16}{cells[0]:>18}{cells[1]:>18}{seeds if seeds else '':>7}")
+    return "\n".join(lines)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from bench import store, sweep
+
+    dataset = get_dataset(args.dataset)
+    names = parse_methods(args.methods)
+    seeds = parse_list(args.seeds, int, "--seeds")
+    noise_levels = parse_list(args.noise_levels, float, "--noise-levels")
+    if any(n < 0 for n in noise_levels):
+        raise UsageError(f"--noise-levels must be ≥ 0, got {args.noise_levels}")
+    if any(s < 0 for s in seeds):
+        raise UsageError(f"--seeds must be ≥ 0, got {args.seeds}")
+    for flag, value in (("--epochs", args.epochs), ("--train-size", args.train_size), ("--test-size", args.test_size)):
+        if value is not None and value < 1:
+            raise UsageError(f"{flag} must be ≥ 1, got {value}")
+    results = Path(args.results)
+    cells = sweep.plan(names, args.dataset, seeds, noise_levels, dataset.reference)
+    if args.dry_run:
+        for cell in cells:
+            state = "done" if sweep.is_done(results, cell) and not args.force else "to run"
+            print(f"{state:<7} {cell}")
+        print(f"{sum(not sweep.is_done(results, c) or args.force for c in cells)} of {len(cells)} cells would run")
+        return 0
+    check_writable(results)
+    if args.force or not all(sweep.is_done(results, c) for c in cells):
+        sweep.load_splits(
+            args.dataset, data_root(args.data_root), noise_levels[0], sweep.cache_dir(results)
+        )  # a missing dataset fails here, once
+    opts = sweep.RunOptions(
+        results=results, data_root=data_root(args.data_root), budget=BUDGETS[args.budget], epochs=args.epochs,
+        device=args.device, precision=args.precision, train_size=args.train_size, test_size=args.test_size,
+        force=args.force, progress=not args.no_progress,
+    )  # fmt: skip
+    start = time.time()
+    outcomes = sweep.run_sweep(cells, opts)
+    _, summary = store.collect(results)
+    shown = summary[
+        (summary["dataset"] == args.dataset) & summary["noise"].isin(noise_levels) & summary["method"].isin([*names, "average"])
+    ]
+    print(format_table(shown, names))
+    counts = {s: sum(o["status"] == s for o in outcomes) for s in ("done", "skipped", "failed")}
+    print(f"\n{len(cells)} cells: {counts['done']} trained, {counts['skipped']} already done, {counts['failed']} failed "
+          f"in {time.time() - start:.0f} s; results in {results}/ (metrics.parquet, summary.csv)")  # fmt: skip
+    for o in outcomes:
+        if o["status"] == "failed":
+            print(f"failed: {o['cell']}: {o['reason']}", file=sys.stderr)
+    return 1 if counts["failed"] else 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench", description="Benchmark of segmentation from noisy multi-rater labels (LF-Net and baselines)."
+    )
+    verbs = parser.add_subparsers(dest="verb")
+    p = verbs.add_parser("list", help="list registered methods and datasets")
+    p.add_argument("what", nargs="?", choices=["methods", "datasets"])
+    p.set_defaults(func=cmd_list)
+    p = verbs.add_parser("run", help="train and evaluate a sweep of cells (dataset × noise × method × seed)")
+    p.add_argument("--methods", default="all", help="all (the paper's methods and the oracle), ablation, or a comma list (default: all)")
+    p.add_argument("--dataset", default="mnist-5k", help="dataset name (default: mnist-5k, embedded)")
+    p.add_argument("--seeds", default="0,1,2", help="comma-separated training seeds (default: 0,1,2)")
+    p.add_argument("--noise-levels", default="1.0", help="simulated-rater noise levels; 1.0 is the paper's protocol (default: 1.0)")
+    p.add_argument("--budget", default="quick", choices=sorted(BUDGETS), help="quick (laptop CPU) or paper (the paper's schedule)")
+    p.add_argument("--epochs", type=int, help="train every stage for N epochs (overrides the budget)")
+    p.add_argument("--train-size", type=int, help="use N training images (overrides the budget's cap)")
+    p.add_argument("--test-size", type=int, help="score only the first N test images (smoke runs)")
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"], help="auto: bf16 where the hardware runs it natively")
+    p.add_argument("--data-root", help="folder holding the datasets (default: $BENCH_DATA, else ./data)")
+    p.add_argument("--results", default="results", help="results folder (default: results)")
+    p.add_argument("--force", action="store_true", help="retrain cells that are already done")
+    p.add_argument("--dry-run", action="store_true", help="list the cells that would run, and stop")
+    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    p.set_defaults(func=cmd_run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.verb is None:  # `python -m bench` alone runs the embedded default
+        args = parser.parse_args(["run", *(argv or [])])
+    try:
+        return args.func(args)
+    except (UsageError, DataError, methods.UnknownMethodError, DeviceError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: finished cells are kept; rerun the same command to resume", file=sys.stderr)
+        return 130

@@ -1,0 +1,388 @@
+"""Segmentation metrics as pure NumPy/SciPy functions (torchmetrics-functional style).
+
+Every function takes a batch of 2-D masks, shape (N, H, W), and returns one value
+per image, shape (N,). Each docstring states the formula, the empty-mask rule and
+the citation (see also DESIGN.md §7 and reference/methods.md §11.8, §15).
+
+Conventions shared by all functions:
+
+- ``pred`` is the predicted mask S, ``gt`` the reference mask G; both bool.
+- ``spacing`` is the pixel size along (H, W), i.e. (row, column), in physical
+  units; distances are Euclidean in those units.
+- Raw counts (tp, fp, fn, |G|, |S|) are returned by :func:`score` so that a
+  different empty-mask convention is a re-computation, not a re-training.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from scipy import ndimage
+
+__all__ = [
+    "SOFT_THRESHOLDS",
+    "bahd",
+    "confusion_counts",
+    "dice",
+    "directed_distance_sums",
+    "score",
+    "soft_dice_iou",
+]
+
+# MR-Net (Ji et al., CVPR 2021) evaluates soft Dice / IoU at these thresholds.
+SOFT_THRESHOLDS: tuple[float, ...] = (0.1, 0.3, 0.5, 0.7, 0.9)
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def _check_pair(pred: np.ndarray, gt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return ``pred`` and ``gt`` as (N, H, W) bool arrays or raise.
+
+    Shapes must be equal and 3-D (ValueError). Bool arrays pass unchanged; integer
+    arrays holding only 0/1 are accepted; anything else raises TypeError, because a
+    probability map passed by mistake would otherwise be binarised silently at > 0.
+    """
+    pred = np.asarray(pred)
+    gt = np.asarray(gt)
+    if pred.ndim != 3 or gt.ndim != 3 or pred.shape != gt.shape:
+        raise ValueError(f"pred and gt must both have shape (N, H, W) and match; got pred {pred.shape} and gt {gt.shape}")
+    return _as_bool(pred, "pred"), _as_bool(gt, "gt")
+
+
+def _as_bool(x: np.ndarray, name: str) -> np.ndarray:
+    if x.dtype == np.bool_:
+        return x
+    if np.issubdtype(x.dtype, np.integer) and np.isin(x, (0, 1)).all():
+        return x.astype(bool)
+    raise TypeError(f"{name} must be a bool mask (or integer 0/1); got dtype {x.dtype}. Binarise probabilities first, e.g. probs >= 0.5.")
+
+
+def _check_spacing(spacing: Sequence[float]) -> tuple[float, float]:
+    spacing = tuple(float(s) for s in spacing)
+    if len(spacing) != 2 or not all(np.isfinite(s) and s > 0 for s in spacing):
+        raise ValueError(f"spacing must be two positive numbers (row, col); got {spacing}")
+    return spacing
+
+
+# --------------------------------------------------------------------------- counts
+
+
+def confusion_counts(pred: np.ndarray, gt: np.ndarray) -> dict[str, np.ndarray]:
+    """Per-image confusion counts of two binary masks.
+
+    Args:
+        pred: (N, H, W) bool, predicted mask S.
+        gt: (N, H, W) bool, reference mask G.
+
+    Returns:
+        dict with int64 arrays of shape (N,):
+        ``tp`` = |S ∩ G|, ``fp`` = |S \\ G|, ``fn`` = |G \\ S|,
+        ``n_gt`` = |G|, ``n_pred`` = |S|.
+
+    Empty masks need no rule here: all counts are simply 0.
+    """
+    pred, gt = _check_pair(pred, gt)
+    axes = (1, 2)
+    return {
+        "tp": np.count_nonzero(pred & gt, axis=axes).astype(np.int64),
+        "fp": np.count_nonzero(pred & ~gt, axis=axes).astype(np.int64),
+        "fn": np.count_nonzero(~pred & gt, axis=axes).astype(np.int64),
+        "n_gt": np.count_nonzero(gt, axis=axes).astype(np.int64),
+        "n_pred": np.count_nonzero(pred, axis=axes).astype(np.int64),
+    }
+
+
+def _dice_from_counts(tp: np.ndarray, n_pred: np.ndarray, n_gt: np.ndarray) -> np.ndarray:
+    denom = (n_pred + n_gt).astype(np.float64)
+    out = np.ones_like(denom)  # both empty -> 1.0
+    nonempty = denom > 0
+    out[nonempty] = 2.0 * tp[nonempty] / denom[nonempty]
+    return out
+
+
+# --------------------------------------------------------------------------- Dice
+
+
+def dice(pred: np.ndarray, gt: np.ndarray) -> np.ndarray:
+    """Dice similarity coefficient (DSC) per image, foreground only.
+
+    Formula:
+        DSC(S, G) = 2 |S ∩ G| / (|S| + |G|)
+
+    Empty-mask rule:
+        - both S and G empty -> 1.0 (as MONAI with ``ignore_empty=False`` and the
+          MR-Net code, whose eps makes 0/0 equal 1);
+        - exactly one empty -> 0.0 (follows from the formula, |S ∩ G| = 0).
+
+    Args:
+        pred: (N, H, W) bool, predicted mask S.
+        gt: (N, H, W) bool, reference mask G.
+
+    Returns:
+        (N,) float64 in [0, 1].
+
+    Reference:
+        L. R. Dice, "Measures of the amount of ecologic association between
+        species", Ecology 26(3):297-302, 1945.
+    """
+    c = confusion_counts(pred, gt)
+    return _dice_from_counts(c["tp"], c["n_pred"], c["n_gt"])
+
+
+# --------------------------------------------------------------------------- bAHD
+
+
+def _image_diagonal(shape: tuple[int, int], spacing: tuple[float, float]) -> float:
+    # Physical extent of the image, sqrt((H*dy)^2 + (W*dx)^2): strictly larger than
+    # any distance between two pixel centres, so "nothing predicted" is penalised
+    # more than the worst placed single prediction in the GtoS term.
+    return float(np.hypot(shape[0] * spacing[0], shape[1] * spacing[1]))
+
+
+def _directed_sums_2d(
+    pred: np.ndarray,
+    gt: np.ndarray,
+    spacing: tuple[float, float],
+    crop: bool = True,
+) -> tuple[float, float]:
+    """GtoS = Σ_{g∈G} d(g, S) and StoG = Σ_{s∈S} d(s, G) for one (H, W) image.
+
+    Both S and G must be non-empty. With ``crop=False`` the EDTs run on the full
+    image (kept for the test that shows cropping is exact).
+    """
+    if crop:
+        # Cropping to the bounding box of S ∪ G is exact. distance_transform_edt(~S)
+        # gives, at each pixel, the distance to the nearest zero of ~S, i.e. to the
+        # nearest pixel of S. Every pixel of S (the feature points) lies inside the
+        # box, so the nearest one is found there as well; every pixel we read the
+        # EDT at (the pixels of G) lies inside the box too. Pixels outside the box
+        # are neither features nor queries, so dropping them changes no value we
+        # sum. The same holds with the roles of S and G swapped.
+        union = pred | gt
+        rows = np.flatnonzero(union.any(axis=1))
+        cols = np.flatnonzero(union.any(axis=0))
+        box = np.s_[rows[0] : rows[-1] + 1, cols[0] : cols[-1] + 1]
+        pred, gt = pred[box], gt[box]
+    dist_to_pred = ndimage.distance_transform_edt(~pred, sampling=spacing)
+    dist_to_gt = ndimage.distance_transform_edt(~gt, sampling=spacing)
+    gt_to_pred = float(dist_to_pred[gt].sum())
+    pred_to_gt = float(dist_to_gt[pred].sum())
+    return gt_to_pred, pred_to_gt
+
+
+def directed_distance_sums(
+    pred: np.ndarray,
+    gt: np.ndarray,
+    spacing: Sequence[float] = (1.0, 1.0),
+) -> tuple[np.ndarray, np.ndarray]:
+    """Directed sums of point-to-set distances over all foreground pixels.
+
+    Formula (d = Euclidean distance in spacing units, d(x, A) = min_{a∈A} d(x, a)):
+        GtoS = Σ_{g∈G} d(g, S),    StoG = Σ_{s∈S} d(s, G)
+
+    computed exactly as GtoS = Σ edt(~S)[G] and StoG = Σ edt(~G)[S] with
+    ``scipy.ndimage.distance_transform_edt(..., sampling=spacing)`` on the bounding
+    box of S ∪ G.
+
+    Empty-mask rule:
+        A sum over an empty set is 0. A distance to an empty set is undefined, so a
+        sum whose source is non-empty and whose target is empty is NaN:
+        S empty -> GtoS = NaN if G non-empty (else 0), StoG = 0;
+        G empty -> StoG = NaN if S non-empty (else 0), GtoS = 0.
+
+    Args:
+        pred: (N, H, W) bool, predicted mask S.
+        gt: (N, H, W) bool, reference mask G.
+        spacing: pixel size along (H, W).
+
+    Returns:
+        (gt_to_pred, pred_to_gt): two (N,) float64 arrays.
+
+    Reference:
+        O. U. Aydin et al., "On the usage of average Hausdorff distance for
+        segmentation performance assessment: hidden error when used for ranking",
+        Eur. Radiol. Exp. 5:4, 2021.
+    """
+    pred, gt = _check_pair(pred, gt)
+    spacing = _check_spacing(spacing)
+    n = pred.shape[0]
+    gt_to_pred = np.zeros(n, dtype=np.float64)
+    pred_to_gt = np.zeros(n, dtype=np.float64)
+    for i in range(n):
+        has_pred = bool(pred[i].any())
+        has_gt = bool(gt[i].any())
+        if has_pred and has_gt:
+            gt_to_pred[i], pred_to_gt[i] = _directed_sums_2d(pred[i], gt[i], spacing)
+        elif has_gt:
+            gt_to_pred[i] = np.nan
+        elif has_pred:
+            pred_to_gt[i] = np.nan
+    return gt_to_pred, pred_to_gt
+
+
+def _bahd_from_sums(
+    gt_to_pred: np.ndarray,
+    pred_to_gt: np.ndarray,
+    n_pred: np.ndarray,
+    n_gt: np.ndarray,
+    diagonal: float,
+) -> np.ndarray:
+    out = np.zeros(gt_to_pred.shape, dtype=np.float64)  # both empty -> 0.0
+    both = (n_gt > 0) & (n_pred > 0)
+    out[both] = (gt_to_pred[both] + pred_to_gt[both]) / n_gt[both] / 2.0
+    out[(n_gt == 0) & (n_pred > 0)] = np.nan
+    # S empty, G non-empty: d(g, ∅) := diagonal for every g, so GtoS/|G| = diagonal
+    # and StoG = 0.
+    out[(n_gt > 0) & (n_pred == 0)] = diagonal / 2.0
+    return out
+
+
+def bahd(
+    pred: np.ndarray,
+    gt: np.ndarray,
+    spacing: Sequence[float] = (1.0, 1.0),
+) -> np.ndarray:
+    """Balanced average Hausdorff distance (bAHD) per image.
+
+    Formula (d = Euclidean distance in spacing units, d(x, A) = min_{a∈A} d(x, a)):
+        bAHD(S, G) = ( Σ_{g∈G} d(g, S) / |G|  +  Σ_{s∈S} d(s, G) / |G| ) / 2
+
+    Both directed sums are divided by |G| (the "balanced" part: false positives
+    are not diluted by a large |S|), and the sums run over ALL foreground pixels,
+    not only surface pixels; pixels in S ∩ G contribute 0. The sums are exact,
+    from two Euclidean distance transforms on the bounding box of S ∪ G (see
+    :func:`directed_distance_sums`). Units: those of ``spacing`` (pixels for the
+    default (1, 1)).
+
+    Empty-mask rule:
+        - S and G both empty -> 0.0 (perfect agreement);
+        - G empty, S non-empty -> NaN: undefined, the formula divides by |G| = 0
+          and d(s, ∅) is undefined. :func:`score` stores the raw counts and
+          directed sums, so another convention is a re-computation;
+        - S empty, G non-empty -> d(g, ∅) := D, the image diagonal in spacing
+          units, D = sqrt((H·dy)² + (W·dx)²); hence bAHD = D / 2.
+
+    Args:
+        pred: (N, H, W) bool, predicted mask S.
+        gt: (N, H, W) bool, reference mask G.
+        spacing: pixel size (dy, dx) along (H, W).
+
+    Returns:
+        (N,) float64, >= 0 or NaN.
+
+    Reference:
+        O. U. Aydin, A. A. Taha, A. Hilbert, A. A. Khalil, I. Galinovic,
+        J. B. Fiebach, D. Frey, V. I. Madai, "On the usage of average Hausdorff
+        distance for segmentation performance assessment: hidden error when used
+        for ranking", Eur. Radiol. Exp. 5:4, 2021 (bAVD in EvaluateSegmentation).
+    """
+    pred, gt = _check_pair(pred, gt)
+    spacing = _check_spacing(spacing)
+    gt_to_pred, pred_to_gt = directed_distance_sums(pred, gt, spacing)
+    n_gt = np.count_nonzero(gt, axis=(1, 2))
+    n_pred = np.count_nonzero(pred, axis=(1, 2))
+    diagonal = _image_diagonal(gt.shape[1:], spacing)
+    return _bahd_from_sums(gt_to_pred, pred_to_gt, n_pred, n_gt, diagonal)
+
+
+# --------------------------------------------------------------------------- soft Dice / IoU
+
+
+def soft_dice_iou(
+    probs: np.ndarray,
+    rater_mean: np.ndarray,
+    thresholds: Sequence[float] = SOFT_THRESHOLDS,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Soft Dice and soft IoU against the rater mean, per image (MR-Net protocol).
+
+    Formula, for each threshold t (binarisation with ``>=``):
+        P_t = probs >= t,  G_t = rater_mean >= t
+        Dice_t = (2 |P_t ∩ G_t| + 1e-4) / (|P_t| + |G_t| + 1e-4)
+        IoU_t  = (|P_t ∩ G_t| + 1e-6) / (|P_t ∪ G_t| + 1e-6)
+        soft Dice = mean_t Dice_t,  soft IoU = mean_t IoU_t
+
+    The mean over images is left to the caller (MR-Net divides the sum over
+    images and thresholds by n_images · n_thresholds, i.e. the same thing).
+
+    Empty-mask rule:
+        Set by the eps terms, as in the MR-Net code: if P_t and G_t are both
+        empty, Dice_t = IoU_t = 1; if exactly one is empty, both are ≈ 0
+        (eps / (|P_t| + |G_t| + eps)).
+
+    Args:
+        probs: (N, H, W) float, predicted foreground probability.
+        rater_mean: (N, H, W) float, mean of the raters' binary masks.
+        thresholds: thresholds t; default (0.1, 0.3, 0.5, 0.7, 0.9).
+
+    Returns:
+        (soft_dice, soft_iou): two (N,) float64 arrays.
+
+    Reference:
+        W. Ji, S. Yu, J. Wu, K. Ma, C. Bian, Q. Bi, J. Li, H. Liu, L. Cheng,
+        Y. Zheng, "Learning calibrated medical image segmentation via multi-rater
+        agreement modeling", CVPR 2021 (code: trainer_cvpr.val_epoch,
+        utils/dice_loss.py); reference/methods.md §11.8.
+    """
+    probs = np.asarray(probs, dtype=np.float64)
+    rater_mean = np.asarray(rater_mean, dtype=np.float64)
+    if probs.ndim != 3 or probs.shape != rater_mean.shape:
+        raise ValueError(
+            f"probs and rater_mean must both have shape (N, H, W) and match; got probs {probs.shape} and rater_mean {rater_mean.shape}"
+        )
+    thresholds = tuple(float(t) for t in thresholds)
+    if not thresholds:
+        raise ValueError("thresholds must not be empty")
+    axes = (1, 2)
+    dice_sum = np.zeros(probs.shape[0], dtype=np.float64)
+    iou_sum = np.zeros(probs.shape[0], dtype=np.float64)
+    for t in thresholds:
+        p = probs >= t
+        g = rater_mean >= t
+        inter = np.count_nonzero(p & g, axis=axes)
+        union = np.count_nonzero(p | g, axis=axes)
+        total = np.count_nonzero(p, axis=axes) + np.count_nonzero(g, axis=axes)
+        dice_sum += (2.0 * inter + 1e-4) / (total + 1e-4)
+        iou_sum += (inter + 1e-6) / (union + 1e-6)
+    return dice_sum / len(thresholds), iou_sum / len(thresholds)
+
+
+# --------------------------------------------------------------------------- all at once
+
+
+def score(
+    pred: np.ndarray,
+    gt: np.ndarray,
+    spacing: Sequence[float] = (1.0, 1.0),
+) -> dict[str, np.ndarray]:
+    """All hard-mask metrics and raw counts per image, for the results store.
+
+    Args:
+        pred: (N, H, W) bool, predicted mask S.
+        gt: (N, H, W) bool, reference mask G.
+        spacing: pixel size (dy, dx) along (H, W).
+
+    Returns:
+        dict of (N,) arrays:
+        ``dice`` (float64, see :func:`dice`), ``bahd`` (float64, see :func:`bahd`),
+        ``tp``, ``fp``, ``fn``, ``n_gt``, ``n_pred`` (int64, see
+        :func:`confusion_counts`), and ``gt_to_pred_sum``, ``pred_to_gt_sum``
+        (float64, the directed distance sums of :func:`directed_distance_sums`,
+        NaN where the target set is empty) so that another Dice or bAHD empty-mask
+        convention, or the unbalanced AHD, is a re-computation.
+
+    Empty-mask rules: those of :func:`dice` and :func:`bahd`.
+    """
+    pred, gt = _check_pair(pred, gt)
+    spacing = _check_spacing(spacing)
+    counts = confusion_counts(pred, gt)
+    gt_to_pred, pred_to_gt = directed_distance_sums(pred, gt, spacing)
+    diagonal = _image_diagonal(gt.shape[1:], spacing)
+    return {
+        "dice": _dice_from_counts(counts["tp"], counts["n_pred"], counts["n_gt"]),
+        "bahd": _bahd_from_sums(gt_to_pred, pred_to_gt, counts["n_pred"], counts["n_gt"], diagonal),
+        **counts,
+        "gt_to_pred_sum": gt_to_pred,
+        "pred_to_gt_sum": pred_to_gt,
+    }

@@ -1,0 +1,95 @@
+"""Results store (DESIGN §6): one folder per cell, files written atomically, collected into one long table.
+
+A cell is done iff its `metrics.parquet` exists; it is written last, through a temporary file
+and `os.replace`, so a killed run never leaves a truncated or half-counted table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+KEYS = ["dataset", "reference", "noise", "method", "seed"]
+COUNTS = ["tp", "fp", "fn", "n_gt", "n_pred"]
+COLUMNS = [*KEYS, "case", "structure", "metric", "value", *COUNTS]
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_json(path: Path, obj: dict) -> None:
+    atomic_write_bytes(path, (json.dumps(obj, indent=2, default=str) + "\n").encode())
+
+
+def read_json(path: Path) -> dict:
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def write_table(path: Path, df: pd.DataFrame) -> None:
+    """Parquet or CSV by suffix, atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        if path.suffix == ".parquet":
+            df.to_parquet(tmp, index=False)
+        else:
+            df.to_csv(tmp, index=False)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_predictions(path: Path, probs: np.ndarray, case_ids: np.ndarray) -> None:
+    """Test probabilities (N, L, H, W) quantised to uint8 (1/255 steps), enough to re-score any threshold."""
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.npz")
+    try:
+        np.savez_compressed(tmp, probs=np.round(probs * 255).astype(np.uint8), case_ids=case_ids)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def collect(results: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Concatenate every finished cell's rows into `<results>/metrics.parquet`, write `summary.csv`; returns both."""
+    files = sorted((results / "runs").glob("**/metrics.parquet"))
+    frames = [pd.read_parquet(f) for f in files]
+    table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
+    summary = summarise(table, rater_averages(results))
+    write_table(results / "metrics.parquet", table)
+    write_table(results / "summary.csv", summary)
+    return table, summary
+
+
+def rater_averages(results: Path) -> pd.DataFrame:
+    """The paper's "Average" row: mean rater DSC vs GT on the training split, one row per dataset × noise."""
+    rows = []
+    for path in sorted((results / "runs").glob("*/*/*/raters.json")):
+        info = read_json(path)
+        rows.append({"dataset": info["dataset"], "reference": info["reference"], "noise": info["noise"], "dsc": info["average_dsc"]})
+    return pd.DataFrame(rows, columns=["dataset", "reference", "noise", "dsc"])
+
+
+def summarise(table: pd.DataFrame, averages: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Mean over cases per seed, then mean ± sample std over seeds, per dataset × reference × noise × method × structure × metric."""
+    group = ["dataset", "reference", "noise", "method", "structure", "metric"]
+    per_seed = table.groupby([*group, "seed"], dropna=False)["value"].mean().reset_index()
+    out = per_seed.groupby(group, dropna=False)["value"].agg(mean="mean", std="std", n_seeds="count").reset_index()
+    n_cases = table.groupby(group, dropna=False)["case"].nunique().rename("n_cases").reset_index()
+    out = out.merge(n_cases, on=group, how="left")
+    if averages is not None and len(averages):
+        avg = averages.assign(
+            method="average", structure="foreground", metric="dsc", mean=averages["dsc"], std=np.nan, n_seeds=0, n_cases=0
+        )
+        out = pd.concat([avg[out.columns], out], ignore_index=True)
+    return out

@@ -1,0 +1,83 @@
+"""On-disk cache of decoded splits, so a second run starts in a second instead of re-decoding and re-simulating.
+
+A cache file is keyed by dataset, noise level, data root and a hash of the `datasets/` sources
+(a change to an adapter or to the rater simulation invalidates it). It holds only numpy arrays
+and a JSON header, loaded with `allow_pickle=False`, so a cache file cannot run code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+
+from datasets.contract import RaterData, Splits
+
+ARRAYS = ("images", "raters", "rater_valid", "gt", "case_ids", "groups")
+PARTS = ("train", "val", "test")
+
+
+@cache
+def code_version() -> str:
+    digest = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def cache_path(cache_dir: Path, dataset: str, noise: float, data_root: Path) -> Path:
+    root = hashlib.sha256(str(data_root.resolve()).encode()).hexdigest()[:8]
+    return cache_dir / f"{dataset}-noise{noise:g}-{root}-{code_version()}.npz"
+
+
+def save(path: Path, splits: Splits) -> None:
+    arrays, header = {}, {"rule": splits.rule}
+    for part in PARTS:
+        data: RaterData = getattr(splits, part)
+        for name in ARRAYS:
+            value = getattr(data, name)
+            if value is not None:
+                arrays[f"{part}.{name}"] = value.astype(str) if name in ("case_ids", "groups") else value
+        header[part] = {
+            "classes": data.classes,
+            "structures": data.structures,
+            "rater_names": data.rater_names,
+            "rater_ids_consistent": data.rater_ids_consistent,
+            "raters_simulated": data.raters_simulated,
+            "spacing": data.spacing,
+        }
+    arrays["header"] = np.array(json.dumps(header))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.npz")
+    try:
+        np.savez(tmp, **arrays)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def load(path: Path) -> Splits | None:
+    """The cached splits, or None when the file is missing or unreadable (then it is rebuilt)."""
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            header = json.loads(str(f["header"]))
+            parts = {}
+            for part in PARTS:
+                meta = header[part]
+                arrays = {name: f[f"{part}.{name}"] if f"{part}.{name}" in f else None for name in ARRAYS}
+                parts[part] = RaterData(
+                    **arrays,
+                    classes=tuple(meta["classes"]),
+                    structures={k: tuple(v) for k, v in meta["structures"].items()},
+                    rater_names=tuple(meta["rater_names"]),
+                    rater_ids_consistent=meta["rater_ids_consistent"],
+                    raters_simulated=meta["raters_simulated"],
+                    spacing=tuple(meta["spacing"]),
+                )
+    except (OSError, ValueError, KeyError, EOFError):
+        return None
+    return Splits(**parts, rule=header["rule"])

@@ -1,0 +1,137 @@
+"""The data contract every adapter returns (DESIGN §3): `RaterData` and its `Splits`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+
+class DataError(Exception):
+    """Bad or missing input data; the message names the file or value and what to do."""
+
+
+@dataclass(frozen=True)
+class DatasetCard:
+    """What a user needs to know about a dataset before trusting a number computed on it."""
+
+    name: str
+    title: str
+    source: str
+    licence: str
+    citation: str
+    counts: str
+    download: str = ""  # where to get the files; empty for embedded data
+    layout: str = ""  # where to put them under the data root
+
+
+@dataclass(frozen=True)
+class RaterData:
+    """Images with several raters' label maps; ground truth only for evaluation.
+
+    Shapes: images float32 (N, C, H, W); raters uint8 class indices (N, R, H, W); rater_valid
+    bool (N, R), False only where a rater is missing (an all-zero mask is a real vote); gt uint8
+    (N, H, W) or None; case_ids and groups str (N,).
+    """
+
+    images: np.ndarray
+    raters: np.ndarray
+    rater_valid: np.ndarray
+    gt: np.ndarray | None
+    case_ids: np.ndarray
+    groups: np.ndarray
+    classes: tuple[str, ...] = ("background", "foreground")
+    structures: dict[str, tuple[int, ...]] = field(default_factory=lambda: {"foreground": (1,)})
+    rater_names: tuple[str, ...] = ()
+    rater_ids_consistent: bool = True
+    raters_simulated: bool = False
+    spacing: tuple[float, float] = (1.0, 1.0)
+
+    def __post_init__(self) -> None:
+        n, r = self.raters.shape[:2]
+        checks = [
+            (self.images.ndim == 4 and self.images.dtype == np.float32, "images must be float32 (N, C, H, W)"),
+            (self.raters.ndim == 4 and self.raters.dtype == np.uint8, "raters must be uint8 (N, R, H, W)"),
+            (self.images.shape[0] == n and self.images.shape[2:] == self.raters.shape[2:], "images and raters disagree in N, H or W"),
+            (self.rater_valid.shape == (n, r) and self.rater_valid.dtype == bool, "rater_valid must be bool (N, R)"),
+            (self.gt is None or (self.gt.shape == (n, *self.raters.shape[2:]) and self.gt.dtype == np.uint8), "gt must be uint8 (N, H, W)"),
+            (len(self.case_ids) == n and len(self.groups) == n, "case_ids and groups need one entry per image"),
+            (len(self.rater_names) in (0, r), "rater_names needs one name per rater"),
+            (int(self.raters.max(initial=0)) < len(self.classes), "rater labels exceed the number of classes"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise DataError(f"invalid RaterData: {message}")
+
+    @property
+    def n(self) -> int:
+        return self.images.shape[0]
+
+    @property
+    def n_raters(self) -> int:
+        return self.raters.shape[1]
+
+    @property
+    def n_classes(self) -> int:
+        return len(self.classes)
+
+    @property
+    def in_channels(self) -> int:
+        return self.images.shape[1]
+
+    def subset(self, index: np.ndarray) -> RaterData:
+        """The images at `index` (any int array), every per-image field sliced alike."""
+        return replace(
+            self,
+            images=self.images[index],
+            raters=self.raters[index],
+            rater_valid=self.rater_valid[index],
+            gt=None if self.gt is None else self.gt[index],
+            case_ids=self.case_ids[index],
+            groups=self.groups[index],
+        )
+
+
+@dataclass(frozen=True)
+class Splits:
+    """Train / validation / test parts of one dataset and the rule that made them."""
+
+    train: RaterData
+    val: RaterData
+    test: RaterData
+    rule: str
+
+
+def split_by_group(groups: np.ndarray, fractions: tuple[float, ...], seed: int) -> list[np.ndarray]:
+    """Deterministic split of image indices by group (patient, subject, slide).
+
+    Groups are shuffled with `seed` and cut by cumulative image fraction, so no group spans two
+    parts. Returns one sorted index array per fraction (the last takes the remainder).
+    """
+    unique = np.unique(groups)
+    order = np.random.default_rng(seed).permutation(len(unique))
+    position = {g: i for i, g in enumerate(unique[order])}
+    rank = np.array([position[g] for g in groups])
+    by_rank = np.argsort(rank, kind="stable")
+    bounds = np.round(np.cumsum(fractions[:-1]) * len(groups)).astype(int)
+    out, start = [], 0
+    for cut in [*bounds, len(groups)]:
+        # Move the cut forward to a group boundary so no group spans two parts.
+        while 0 < cut < len(groups) and rank[by_rank[cut]] == rank[by_rank[cut - 1]]:
+            cut += 1
+        out.append(np.sort(by_rank[start:cut]))
+        start = max(start, cut)
+    return out
+
+
+def oracle_view(data: RaterData) -> RaterData:
+    """The ground truth as the only rater: what the Oracle row trains on (DESIGN §3)."""
+    if data.gt is None:
+        raise DataError("the oracle needs ground truth, and this dataset has none")
+    return replace(
+        data,
+        raters=data.gt[:, None].copy(),
+        rater_valid=np.ones((data.n, 1), dtype=bool),
+        rater_names=("gt",),
+        raters_simulated=False,
+    )

@@ -1,0 +1,81 @@
+"""The method interface (DESIGN §4): a method owns its networks and its loss, nothing else."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+import torch
+from torch import nn
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """What a method needs to know about the data to build its networks."""
+
+    in_channels: int
+    n_classes: int
+    n_raters: int
+    rater_ids_consistent: bool = True
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One training stage: which child modules it trains and for how many epochs.
+
+    Children not named are frozen and kept in eval mode during the stage (so a frozen network's
+    batch-norm statistics stay fixed). An empty `modules` trains every parameter.
+    """
+
+    name: str
+    modules: tuple[str, ...] = ()
+    epochs: int = 150  # the paper budget
+    quick_epochs: int = 4  # the quick budget (bench/budget.py)
+
+
+@dataclass
+class StepContext:
+    """Per-step information the harness hands to `Method.loss`; `generator` is the only randomness a method may use."""
+
+    stage: str
+    epoch: int
+    step: int
+    generator: torch.Generator
+
+
+class Method(nn.Module):
+    """Base class. Subclasses set `Config` (a frozen dataclass) and implement `loss` and `predict_proba`.
+
+    Batches are dicts: images float (B, C, H, W); raters long (B, R, H, W); rater_valid bool (B, R);
+    index long (B,) into the training split; plus the per-image arrays that `prepare` returned.
+    There is never a ground-truth field.
+    """
+
+    Config: ClassVar[type]
+    needs_consistent_raters: ClassVar[bool] = False  # per-rater modelling needs rater r to be one person
+
+    def __init__(self, cfg, spec: DataSpec):
+        super().__init__()
+        self.cfg = cfg
+        self.spec = spec
+
+    @property
+    def stages(self) -> list[Stage]:
+        return [Stage("train")]
+
+    def prepare(self, raters: np.ndarray, rater_valid: np.ndarray) -> dict[str, np.ndarray]:
+        """Optional precomputation on the training raters (N, R, H, W); returns per-image arrays (N, ...)."""
+        return {}
+
+    def loss(self, batch: dict[str, torch.Tensor], ctx: StepContext) -> dict[str, torch.Tensor]:
+        """Returns {"loss": scalar to minimise, other keys: detached parts for the log}."""
+        raise NotImplementedError
+
+    def predict_proba(self, images: torch.Tensor) -> torch.Tensor:
+        """(B, C, H, W) → probabilities of the true label (B, L, H, W); no rater input at test time."""
+        raise NotImplementedError
+
+    def deviations(self) -> list[str]:
+        """Departures from the shared U-Net or the paper, recorded in the run manifest."""
+        return []

