@@ -37,8 +37,8 @@ def parse_methods(text: str) -> list[str]:
     """`all` = the paper's methods plus the oracle; `ablation` = LF-Net's ablation rows; or a list."""
     if text == "all":
         return [*methods.method_names("main"), methods.ORACLE]
-    if text == "ablation":
-        return methods.method_names("ablation")
+    if text == "ablation":  # Table IV: the full model and its ablation variants
+        return ["lf-net", *methods.method_names("ablation")]
     names = [n.strip() for n in text.split(",") if n.strip()]
     known = [*methods.method_names(), methods.ORACLE]
     for name in names:
@@ -76,10 +76,10 @@ def cmd_list(args: argparse.Namespace) -> int:
         for name, spec in DATASETS.items():
             c = spec.card
             print(
-                f"  {name:<10} {c.title}\n             source: {c.source}\n             licence: {c.licence}\n             cite: {c.citation}\n             counts: {c.counts}"
+                f"  {name:<14} {c.title}\n                 source: {c.source}\n                 licence: {c.licence}\n                 cite: {c.citation}\n                 counts: {c.counts}"
             )
             if c.layout:
-                print(f"             put {c.download} in {c.layout}")
+                print(f"                 put {c.download} in {c.layout}")
     return 0
 
 

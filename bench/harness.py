@@ -196,11 +196,13 @@ def trim_log(log_path: Path | None, keep_stages: set[str]) -> None:
 
 
 def append_log(log_path: Path | None, row: dict) -> None:
+    """One CSV row per epoch; the header is the first row's keys (a method logs the same keys in every stage)."""
     if log_path is None:
         return
     new = not log_path.exists()
+    header = list(row) if new else next(csv.reader(log_path.open()))
     with log_path.open("a", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(row))
+        writer = csv.DictWriter(f, fieldnames=header, restval="", extrasaction="ignore")
         if new:
             writer.writeheader()
         writer.writerow(row)

@@ -22,7 +22,7 @@ import methods
 from bench import harness, store
 from bench.budget import Budget
 from bench.metrics import score
-from datasets import RaterData, Splits, get_dataset, oracle_view
+from datasets import DatasetSpec, RaterData, Splits, get_dataset, oracle_view
 from datasets import cache as data_cache
 from datasets.raters import rater_dice
 from methods.fusion import majority_vote
@@ -159,6 +159,12 @@ def write_rater_stats(results: Path, cell: Cell, train: RaterData) -> dict:
     return info
 
 
+def dataset_overrides(dataset: DatasetSpec, name: str) -> dict:
+    """The dataset's paper settings for the method class behind `name` (e.g. LF-Net's λ = 0.01 on MNIST)."""
+    cls = methods.get_entry(name).cls
+    return {k: v for base, values in dataset.method_overrides.items() if methods.get_entry(base).cls is cls for k, v in values.items()}
+
+
 def run_cell(cell: Cell, opts: RunOptions) -> dict:
     """Train, predict and score one cell; returns {"cell", "status": done|skipped|failed, "reason"}."""
     out = cell_dir(opts.results, cell)
@@ -187,7 +193,7 @@ def run_cell(cell: Cell, opts: RunOptions) -> dict:
         if cell.method == methods.ORACLE:
             train, trains = oracle_view(train), methods.ORACLE_TRAINS
         spec = methods.DataSpec(train.in_channels, train.n_classes, train.n_raters, train.rater_ids_consistent)
-        overrides = opts.overrides.get(cell.method, {})
+        overrides = {**dataset_overrides(spec_ds, trains), **opts.overrides.get(cell.method, {})}  # the user's last
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(cell.seed)  # network initialisation
             method = methods.build_method(trains, spec, overrides)

@@ -1,6 +1,7 @@
 """Methods and their registry. Adding a method: one module, plus one line in the import list below."""
 
 from methods import fusion_unets  # noqa: F401  (MV-, QMV-, Mean-, STAPLE-UNet)
+from methods import lf_net  # noqa: F401  (LF-Net and its ablations)
 from methods.base import DataSpec, Method, Stage, StepContext
 from methods.registry import (
     UnknownMethodError,
@@ -14,7 +15,7 @@ from methods.registry import (
 
 # The paper's Oracle is its best method trained on ground truth; the data view lives in datasets.
 ORACLE = "oracle"
-ORACLE_TRAINS = "mv-unet"  # becomes "lf-net" once LF-Net is registered
+ORACLE_TRAINS = "lf-net"
 
 __all__ = [
     "ORACLE",

@@ -75,10 +75,9 @@ def staple(
 
     Differences from ITK
     --------------------
-    - ``max_iter`` defaults to 100 instead of 2**32-1. On simulated 5-rater 28×28 images the
-      median image converges in 10 iterations but ~1.5 % need more than 100 (up to ~500); capping
-      at 100 left their 0.5-masks unchanged but moved posteriors by up to 0.13. Pass a large value
-      (e.g. 100_000) for ITK's behaviour.
+    - ``max_iter`` defaults to 10,000 instead of 2**32-1, a guard that real data never reach: on
+      simulated 5-rater 28×28 images the median image converges in 10 iterations and the slowest
+      of 1,000 in ~500 (a cap of 100 would move ~1.5 % of posteriors by up to 0.13).
     - Missing raters (``valid``) have no ITK counterpart; with all raters valid the algorithm is
       ITK's.
     - The prior is clipped to [0, 1] (ITK does not clip, so ``confidence_weight`` > 1 can push it

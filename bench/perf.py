@@ -1,0 +1,463 @@
+"""`python -m bench perf`: training throughput of the shared U-Net, metric and STAPLE timings.
+
+Training: the shared U-Net (through the `mv-unet` method) on random images with five random binary
+raters, at the paper's sizes:
+
+- 28×28, 1 channel, batch 128 (MNIST);
+- 180×180, 1 channel, batch 8 (LIDC crops);
+- 60-band hyperspectral, batch 2 (Choledoch): the full 256×320 on CUDA, 128×160 on CPU, where the
+  full size takes seconds per step.
+
+Each configuration is timed two ways, in fp32 and in bf16 autocast, side by side in one run:
+
+- `harness`: `harness.fit` for one epoch over exactly steps × batch images, so the time includes
+  the harness's own work (moving the split to the device, gathering each batch by index, the
+  channels-last copy, the method's majority vote from one-hot counts, the on-device loss sums,
+  the per-epoch log row);
+- `bare`: a plain PyTorch loop on the same network and data: contiguous slices of tensors already
+  on the device, forward, cross-entropy against the majority vote (votes · 2 > raters), backward,
+  Adam step.
+
+Warm-up steps run before each timed part and are not counted. Harness overhead is
+1 − harness img/s ÷ bare img/s in the same precision. FLOPs per step are counted once per
+configuration with `torch.utils.flop_counter.FlopCounterMode` on one training step (forward and
+backward convolutions; pooling, interpolation, elementwise work and the optimiser are not counted),
+and compared with the peak of large square matmuls measured in the same run.
+
+Peak memory: on CUDA `torch.cuda.max_memory_allocated` per run (reset before each); on CPU the
+process's maximum resident set size so far (`getrusage`), which only grows, so a later run's value
+includes the earlier runs' peaks.
+
+Metrics: DSC + bAHD with `bench.metrics` on a batch of mask pairs vs medpy's `dc` + `assd` per pair
+(ASSD is the closest of medpy's distances to bAHD; the values differ, only the work is comparable).
+STAPLE: `methods.staple.staple` on a batch vs SimpleITK's `STAPLEImageFilter` per image.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import platform
+import resource
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.utils.flop_counter import FlopCounterMode
+
+import methods
+from bench import harness
+from bench import metrics as bm
+from methods.staple import staple
+
+SCHEMA = "bench-perf/1"
+N_RATERS = 5
+PRECISIONS = ("fp32", "bf16")
+DEFAULT_STEPS = 20
+WARMUP_STEPS = 3
+QUICK_STEPS = 2
+QUICK_WARMUP = 1
+
+
+# --------------------------------------------------------------------------- configurations
+
+
+def train_configs(device: torch.device, quick: bool) -> list[dict]:
+    """The (name, channels, height, width, batch) of each timed training configuration."""
+    if quick:
+        return [
+            {"name": "28x28", "channels": 1, "height": 28, "width": 28, "batch": 8, "note": "quick: batch 8 instead of 128"},
+            {"name": "180x180", "channels": 1, "height": 32, "width": 32, "batch": 2, "note": "quick: 32x32 batch 2 instead of 180x180 batch 8"},
+            {"name": "hyperspectral", "channels": 60, "height": 16, "width": 20, "batch": 2, "note": "quick: 16x20 instead of 256x320"},
+        ]  # fmt: skip
+    hs = (256, 320) if device.type == "cuda" else (128, 160)
+    hs_note = "full 256x320 (CUDA)" if device.type == "cuda" else "128x160 on CPU (the full 256x320 is too slow there)"
+    return [
+        {"name": "28x28", "channels": 1, "height": 28, "width": 28, "batch": 128, "note": "MNIST size, paper batch"},
+        {"name": "180x180", "channels": 1, "height": 180, "width": 180, "batch": 8, "note": "LIDC crop size"},
+        {"name": "hyperspectral", "channels": 60, "height": hs[0], "width": hs[1], "batch": 2, "note": f"60 bands, {hs_note}"},
+    ]
+
+
+def random_data(n: int, channels: int, height: int, width: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Random images (n, C, H, W) float32, five random binary raters (n, 5, H, W) uint8, all valid (n, 5)."""
+    rng = np.random.default_rng(seed)
+    images = rng.standard_normal((n, channels, height, width), dtype=np.float32)
+    raters = rng.integers(0, 2, (n, N_RATERS, height, width), dtype=np.uint8)
+    valid = np.ones((n, N_RATERS), dtype=bool)
+    return images, raters, valid
+
+
+def build_mv_unet(channels: int, device: torch.device, seed: int = 0) -> methods.Method:
+    """The `mv-unet` method (the shared U-Net on the majority vote), initialised from `seed`."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        method = methods.build_method("mv-unet", methods.DataSpec(channels, 2, N_RATERS))
+    return method.to(device=device, memory_format=torch.channels_last)
+
+
+# --------------------------------------------------------------------------- environment
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def environment(device: torch.device) -> dict:
+    default = harness.autocast_dtype(device, "auto")
+    harness_precision = "bf16" if default == torch.bfloat16 else "fp32"
+    if device.type == "cuda":
+        name = torch.cuda.get_device_name(device)
+        note = f"auto on CUDA: {harness_precision}"
+    else:
+        name = cpu_name()
+        note = (
+            "auto on this CPU: bf16 (native AMX/AVX512-BF16)"
+            if harness_precision == "bf16"
+            else "auto on this CPU: fp32 (no native bf16, autocast would emulate it); bf16 is reported for reference"
+        )
+    env = {
+        "device": device.type,
+        "device_name": name,
+        "cpu": cpu_name(),
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+        "python": platform.python_version(),
+        "threads": torch.get_num_threads(),
+        "cpu_count": os.cpu_count(),
+        "cpu_fast_bf16": harness.cpu_has_fast_bf16(),
+        "harness_precision": harness_precision,
+        "precision_note": note,
+    }
+    if device.type == "cuda":
+        env["cuda_matmul_allow_tf32"] = torch.backends.cuda.matmul.allow_tf32
+        env["cudnn_allow_tf32"] = torch.backends.cudnn.allow_tf32
+    return env
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def reset_peak_memory(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def peak_memory_mib(device: torch.device) -> tuple[float, str]:
+    """(MiB, what it is): CUDA max allocated since the last reset, or the process's max RSS so far."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20, "cuda_max_memory_allocated"
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
+    return (rss / 2**20 if sys.platform == "darwin" else rss / 2**10), "process_max_rss"
+
+
+def free(device: torch.device) -> None:
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+# --------------------------------------------------------------------------- matmul peak
+
+
+def matmul_peak(device: torch.device, dtype: torch.dtype, n: int, seconds: float = 1.0) -> dict:
+    """GFLOP/s of n×n @ n×n matmuls (2n³ FLOPs each), best of a few repetitions after one warm-up."""
+    a = torch.randn(n, n, device=device).to(dtype)
+    b = torch.randn(n, n, device=device).to(dtype)
+    torch.mm(a, b)
+    sync(device)
+    start = time.perf_counter()
+    torch.mm(a, b)
+    sync(device)
+    first = max(time.perf_counter() - start, 1e-9)
+    reps = int(min(50, max(2, seconds / first)))
+    best = first
+    for _ in range(reps):
+        start = time.perf_counter()
+        torch.mm(a, b)
+        sync(device)
+        best = min(best, time.perf_counter() - start)
+    return {"n": n, "repetitions": reps + 1, "gflops": 2 * n**3 / best / 1e9}
+
+
+# --------------------------------------------------------------------------- training
+
+
+def step_flops(method: methods.Method, batch: dict[str, torch.Tensor]) -> int:
+    """FLOPs of one training step (forward + backward, fp32, no autocast) as FlopCounterMode counts them."""
+    method.train()
+    counter = FlopCounterMode(display=False)
+    with counter:
+        loss = method.loss(batch, methods.StepContext("train", 0, 0, torch.Generator()))["loss"]
+        loss.backward()
+    method.zero_grad(set_to_none=True)
+    return int(counter.get_total_flops())
+
+
+def time_harness(cfg: dict, precision: str, steps: int, warmup: int, device: torch.device, seed: int = 0) -> float:
+    """Seconds for `harness.fit` to run exactly `steps` steps (one epoch of steps × batch images), after a warm-up fit."""
+    b = cfg["batch"]
+    images, raters, valid = random_data((steps + warmup) * b, cfg["channels"], cfg["height"], cfg["width"], seed)
+    method = build_mv_unet(cfg["channels"], device, seed)
+    kwargs = {"epochs": {"train": 1}, "batch_size": b, "lr": 1e-4, "seed": seed, "device": device, "precision": precision}
+    harness.fit(method, images[: warmup * b], raters[: warmup * b], valid[: warmup * b], progress=False, **kwargs)
+    sync(device)
+    start = time.perf_counter()
+    harness.fit(method, images[warmup * b :], raters[warmup * b :], valid[warmup * b :], progress=False, **kwargs)
+    sync(device)
+    return time.perf_counter() - start
+
+
+def bare_steps(net, optimiser, images, raters, batch_size: int, steps: int, dtype: torch.dtype | None, device: torch.device) -> None:
+    """`steps` plain training steps on consecutive slices: forward, CE vs majority vote, backward, Adam."""
+    for i in range(steps):
+        sl = slice(i * batch_size, (i + 1) * batch_size)
+        x, votes = images[sl], raters[sl]
+        target = (votes.sum(1) * 2 > votes.shape[1]).long()  # majority vote; 5 raters never tie
+        with harness.autocast(device, dtype):
+            logits = net(x)
+        loss = F.cross_entropy(logits.float(), target)
+        optimiser.zero_grad(set_to_none=True)
+        loss.backward()
+        optimiser.step()
+
+
+def time_bare(cfg: dict, precision: str, steps: int, warmup: int, device: torch.device, seed: int = 0) -> float:
+    """Seconds for `steps` bare PyTorch steps on the same network and data as `time_harness`, after `warmup` steps."""
+    b = cfg["batch"]
+    images, raters, _ = random_data((steps + warmup) * b, cfg["channels"], cfg["height"], cfg["width"], seed)
+    x = torch.from_numpy(images).to(device).contiguous(memory_format=torch.channels_last)
+    r = torch.from_numpy(raters).to(device)
+    net = build_mv_unet(cfg["channels"], device, seed).net.train()
+    optimiser = torch.optim.Adam(net.parameters(), lr=1e-4)
+    dtype = harness.autocast_dtype(device, precision)
+    bare_steps(net, optimiser, x[: warmup * b], r[: warmup * b], b, warmup, dtype, device)
+    sync(device)
+    start = time.perf_counter()
+    bare_steps(net, optimiser, x[warmup * b :], r[warmup * b :], b, steps, dtype, device)
+    sync(device)
+    return time.perf_counter() - start
+
+
+def time_training(cfg: dict, steps: int, warmup: int, device: torch.device, peaks: dict, log) -> dict:
+    """Both loops in both precisions for one configuration, with its FLOP count and the harness overhead."""
+    images, raters, valid = random_data(cfg["batch"], cfg["channels"], cfg["height"], cfg["width"])
+    method = build_mv_unet(cfg["channels"], device)
+    data = harness.to_tensors({"images": images, "raters": raters, "rater_valid": valid}, device)
+    flops = step_flops(method, harness.make_batch(data, torch.arange(cfg["batch"]), device))
+    del method, data
+    free(device)
+    runs = []
+    for precision in PRECISIONS:
+        for loop, timer in (("harness", time_harness), ("bare", time_bare)):
+            log(f"  {cfg['name']}: {precision} {loop} ({warmup} + {steps} steps)")
+            reset_peak_memory(device)
+            seconds = timer(cfg, precision, steps, warmup, device)
+            memory, memory_kind = peak_memory_mib(device)
+            gflops = flops * steps / seconds / 1e9
+            runs.append({
+                "precision": precision, "loop": loop, "seconds": seconds, "images_per_s": steps * cfg["batch"] / seconds,
+                "gflops": gflops, "peak_fraction": gflops / peaks[precision]["gflops"],
+                "peak_memory_mib": memory, "memory_kind": memory_kind,
+            })  # fmt: skip
+            free(device)
+    overhead = {}
+    for precision in PRECISIONS:
+        speed = {r["loop"]: r["images_per_s"] for r in runs if r["precision"] == precision}
+        overhead[precision] = 1 - speed["harness"] / speed["bare"]
+    return {**cfg, "steps": steps, "warmup": warmup, "flops_per_step": flops, "runs": runs, "harness_overhead": overhead}
+
+
+# --------------------------------------------------------------------------- metrics and STAPLE
+
+
+def ellipses(rng: np.random.Generator, n: int, size: int, radius: tuple[float, float]) -> tuple[np.ndarray, np.ndarray]:
+    """n pairs of random elliptic blobs (n, size, size) bool: a reference and a displaced, resized copy."""
+    yy, xx = np.mgrid[:size, :size].astype(np.float32)
+    centre = rng.uniform(0.3 * size, 0.7 * size, (n, 2)).astype(np.float32)
+    radii = rng.uniform(*radius, (n, 2)).astype(np.float32)
+
+    def blob(c, r):
+        return ((yy - c[:, :1, None]) / r[:, :1, None]) ** 2 + ((xx - c[:, 1:, None]) / r[:, 1:, None]) ** 2 <= 1
+
+    shift = rng.uniform(-radius[0], radius[0], (n, 2)).astype(np.float32)
+    scale = rng.uniform(0.7, 1.3, (n, 2)).astype(np.float32)
+    return blob(centre, radii), blob(centre + shift, radii * scale)
+
+
+def time_metrics(n: int, size: int, seed: int = 0) -> dict:
+    """DSC + bAHD on n mask pairs: bench.metrics on the batch vs medpy dc + assd per pair."""
+    from medpy.metric.binary import assd, dc
+
+    gt, pred = ellipses(np.random.default_rng(seed), n, size, (3.0, size / 9))
+    start = time.perf_counter()
+    ours = bm.dice(pred, gt)
+    bm.bahd(pred, gt)
+    t_ours = time.perf_counter() - start
+    start = time.perf_counter()
+    theirs = [(dc(p, g), assd(p, g)) for p, g in zip(pred, gt)]
+    t_medpy = time.perf_counter() - start
+    return {
+        "pairs": n, "height": size, "width": size,
+        "bench_ms_per_pair": 1e3 * t_ours / n, "medpy_ms_per_pair": 1e3 * t_medpy / n, "speedup": t_medpy / t_ours,
+        "bench_route": "bench.metrics.dice + bench.metrics.bahd on the batch",
+        "medpy_route": "medpy.metric.binary.dc + assd per pair",
+        "dice_max_abs_diff": float(np.abs(ours - np.array([d for d, _ in theirs])).max()),
+    }  # fmt: skip
+
+
+def staple_raters(n: int, size: int, seed: int = 0) -> np.ndarray:
+    """(n, 5, size, size) uint8: per image, five copies of one random blob, each shifted by up to 3 px with 1 % of pixels flipped."""
+    rng = np.random.default_rng(seed)
+    gt, _ = ellipses(rng, n, size, (size / 12, size / 5))
+    out = np.empty((n, N_RATERS, size, size), dtype=np.uint8)
+    for i in range(n):
+        for j in range(N_RATERS):
+            shifted = np.roll(gt[i], tuple(rng.integers(-3, 4, 2)), axis=(0, 1))
+            out[i, j] = shifted ^ (rng.random(shifted.shape) < 0.01)
+    return out
+
+
+def time_staple(n: int, size: int, seed: int = 0) -> dict:
+    """methods.staple on n images × 5 raters at once vs SimpleITK's STAPLEImageFilter per image."""
+    raters = staple_raters(n, size, seed)
+    start = time.perf_counter()
+    ours = staple(raters)
+    t_ours = time.perf_counter() - start
+    result = {"images": n, "raters": N_RATERS, "height": size, "width": size, "ours_ms_per_image": 1e3 * t_ours / n}
+    try:
+        import SimpleITK as sitk
+    except ImportError:
+        return {**result, "skipped": "SimpleITK is not installed: no reference timing"}
+    start = time.perf_counter()
+    theirs = []
+    for image in raters:
+        f = sitk.STAPLEImageFilter()
+        f.SetForegroundValue(1.0)
+        theirs.append(sitk.GetArrayFromImage(f.Execute([sitk.GetImageFromArray(np.ascontiguousarray(r)) for r in image])))
+    t_sitk = time.perf_counter() - start
+    agreement = bm.dice(ours >= 0.5, np.stack(theirs) >= 0.5)
+    return {
+        **result, "sitk_ms_per_image": 1e3 * t_sitk / n, "speedup": t_sitk / t_ours,
+        "mean_dice_agreement": float(agreement.mean()), "min_dice_agreement": float(agreement.min()),
+        "sitk_version": sitk.Version.VersionString(), "sitk_threads": sitk.ProcessObject.GetGlobalDefaultNumberOfThreads(),
+    }  # fmt: skip
+
+
+# --------------------------------------------------------------------------- the run
+
+
+def run_perf(out: Path, quick: bool = False, device: str = "auto", steps: int | None = None, verbose: bool = False) -> dict:
+    """Time training, metrics and STAPLE; write the results to `out` (JSON, atomically) and return them."""
+    dev = harness.resolve_device(device)
+    log = (lambda msg: print(msg, file=sys.stderr, flush=True)) if verbose else (lambda msg: None)
+    steps = steps if steps is not None else (QUICK_STEPS if quick else DEFAULT_STEPS)
+    warmup = QUICK_WARMUP if quick else WARMUP_STEPS
+    n_matmul = 256 if quick else (4096 if dev.type == "cuda" else 2048)
+    result = {"schema": SCHEMA, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "quick": quick}
+    result["env"] = environment(dev)
+    log(f"matmul peak ({n_matmul}x{n_matmul})")
+    peaks = {p: matmul_peak(dev, torch.float32 if p == "fp32" else torch.bfloat16, n_matmul) for p in PRECISIONS}
+    result["matmul_peak"] = peaks
+    result["training"] = []
+    for cfg in train_configs(dev, quick):
+        log(f"training {cfg['name']}")
+        result["training"].append(time_training(cfg, steps, warmup, dev, peaks, log))
+    log("metrics")
+    result["metrics"] = time_metrics(20, 64) if quick else time_metrics(1000, 180)
+    log("staple")
+    result["staple"] = time_staple(10, 64) if quick else time_staple(200, 180)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(json.dumps(result, indent=2) + "\n")
+    os.replace(tmp, out)
+    return result
+
+
+def format_report(result: dict) -> str:
+    """The results as a readable table."""
+    env = result["env"]
+    lines = [
+        f"device: {env['device']} ({env['device_name']}), torch {env['torch']}, {env['threads']} threads",
+        f"harness precision: {env['harness_precision']} ({env['precision_note']})",
+        "matmul peak: " + ", ".join(f"{p} {v['gflops']:.1f} GFLOP/s ({v['n']}x{v['n']})" for p, v in result["matmul_peak"].items()),
+    ]
+    for cfg in result["training"]:
+        lines.append("")
+        lines.append(
+            f"training {cfg['name']}: {cfg['channels']} ch, {cfg['height']}x{cfg['width']}, batch {cfg['batch']}, "
+            f"{cfg['steps']} timed steps after {cfg['warmup']} warm-up, {cfg['flops_per_step'] / 1e9:.2f} GFLOP/step ({cfg['note']})"
+        )
+        lines.append(f"  {'precision':<11}{'loop':<9}{'img/s':>10}{'GFLOP/s':>10}{'% peak':>8}{'overhead':>10}{'peak MiB':>10}")
+        for run in cfg["runs"]:
+            mark = "*" if run["precision"] == env["harness_precision"] else " "
+            overhead = f"{100 * cfg['harness_overhead'][run['precision']]:.1f}%" if run["loop"] == "harness" else ""
+            lines.append(
+                f"  {run['precision'] + mark:<11}{run['loop']:<9}{run['images_per_s']:>10.1f}{run['gflops']:>10.1f}"
+                f"{100 * run['peak_fraction']:>7.1f}%{overhead:>10}{run['peak_memory_mib']:>10.0f}"
+            )
+    lines.append("  (* the harness's default precision; overhead = 1 - harness img/s / bare img/s; "
+                 + ("peak MiB: CUDA max allocated)" if env["device"] == "cuda" else "peak MiB: process max RSS so far)"))  # fmt: skip
+    m = result["metrics"]
+    lines += [
+        "",
+        f"metrics, {m['pairs']} pairs {m['height']}x{m['width']}: bench.metrics dice+bahd {m['bench_ms_per_pair']:.3f} ms/pair, "
+        f"medpy dc+assd {m['medpy_ms_per_pair']:.3f} ms/pair, speed-up {m['speedup']:.1f}x (max |dDSC| {m['dice_max_abs_diff']:.1e})",
+    ]
+    s = result["staple"]
+    head = f"staple, {s['images']} images {s['height']}x{s['width']}, {s['raters']} raters: methods.staple {s['ours_ms_per_image']:.3f} ms/image"
+    if "skipped" in s:
+        lines.append(f"{head}; {s['skipped']}")
+    else:
+        lines.append(
+            f"{head}, SimpleITK {s['sitk_ms_per_image']:.3f} ms/image, speed-up {s['speedup']:.1f}x, "
+            f"DSC agreement mean {s['mean_dice_agreement']:.4f} (min {s['min_dice_agreement']:.4f})"
+        )
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def cmd_perf(args: argparse.Namespace) -> int:
+    result = run_perf(Path(args.out), quick=args.quick, device=args.device, steps=args.steps, verbose=True)
+    print(format_report(result))
+    print(f"\nwritten to {args.out}")
+    return 0
+
+
+def add_parser(verbs) -> None:
+    """Add the `perf` verb to the CLI's subparsers."""
+    p = verbs.add_parser("perf", help="time U-Net training (harness vs bare loop), metrics and STAPLE on this machine")
+    p.add_argument("--out", default="results/perf.json", help="JSON output (default: results/perf.json)")
+    p.add_argument(
+        "--steps", type=positive_int, help=f"timed training steps per configuration (default: {DEFAULT_STEPS}, quick: {QUICK_STEPS})"
+    )
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--quick", action="store_true", help="tiny sizes and few steps: a smoke run of a few seconds")
+    p.set_defaults(func=cmd_perf)

@@ -1,0 +1,499 @@
+"""ISBI 2015 longitudinal MS lesion challenge: `ms-lesion` (five simulated raters) and `ms-lesion-real`.
+
+What a user has after downloading the challenge's training data (datasets.md §A2): per subject
+``training/trainingNN/preprocessed/trainingNN_TT_{flair,mprage,pd,t2}_pp.nii`` and
+``training/trainingNN/masks/trainingNN_TT_mask{1,2}.nii``, 181×217×181 at 1 mm; NN = subject
+(01 … 05), TT = time point (21 scans in all). Files are found by regex over a recursive walk of
+``<data-root>/ms-lesion/``, as ``.nii`` or ``.nii.gz``. The test subjects (``testNN``) have no
+masks and are skipped.
+
+Decisions (the paper states only "10 scans for training, 11 for testing, 20 % of the training
+images as validation" and "five simulated raters as Zhang et al."; methods.md §3.13 item 11):
+
+* **Input**: FLAIR only (`CONTRASTS`), one channel: the usual choice for white-matter lesions and
+  the cheapest. Setting `CONTRASTS = ALL_CONTRASTS` stacks FLAIR, MPRAGE, PD and T2 in that order.
+* **Normalisation**: per scan and contrast, a z-score with the mean and standard deviation of the
+  brain voxels (non-zero: the preprocessed volumes are skull-stripped). It is one affine map per
+  volume, so the background keeps one constant value below the brain's mean.
+* **Slicing**: axial, along nibabel's third axis (z). A slice is the (x, y) plane transposed to
+  (y, x), so an image is (217, 181) with rows along y, and `spacing` = (dy, dx) from the header's
+  zooms. Kept slices (`SLICES`): ``"lesion"`` (default) keeps the slices where either ISBI rater
+  (mask1 or mask2) marks a lesion voxel, the same slices for both dataset names, every noise level
+  and every `GT_RATER`, so results stay comparable; ``"brain"`` keeps every slice with brain.
+  Volumes whose (x, y) size differs from the first scan's are centre-cropped or zero-padded to it.
+* **Ground truth** (`GT_RATER`): rater 1's mask (``"mask1"``) by default; ``"mask2"``,
+  ``"intersection"`` or ``"union"`` of the two are the alternatives. It is the evaluation reference
+  of `ms-lesion` and the mask the raters are simulated from; the card names it.
+* **Simulated raters** (`ms-lesion`, R = 5, `RATER_NAMES` order), on the 3-D GT volume and then
+  sliced, the rules that reproduce Zhang et al.'s released MS data exactly (methods.md §12.4):
+  good = GT; over = the FSL-style edge-add pass applied twice; under = one 6-connected erosion;
+  wrong = over with alternating 100-voxel blocks of its C-order foreground deleted, twice;
+  blank = zeros. Voxels outside the volume count as background. These rules are deterministic:
+  there is nothing to seed.
+* **Noise**: the rules are whole passes, so `noise` scales the number of passes, rounded half up:
+  round(1·noise) erosions, round(2·noise) edge-add passes and round(2·noise) deletion passes.
+  noise 1 is the official rule, noise 0 makes every rater but blank equal GT, and the rater
+  noise grows monotonically in steps (e.g. noise 1.5 → 2 erosions, 3 edge-add passes, 3 deletions).
+  `datasets.raters.simulate_raters` (the continuous 2-D MNIST simulator) is not used: it would
+  change the rater family between noise levels.
+* **Real raters** (`ms-lesion-real`): mask1 and mask2 as two identity-consistent raters, no GT
+  (the evaluation reference is the majority vote); the `noise` argument must be 1.
+* **Split**: by subject, so no subject's time points fall in two parts (the paper's split is by
+  scan). The training subjects are the subset whose scan count is closest to the paper's 10 of
+  21 (ties: fewer training scans, then the first subjects by name): on ISBI (4, 4, 5, 4, 4 time
+  points) that is training01 + training03, 9 scans, and 12 test scans (training02, 04, 05).
+  Validation is by scan: 20 % of the training scans (at least one), drawn with seed 0; it shares
+  subjects with train, which only matters if it is used for model selection.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import warnings
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from scipy import ndimage as ndi
+
+from datasets.contract import DataError, DatasetCard, RaterData, Splits
+from datasets.raters import RATER_NAMES
+
+DATA_SEED = 0
+ALL_CONTRASTS = ("flair", "mprage", "pd", "t2")
+#: Input channels, in this order; FLAIR alone is the usual choice for lesions.
+CONTRASTS = ("flair",)
+#: Which ISBI mask is the ground truth of `ms-lesion`: "mask1", "mask2", "intersection", "union".
+GT_RATER = "mask1"
+GT_RATERS = ("mask1", "mask2", "intersection", "union")
+#: Which axial slices are kept: "lesion" (either rater marks lesion) or "brain" (any brain voxel).
+SLICES = "lesion"
+#: The paper's split: 10 of the 21 training scans for training (Zhang et al.).
+TRAIN_SCAN_FRACTION = 10 / 21
+VAL_FRACTION = 0.2
+EXPECTED_SCANS = 21
+REAL_RATER_NAMES = ("mask1", "mask2")
+
+#: Official MS rules at noise 1 (methods.md §12.4): passes of each operation and the block size.
+UNDER_EROSIONS = 1
+OVER_EDGE_PASSES = 2
+WRONG_DELETION_PASSES = 2
+WRONG_BLOCK = 100
+
+IMAGE_RE = re.compile(r"^(?P<subject>(?:training|test)\d{2})_(?P<tp>\d{2})_(?P<contrast>flair|mprage|pd|t2)_pp\.nii(?:\.gz)?$")
+MASK_RE = re.compile(r"^(?P<subject>training\d{2})_(?P<tp>\d{2})_mask(?P<rater>[12])\.nii(?:\.gz)?$")
+
+_SOURCE = "https://smart-stats-tools.org/lesion-challenge-2015 (free registration)"
+_LICENCE = "ISBI 2015 challenge data: free for research after registration; cite Carass et al. 2017 (terms unconfirmed)"
+_CITATION = "Carass et al., Longitudinal multiple sclerosis lesion segmentation: resource and challenge, NeuroImage 148:77-102, 2017"
+_DOWNLOAD = "the challenge's training data: training/training01 … training05, each with preprocessed/ and masks/ (the test data have no masks and are not used)"
+_LAYOUT = "<data-root>/ms-lesion/ (the unpacked challenge folder, any nesting; .nii or .nii.gz)"
+_COUNTS = (
+    "21 training scans with two raters' masks (5 subjects × 4-5 time points, 181×217×181 at 1 mm); "
+    "by subject: 9 scans train+val (7 train / 2 val) and 12 test; FLAIR axial slices where either rater marks "
+    "lesion (tens per scan), each 217×181"
+)
+
+CARD = DatasetCard(
+    name="ms-lesion",
+    title=f"ISBI 2015 MS lesions, FLAIR axial slices, five simulated raters from the GT = {GT_RATER} (the paper)",
+    source=_SOURCE,
+    licence=_LICENCE,
+    citation=_CITATION + "; raters after Zhang et al., NeurIPS 2020 (CM-UNet), rules of their released MS data",
+    counts=_COUNTS + "; 5 raters (good, over, under, wrong, blank)",
+    download=_DOWNLOAD,
+    layout=_LAYOUT,
+)
+CARD_REAL = DatasetCard(
+    name="ms-lesion-real",
+    title="ISBI 2015 MS lesions, FLAIR axial slices, the two real raters (mask1, mask2), no GT (reference: majority)",
+    source=_SOURCE,
+    licence=_LICENCE,
+    citation=_CITATION,
+    counts=_COUNTS + "; 2 real raters",
+    download=_DOWNLOAD,
+    layout=_LAYOUT,
+)
+
+
+# ---------------------------------------------------------------------------------------
+# The MS rater rules (methods.md §12.4), on 3-D binary volumes
+# ---------------------------------------------------------------------------------------
+
+
+def erode6(mask: np.ndarray, passes: int = UNDER_EROSIONS) -> np.ndarray:
+    """`passes` 3-D erosions with the 6-connected cross: (X, Y, Z) -> (X, Y, Z) bool.
+
+    A voxel survives a pass iff it and its 6 face neighbours are foreground; outside the volume
+    is background.
+    """
+    mask = np.asarray(mask) > 0
+    if passes <= 0 or not mask.any():
+        return mask
+    return ndi.binary_erosion(mask, structure=ndi.generate_binary_structure(3, 1), iterations=passes, border_value=0)
+
+
+def edge_add(mask: np.ndarray, passes: int = OVER_EDGE_PASSES) -> np.ndarray:
+    """`passes` FSL-style edge-add passes: (X, Y, Z) -> (X, Y, Z) bool.
+
+    One pass: mask OR (Σ over the 3 axes of |x[i+1] - x[i-1]| > 0), the central-difference
+    gradient of ``fslmaths -edge`` added to the mask. Unlike a 6-connected dilation it skips a
+    background voxel whose two neighbours along every axis are equal (a one-voxel gap between
+    two foreground voxels). Outside the volume is background.
+    """
+    mask = np.asarray(mask) > 0
+    for _ in range(max(passes, 0)):
+        padded = np.pad(mask, 1)
+        edge = np.zeros_like(mask)
+        inner = (slice(1, -1),) * 3
+        for axis in range(3):
+            before, after = list(inner), list(inner)
+            before[axis], after[axis] = slice(0, -2), slice(2, None)
+            edge |= padded[tuple(before)] != padded[tuple(after)]
+        mask = mask | edge
+    return mask
+
+
+def delete_blocks(mask: np.ndarray, passes: int = WRONG_DELETION_PASSES, block: int = WRONG_BLOCK) -> np.ndarray:
+    """Delete alternating blocks of the foreground in C order, `passes` times: (X, Y, Z) -> bool.
+
+    The foreground voxels are listed in C order of the array as nibabel loads it (z fastest,
+    ``np.flatnonzero``); those at list positions [0, block), [2·block, 3·block), … are deleted.
+    Each pass lists the remaining foreground again, so two passes keep about a quarter.
+    """
+    mask = np.asarray(mask) > 0
+    for _ in range(max(passes, 0)):
+        flat = mask.ravel().copy()  # ravel is C order whatever the memory layout
+        on = np.flatnonzero(flat)
+        flat[on[(np.arange(len(on)) // block) % 2 == 0]] = False
+        mask = flat.reshape(mask.shape)
+    return mask
+
+
+def passes_at(noise: float) -> tuple[int, int, int]:
+    """(erosions, edge-add passes, deletion passes) at a noise level: the official counts × noise, rounded half up."""
+    if not np.isfinite(noise) or noise < 0:
+        raise ValueError(f"noise must be finite and >= 0, got {noise}")
+
+    def scaled(count: int) -> int:
+        return int(np.floor(count * noise + 0.5))
+
+    return scaled(UNDER_EROSIONS), scaled(OVER_EDGE_PASSES), scaled(WRONG_DELETION_PASSES)
+
+
+def simulate_ms_raters(gt: np.ndarray, noise: float = 1.0) -> np.ndarray:
+    """The five MS raters of one 3-D GT volume: (X, Y, Z) -> (5, X, Y, Z) uint8 in {0, 1}.
+
+    Order `RATER_NAMES` (good, over, under, wrong, blank). The array must be in nibabel's
+    (x, y, z) order: "wrong" depends on the C order of the voxels.
+    """
+    gt = np.asarray(gt) > 0
+    erosions, edge_passes, deletions = passes_at(noise)
+    over = edge_add(gt, edge_passes)
+    out = np.zeros((len(RATER_NAMES), *gt.shape), dtype=np.uint8)
+    out[0] = gt
+    out[1] = over
+    out[2] = erode6(gt, erosions)
+    out[3] = delete_blocks(over, deletions)
+    return out  # blank (index 4) stays zero
+
+
+# ---------------------------------------------------------------------------------------
+# Finding and reading the files
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Scan:
+    """One time point of one subject: its contrast files and rater masks."""
+
+    subject: str
+    timepoint: str
+    images: dict[str, Path] = field(default_factory=dict)  # contrast -> path
+    masks: dict[str, Path] = field(default_factory=dict)  # "mask1" / "mask2" -> path
+
+    @property
+    def scan_id(self) -> str:
+        return f"{self.subject}_{self.timepoint}"
+
+
+def find_scans(root: Path) -> list[Scan]:
+    """All scans under `root` (recursive walk), sorted by subject and time point."""
+    scans: dict[tuple[str, str], Scan] = {}
+    for folder, _, files in sorted(os.walk(root, followlinks=True)):
+        for name in sorted(files):
+            image, mask = IMAGE_RE.match(name), MASK_RE.match(name)
+            if not (image or mask):
+                continue
+            m = image or mask
+            scan = scans.setdefault((m["subject"], m["tp"]), Scan(m["subject"], m["tp"]))
+            slot, key = (scan.images, m["contrast"]) if image else (scan.masks, f"mask{m['rater']}")
+            path = Path(folder) / name
+            if key in slot:
+                raise DataError(f"ms-lesion: two files for {scan.scan_id} {key}: {slot[key]} and {path}; keep one")
+            slot[key] = path
+    return [scans[k] for k in sorted(scans)]
+
+
+def read_nifti(path: Path) -> tuple[np.ndarray, tuple[float, float, float]]:
+    """A 3-D NIfTI volume as float32 (X, Y, Z) in nibabel's axis order, and its voxel size (mm)."""
+    import nibabel as nib  # lazy: only this adapter needs it
+    from nibabel.filebasedimages import ImageFileError
+
+    try:
+        image = nib.load(str(path))
+        data = np.asarray(image.dataobj, dtype=np.float32)
+        zooms = tuple(round(float(z), 6) for z in image.header.get_zooms()[:3])
+    except (OSError, EOFError, ValueError, zlib.error, ImageFileError) as e:
+        reason = (str(e).splitlines() or [type(e).__name__])[0]
+        reason = re.sub(r' (from|of) ("[^"]*"|\S*)$', "", reason)  # nibabel repeats the path
+        raise DataError(f"{path}: unreadable or truncated NIfTI ({reason}); download it again") from None
+    if data.ndim == 4 and data.shape[3] == 1:
+        data = data[..., 0]
+    if data.ndim != 3:
+        raise DataError(f"{path}: expected a 3-D volume, got shape {data.shape}")
+    if not np.isfinite(data).all():
+        raise DataError(f"{path}: contains NaN or infinite values; download it again")
+    return data, zooms
+
+
+def fit_xy(volume: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    """Centre-crop or zero-pad the first two axes of (X, Y, ...) to `shape`."""
+    out = volume
+    for axis, size in enumerate(shape):
+        have = out.shape[axis]
+        if have > size:
+            start = (have - size) // 2
+            out = np.take(out, np.arange(start, start + size), axis=axis)
+        elif have < size:
+            widths = [(0, 0)] * out.ndim
+            widths[axis] = ((size - have) // 2, size - have - (size - have) // 2)
+            out = np.pad(out, widths)
+    return out
+
+
+def zscore_brain(volume: np.ndarray) -> np.ndarray:
+    """(X, Y, Z) float32 -> same, z-scored with the mean and std of the non-zero (brain) voxels."""
+    brain = volume[volume != 0]
+    if brain.size == 0:
+        return volume.astype(np.float32)
+    std = float(brain.std())
+    return ((volume - float(brain.mean())) / (std if std > 0 else 1.0)).astype(np.float32)
+
+
+def gt_volume(mask1: np.ndarray, mask2: np.ndarray, gt_rater: str) -> np.ndarray:
+    """The GT volume named by `gt_rater` from the two ISBI masks (bool, same shape)."""
+    if gt_rater == "mask1":
+        return mask1
+    if gt_rater == "mask2":
+        return mask2
+    if gt_rater == "intersection":
+        return mask1 & mask2
+    if gt_rater == "union":
+        return mask1 | mask2
+    raise DataError(f"ms-lesion: unknown GT rater {gt_rater!r}; choose one of {', '.join(GT_RATERS)}")
+
+
+# ---------------------------------------------------------------------------------------
+# Splits
+# ---------------------------------------------------------------------------------------
+
+
+def choose_train_subjects(scan_counts: dict[str, int], fraction: float = TRAIN_SCAN_FRACTION) -> tuple[str, ...]:
+    """Training subjects whose scan count is closest to `fraction` of all scans.
+
+    Every proper, non-empty subset of subjects is tried (ties: fewer training scans, then the
+    first subjects by name); above 16 subjects, the first subjects by name are taken instead.
+    """
+    subjects = sorted(scan_counts)
+    if len(subjects) < 2:
+        raise DataError(
+            f"ms-lesion: found scans of {len(subjects)} subject(s) ({', '.join(subjects)}); a subject-level split needs at least 2"
+        )
+    target = fraction * sum(scan_counts.values())
+    if len(subjects) > 16:
+        cumulative = np.cumsum([scan_counts[s] for s in subjects])[:-1]
+        k = int(np.argmin(np.abs(cumulative - target))) + 1
+        return tuple(subjects[:k])
+    best = None
+    for k in range(1, len(subjects)):
+        for combo in itertools.combinations(subjects, k):
+            n = sum(scan_counts[s] for s in combo)
+            key = (abs(n - target), n, combo)
+            best = key if best is None else min(best, key)
+    return best[2]
+
+
+def choose_val_scans(train_scans: list[str], fraction: float = VAL_FRACTION) -> list[str]:
+    """`fraction` of the training scans (at least one when there are two or more), seed `DATA_SEED`."""
+    if len(train_scans) < 2:
+        return []
+    n_val = max(1, int(np.floor(fraction * len(train_scans) + 0.5)))
+    order = np.random.default_rng(DATA_SEED).permutation(len(train_scans))
+    return sorted(train_scans[i] for i in order[:n_val])
+
+
+# ---------------------------------------------------------------------------------------
+# Loading
+# ---------------------------------------------------------------------------------------
+
+
+def load_ms_lesion(data_root: Path, noise: float, gt_rater: str = GT_RATER) -> Splits:
+    """`ms-lesion`: FLAIR slices, the five simulated raters made from `gt_rater`'s 3-D masks, and GT."""
+    return _load(data_root, noise, simulated=True, gt_rater=gt_rater)
+
+
+def load_ms_lesion_real(data_root: Path, noise: float) -> Splits:
+    """`ms-lesion-real`: FLAIR slices and the two real raters (mask1, mask2); no GT."""
+    if noise != 1.0:
+        raise DataError(f"ms-lesion-real has real raters, so there is no noise level to set (got {noise:g}); use --noise-levels 1")
+    return _load(data_root, noise, simulated=False, gt_rater=GT_RATER)
+
+
+def _load(
+    data_root: Path,
+    noise: float,
+    *,
+    simulated: bool,
+    gt_rater: str,
+    contrasts: tuple[str, ...] | None = None,
+    slices: str | None = None,
+) -> Splits:
+    contrasts = CONTRASTS if contrasts is None else contrasts
+    slices = SLICES if slices is None else slices
+    if gt_rater not in GT_RATERS:
+        raise DataError(f"ms-lesion: unknown GT rater {gt_rater!r}; choose one of {', '.join(GT_RATERS)}")
+    if slices not in ("lesion", "brain"):
+        raise DataError(f"ms-lesion: unknown slice rule {slices!r}; choose 'lesion' or 'brain'")
+    if simulated:
+        passes_at(noise)  # validates noise before the slow part
+    root = Path(data_root) / "ms-lesion"
+    if not root.is_dir():
+        raise DataError(f"ms-lesion: {root}/ not found; download the ISBI 2015 training data ({_SOURCE}) and unpack it into {root}/")
+    scans = [s for s in find_scans(root) if s.subject.startswith("training")]
+    if not scans:
+        raise DataError(
+            f"ms-lesion: no files named trainingNN_TT_flair_pp.nii[.gz] or trainingNN_TT_mask1.nii[.gz] under {root}/; unpack the challenge's training/ folder there"
+        )
+    for scan in scans:
+        missing = [f"{scan.scan_id}_{c}_pp.nii" for c in contrasts if c not in scan.images]
+        missing += [f"{scan.scan_id}_{m}.nii" for m in REAL_RATER_NAMES if m not in scan.masks]
+        if missing:
+            found = next(iter({**scan.images, **scan.masks}.values()))
+            raise DataError(
+                f"ms-lesion: {scan.scan_id} has no {' or '.join(missing)}[.gz] (found {found}); every training scan needs {', '.join(contrasts)} and both masks"
+            )
+    if len(scans) != EXPECTED_SCANS:
+        warnings.warn(f"ms-lesion: found {len(scans)} training scans under {root}/, the challenge has {EXPECTED_SCANS}", stacklevel=2)
+
+    parts, target, spacing = [], None, None
+    for scan in scans:
+        part = _slices_of(scan, contrasts, simulated, gt_rater, noise, slices, target)
+        if target is None:
+            target, spacing, first = part["xy"], part["spacing"], scan
+        elif not np.allclose(part["spacing"], spacing, rtol=1e-3):
+            raise DataError(
+                f"ms-lesion: {scan.images[contrasts[0]]} has voxel size {part['spacing']} mm, {first.images[contrasts[0]]} has {spacing}; use the preprocessed (1 mm) volumes"
+            )
+        parts.append(part)
+    if sum(len(p["ids"]) for p in parts) == 0:
+        raise DataError(
+            f"ms-lesion: no axial slice of the {len(scans)} scans under {root}/ is kept (rule {slices!r}): are the masks empty?"
+        )
+
+    data = RaterData(
+        images=np.concatenate([p["images"] for p in parts]),
+        raters=np.concatenate([p["raters"] for p in parts]),
+        rater_valid=np.ones((sum(len(p["ids"]) for p in parts), len(RATER_NAMES) if simulated else len(REAL_RATER_NAMES)), dtype=bool),
+        gt=np.concatenate([p["gt"] for p in parts]) if simulated else None,
+        case_ids=np.concatenate([p["ids"] for p in parts]),
+        groups=np.concatenate([p["groups"] for p in parts]),
+        rater_names=RATER_NAMES if simulated else REAL_RATER_NAMES,
+        rater_ids_consistent=True,
+        raters_simulated=simulated,
+        spacing=(spacing[1], spacing[0]),  # rows run along y, columns along x
+    )
+    return _split(data, scans, slices)
+
+
+def _slices_of(
+    scan: Scan,
+    contrasts: tuple[str, ...],
+    simulated: bool,
+    gt_rater: str,
+    noise: float,
+    slices: str,
+    target: tuple[int, int] | None,
+) -> dict:
+    """Decode one scan and cut its kept axial slices: images (K, C, Y, X), raters (K, R, Y, X), gt (K, Y, X)."""
+    volumes, spacing, shape, shape_from = [], None, None, None
+    for contrast in contrasts:
+        volume, zooms = read_nifti(scan.images[contrast])
+        if shape is None:
+            shape, shape_from, spacing = volume.shape, scan.images[contrast], zooms
+        elif volume.shape != shape:
+            raise DataError(
+                f"ms-lesion: {scan.images[contrast]} is {volume.shape}, {shape_from} is {shape}; the contrasts of one scan must match"
+            )
+        volumes.append(volume)
+    masks = {}
+    for name in REAL_RATER_NAMES:
+        mask, _ = read_nifti(scan.masks[name])
+        if mask.shape != shape:
+            raise DataError(f"ms-lesion: mask {scan.masks[name]} is {mask.shape}, image {shape_from} is {shape}; download the scan again")
+        masks[name] = mask > 0
+
+    target = target or shape[:2]
+    volumes = [fit_xy(v, target) for v in volumes]
+    mask1, mask2 = (fit_xy(masks[name], target) for name in REAL_RATER_NAMES)
+    if slices == "lesion":
+        keep = np.flatnonzero((mask1 | mask2).any(axis=(0, 1)))
+    else:
+        keep = np.flatnonzero(np.any([(v != 0).any(axis=(0, 1)) for v in volumes], axis=0))
+    image = np.stack([zscore_brain(v) for v in volumes])  # (C, X, Y, Z)
+
+    if simulated:
+        gt = gt_volume(mask1, mask2, gt_rater)
+        raters = simulate_ms_raters(gt, noise)  # 3-D first, then sliced, as the official data
+    else:
+        gt = None
+        raters = np.stack([mask1, mask2]).astype(np.uint8)
+    # (…, X, Y, Z) -> (K, …, Y, X): one image per kept z, rows along y.
+    return {
+        "images": np.ascontiguousarray(np.transpose(image[..., keep], (3, 0, 2, 1))),
+        "raters": np.ascontiguousarray(np.transpose(raters[..., keep], (3, 0, 2, 1))),
+        "gt": None if gt is None else np.ascontiguousarray(np.transpose(gt[..., keep], (2, 1, 0))).astype(np.uint8),
+        "ids": np.array([f"{scan.scan_id}_z{z:03d}" for z in keep]),
+        "groups": np.array([scan.subject] * len(keep)),
+        "xy": tuple(target),
+        "spacing": spacing,
+    }
+
+
+def _split(data: RaterData, scans: list[Scan], slices: str) -> Splits:
+    counts: dict[str, int] = {}
+    for scan in scans:
+        counts[scan.subject] = counts.get(scan.subject, 0) + 1
+    train_subjects = choose_train_subjects(counts)
+    train_scans = [s.scan_id for s in scans if s.subject in train_subjects]
+    val_scans = choose_val_scans(train_scans)
+    scan_of = np.array([c.rsplit("_z", 1)[0] for c in data.case_ids])
+    in_train = np.isin(data.groups, train_subjects)
+    in_val = np.isin(scan_of, val_scans)
+    test_subjects = sorted(set(counts) - set(train_subjects))
+    n_test = sum(counts[s] for s in test_subjects)
+    kept = "slices where mask1 or mask2 marks lesion" if slices == "lesion" else "slices with brain"
+    rule = (
+        f"by subject: train+val {', '.join(train_subjects)} ({len(train_scans)} scans), test {', '.join(test_subjects)} ({n_test} scans), "
+        f"the subject-level split closest to the paper's 10/11 scans; val = scans {', '.join(val_scans) or 'none'} "
+        f"({VAL_FRACTION:.0%} of the training scans, seed {DATA_SEED}); axial {kept}"
+    )
+    return Splits(
+        train=data.subset(np.flatnonzero(in_train & ~in_val)),
+        val=data.subset(np.flatnonzero(in_train & in_val)),
+        test=data.subset(np.flatnonzero(~in_train)),
+        rule=rule,
+    )

@@ -1,0 +1,391 @@
+"""LF-Net: label filling via mixed supervision, and its ablation variants.
+
+Paper: M. Li, W. Shen, Q. Li, Y. Wang, "Label Filling via Mixed Supervision for Medical Image
+Segmentation from Noisy Annotations", arXiv 2410.16057 (§III and "Implementation Details").
+No public implementation is known, so everything here follows the paper's text and
+`reference/methods.md` §3; the open points of methods.md §3.13 are decided below.
+
+What is implemented
+-------------------
+Two stages (Algorithm 1):
+
+1. ``soft_label`` trains the soft-label learning network ``sll`` (Θ1), the shared U-Net fed with
+   the raters' label maps, with L_sll = TV-masked cross-entropy against the majority vote (eq. 4).
+2. ``segmentation`` trains the segmentation U-Net ``seg`` (Θ2) and the rater characteristics net
+   ``rcn`` (Θ3, θ1..θR) with ``sll`` frozen (the harness puts it in eval mode):
+   L_seg = L_sl + L_ce + λ·L_rcl (eq. 10), where
+   - L_ce = TV-masked cross-entropy of ``seg`` against the majority vote (eq. 6);
+   - L_sl = −τ² · mean over TV-selected pixels of Σ_l q̂1 log q2 with q̂1 = softmax(a1/τ) of the frozen
+     SLL (computed on the fly under no_grad) and q2 = softmax(a2/τ) of ``seg`` (eqs. 7–8);
+   - L_rcl = Σ_r cross-entropy of RCN head r against rater r's labels, on every pixel (no TV mask),
+     missing raters left out (eq. 9).
+Prediction is softmax(``seg``(image)) only, without temperature (Algorithm 1, last line).
+
+Equations are numbered in the order of the paper's source (independence = 1, TV = 3).
+Notation: M^tv (eq. 3) is 1 where the most-voted class, background included, has ≥ β votes; β is a
+count of raters, R − 1 by default (so R = 1, the Oracle view, selects every pixel). Ω is
+`methods.fusion.majority_vote` (ties go to the lowest class, methods.md §3.13 item 3).
+
+Decisions on the paper's open points (methods.md §3.13; recorded in `Config` and `deviations()`)
+-------------------------------------------------------------------------------------------------
+- Loss normalisation (item 4): every term is a mean, not the paper's sum over pixels. L_sll, L_ce
+  and L_sl average over the TV-selected pixels of the batch (an empty mask gives 0); each rater's
+  term of L_rcl averages over all pixels of the images that rater labelled, and the R terms are
+  summed, as the Σ_r of eq. 9. So λ·L_rcl weighs R rater terms against one L_ce term, as in the
+  paper, but the ratio of all pixels to selected pixels that the paper's sums carry is dropped.
+- SLL input (item 2): the raters' maps one-hot encoded, R·L channels (channel r·L + l is 1 where
+  rater r says class l), a missing rater all zeros (it also casts no vote). The paper writes R
+  class-index channels, which for binary data carry the same information except that a missing
+  rater would look like an all-background one; for multi-class data (RIGA) one-hot avoids an
+  arbitrary order on the classes. The SLL sees only the raters' maps by default: §III-C defines
+  P̂1 = f(Ỹ; Θ̂1) and says the stacked annotations are "fed to the network"; the f(X; Θ̂1) of §III-D1
+  reads as a reuse of the generic notation. ``sll_sees_image=True`` prepends the image channels.
+- RCN input (item 1): option (a), the segmentation network's softmax P2 (probabilities, not an
+  argmax, not detached), so that λ·L_rcl reaches Θ2; §III-D2 and §III-A describe the RCN as
+  modelling each rater "based upon the learned true label" and back-propagating into the
+  segmentation network. Without the image, everything the RCN knows about the true label comes
+  through P2, so it cannot model a rater from the image alone and bypass the segmentation network.
+  ``rcn_sees_image=True`` concatenates the image (option (b)).
+- RCN architecture ("the backbone network is the 2D U-Net, except the last decoder layer, where the
+  branches are split"): the shared U-Net whose last decoder block keeps its first 3×3 conv shared;
+  its second 3×3 conv (the last layer of the decoder) and the 1×1 class head are per rater. The R
+  branches are computed as one convolution with R·32 output channels followed by a 1×1 convolution
+  with R groups, which is exactly R independent branches. Splitting the whole last decoder block
+  would cost ≈ 1.75× a U-Net's FLOPs for R = 5 instead of ≈ 1.2×.
+- "Training epoch for rater characteristics net module is 15" on MNIST (item 5): the RCN is trained
+  only in stage 2 and jointly with Θ2 (Algorithm 1), so we read it as the length of stage 2 on
+  MNIST (``seg_epochs=15``, a dataset override). The other reading, L_rcl active only in the
+  first 15 epochs of stage 2, is ``rcl_epochs=15``.
+- λ (item 18 of §17): 0.05 (the paper's default); MNIST uses 0.01 in the paper, which the config
+  cannot know: the sweep must pass ``lam=0.01`` for MNIST.
+- "No TV" ablations (item 14): S+SLS (``lf-net-s-sls``) has no TV anywhere, so its SLL is also
+  trained on the majority vote of every pixel (``sll_tv=False``); with rater-only input this SLL
+  learns Ω itself, which matches Table IV where S+SLS is close to S. † (``lf-net-no-tv-sl``) removes
+  the mask from L_sl only; its SLL keeps the TV mask.
+- Replacing the SLL by the majority vote or STAPLE (text of §IV-D): that fused label p̂1 is softened
+  like the SLL's output, q̂1 ∝ p̂1^(1/τ) (= softmax(log p̂1 / τ)); the one-hot majority vote stays
+  one-hot. STAPLE is binary, per image (`methods.staple.staple`), precomputed in `prepare`.
+- Replacing the RCN by CM-UNet's confusion matrices (``rater_module="cm"``): pixel-wise
+  column-stochastic L×L matrices A_r[noisy, true] = p(ỹ_r | y) from R heads (3×3 conv + BN + ReLU,
+  1×1 conv to L², softplus, normalised over the noisy label) on the segmentation U-Net's last
+  decoder features, as in CM-UNet; the rater term is Σ_r NLL(log(A_r·P2)) with the correct log
+  (methods.md §17 item 1), plus ``cm_trace_weight``·Σ_r mean trace(A_r). The trace weight is 0 by
+  default: CM-UNet needs it to tell A from P2 when nothing else anchors P2, while here L_ce and L_sl
+  anchor P2. The head is a small copy of the idea, independent of `methods/cm_unet.py`; the two
+  could share one module later.
+
+Ablations (Table IV, methods.md §3.8) are config flags registered as one-line variants at the
+bottom. Variants without the soft-label network have no ``soft_label`` stage and no ``sll``
+module; variants without a rater module have no ``rcn``. The S and S+TV rows keep LF-Net's
+segmentation schedule (70 epochs); ``mv-unet`` and ``qmv-unet`` are the 150-epoch baselines.
+
+Defaults: β = R − 1, τ = 2.5, λ = 0.05, Adam lr 1e-4, epochs 10 (SLL) / 70 (segmentation) from
+the paper's Implementation Details and eq. 3; optimiser and learning rate belong to the harness.
+Quick budget: 2 SLL epochs + 3 segmentation epochs. Measured on CPU (32×1×28×28 batches, R = 5,
+fwd + bwd + Adam): a stage-1 step costs 1.0× a U-Net step, a stage-2 step (seg + RCN + frozen SLL
+forward) 2.5–3.0× (the RCN alone ≈ 1.0–1.3×, the SLL forward ≈ 0.3×; best of 4 interleaved
+runs per method on a shared, loaded machine), so LF-Net's quick run costs about
+2·1.0 + 3·2.6 ≈ 10 U-Net epochs, ≈ 3.3× a 3-epoch U-Net.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from methods.base import DataSpec, Method, Stage, StepContext
+from methods.fusion import majority_vote, threshold_vote_mask
+from methods.fusion_unets import masked_cross_entropy
+from methods.registry import register_method, register_variant
+from methods.staple import staple
+from methods.unet import UNet
+
+SOFT_LABELS = ("sll", "mv", "staple", "none")
+RATER_MODULES = ("rcn", "cm", "none")
+_EPS = 1e-7  # keeps log(A·p) finite for the confusion-matrix rater term
+
+
+def rater_onehot(raters: torch.Tensor, valid: torch.Tensor, n_classes: int) -> torch.Tensor:
+    """SLL input: (B, R, H, W) long, valid (B, R) → float (B, R·L, H, W); channel r·L + l is 1 where rater r says l.
+
+    A missing rater's L channels are all zero (distinct from an all-background rater).
+    """
+    onehot = F.one_hot(raters, n_classes).to(torch.float32) * valid[:, :, None, None, None]  # (B, R, H, W, L)
+    return onehot.permute(0, 1, 4, 2, 3).flatten(1, 2)
+
+
+def soften(probs: torch.Tensor, tau: float) -> torch.Tensor:
+    """Temperature applied to probabilities (B, L, H, W): p^(1/τ) renormalised, = softmax(log p / τ); zeros stay zero."""
+    powered = probs.clamp(min=0) ** (1.0 / tau)
+    return powered / powered.sum(1, keepdim=True).clamp(min=1e-12)
+
+
+def soft_label_loss(logits: torch.Tensor, soft_target: torch.Tensor, tau: float, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """L_sl (eq. 8) = −τ² · mean over the pixels where `mask` is set of Σ_l q̂1 log softmax(logits/τ).
+
+    logits (B, L, H, W) of the segmentation network; soft_target q̂1 (B, L, H, W), already softened
+    and sums to 1 over L; mask bool (B, H, W) or None (every pixel). The paper sums over pixels; we
+    average over the selected ones (methods.md §3.13 item 4). An empty mask gives 0.
+    """
+    per_pixel = -(soft_target * F.log_softmax(logits.float() / tau, dim=1)).sum(1)  # (B, H, W)
+    if mask is None:
+        return tau**2 * per_pixel.mean()
+    m = mask.to(per_pixel.dtype)
+    return tau**2 * (per_pixel * m).sum() / m.sum().clamp(min=1)
+
+
+def per_rater_mean(per_pixel: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """Σ_r of the mean of per_pixel (B, R, H, W) over the pixels of the images rater r labelled (valid (B, R)).
+
+    A rater missing from every image of the batch contributes 0.
+    """
+    w = valid.to(per_pixel.dtype)
+    per_image = per_pixel.mean((2, 3))  # (B, R): every image has the same H·W
+    return ((per_image * w).sum(0) / w.sum(0).clamp(min=1)).sum()
+
+
+def rater_cross_entropy(rater_logits: torch.Tensor, raters: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """L_rcl (eq. 9): Σ_r mean cross-entropy of head r's logits (B, R, L, H, W) vs rater r's labels (B, R, H, W).
+
+    Every pixel counts (no TV mask); missing raters (valid (B, R) False) are left out.
+    """
+    ce = F.cross_entropy(rater_logits.float().flatten(0, 1), raters.flatten(0, 1), reduction="none")  # (B·R, H, W)
+    return per_rater_mean(ce.unflatten(0, raters.shape[:2]), valid)
+
+
+class RaterCharacteristicsNet(nn.Module):
+    """The RCN: the shared U-Net whose last decoder layer is split into R per-rater branches.
+
+    The last decoder block's first 3×3 conv stays shared; its second 3×3 conv (+ BN + ReLU) and the
+    1×1 class head are per rater, computed as one (32 → R·32) conv and a grouped 1×1 conv.
+    Shapes: (B, C_in, H, W) → per-rater logits (B, R, L, H, W).
+    """
+
+    def __init__(self, in_channels: int, n_classes: int, n_raters: int):
+        super().__init__()
+        self.n_raters, self.n_classes = n_raters, n_classes
+        self.backbone = UNet(in_channels, n_classes)
+        self.backbone.decoders[-1] = self.backbone.decoders[-1][:3]  # conv → BN → ReLU; the second conv goes per rater
+        self.backbone.head = nn.Identity()  # replaced by the per-rater heads below
+        c = self.backbone.out_channels
+        self.branches = nn.Sequential(
+            nn.Conv2d(c, c * n_raters, 3, padding=1, bias=False),
+            nn.BatchNorm2d(c * n_raters),
+            nn.ReLU(inplace=True),
+            nn.Conv2d(c * n_raters, n_classes * n_raters, 1, groups=n_raters),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.branches(self.backbone.features(x)).unflatten(1, (self.n_raters, self.n_classes))
+
+
+class ConfusionMatrixHeads(nn.Module):
+    """CM-UNet-style pixel-wise confusion matrices on the segmentation U-Net's features (the "RCN → CM" ablation).
+
+    Shapes: features (B, 32, H, W) → A (B, R, L, L, H, W) with A[:, r, i, j] = p(rater r says i | true j);
+    each column sums to 1 over i (softplus, then normalised over the noisy label, as CM-UNet).
+    """
+
+    def __init__(self, in_channels: int, n_classes: int, n_raters: int):
+        super().__init__()
+        self.n_raters, self.n_classes = n_raters, n_classes
+        self.heads = nn.Sequential(
+            nn.Conv2d(in_channels, in_channels * n_raters, 3, padding=1, bias=False),
+            nn.BatchNorm2d(in_channels * n_raters),
+            nn.ReLU(inplace=True),
+            nn.Conv2d(in_channels * n_raters, n_classes * n_classes * n_raters, 1, groups=n_raters),
+        )
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        L = self.n_classes
+        a = F.softplus(self.heads(features).float()).unflatten(1, (self.n_raters, L, L))
+        return a / a.sum(2, keepdim=True).clamp(min=1e-12)
+
+
+def confusion_nll(cms: torch.Tensor, probs: torch.Tensor, raters: torch.Tensor, valid: torch.Tensor, trace_weight: float) -> torch.Tensor:
+    """CM rater term: Σ_r mean −log((A_r·p)[ỹ_r]) + trace_weight · Σ_r mean trace(A_r), missing raters left out.
+
+    cms (B, R, L, L, H, W) column-stochastic; probs (B, L, H, W) true-label probabilities;
+    raters (B, R, H, W). Uses log of the mixed probabilities (not CrossEntropyLoss on them, the bug
+    of CM-UNet's code, methods.md §17 item 1).
+    """
+    noisy = (cms * probs.float()[:, None, None]).sum(3)  # (B, R, L, H, W); elementwise, so autocast keeps fp32
+    picked = noisy.gather(2, raters[:, :, None]).squeeze(2)  # (B, R, H, W)
+    loss = per_rater_mean(-torch.log(picked + _EPS), valid)
+    if trace_weight:
+        trace = cms.diagonal(dim1=2, dim2=3).sum(-1)  # (B, R, H, W)
+        loss = loss + trace_weight * per_rater_mean(trace, valid)
+    return loss
+
+
+@register_method("lf-net", "LF-Net: soft-label network, then a U-Net on TV-masked MV + soft labels + rater characteristics net")
+class LFNet(Method):
+    """LF-Net (Li et al., arXiv 2410.16057) and its ablations; see the module docstring for every decision.
+
+    Children: ``sll`` (soft-label U-Net, only when ``soft_label == "sll"``), ``seg`` (the segmentation
+    U-Net, the only network used for prediction), ``rcn`` (rater characteristics net) or ``cm``
+    (confusion-matrix heads), only when a rater module is used.
+    """
+
+    needs_consistent_raters = True  # head r models rater r
+
+    @dataclass(frozen=True)
+    class Config:
+        beta: int | None = None  # TV threshold as a count of raters; None = R − 1 (paper eq. 3 and §III-C)
+        tau: float = 2.5  # temperature of L_sl (paper, Implementation Details)
+        lam: float = 0.05  # λ, weight of L_rcl (paper default; the paper uses 0.01 on MNIST: pass lam=0.01 there)
+        soft_label: str = "sll"  # q̂1 source: "sll" (paper) | "mv" | "staple" (§IV-D text ablations) | "none" (no L_sl)
+        sl_tv: bool = True  # TV mask on L_sl (paper eq. 8; False = Table IV †)
+        sll_tv: bool = True  # TV mask on L_sll (paper eq. 4; False for S+SLS, methods.md §3.13 item 14)
+        sll_sees_image: bool = False  # SLL input = raters only (§III-C, f(Ỹ; Θ1)); True prepends the image
+        use_ce: bool = True  # L_ce term (False = Table IV ‡)
+        ce_tv: bool = True  # TV mask on L_ce (paper eq. 6; False = CE vs MV on every pixel, Table IV S rows)
+        rater_module: str = "rcn"  # "rcn" (paper) | "cm" (CM-UNet's confusion matrices, §IV-D text) | "none"
+        rcn_sees_image: bool = False  # RCN input = P2 only (methods.md §3.13 item 1, option a); True adds the image
+        rcl_epochs: int | None = None  # L_rcl active in the first N stage-2 epochs; None = all (item 5, other reading)
+        cm_trace_weight: float = 0.0  # trace regulariser of the CM rater module (see module docstring)
+        sll_epochs: int = 10  # paper, Implementation Details
+        seg_epochs: int = 70  # paper, Implementation Details (MNIST: 15 by our reading of "RCN epoch 15")
+        sll_quick_epochs: int = 2  # quick budget: a stage-1 step costs one U-Net step
+        seg_quick_epochs: int = 3  # quick budget: a stage-2 step costs ≈ 2.6 U-Net steps (module docstring)
+
+    def __init__(self, cfg: Config, spec: DataSpec):
+        super().__init__(cfg, spec)
+        if cfg.soft_label not in SOFT_LABELS:
+            raise ValueError(f"soft_label must be one of {SOFT_LABELS}, not {cfg.soft_label!r}")
+        if cfg.rater_module not in RATER_MODULES:
+            raise ValueError(f"rater_module must be one of {RATER_MODULES}, not {cfg.rater_module!r}")
+        if not cfg.use_ce and cfg.soft_label == "none" and (cfg.rater_module == "none" or cfg.rcl_epochs is not None):
+            raise ValueError("lf-net config without a loss term in some epoch (use_ce and soft_label off, rater term off or limited)")
+        if cfg.soft_label == "staple" and spec.n_classes != 2:
+            raise ValueError("soft_label='staple' fuses binary labels only; this dataset has classes beyond background/foreground")
+        L, R, C = spec.n_classes, spec.n_raters, spec.in_channels
+        self.beta = cfg.beta if cfg.beta is not None else max(R - 1, 0)
+        if cfg.soft_label == "sll":
+            self.sll = UNet(R * L + (C if cfg.sll_sees_image else 0), L)
+        self.seg = UNet(C, L)
+        if cfg.rater_module == "rcn":
+            self.rcn = RaterCharacteristicsNet(L + (C if cfg.rcn_sees_image else 0), L, R)
+        elif cfg.rater_module == "cm":
+            self.cm = ConfusionMatrixHeads(self.seg.out_channels, L, R)
+
+    @property
+    def stages(self) -> list[Stage]:
+        cfg = self.cfg
+        trained = ("seg",) + {"rcn": ("rcn",), "cm": ("cm",), "none": ()}[cfg.rater_module]
+        seg_stage = Stage("segmentation", trained, cfg.seg_epochs, cfg.seg_quick_epochs)
+        if cfg.soft_label == "sll":
+            return [Stage("soft_label", ("sll",), cfg.sll_epochs, cfg.sll_quick_epochs), seg_stage]
+        return [seg_stage]
+
+    def prepare(self, raters: np.ndarray, rater_valid: np.ndarray) -> dict[str, np.ndarray]:
+        if self.cfg.soft_label != "staple":
+            return {}
+        return {"staple": staple(raters, rater_valid).astype(np.float32)}  # foreground posterior (N, H, W)
+
+    def sll_logits(self, images: torch.Tensor, raters: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+        """a1: the soft-label network's logits (B, L, H, W) from the raters' one-hot maps (and the image if configured)."""
+        x = rater_onehot(raters, valid, self.spec.n_classes).to(images.dtype)
+        if self.cfg.sll_sees_image:
+            x = torch.cat([images, x], dim=1)
+        return self.sll(x.contiguous(memory_format=torch.channels_last))
+
+    def soft_target(self, batch: dict[str, torch.Tensor], mv: torch.Tensor) -> torch.Tensor:
+        """q̂1 (B, L, H, W): the softened fused label from the frozen SLL, the majority vote or STAPLE; no gradient."""
+        with torch.no_grad():
+            if self.cfg.soft_label == "sll":
+                a1 = self.sll_logits(batch["images"], batch["raters"], batch["rater_valid"])
+                return torch.softmax(a1.float() / self.cfg.tau, dim=1)
+            if self.cfg.soft_label == "mv":
+                probs = F.one_hot(mv, self.spec.n_classes).permute(0, 3, 1, 2).to(torch.float32)
+            else:
+                fg = batch["staple"].float()
+                probs = torch.stack([1 - fg, fg], dim=1)
+            return soften(probs, self.cfg.tau)
+
+    def loss(self, batch: dict[str, torch.Tensor], ctx: StepContext) -> dict[str, torch.Tensor]:
+        """Stage ``soft_label``: L_sll. Stage ``segmentation``: L_sl + L_ce + λ·L_rcl (terms off in ablations log 0).
+
+        Logged keys are the same in both stages ("loss", "sll", "ce", "sl", "rcl"): unweighted terms,
+        0 where a term is not part of this stage or variant.
+        """
+        images, raters, valid = batch["images"], batch["raters"], batch["rater_valid"]
+        L = self.spec.n_classes
+        mv = majority_vote(raters, valid, L)
+        tv = threshold_vote_mask(raters, valid, L, self.beta)
+        zero = images.new_zeros((), dtype=torch.float32)
+        parts = {"sll": zero, "ce": zero, "sl": zero, "rcl": zero}
+        if ctx.stage == "soft_label":
+            parts["sll"] = masked_cross_entropy(self.sll_logits(images, raters, valid), mv, tv if self.cfg.sll_tv else None)
+            return {"loss": parts["sll"], **{k: v.detach() for k, v in parts.items()}}
+        if ctx.stage != "segmentation":
+            raise ValueError(f"unknown stage {ctx.stage!r}")
+
+        features = self.seg.features(images)
+        logits = self.seg.head(features)
+        total = zero
+        if self.cfg.use_ce:
+            parts["ce"] = masked_cross_entropy(logits, mv, tv if self.cfg.ce_tv else None)
+            total = total + parts["ce"]
+        if self.cfg.soft_label != "none":
+            parts["sl"] = soft_label_loss(logits, self.soft_target(batch, mv), self.cfg.tau, tv if self.cfg.sl_tv else None)
+            total = total + parts["sl"]
+        rcl_on = self.cfg.rcl_epochs is None or ctx.epoch < self.cfg.rcl_epochs
+        if self.cfg.rater_module != "none" and rcl_on:
+            probs = torch.softmax(logits.float(), dim=1)  # P2, not detached: λ·L_rcl reaches Θ2
+            if self.cfg.rater_module == "rcn":
+                x = torch.cat([images, probs.to(images.dtype)], dim=1) if self.cfg.rcn_sees_image else probs.to(images.dtype)
+                parts["rcl"] = rater_cross_entropy(self.rcn(x.contiguous(memory_format=torch.channels_last)), raters, valid)
+            else:
+                parts["rcl"] = confusion_nll(self.cm(features), probs, raters, valid, self.cfg.cm_trace_weight)
+            total = total + self.cfg.lam * parts["rcl"]
+        return {"loss": total, **{k: v.detach() for k, v in parts.items()}}
+
+    def predict_proba(self, images: torch.Tensor) -> torch.Tensor:
+        """(B, C, H, W) → softmax of the segmentation network's logits (B, L, H, W), no temperature."""
+        return torch.softmax(self.seg(images).float(), dim=1)
+
+    def deviations(self) -> list[str]:
+        cfg = self.cfg
+        out = [
+            "losses are means over (selected) pixels, not the paper's sums; L_rcl sums R per-rater means (methods.md §3.13 item 4)",
+        ]
+        if cfg.soft_label == "sll":
+            out.append("SLL input: raters one-hot, R·L channels (missing rater = zeros), not R class-index channels (§3.13 item 2)")
+            if cfg.sll_sees_image:
+                out.append("SLL also sees the image (sll_sees_image=True; the paper's method section feeds only the raters)")
+        if cfg.rater_module == "rcn":
+            out.append(
+                "RCN input = the segmentation softmax P2"
+                + (" + image" if cfg.rcn_sees_image else "")
+                + "; the last decoder conv and head split per rater (§3.13 item 1)"
+            )
+        return out
+
+
+_S = {"soft_label": "none", "rater_module": "none", "ce_tv": False}  # S: CE vs MV on every pixel, nothing else
+register_variant("lf-net-s", "lf-net", "LF-Net ablation S: segmentation network on the majority vote of every pixel (Table IV)", **_S)
+register_variant("lf-net-s-tv", "lf-net", "LF-Net ablation S+TV: CE vs MV on TV-selected pixels (Table IV)", **{**_S, "ce_tv": True})
+register_variant(
+    "lf-net-s-sls", "lf-net", "LF-Net ablation S+SLS: CE vs MV on every pixel + unmasked L_sl, SLL trained without TV (Table IV)",
+    soft_label="sll", sl_tv=False, sll_tv=False, rater_module="none", ce_tv=False,
+)  # fmt: skip
+register_variant(
+    "lf-net-s-rcls", "lf-net", "LF-Net ablation S+RCLS: CE vs MV on every pixel + λ·L_rcl (Table IV)", soft_label="none", ce_tv=False
+)
+register_variant("lf-net-s-tv-sls", "lf-net", "LF-Net ablation S+TV+SLS: L_ce + L_sl, no rater module (Table IV)", rater_module="none")
+register_variant("lf-net-no-tv-sl", "lf-net", "LF-Net ablation †: full loss without the TV mask in L_sl (Table IV)", sl_tv=False)
+register_variant("lf-net-no-ce", "lf-net", "LF-Net ablation ‡: L_sl + λ·L_rcl, no L_ce (Table IV)", use_ce=False)
+register_variant(
+    "lf-net-cm", "lf-net", "LF-Net with the RCN replaced by CM-UNet's pixel-wise confusion matrices (§IV-D text)", rater_module="cm"
+)
+register_variant(
+    "lf-net-sll-mv", "lf-net", "LF-Net with the soft-label network replaced by the majority vote (§IV-D text)", soft_label="mv"
+)
+register_variant(
+    "lf-net-sll-staple", "lf-net", "LF-Net with the soft-label network replaced by per-image STAPLE (§IV-D text)", soft_label="staple"
+)
