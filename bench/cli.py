@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 import methods
+from bench import report
 from bench.budget import BUDGETS
 from bench.harness import DeviceError
 from datasets import DATASETS, DataError, get_dataset
@@ -127,6 +128,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"{sum(not sweep.is_done(results, c) or args.force for c in cells)} of {len(cells)} cells would run")
         return 0
     check_writable(results)
+    # Adapters with their own per-file caches (RIGA's derived masks) use the same folder.
+    os.environ.setdefault("BENCH_CACHE", str(sweep.cache_dir(results).absolute()))
     if args.force or not all(sweep.is_done(results, c) for c in cells):
         sweep.load_splits(
             args.dataset, data_root(args.data_root), noise_levels[0], sweep.cache_dir(results)
@@ -177,6 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="list the cells that would run, and stop")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.set_defaults(func=cmd_run)
+    report.add_parser(verbs)
     return parser
 
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from datasets import choledoch, cm_folder, lidc, mnist, ms_lesion
+from datasets import choledoch, cm_folder, lidc, mnist, ms_lesion, riga
 from datasets.contract import DataError, DatasetCard, RaterData, Splits, oracle_view
 
 
@@ -39,6 +39,7 @@ DATASETS: dict[str, DatasetSpec] = {
     "ms-lesion-real": DatasetSpec(ms_lesion.CARD_REAL, ms_lesion.load_ms_lesion_real, 2, 8, 128, reference="majority"),
     "choledoch": DatasetSpec(choledoch.CARD, choledoch.load_choledoch, 2, 4, 48),
     "lidc": DatasetSpec(lidc.CARD, lidc.load_lidc, 2, 8, 160, reference="majority"),
+    "riga": DatasetSpec(riga.CARD, riga.load_riga, 2, 4, 80, reference="majority"),
     "cm-folder": DatasetSpec(cm_folder.CARD, cm_folder.load_cm_folder, 128, 32, 1200, method_overrides=MNIST_OVERRIDES),
 }
 

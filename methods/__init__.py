@@ -1,7 +1,10 @@
 """Methods and their registry. Adding a method: one module, plus one line in the import list below."""
 
+# The import list: one line per method module, in the order of the paper's tables.
+# isort: off
 from methods import fusion_unets  # noqa: F401  (MV-, QMV-, Mean-, STAPLE-UNet)
 from methods import lf_net  # noqa: F401  (LF-Net and its ablations)
+# isort: on
 from methods.base import DataSpec, Method, Stage, StepContext
 from methods.registry import (
     UnknownMethodError,
