@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 import methods
-from bench import report
+from bench import perf, report
 from bench.budget import BUDGETS
 from bench.harness import DeviceError
 from datasets import DATASETS, DataError, get_dataset
@@ -181,6 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.set_defaults(func=cmd_run)
     report.add_parser(verbs)
+    perf.add_parser(verbs)
     return parser
 
 

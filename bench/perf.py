@@ -22,7 +22,8 @@ Warm-up steps run before each timed part and are not counted. Harness overhead i
 1 − harness img/s ÷ bare img/s in the same precision. FLOPs per step are counted once per
 configuration with `torch.utils.flop_counter.FlopCounterMode` on one training step (forward and
 backward convolutions; pooling, interpolation, elementwise work and the optimiser are not counted),
-and compared with the peak of large square matmuls measured in the same run.
+and compared with the peak of large square matmuls measured in the same run (on CUDA, fp32
+convolutions may use TF32 while the fp32 matmul peak does not; the JSON records both flags).
 
 Peak memory: on CUDA `torch.cuda.max_memory_allocated` per run (reset before each); on CPU the
 process's maximum resident set size so far (`getrusage`), which only grows, so a later run's value
@@ -59,8 +60,8 @@ from methods.staple import staple
 SCHEMA = "bench-perf/1"
 N_RATERS = 5
 PRECISIONS = ("fp32", "bf16")
-DEFAULT_STEPS = 20
-WARMUP_STEPS = 3
+DEFAULT_STEPS = {"cpu": 10, "cuda": 50}  # timed training steps per configuration and loop
+WARMUP_STEPS = {"cpu": 3, "cuda": 10}
 QUICK_STEPS = 2
 QUICK_WARMUP = 1
 
@@ -72,7 +73,7 @@ def train_configs(device: torch.device, quick: bool) -> list[dict]:
     """The (name, channels, height, width, batch) of each timed training configuration."""
     if quick:
         return [
-            {"name": "28x28", "channels": 1, "height": 28, "width": 28, "batch": 8, "note": "quick: batch 8 instead of 128"},
+            {"name": "28x28", "channels": 1, "height": 28, "width": 28, "batch": 4, "note": "quick: batch 4 instead of 128"},
             {"name": "180x180", "channels": 1, "height": 32, "width": 32, "batch": 2, "note": "quick: 32x32 batch 2 instead of 180x180 batch 8"},
             {"name": "hyperspectral", "channels": 60, "height": 16, "width": 20, "batch": 2, "note": "quick: 16x20 instead of 256x320"},
         ]  # fmt: skip
@@ -120,13 +121,13 @@ def environment(device: torch.device) -> dict:
     harness_precision = "bf16" if default == torch.bfloat16 else "fp32"
     if device.type == "cuda":
         name = torch.cuda.get_device_name(device)
-        note = f"auto on CUDA: {harness_precision}"
+        note = "bf16 autocast (auto on a CUDA GPU with bf16)" if default else "fp32 (auto: this GPU has no bf16)"
     else:
         name = cpu_name()
         note = (
-            "auto on this CPU: bf16 (native AMX/AVX512-BF16)"
-            if harness_precision == "bf16"
-            else "auto on this CPU: fp32 (no native bf16, autocast would emulate it); bf16 is reported for reference"
+            "bf16 autocast (auto: this CPU has native bf16, AMX or AVX512-BF16)"
+            if default
+            else "fp32 (auto: this CPU has no native bf16, autocast would emulate it); bf16 shown for reference"
         )
     env = {
         "device": device.type,
@@ -200,9 +201,10 @@ def matmul_peak(device: torch.device, dtype: torch.dtype, n: int, seconds: float
 def step_flops(method: methods.Method, batch: dict[str, torch.Tensor]) -> int:
     """FLOPs of one training step (forward + backward, fp32, no autocast) as FlopCounterMode counts them."""
     method.train()
+    ctx = methods.StepContext("train", 0, 0, torch.Generator(device=batch["images"].device).manual_seed(0))
     counter = FlopCounterMode(display=False)
     with counter:
-        loss = method.loss(batch, methods.StepContext("train", 0, 0, torch.Generator()))["loss"]
+        loss = method.loss(batch, ctx)["loss"]
         loss.backward()
     method.zero_grad(set_to_none=True)
     return int(counter.get_total_flops())
@@ -365,8 +367,8 @@ def run_perf(out: Path, quick: bool = False, device: str = "auto", steps: int | 
     """Time training, metrics and STAPLE; write the results to `out` (JSON, atomically) and return them."""
     dev = harness.resolve_device(device)
     log = (lambda msg: print(msg, file=sys.stderr, flush=True)) if verbose else (lambda msg: None)
-    steps = steps if steps is not None else (QUICK_STEPS if quick else DEFAULT_STEPS)
-    warmup = QUICK_WARMUP if quick else WARMUP_STEPS
+    steps = steps if steps is not None else (QUICK_STEPS if quick else DEFAULT_STEPS[dev.type])
+    warmup = QUICK_WARMUP if quick else WARMUP_STEPS[dev.type]
     n_matmul = 256 if quick else (4096 if dev.type == "cuda" else 2048)
     result = {"schema": SCHEMA, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "quick": quick}
     result["env"] = environment(dev)
@@ -394,7 +396,7 @@ def format_report(result: dict) -> str:
     env = result["env"]
     lines = [
         f"device: {env['device']} ({env['device_name']}), torch {env['torch']}, {env['threads']} threads",
-        f"harness precision: {env['harness_precision']} ({env['precision_note']})",
+        f"harness default precision: {env['precision_note']}",
         "matmul peak: " + ", ".join(f"{p} {v['gflops']:.1f} GFLOP/s ({v['n']}x{v['n']})" for p, v in result["matmul_peak"].items()),
     ]
     for cfg in result["training"]:
@@ -456,7 +458,9 @@ def add_parser(verbs) -> None:
     p = verbs.add_parser("perf", help="time U-Net training (harness vs bare loop), metrics and STAPLE on this machine")
     p.add_argument("--out", default="results/perf.json", help="JSON output (default: results/perf.json)")
     p.add_argument(
-        "--steps", type=positive_int, help=f"timed training steps per configuration (default: {DEFAULT_STEPS}, quick: {QUICK_STEPS})"
+        "--steps",
+        type=positive_int,
+        help=f"timed training steps per configuration (default: {DEFAULT_STEPS['cpu']} on CPU, {DEFAULT_STEPS['cuda']} on CUDA, quick: {QUICK_STEPS})",
     )
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument("--quick", action="store_true", help="tiny sizes and few steps: a smoke run of a few seconds")

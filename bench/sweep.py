@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 import methods
 from bench import harness, store
 from bench.budget import Budget
-from bench.metrics import score
+from bench.metrics import score, soft_dice_iou
 from datasets import DatasetSpec, RaterData, Splits, get_dataset, oracle_view
 from datasets import cache as data_cache
 from datasets.raters import rater_dice
@@ -109,14 +109,25 @@ def reference_masks(test: RaterData, reference: str) -> np.ndarray:
     raise ValueError(f"unknown evaluation reference {reference!r}")
 
 
-def score_rows(cell: Cell, pred: np.ndarray, ref: np.ndarray, test: RaterData) -> pd.DataFrame:
-    """Long rows: one per case × structure × metric, with the raw counts beside each value."""
+def score_rows(cell: Cell, probs: np.ndarray, ref: np.ndarray, test: RaterData, soft: bool = False) -> pd.DataFrame:
+    """Long rows: one per case × structure × metric, with the raw counts beside each value.
+
+    probs (N, L, H, W); ref (N, H, W) class indices. DSC and bAHD score argmax(probs) against the
+    reference; with `soft`, soft DSC / IoU (MR-Net) score the structure's probability against the
+    mean of the valid raters' structure masks (the paper's RIGA protocol).
+    """
+    pred = probs.argmax(1)
     frames = []
     for structure, classes in test.structures.items():
         scores = score(np.isin(pred, classes), np.isin(ref, classes), test.spacing)
+        values = {"dsc": scores["dice"], "bahd": scores["bahd"]}
+        if soft:
+            votes = np.isin(test.raters, classes) & test.rater_valid[:, :, None, None]
+            rater_mean = votes.sum(1) / np.maximum(test.rater_valid.sum(1), 1)[:, None, None]
+            values["soft_dice"], values["soft_iou"] = soft_dice_iou(probs[:, list(classes)].sum(1), rater_mean)
         counts = {k: scores[k] for k in store.COUNTS}
-        for metric, key in (("dsc", "dice"), ("bahd", "bahd")):
-            frames.append(pd.DataFrame({"case": test.case_ids, "structure": structure, "metric": metric, "value": scores[key], **counts}))
+        for metric, value in values.items():
+            frames.append(pd.DataFrame({"case": test.case_ids, "structure": structure, "metric": metric, "value": value, **counts}))
     rows = pd.concat(frames, ignore_index=True)
     for key in store.KEYS:
         rows.insert(store.KEYS.index(key), key, getattr(cell, key))
@@ -233,7 +244,7 @@ def run_cell(cell: Cell, opts: RunOptions) -> dict:
         t1 = time.time()
         probs = harness.predict_proba(method, test.images, device=device, precision=opts.precision)
         store.write_predictions(out / "predictions.npz", probs, test.case_ids)
-        rows = score_rows(cell, probs.argmax(1), reference_masks(test, cell.reference), test)
+        rows = score_rows(cell, probs, reference_masks(test, cell.reference), test, soft=spec_ds.soft_metrics)
         manifest.update(
             status="done",
             train_seconds=round(t1 - t0, 2),

@@ -23,6 +23,7 @@ class DatasetSpec:
     quick_batch_size: int
     quick_train_size: int | None  # training images used by the quick budget (None: all)
     reference: str = "gt"  # evaluation reference: "gt" where the dataset has ground truth, else "majority"
+    soft_metrics: bool = False  # also score soft DSC / IoU against the rater mean (the paper's RIGA protocol)
     # Paper settings that differ by dataset: base method -> {config field: value}; they apply to
     # every registered name built on that method's class (its variants and the oracle too).
     method_overrides: dict = field(default_factory=dict)
@@ -39,7 +40,7 @@ DATASETS: dict[str, DatasetSpec] = {
     "ms-lesion-real": DatasetSpec(ms_lesion.CARD_REAL, ms_lesion.load_ms_lesion_real, 2, 8, 128, reference="majority"),
     "choledoch": DatasetSpec(choledoch.CARD, choledoch.load_choledoch, 2, 4, 48),
     "lidc": DatasetSpec(lidc.CARD, lidc.load_lidc, 2, 8, 160, reference="majority"),
-    "riga": DatasetSpec(riga.CARD, riga.load_riga, 2, 4, 80, reference="majority"),
+    "riga": DatasetSpec(riga.CARD, riga.load_riga, 2, 4, 80, reference="majority", soft_metrics=True),
     "cm-folder": DatasetSpec(cm_folder.CARD, cm_folder.load_cm_folder, 128, 32, 1200, method_overrides=MNIST_OVERRIDES),
 }
 

@@ -1,0 +1,54 @@
+"""Every dataset adapter end to end through the CLI, on fixtures written in its exact on-disk format."""
+
+import pandas as pd
+import pytest
+from conftest import run_cli
+from fixtures.make_choledoch import make_choledoch
+from fixtures.make_cm_folder import make_cm_folder
+from fixtures.make_lidc import make_lidc_crops, make_lidc_pickle
+from fixtures.make_ms_lesion import make_ms_lesion
+from fixtures.make_riga import make_mrnet, make_raw
+
+import methods
+
+FIXTURES = {
+    "ms-lesion": make_ms_lesion,
+    "ms-lesion-real": make_ms_lesion,
+    "choledoch": lambda root: make_choledoch(root, "spectr"),
+    "lidc": make_lidc_crops,
+    "lidc-pickle": make_lidc_pickle,
+    "riga": make_raw,
+    "riga-mrnet": make_mrnet,
+    "cm-folder": make_cm_folder,
+}
+
+
+def run_on_fixture(tmp_path, name: str, method_list: str):
+    FIXTURES[name](tmp_path / "data")
+    dataset = name.removesuffix("-pickle").removesuffix("-mrnet")
+    out = run_cli("run", "--dataset", dataset, "--data-root", str(tmp_path / "data"), "--methods", method_list, "--seeds", "0",
+                  "--epochs", "1", "--train-size", "4", "--results", str(tmp_path / "r"), "--no-progress")  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    return pd.read_parquet(tmp_path / "r" / "metrics.parquet")
+
+
+@pytest.mark.parametrize("name", list(FIXTURES))
+def test_fusion_baselines_run_on_every_adapter(tmp_path, name):
+    table = run_on_fixture(tmp_path, name, "mv-unet,qmv-unet")
+    assert set(table["method"]) == {"mv-unet", "qmv-unet"}
+    assert table["value"].notna().any()
+    if name.startswith("riga"):
+        assert {"disc", "cup"} == set(table["structure"]) and {"soft_dice", "soft_iou"} <= set(table["metric"])
+    if name in ("lidc", "ms-lesion-real", "riga"):
+        assert set(table["reference"]) == {"majority"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["ms-lesion", "lidc", "riga", "choledoch"])
+def test_every_method_runs_on_every_adapter(tmp_path, name):
+    binary_only = {"staple-unet", "lf-net-sll-staple"} if name == "riga" else set()
+    names = [m for m in [*methods.method_names(), methods.ORACLE] if m not in binary_only]
+    if name in ("lidc", "riga"):
+        names.remove(methods.ORACLE)  # no ground truth to train the oracle on
+    table = run_on_fixture(tmp_path, name, ",".join(names))
+    assert set(table["method"]) == set(names)
