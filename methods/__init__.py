@@ -3,6 +3,10 @@
 # The import list: one line per method module, in the order of the paper's tables.
 # isort: off
 from methods import fusion_unets  # noqa: F401  (MV-, QMV-, Mean-, STAPLE-UNet)
+from methods import ls_unet  # noqa: F401  (LS-UNet, label sampling)
+from methods import mh_unet  # noqa: F401  (MH-UNet, one head per rater)
+from methods import cm_unet  # noqa: F401  (CM-UNet and its global-CM variant)
+from methods import mr_net  # noqa: F401  (MR-Net)
 from methods import lf_net  # noqa: F401  (LF-Net and its ablations)
 # isort: on
 from methods.base import DataSpec, Method, Stage, StepContext

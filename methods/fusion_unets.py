@@ -53,7 +53,7 @@ class FusedLabelUNet(Method):
         tv_mask: bool = False  # QMV: keep only threshold-voted pixels (LF-Net paper eq. 1)
         beta: int | None = None  # TV threshold as a count of raters; None = R − 1 (LF-Net paper)
         epochs: int = 150  # LF-Net paper: 150 epochs for MV-, QMV-, Mean- and STAPLE-UNet
-        quick_epochs: int = 4  # quick budget, see bench/budget.py
+        quick_epochs: int = 3  # quick budget, see bench/budget.py
 
     def __init__(self, cfg: Config, spec: DataSpec):
         super().__init__(cfg, spec)

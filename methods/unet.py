@@ -26,7 +26,8 @@ class UNet(nn.Module):
 
     Each encoder block is followed by 2× max-pooling; a bottleneck block keeps 256 channels; each
     decoder block upsamples (bilinear, to the skip's exact size so odd sizes such as 28→14→7→3
-    work), concatenates the skip and convolves. `features` returns the last decoder feature map
+    work), concatenates the skip and convolves. `encode`/`decode` expose the bottleneck (MR-Net's
+    condition module sits there); `features` returns the last decoder feature map
     (B, 32, H, W) so methods can attach extra heads (MH-UNet, CM-UNet, LF-Net's rater module).
 
     Shapes: images (B, C, H, W) → logits (B, n_classes, H, W).
@@ -48,18 +49,25 @@ class UNet(nn.Module):
         self.head = nn.Conv2d(channels[0], n_classes, 1)
         self.out_channels = channels[0]
 
-    def features(self, x: torch.Tensor) -> torch.Tensor:
-        """(B, C, H, W) → last decoder features (B, 32, H, W)."""
+    def encode(self, x: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """(B, C, H, W) → bottleneck features (B, 256, H/16, W/16) and the four skips, finest first."""
         skips = []
         for enc in self.encoders:
             x = enc(x)
             skips.append(x)
             x = F.max_pool2d(x, 2)
-        x = self.bottleneck(x)
+        return self.bottleneck(x), skips
+
+    def decode(self, x: torch.Tensor, skips: list[torch.Tensor]) -> torch.Tensor:
+        """Bottleneck features and skips → last decoder features (B, 32, H, W)."""
         for dec, skip in zip(self.decoders, reversed(skips)):
             x = F.interpolate(x, size=skip.shape[-2:], mode="bilinear", align_corners=False)
             x = dec(torch.cat([x, skip], dim=1))
         return x
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, C, H, W) → last decoder features (B, 32, H, W)."""
+        return self.decode(*self.encode(x))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.features(x))

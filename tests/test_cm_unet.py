@@ -42,6 +42,18 @@ def test_heads_output_column_stochastic_pixel_matrices():
     assert (cm > 0).all() and torch.allclose(cm.sum(-2), torch.ones(2, 3, 16, 16, 2))
 
 
+def test_pixel_heads_start_diagonally_dominant_unless_official_init():
+    images = torch.randn(2, 1, 16, 16)
+    diag = {}
+    for bias in (0.0, 4.0):
+        m = ConfusionMatrixUNet(ConfusionMatrixUNet.Config(identity_bias=bias), SPEC).eval()
+        with torch.no_grad():
+            diag[bias] = m.confusion_matrices(m.net.features(images)).diagonal(dim1=-2, dim2=-1)
+    assert (diag[0.0] - 0.5).abs().max() < 0.15  # official init: columns ≈ uniform
+    target = F.softplus(torch.tensor(4.0)) / (F.softplus(torch.tensor(4.0)) + F.softplus(torch.tensor(0.0)))  # ≈ 0.853
+    assert (diag[4.0] - target).abs().max() < 0.1
+
+
 def one_pixel_case():
     """1 image, 1 pixel, L = 2, R = 2. p = softmax(0, ln 3) = (1/4, 3/4).
 

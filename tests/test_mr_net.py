@@ -3,6 +3,8 @@ maps and holistic attention, the shared-U-Net split, both backbones, and a harne
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -196,16 +198,37 @@ def test_loss_parts_and_conditions_reach_the_right_modules():
     torch.testing.assert_close(parts["loss"].detach(), parts["coarse"] + parts["mrm"] + parts["mpm"])
     # each module's loss trains only that module (the official code's detachments), so one Adam on the sum
     # takes the same steps as the official three optimisers
-    for name in ("coarse", "mrm", "mpm"):
+    condition = mr.sample_conditions(batch["rater_valid"], torch.Generator().manual_seed(0))[1]
+    for k, name in enumerate(("coarse", "mrm", "mpm")):
         m.zero_grad(set_to_none=True)
-        conditions = mr.sample_conditions(batch["rater_valid"], torch.Generator().manual_seed(0))
-        coarse, rater, final = m.forward_all(batch["images"], conditions)
-        out = {"coarse": coarse, "mrm": rater, "mpm": final}[name]
-        out.float().square().mean().backward()
+        outputs = m.forward_condition(batch["images"], m.coarse.encode(batch["images"]), condition)
+        outputs[k].float().square().mean().backward()
         for child_name, child in m.named_children():
             has_grad = any(p.grad is not None and p.grad.abs().sum() > 0 for p in child.parameters())
             assert has_grad == (child_name == name), (name, child_name)
-    assert rater.shape == (3 * 2, 3, 3, 16, 16) and final.shape == (6, 3, 16, 16)
+    assert outputs[1].shape == (2, 3, 3, 16, 16) and outputs[2].shape == (2, 3, 16, 16)
+
+
+def test_batch_norm_running_stats_come_from_the_uniform_condition_only():
+    spec = DataSpec(in_channels=1, n_classes=2, n_raters=3)
+    torch.manual_seed(0)
+    m = build_method("mr-net", spec).train()
+    ref = copy.deepcopy(m)
+    batch = {
+        "images": torch.randn(4, 1, 16, 16),
+        "raters": torch.randint(0, 2, (4, 3, 16, 16)),
+        "rater_valid": torch.ones(4, 3, dtype=torch.bool),
+    }
+    m.loss(batch, StepContext("train", 0, 0, torch.Generator().manual_seed(0)))
+    uniform = mr.sample_conditions(batch["rater_valid"], torch.Generator().manual_seed(0))[2]
+    with torch.no_grad():
+        ref.forward_condition(batch["images"], ref.coarse.encode(batch["images"]), uniform)  # one uniform pass
+    buffers = dict(ref.named_buffers())
+    for name, value in m.named_buffers():
+        if "running" in name:
+            torch.testing.assert_close(value, buffers[name], msg=name)
+    momenta = {mod.momentum for mod in m.modules() if isinstance(mod, torch.nn.BatchNorm2d)}
+    assert momenta == {0.1}  # restored after the m and p passes
 
 
 def test_missing_rater_is_left_out_of_the_mrm_loss():

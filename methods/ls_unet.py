@@ -1,0 +1,78 @@
+"""LS-UNet: the shared U-Net trained on one rater per image, drawn anew at every step (label sampling).
+
+Paper: M. H. Jensen, D. R. Jørgensen, R. Jalaboi, M. E. Hansen, M. A. Olsen, "Improving
+Uncertainty Estimation in Convolutional Neural Networks Using Inter-rater Agreement", MICCAI 2019.
+
+Implemented (reference/methods.md §8): the raters are not fused. At every training step, each
+image's target is one of its *valid* raters (rater_valid True), drawn uniformly at random with the
+harness's generator; the draw is repeated at every step, so every rater keeps being seen (the trap
+of §8 is freezing one draw per image). Loss: pixel-wise cross-entropy against the drawn rater's
+label map, averaged over the pixels of the batch. An image without any valid rater is left out of
+the loss. Prediction: softmax of the U-Net's logits (argmax = the hard label).
+
+Deviations: none from the shared U-Net. No MC-dropout averaging at test time (the shared U-Net has
+no dropout; methods.md §8 lists it as optional). Jensen et al. released no code; Knegt's LIDC loader
+(`random.randint(0, 3)` per `__getitem__`) is the reference for the sampling, which we restrict to
+valid raters.
+
+Defaults: the LF-Net paper trains LS-UNet with "official code, default training strategies"
+(methods.md §3.7). There is no official LS code, so we use the LF-Net paper's schedule for the
+other single-U-Net baselines: 150 epochs. Quick budget: 3 epochs, like every single-U-Net method.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from methods.base import DataSpec, Method, Stage, StepContext
+from methods.fusion_unets import masked_cross_entropy
+from methods.registry import register_method
+from methods.unet import UNet
+
+
+def sample_valid_raters(valid: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """Draw one valid rater per image, uniformly among that image's valid raters.
+
+    valid: bool (B, R). → long (B,) rater indices. An image with no valid rater gets an arbitrary
+    index (uniform over all R, so the draw stays defined); the caller must leave it out of the loss.
+    The draw uses only `generator` (the harness's seeded generator), never the global RNG.
+    """
+    weights = valid.to(torch.float32)
+    none_valid = weights.sum(1) == 0
+    weights = torch.where(none_valid[:, None], torch.ones_like(weights), weights)
+    return torch.multinomial(weights, 1, generator=generator).squeeze(1)
+
+
+@register_method("ls-unet", "U-Net trained on one valid rater per image, drawn anew at every step (label sampling)")
+class LabelSamplingUNet(Method):
+    """LS-UNet (Jensen et al., MICCAI 2019): CE against one uniformly drawn valid rater per image and step.
+
+    Shapes: images (B, C, H, W); raters (B, R, H, W); rater_valid (B, R) → probabilities (B, L, H, W).
+    """
+
+    @dataclass(frozen=True)
+    class Config:
+        epochs: int = 150  # no official LS code: the LF-Net paper's 150 epochs of the other single-U-Net baselines
+        quick_epochs: int = 3  # quick budget: 3 epochs for every single-U-Net method (bench/budget.py)
+
+    def __init__(self, cfg: Config, spec: DataSpec):
+        super().__init__(cfg, spec)
+        self.net = UNet(spec.in_channels, spec.n_classes)
+
+    @property
+    def stages(self) -> list[Stage]:
+        return [Stage("train", ("net",), self.cfg.epochs, self.cfg.quick_epochs)]
+
+    def loss(self, batch: dict[str, torch.Tensor], ctx: StepContext) -> dict[str, torch.Tensor]:
+        """CE (mean over the pixels of images that have a valid rater) against the drawn raters."""
+        raters, valid = batch["raters"], batch["rater_valid"]
+        drawn = sample_valid_raters(valid, ctx.generator).to(raters.device)
+        target = raters[torch.arange(len(raters), device=raters.device), drawn]  # (B, H, W)
+        # Images without any valid rater have nothing to learn from: mask all their pixels.
+        mask = valid.any(1)[:, None, None].expand_as(target)
+        return {"loss": masked_cross_entropy(self.net(batch["images"]), target, mask)}
+
+    def predict_proba(self, images: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(self.net(images).float(), dim=1)

@@ -1,0 +1,491 @@
+"""MR-Net: calibrated segmentation from multi-rater agreement modelling.
+
+Paper: W. Ji, S. Yu, J. Wu, K. Ma, C. Bian, Q. Bi, J. Li, H. Liu, L. Cheng, Y. Zheng, "Learning
+Calibrated Medical Image Segmentation via Multi-Rater Agreement Modeling", CVPR 2021. Official code:
+`jiwei0921/MRNet` (`MRNet_Code/`, a3e0165): `trainer/trainer_cvpr.py`, `models/Unet/unet_model.py`,
+`models/VGGnet/Vggnet.py`, `models/soft_attention.py` (reference/methods.md §11).
+
+What is implemented (three modules, trained jointly):
+
+1. Coarse network with the Expertise-aware Inferring Module (EIM). A condition vector c (B, R) over
+   the raters (non-negative, sums to 1) is broadcast over the bottleneck grid, a 3×3 conv maps it to
+   the bottleneck channels, and the result is both the initial hidden and the initial cell state of
+   a one-step ConvLSTM cell whose input is the bottleneck feature; the new hidden state replaces the
+   bottleneck. Backbone: the shared U-Net (`methods/unet.py`), or the official ResNet-34 U-Net with
+   `backbone="resnet34"` (written here: BasicBlock × [3, 4, 6, 3], random init as the official
+   `pretrained=False`, `UnetBlock` decoder, ConvTranspose head; sizes that are not multiples of 32,
+   e.g. 28×28, are handled by resizing the upsampled path to each skip's size).
+2. Multi-rater Reconstruction Module (MRM): input = image ⊕ coarse class probabilities (detached);
+   a second shared U-Net with a condition-initialised ConvLSTM at its bottleneck (as the official
+   VGG16 MRM has at 1/16) and R per-rater 1×1 heads (one 1×1 conv to R·L channels), each giving one
+   rater's L logits.
+3. Multi-rater Perception Module (MPM): from the R rater maps (detached) an uncertainty map per
+   foreground class (std over raters of that class's probability) and from the coarse prediction
+   an attention map per foreground class; each map drives a holistic soft attention on the
+   (detached) coarse decoder features (31×31 Gaussian blur, min-max normalisation, max with the raw
+   map, multiply the features and add them back); the 2·(L−1) attended copies are concatenated and
+   a 3×3 conv gives the final L logits.
+
+Training, per batch, with the three conditions of the official code: `m` one-hot (one random valid
+rater per sample), `p` random (integers 1–10 per valid rater, normalised), `ave` uniform (1/n_valid).
+The target for a condition is the condition-weighted sum of the raters' one-hot masks, a soft label.
+Losses (methods.md §11.5): coarse (3·L_ave + 2·L_p + 1·L_m)/6; MRM: mean over conditions and valid
+(image, rater) pairs of each head's cross-entropy against that rater's mask; MPM (3·L_ave + 2·L_p +
+1·L_m)/6. The returned loss is their sum. Every loss is a mean over pixels. Missing raters get zero
+weight in every condition and are left out of the MRM loss. Inference: uniform condition (1/R, the
+official "Default Majority"), prediction = softmax of the MPM output.
+
+Deviations from the official code, and decisions (reference/methods.md §11, §17 items 9–13):
+- Backbone: the shared U-Net by default (one backbone for every method, DESIGN §4); the official
+  ResNet-34 U-Net is `backbone="resnet34"` (the LF-Net paper's RIGA table used it). The MRM is a
+  second shared U-Net with R heads instead of the official VGG16-BN + ASPP decoder, for the same
+  fairness reason and for CPU cost; its ConvLSTM sits at the U-Net bottleneck.
+- Softmax over L classes with soft-target cross-entropy, not the official per-class sigmoid BCE
+  (whose disc/cup channels overlap): the benchmark's convention (DESIGN §3, methods.md §2). The MPM
+  maps use the foreground classes 1..L−1 (binary: 2 maps, the official binary analogue; RIGA:
+  rim and cup instead of the official disc and cup channels).
+- The MRM sees the coarse class probabilities (softmax); the official code feeds raw logits.
+- L_rec, the reconstruction loss, is omitted. In the official code it is computed on the detached
+  coarse output, so it sends no gradient to the coarse network, and its gradient on the MRM is
+  cleared before use (methods.md §11.5): it has no effect on the published results. Implementing the
+  paper's intent would add two MRM encoder passes per step and a choice the paper does not make
+  (whether L_rec also trains the MRM). Without L_rec the official 0.7 factor on the coarse loss only
+  rescales a loss that alone drives the coarse parameters, which Adam ignores, so it is dropped.
+- The MPM uniform branch receives the uniform-condition coarse output, as in the paper; the official
+  code passes the `p`-condition output there (a bug, methods.md §11.5).
+- One optimiser (the harness's Adam) over all three modules in one stage, instead of three Adam
+  optimisers stepped in turn. Because the MRM sees the coarse output detached and the MPM sees the
+  rater maps, features and coarse output detached (as in the official code), the three losses touch
+  disjoint parameters, so one Adam on their sum takes the same per-parameter steps as three.
+- The coarse encoder runs once per batch (it does not see the condition); the EIM, decoder, MRM and
+  MPM then run once per condition, as in the official code.
+- Batch-norm running statistics are updated by the uniform-condition pass only (the `m` and `p`
+  passes normalise with their own batch statistics but leave the running ones alone), because
+  inference uses the uniform condition. The official running statistics average all three
+  conditions; with raters as different as the simulated MNIST ones (a blank rater), one-hot
+  conditions give coarse features of ~10× the variance, and the MPM, normalised by that inflated
+  running variance at inference, fell to a Dice of 0.04 where batch statistics gave 0.80 (measured
+  on mnist-5k after one quick epoch).
+- The MPM's Gaussian kernel is fixed, as the paper and methods.md §11.4 describe it. The official code
+  registers it as an `nn.Parameter`, so its optimiser trains it; its entries are ~1e-3, so Adam's
+  first steps (~lr per step) rewrite it at the quick lr 1e-3.
+- The MPM's convolutions keep PyTorch's default init, not the official N(0, 0.01): with weights that
+  small, Adam at the quick lr 1e-3 changes them by ~10% per step and the batch-norm running statistics
+  behind them lag: with uniform-only statistics but the official init, Dice after one quick epoch was
+  0.29 in eval mode against 0.85 with batch statistics; with the default init 0.76 against 0.78.
+- The MPM's first layer is a 1×1 conv (shared U-Net features are already at full resolution) or the
+  official ConvTranspose 2×2 (ResNet-34 features are at 1/2 resolution); width 32 (the shared U-Net's
+  decoder width) or the official 64.
+- No weight decay (the official Adam has 5e-4): the harness owns the optimiser and applies the same
+  one to every method. Batch size is the dataset's, not the official 8.
+
+Defaults: paper budget 123 epochs, the official schedule in effect (`max_iteration=80000` becomes
+ceil(80000/655) = 123 epochs of 82 batches, and the iteration counter never reaches 80000;
+methods.md §11.6, §17 item 12); lr 1e-4 is the harness's paper budget, equal to the official one.
+Quick budget: 1 epoch. A step costs 6.05× a plain U-Net step in FLOPs (coarse encoder once, then per
+condition: coarse decoder + EIM 0.76, MRM 1.04, MPM 0.13 U-Nets) and 7.2× in CPU time (32×1×28×28,
+one thread), so 1 epoch is 2.4× a single-U-Net method's 3 quick epochs; 2 would be 4.8×. One epoch
+(38 steps on mnist-5k) leaves MR-Net undertrained.
+Model selection: the last epoch (the official code selects on its test set, §17 item 11).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from methods.base import DataSpec, Method, Stage, StepContext
+from methods.fusion_unets import soft_cross_entropy
+from methods.registry import register_method
+from methods.unet import CHANNELS, UNet
+
+CONDITION_WEIGHTS = (1.0, 2.0, 3.0)  # official (3·L_ave + 2·L_p + 1·L_m)/6, in the order (m, p, ave)
+
+
+# ----------------------------------------------------------------------------- conditions and targets
+
+
+def sample_conditions(valid: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """The three training conditions of the official trainer, over valid raters only.
+
+    valid: bool (B, R). Returns float (3, B, R), rows summing to 1 (0 for an image with no valid
+    rater): [0] `m`, one-hot on one random valid rater per image; [1] `p`, random integers 1–10 per
+    valid rater, normalised; [2] `ave`, uniform over the valid raters. Missing raters get weight 0.
+    """
+    b, r = valid.shape
+    device = generator.device
+    w = valid.to(torch.float32)
+    scores = torch.rand(b, r, generator=generator, device=device).to(valid.device)
+    pick = scores.masked_fill(~valid, -1.0).argmax(1)  # uniform among the valid raters
+    one_hot = F.one_hot(pick, r).to(torch.float32) * w
+    ints = torch.randint(1, 11, (b, r), generator=generator, device=device).to(valid.device, torch.float32) * w
+    random = ints / ints.sum(1, keepdim=True).clamp(min=1)
+    uniform = w / w.sum(1, keepdim=True).clamp(min=1)
+    return torch.stack([one_hot, random, uniform])
+
+
+def condition_target(raters: torch.Tensor, condition: torch.Tensor, n_classes: int) -> torch.Tensor:
+    """Σ_r c_r · onehot(rater r): the soft label of a condition.
+
+    raters long (B, R, H, W); condition float (B, R) → float (B, L, H, W), summing over L to Σ_r c_r.
+    """
+    onehot = F.one_hot(raters, n_classes).to(torch.float32)  # (B, R, H, W, L)
+    return torch.einsum("br,brhwl->blhw", condition.to(torch.float32), onehot)
+
+
+# ----------------------------------------------------------------------------- EIM (ConvLSTM)
+
+
+class ConvLSTMCell(nn.Module):
+    """One ConvLSTM step: gates from a 3×3 conv over [input, hidden] (Shi et al. 2015; official `ConvLSTMCell`)."""
+
+    def __init__(self, channels: int):
+        super().__init__()
+        self.gates = nn.Conv2d(2 * channels, 4 * channels, 3, padding=1)
+
+    def forward(self, x: torch.Tensor, hidden: torch.Tensor, cell: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """x, hidden, cell (N, C, h, w) → new (hidden, cell), each (N, C, h, w)."""
+        i, f, o, g = self.gates(torch.cat([x, hidden], 1)).chunk(4, 1)
+        cell = torch.sigmoid(f) * cell + torch.sigmoid(i) * torch.tanh(g)
+        return torch.sigmoid(o) * torch.tanh(cell), cell
+
+
+class ExpertiseInferring(nn.Module):
+    """EIM: the condition, broadcast and convolved, initialises a one-step ConvLSTM over the bottleneck."""
+
+    def __init__(self, n_raters: int, channels: int):
+        super().__init__()
+        self.condition_conv = nn.Conv2d(n_raters, channels, 3, padding=1)
+        self.cell = ConvLSTMCell(channels)
+
+    def forward(self, x: torch.Tensor, condition: torch.Tensor) -> torch.Tensor:
+        """x (N, C, h, w), condition (N, R) → the new hidden state (N, C, h, w), replacing x."""
+        grid = condition[:, :, None, None].to(x.dtype).expand(-1, -1, *x.shape[-2:])
+        state = self.condition_conv(grid)  # both the initial hidden and the initial cell state
+        hidden, _ = self.cell(x, state, state)
+        return hidden
+
+
+# ----------------------------------------------------------------------------- backbones
+
+
+class SharedUNetBackbone(nn.Module):
+    """The shared U-Net split into encode / decode / logits so the EIM can sit at its bottleneck.
+
+    `decode(*encode(x))` equals `UNet.features(x)` (pinned by a test).
+    Features are at full resolution (stride 1), 32 channels.
+    """
+
+    feature_stride = 1
+
+    def __init__(self, in_channels: int, n_out: int):
+        super().__init__()
+        self.net = UNet(in_channels, n_out)
+        self.bottleneck_channels = CHANNELS[-1]
+        self.feature_channels = self.net.out_channels
+
+    def encode(self, x: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        return self.net.encode(x)
+
+    def decode(self, x: torch.Tensor, skips: list[torch.Tensor]) -> torch.Tensor:
+        return self.net.decode(x, skips)
+
+    def logits(self, features: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+        return self.net.head(features)
+
+
+class BasicBlock(nn.Module):
+    """ResNet basic block (He et al. 2016): two 3×3 convs with BN, identity or 1×1 projection shortcut."""
+
+    def __init__(self, c_in: int, c_out: int, stride: int = 1):
+        super().__init__()
+        self.conv1 = nn.Conv2d(c_in, c_out, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(c_out)
+        self.conv2 = nn.Conv2d(c_out, c_out, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(c_out)
+        self.shortcut = nn.Identity()
+        if stride != 1 or c_in != c_out:
+            self.shortcut = nn.Sequential(nn.Conv2d(c_in, c_out, 1, stride, bias=False), nn.BatchNorm2d(c_out))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = F.relu(self.bn1(self.conv1(x)))
+        return F.relu(self.bn2(self.conv2(out)) + self.shortcut(x))
+
+
+class UpBlock(nn.Module):
+    """The official `UnetBlock`: ConvT 2×2 on the deep path and 1×1 conv on the skip (n_out/2 each), concat, ReLU, BN."""
+
+    def __init__(self, up_in: int, skip_in: int, n_out: int):
+        super().__init__()
+        self.up = nn.ConvTranspose2d(up_in, n_out // 2, 2, stride=2)
+        self.skip = nn.Conv2d(skip_in, n_out // 2, 1)
+        self.bn = nn.BatchNorm2d(n_out)
+
+    def forward(self, x: torch.Tensor, skip: torch.Tensor) -> torch.Tensor:
+        x = self.up(x)
+        if x.shape[-2:] != skip.shape[-2:]:  # sizes that are not multiples of 32 (28 → 14 → 7 → 4 → 2 → 1)
+            x = F.interpolate(x, size=skip.shape[-2:], mode="bilinear", align_corners=False)
+        return self.bn(F.relu(torch.cat([x, self.skip(skip)], 1)))
+
+
+class ResNet34UNet(nn.Module):
+    """The official coarse network's backbone: ResNet-34 encoder (random init) with a `UnetBlock` decoder.
+
+    Skips: stem ReLU (64 ch, 1/2), layer1 (64, 1/4), layer2 (128, 1/8), layer3 (256, 1/16);
+    bottleneck layer4 (512, 1/32). Decoder output: 256 ch at 1/2 (the MPM's features); a ConvT 2×2
+    gives the logits at full resolution (resized if the input size is odd).
+    """
+
+    feature_stride = 2
+    bottleneck_channels = 512
+    feature_channels = 256
+
+    def __init__(self, in_channels: int, n_out: int, blocks: tuple[int, ...] = (3, 4, 6, 3)):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(in_channels, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(inplace=True))
+        self.layers = nn.ModuleList()
+        c_in = 64
+        for k, (c, n) in enumerate(zip((64, 128, 256, 512), blocks)):
+            stride = 1 if k == 0 else 2
+            self.layers.append(nn.Sequential(*[BasicBlock(c_in if j == 0 else c, c, stride if j == 0 else 1) for j in range(n)]))
+            c_in = c
+        self.decoders = nn.ModuleList([UpBlock(512, 256, 256), UpBlock(256, 128, 256), UpBlock(256, 64, 256), UpBlock(256, 64, 256)])
+        self.head = nn.ConvTranspose2d(256, n_out, 2, stride=2)
+        for m in self.modules():  # the official ResNet init: N(0, 2/(k·k·c_out)), BN weight 1, bias 0
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+            elif isinstance(m, nn.BatchNorm2d):
+                nn.init.ones_(m.weight)
+                nn.init.zeros_(m.bias)
+
+    def encode(self, x: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        s0 = self.stem(x)
+        x = F.max_pool2d(s0, 3, 2, 1)
+        skips = [s0]
+        for layer in self.layers:
+            x = layer(x)
+            skips.append(x)
+        return skips.pop(), skips  # layer4 is the bottleneck
+
+    def decode(self, x: torch.Tensor, skips: list[torch.Tensor]) -> torch.Tensor:
+        for dec, skip in zip(self.decoders, reversed(skips)):
+            x = dec(x, skip)
+        return x
+
+    def logits(self, features: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+        out = self.head(features)
+        if out.shape[-2:] != tuple(size):
+            out = F.interpolate(out, size=size, mode="bilinear", align_corners=False)
+        return out
+
+
+class ConditionedNet(nn.Module):
+    """An encoder-decoder with the EIM at its bottleneck: the coarse network, and the MRM's body."""
+
+    def __init__(self, backbone: nn.Module, n_raters: int):
+        super().__init__()
+        self.backbone = backbone
+        self.eim = ExpertiseInferring(n_raters, backbone.bottleneck_channels)
+
+    def encode(self, x: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """x (N, C, H, W) → bottleneck and skips; the encoder does not see the condition."""
+        return self.backbone.encode(x)
+
+    def decode(
+        self, encoded: tuple[torch.Tensor, list[torch.Tensor]], condition: torch.Tensor, size: tuple[int, int]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """encode's output, condition (N, R) → logits (N, n_out, *size), decoder features (N, C_f, h, w)."""
+        bottleneck, skips = encoded
+        features = self.backbone.decode(self.eim(bottleneck, condition), skips)
+        return self.backbone.logits(features, size), features
+
+    def forward(self, x: torch.Tensor, condition: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.decode(self.encode(x), condition, x.shape[-2:])
+
+
+@contextmanager
+def frozen_bn_stats(module: nn.Module):
+    """Inside: train-mode batch norm still normalises with batch statistics but leaves the running ones as they are.
+
+    Momentum 0 makes the running-statistics update `(1 − 0)·running + 0·batch` a no-op.
+    """
+    norms = [m for m in module.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    saved = [m.momentum for m in norms]
+    for m in norms:
+        m.momentum = 0.0
+    try:
+        yield
+    finally:
+        for m, momentum in zip(norms, saved):
+            m.momentum = momentum
+
+
+# ----------------------------------------------------------------------------- MPM
+
+
+def gaussian_kernel(size: int = 31, nsig: float = 4.0) -> torch.Tensor:
+    """The official `gkern(size, nsig)`: sqrt of the outer product of binned normal masses, normalised. → (size, size)."""
+    interval = (2 * nsig + 1.0) / size
+    edges = torch.linspace(-nsig - interval / 2, nsig + interval / 2, size + 1, dtype=torch.float64)
+    k1 = torch.special.ndtr(edges).diff()
+    k2 = torch.sqrt(torch.outer(k1, k1))
+    return (k2 / k2.sum()).to(torch.float32)
+
+
+def holistic_attention(maps: torch.Tensor, features: torch.Tensor, kernel: torch.Tensor) -> torch.Tensor:
+    """Holistic soft attention (official `Soft`, from CPD): one attended copy of the features per map.
+
+    maps (N, M, H, W) in [0, 1]; features (N, C, H, W); kernel (k, k), k odd → (N, M·C, H, W) with
+    copy m = features · max(minmax(blur(map_m)), map_m) + features. Min-max is per image and map.
+    """
+    m, k = maps.shape[1], kernel.shape[-1]
+    blurred = F.conv2d(maps, kernel.expand(m, 1, k, k), padding=k // 2, groups=m)
+    lo = blurred.amin((2, 3), keepdim=True)
+    hi = blurred.amax((2, 3), keepdim=True)
+    weight = torch.maximum((blurred - lo) / (hi - lo + 1e-8), maps)
+    return (features[:, None] * weight[:, :, None] + features[:, None]).flatten(1, 2)
+
+
+def perception_maps(rater_logits: torch.Tensor, coarse_logits: torch.Tensor) -> torch.Tensor:
+    """The MPM's attention and uncertainty maps for the foreground classes 1..L−1.
+
+    rater_logits (N, R, L, H, W); coarse_logits (N, L, H, W) → (N, 2·(L−1), H, W): first the coarse
+    probability of each foreground class, then the std over raters (unbiased, as `torch.std`) of
+    that class's probability.
+    """
+    attention = torch.softmax(coarse_logits.float(), 1)[:, 1:]
+    uncertainty = torch.softmax(rater_logits.float(), 2)[:, :, 1:].std(1)
+    return torch.cat([attention, uncertainty], 1)
+
+
+class PerceptionModule(nn.Module):
+    """MPM (official `SoftAtt`): feature block, holistic attention for each map, concat, 3×3 conv to L logits."""
+
+    def __init__(self, feature_channels: int, feature_stride: int, n_classes: int, width: int, blur: torch.Tensor):
+        super().__init__()
+        first = nn.ConvTranspose2d(feature_channels, width, 2, stride=2) if feature_stride == 2 else nn.Conv2d(feature_channels, width, 1)
+        self.block = nn.Sequential(
+            first,
+            nn.BatchNorm2d(width),
+            nn.PReLU(),
+            nn.Conv2d(width, width, 3, padding=1),
+            nn.BatchNorm2d(width),
+            nn.PReLU(),
+            nn.Conv2d(width, width, 3, padding=1),
+            nn.BatchNorm2d(width),
+            nn.PReLU(),
+        )
+        self.register_buffer("blur", blur)  # fixed Gaussian (the paper; official: a trained nn.Parameter)
+        self.pred = nn.Conv2d(width * 2 * (n_classes - 1), n_classes, 3, padding=1)
+
+    def forward(self, rater_logits: torch.Tensor, features: torch.Tensor, coarse_logits: torch.Tensor) -> torch.Tensor:
+        """rater_logits (N, R, L, H, W), features (N, C_f, h, w), coarse_logits (N, L, H, W) → logits (N, L, H, W)."""
+        fea = self.block(features)
+        if fea.shape[-2:] != coarse_logits.shape[-2:]:
+            fea = F.interpolate(fea, size=coarse_logits.shape[-2:], mode="bilinear", align_corners=False)
+        maps = perception_maps(rater_logits, coarse_logits).to(fea.dtype)
+        return self.pred(holistic_attention(maps, fea, self.blur))
+
+
+# ----------------------------------------------------------------------------- the method
+
+
+@register_method("mr-net", "MR-Net (Ji et al. CVPR 2021): rater-conditioned coarse net, multi-rater reconstruction, uncertainty attention")
+class MRNet(Method):
+    """MR-Net; see the module docstring for what is implemented, the deviations and the defaults."""
+
+    needs_consistent_raters = True  # the condition weights rater r, and the MRM has one head per rater
+
+    @dataclass(frozen=True)
+    class Config:
+        backbone: str = "unet"  # coarse network: "unet" (shared, LF-Net paper) | "resnet34" (official MR-Net code)
+        mpm_width: int | None = None  # MPM channels; None: 32 (shared U-Net decoder width) or 64 (official SoftAtt) for resnet34
+        blur_size: int = 31  # official Soft: gkern(31, 4)
+        blur_nsig: float = 4.0  # official Soft: gkern(31, 4)
+        epochs: int = 123  # official: max_iteration 80000 → ceil(80000/655) = 123 epochs (methods.md §11.6)
+        quick_epochs: int = 1  # quick budget: a step costs ≈ 7 U-Net steps, so 1 epoch ≈ 2.4 × 3 U-Net epochs
+
+    def __init__(self, cfg: Config, spec: DataSpec):
+        super().__init__(cfg, spec)
+        if cfg.backbone not in ("unet", "resnet34"):
+            raise ValueError(f"backbone must be unet or resnet34, not {cfg.backbone!r}")
+        n_classes, n_raters = spec.n_classes, spec.n_raters
+        if cfg.backbone == "unet":
+            backbone: nn.Module = SharedUNetBackbone(spec.in_channels, n_classes)
+        else:
+            backbone = ResNet34UNet(spec.in_channels, n_classes)
+        self.coarse = ConditionedNet(backbone, n_raters)
+        self.mrm = ConditionedNet(SharedUNetBackbone(spec.in_channels + n_classes, n_raters * n_classes), n_raters)
+        width = cfg.mpm_width or (32 if cfg.backbone == "unet" else 64)
+        blur = gaussian_kernel(cfg.blur_size, cfg.blur_nsig)
+        self.mpm = PerceptionModule(backbone.feature_channels, backbone.feature_stride, n_classes, width, blur)
+
+    @property
+    def stages(self) -> list[Stage]:
+        return [Stage("train", ("coarse", "mrm", "mpm"), self.cfg.epochs, self.cfg.quick_epochs)]
+
+    def forward_condition(
+        self, images: torch.Tensor, encoded: tuple[torch.Tensor, list[torch.Tensor]], condition: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One condition through the three modules.
+
+        images (B, C, H, W), encoded = self.coarse.encode(images), condition (B, R) → logits: coarse
+        (B, L, H, W), rater (B, R, L, H, W), final (B, L, H, W). The MRM sees the coarse output
+        detached and the MPM sees all its inputs detached, as in the official code, so each
+        module's loss trains only that module.
+        """
+        coarse, features = self.coarse.decode(encoded, condition, images.shape[-2:])
+        coarse_probs = torch.softmax(coarse.detach().float(), 1).to(images.dtype)
+        rater, _ = self.mrm(torch.cat([images, coarse_probs], 1), condition)
+        rater = rater.unflatten(1, (self.spec.n_raters, self.spec.n_classes))
+        final = self.mpm(rater.detach(), features.detach(), coarse.detach())
+        return coarse, rater, final
+
+    def loss(self, batch: dict[str, torch.Tensor], ctx: StepContext) -> dict[str, torch.Tensor]:
+        images, raters, valid = batch["images"], batch["raters"], batch["rater_valid"]
+        n_classes = self.spec.n_classes
+        conditions = sample_conditions(valid, ctx.generator)  # (3, B, R): m, p, ave
+        encoded = self.coarse.encode(images)  # once: the encoder does not see the condition
+        mask = valid.to(torch.float32)
+        loss_coarse = loss_mrm = loss_mpm = 0.0
+        for k, weight in enumerate(CONDITION_WEIGHTS):
+            # Batch-norm running statistics come from the uniform condition only (the last), the one
+            # used at inference; the m and p passes normalise with their own batch statistics.
+            with frozen_bn_stats(self) if k < 2 else nullcontext():
+                coarse, rater, final = self.forward_condition(images, encoded, conditions[k])
+            target = condition_target(raters, conditions[k], n_classes)
+            weight = weight / sum(CONDITION_WEIGHTS)
+            loss_coarse = loss_coarse + weight * soft_cross_entropy(coarse, target)
+            loss_mpm = loss_mpm + weight * soft_cross_entropy(final, target)
+            # MRM: each head against its own rater's mask, mean over pixels and valid (image, rater) pairs
+            ce = F.cross_entropy(rater.float().transpose(1, 2), raters, reduction="none").mean((2, 3))  # (B, R)
+            loss_mrm = loss_mrm + (ce * mask).sum() / mask.sum().clamp(min=1) / 3
+        total = loss_coarse + loss_mrm + loss_mpm
+        return {"loss": total, "coarse": loss_coarse.detach(), "mrm": loss_mrm.detach(), "mpm": loss_mpm.detach()}
+
+    def predict_proba(self, images: torch.Tensor) -> torch.Tensor:
+        r = self.spec.n_raters
+        uniform = torch.full((images.shape[0], r), 1.0 / r, device=images.device)  # official "Default Majority"
+        _, _, final = self.forward_condition(images, self.coarse.encode(images), uniform)
+        return torch.softmax(final.float(), 1)
+
+    def deviations(self) -> list[str]:
+        out = []
+        if self.cfg.backbone == "unet":
+            out.append("coarse network: shared U-Net with the EIM at its bottleneck instead of the official ResNet-34 U-Net")
+        else:
+            out.append("coarse network: the official ResNet-34 U-Net (random init) instead of the shared U-Net")
+        return out + [
+            "MRM: shared U-Net with R 1×1 heads and a ConvLSTM at its bottleneck instead of the official VGG16-BN + ASPP; input image ⊕ coarse probabilities (official: logits)",
+            "softmax over L classes with soft-target cross-entropy instead of per-class sigmoid BCE; MPM maps over foreground classes 1..L−1",
+            "reconstruction loss L_rec omitted (a no-op in the official code) and with it the 0.7 factor on the coarse loss",
+            "MPM uniform branch uses the uniform-condition coarse output (paper), not the p-condition output (official code bug)",
+            "one Adam over the three modules in one stage (official: three optimisers; same steps since the losses touch disjoint parameters)",
+            "batch-norm running statistics from the uniform-condition pass only (official: all three conditions)",
+            "MPM: fixed Gaussian blur (official: a trained parameter) and PyTorch's default conv init (official: N(0, 0.01))",
+            "no weight decay (official Adam: 5e-4); harness batch size (official: 8)",
+        ]
