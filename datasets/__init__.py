@@ -34,14 +34,14 @@ MNIST_OVERRIDES = {"lf-net": {"lam": 0.01, "seg_epochs": 15}}
 
 
 DATASETS: dict[str, DatasetSpec] = {
-    "mnist-5k": DatasetSpec(mnist.CARD_5K, mnist.load_mnist_5k, 128, 32, 1200, method_overrides=MNIST_OVERRIDES),
-    "mnist": DatasetSpec(mnist.CARD_MNIST, mnist.load_mnist, 128, 32, 1200, method_overrides=MNIST_OVERRIDES),
+    "mnist-5k": DatasetSpec(mnist.CARD_5K, mnist.load_mnist_5k, 128, 32, 600, method_overrides=MNIST_OVERRIDES),
+    "mnist": DatasetSpec(mnist.CARD_MNIST, mnist.load_mnist, 128, 32, 600, method_overrides=MNIST_OVERRIDES),
     "ms-lesion": DatasetSpec(ms_lesion.CARD, ms_lesion.load_ms_lesion, 2, 8, 128),
     "ms-lesion-real": DatasetSpec(ms_lesion.CARD_REAL, ms_lesion.load_ms_lesion_real, 2, 8, 128, reference="majority"),
     "choledoch": DatasetSpec(choledoch.CARD, choledoch.load_choledoch, 2, 4, 48),
     "lidc": DatasetSpec(lidc.CARD, lidc.load_lidc, 2, 8, 160, reference="majority"),
     "riga": DatasetSpec(riga.CARD, riga.load_riga, 2, 4, 80, reference="majority", soft_metrics=True),
-    "cm-folder": DatasetSpec(cm_folder.CARD, cm_folder.load_cm_folder, 128, 32, 1200, method_overrides=MNIST_OVERRIDES),
+    "cm-folder": DatasetSpec(cm_folder.CARD, cm_folder.load_cm_folder, 128, 32, 600, method_overrides=MNIST_OVERRIDES),
 }
 
 

@@ -8,6 +8,7 @@ from methods import mh_unet  # noqa: F401  (MH-UNet, one head per rater)
 from methods import cm_unet  # noqa: F401  (CM-UNet and its global-CM variant)
 from methods import mr_net  # noqa: F401  (MR-Net)
 from methods import lf_net  # noqa: F401  (LF-Net and its ablations)
+
 # isort: on
 from methods.base import DataSpec, Method, Stage, StepContext
 from methods.registry import (

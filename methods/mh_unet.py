@@ -19,9 +19,10 @@ Implemented:
   second stage "weights" fits one averaging weight per head, w = softmax(logits) (logits start at
   0, i.e. at the DN's uniform average), on top of the frozen network. Target: the rater mean (the
   fraction of valid raters voting each class per pixel), with soft cross-entropy of the weighted
-  average of the heads' probabilities. Guan et al. fit the averaging weights against the averaged
-  doctors' opinions for each image, the same target their baselines are trained on; the rater mean
-  is that target for segmentation. Prediction: Σ_r w_r · softmax(head_r).
+  average of the heads' probabilities. As we recall Guan et al. (the paper text was not available
+  to check), the averaging weights are fitted against the distribution of the doctors' grades of
+  each image, the target their baselines are trained on; the rater mean is that target for
+  segmentation. Prediction: Σ_r w_r · softmax(head_r).
 
 Deviations: none from the shared U-Net.
 

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from datasets.contract import RaterData
 
@@ -15,6 +16,16 @@ REPO = Path(__file__).resolve().parent.parent
 def shared_cache(tmp_path_factory):
     """One decoded-dataset cache for the whole session, so CLI tests decode mnist-5k once."""
     os.environ["BENCH_CACHE"] = str(tmp_path_factory.mktemp("cache"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def one_thread():
+    """In-process tests train on tiny tensors, where a second intra-op thread only adds overhead
+    (and oversubscribes a busy machine); CLI subprocesses keep the default."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 def blobs(n: int, size: int = 16, seed: int = 0) -> np.ndarray:
