@@ -41,7 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
-from datasets.contract import DataError, DatasetCard, RaterData, Splits
+from datasets.contract import DataError, DatasetCard, RaterData, Splits, centre_fit
 from datasets.raters import RATER_NAMES
 
 #: Without a Good/ folder, the "good" rater is the GT itself (CM-UNet's loader does this).
@@ -138,21 +138,6 @@ def binarise(array: np.ndarray, path: Path) -> np.ndarray:
     return mask >= scale / 2
 
 
-def fit_hw(array: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
-    """Centre-crop or zero-pad the last two axes of (..., H, W) to `shape`."""
-    out = array
-    for axis, size in zip((-2, -1), shape):
-        have = out.shape[axis]
-        if have > size:
-            start = (have - size) // 2
-            out = np.take(out, np.arange(start, start + size), axis=axis)
-        elif have < size:
-            widths = [(0, 0)] * out.ndim
-            widths[axis] = ((size - have) // 2, size - have - (size - have) // 2)
-            out = np.pad(out, widths)
-    return out
-
-
 def load_cm_folder(data_root: Path, noise: float) -> Splits:
     """The train / validate / test folders of `<data-root>/cm-folder/` as `Splits` (`noise` must be 1)."""
     root = Path(data_root) / "cm-folder"
@@ -201,13 +186,13 @@ def load_cm_folder(data_root: Path, noise: float) -> Splits:
 
     parts = {}
     for part, d in decoded.items():
-        images = np.stack([fit_hw(im[:1] if grey else im, shape) for im in d["images"]]).astype(np.float32)
+        images = np.stack([centre_fit(im[:1] if grey else im, shape) for im in d["images"]]).astype(np.float32)
         ids = np.array(d["ids"])
         parts[part] = RaterData(
             images=images,
-            raters=np.stack([fit_hw(r, shape) for r in d["raters"]]).astype(np.uint8),
+            raters=np.stack([centre_fit(r, shape) for r in d["raters"]]).astype(np.uint8),
             rater_valid=np.ones((len(ids), len(names)), dtype=bool),
-            gt=np.stack([fit_hw(g, shape) for g in d["gt"]]).astype(np.uint8),
+            gt=np.stack([centre_fit(g, shape) for g in d["gt"]]).astype(np.uint8),
             case_ids=ids,
             groups=ids,
             rater_names=names,

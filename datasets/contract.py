@@ -124,6 +124,18 @@ def split_by_group(groups: np.ndarray, fractions: tuple[float, ...], seed: int) 
     return out
 
 
+def centre_fit(array: np.ndarray, size: tuple[int, ...], axes: tuple[int, ...] = (-2, -1)) -> np.ndarray:
+    """Centre-crop and/or zero-pad `axes` of `array` to `size` (the object stays centred, spacing is kept)."""
+    out_shape, src, dst = list(array.shape), [slice(None)] * array.ndim, [slice(None)] * array.ndim
+    for axis, n_out in zip(axes, size):
+        n_in = array.shape[axis]
+        start_in, start_out, n = max(0, (n_in - n_out) // 2), max(0, (n_out - n_in) // 2), min(n_in, n_out)
+        out_shape[axis], src[axis], dst[axis] = n_out, slice(start_in, start_in + n), slice(start_out, start_out + n)
+    out = np.zeros(out_shape, dtype=array.dtype)
+    out[tuple(dst)] = array[tuple(src)]
+    return out
+
+
 def oracle_view(data: RaterData) -> RaterData:
     """The ground truth as the only rater: what the Oracle row trains on (DESIGN §3)."""
     if data.gt is None:

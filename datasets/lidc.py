@@ -45,7 +45,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from datasets.contract import DataError, DatasetCard, RaterData, Splits
+from datasets.contract import DataError, DatasetCard, RaterData, Splits, centre_fit
 
 try:  # numpy >= 2 moved numpy.core to numpy._core; pickles name either
     from numpy._core import multiarray as _multiarray
@@ -152,19 +152,6 @@ def read_pickle(path: Path) -> object:
 def walk(folder: Path) -> list[Path]:
     """Every file under `folder`, following symlinked folders, sorted."""
     return sorted(Path(d) / f for d, _, files in os.walk(folder, followlinks=True) for f in files)
-
-
-def fit(array: np.ndarray, size: tuple[int, int]) -> np.ndarray:
-    """(..., H, W) → (..., *size): centred crop and/or zero padding (lesion stays centred, spacing kept)."""
-    out = np.zeros(array.shape[:-2] + tuple(size), dtype=array.dtype)
-    src, dst = [], []
-    for n_in, n_out in zip(array.shape[-2:], size):
-        start_in, start_out = max(0, (n_in - n_out) // 2), max(0, (n_out - n_in) // 2)
-        n = min(n_in, n_out)
-        src.append(slice(start_in, start_in + n))
-        dst.append(slice(start_out, start_out + n))
-    out[(..., *dst)] = array[(..., *src)]
-    return out
 
 
 def split_patients(groups: np.ndarray, seed: int) -> list[np.ndarray]:
@@ -285,14 +272,14 @@ def read_crops(crops: list[Crop]) -> RaterData:
         image = read_png(crop.image)
         if image.dtype not in (np.uint8, np.uint16):
             raise DataError(f"{crop.image}: {image.dtype} pixels, expected an 8-bit grey CT crop")
-        images[i] = fit(image.astype(np.float32) / np.iinfo(image.dtype).max, CROP_SIZE)
+        images[i] = centre_fit(image.astype(np.float32) / np.iinfo(image.dtype).max, CROP_SIZE)
         for r, mask_path in enumerate(crop.masks):
             mask = read_png(mask_path)
             if mask.shape != image.shape:
                 raise DataError(
                     f"{mask_path}: mask is {mask.shape[0]}×{mask.shape[1]} but {crop.image.name} is {image.shape[0]}×{image.shape[1]}"
                 )
-            raters[i, r] = fit((mask > 0).astype(np.uint8), CROP_SIZE)
+            raters[i, r] = centre_fit((mask > 0).astype(np.uint8), CROP_SIZE)
     return build(images, raters, [c.case_id for c in crops], [c.patient for c in crops], CROP_SPACING)
 
 
@@ -381,9 +368,9 @@ def read_pickle_slices(entries: dict[str, tuple[dict, Path]], keys: list[str]) -
     raters = np.empty((len(keys), N_READERS, *size), dtype=np.uint8)
     for i, key in enumerate(keys):
         entry = entries[key][0]
-        images[i] = fit(np.asarray(entry["image"], dtype=np.float32), size)
+        images[i] = centre_fit(np.asarray(entry["image"], dtype=np.float32), size)
         for r, mask in enumerate(entry["masks"]):
-            raters[i, r] = fit((np.asarray(mask) > 0).astype(np.uint8), size)
+            raters[i, r] = centre_fit((np.asarray(mask) > 0).astype(np.uint8), size)
     groups = [pickle_patient(k, entries[k][0], entries[k][1]) for k in keys]
     return build(images, raters, keys, groups, (1.0, 1.0))
 

@@ -59,7 +59,7 @@ from pathlib import Path
 import numpy as np
 from scipy import ndimage as ndi
 
-from datasets.contract import DataError, DatasetCard, RaterData, Splits
+from datasets.contract import DataError, DatasetCard, RaterData, Splits, centre_fit
 from datasets.raters import RATER_NAMES
 
 DATA_SEED = 0
@@ -260,21 +260,6 @@ def read_nifti(path: Path) -> tuple[np.ndarray, tuple[float, float, float]]:
     return data, zooms
 
 
-def fit_xy(volume: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
-    """Centre-crop or zero-pad the first two axes of (X, Y, ...) to `shape`."""
-    out = volume
-    for axis, size in enumerate(shape):
-        have = out.shape[axis]
-        if have > size:
-            start = (have - size) // 2
-            out = np.take(out, np.arange(start, start + size), axis=axis)
-        elif have < size:
-            widths = [(0, 0)] * out.ndim
-            widths[axis] = ((size - have) // 2, size - have - (size - have) // 2)
-            out = np.pad(out, widths)
-    return out
-
-
 def zscore_brain(volume: np.ndarray) -> np.ndarray:
     """(X, Y, Z) float32 -> same, z-scored with the mean and std of the non-zero (brain) voxels."""
     brain = volume[volume != 0]
@@ -447,8 +432,8 @@ def _slices_of(
         masks[name] = mask > 0
 
     target = target or shape[:2]
-    volumes = [fit_xy(v, target) for v in volumes]
-    mask1, mask2 = (fit_xy(masks[name], target) for name in REAL_RATER_NAMES)
+    volumes = [centre_fit(v, target, axes=(0, 1)) for v in volumes]
+    mask1, mask2 = (centre_fit(masks[name], target, axes=(0, 1)) for name in REAL_RATER_NAMES)
     if slices == "lesion":
         keep = np.flatnonzero((mask1 | mask2).any(axis=(0, 1)))
     else:

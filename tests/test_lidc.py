@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from datasets.contract import DataError
-from datasets.lidc import RATER_NAMES, fit, load_lidc, read_pickle, split_patients
+from datasets.contract import DataError, centre_fit
+from datasets.lidc import RATER_NAMES, load_lidc, read_pickle, split_patients
 from tests.fixtures.make_lidc import EMPTY_TWO, ONE_BASED, make_lidc_crops, make_lidc_pickle
 
 # The fixtures are far smaller than the releases; that warning is tested once, below.
@@ -101,8 +101,8 @@ def test_patient_split_follows_the_paper_proportion():
 
 def test_fit_centre_crops_and_pads():
     a = np.arange(16).reshape(4, 4)
-    np.testing.assert_array_equal(fit(a, (2, 2)), [[5, 6], [9, 10]])
-    padded = fit(a, (6, 6))
+    np.testing.assert_array_equal(centre_fit(a, (2, 2)), [[5, 6], [9, 10]])
+    padded = centre_fit(a, (6, 6))
     np.testing.assert_array_equal(padded[1:5, 1:5], a)
     assert padded.sum() == a.sum()
 
