@@ -199,9 +199,13 @@ def append_log(log_path: Path | None, row: dict) -> None:
     """One CSV row per epoch; the header is the first row's keys (a method logs the same keys in every stage)."""
     if log_path is None:
         return
-    new = not log_path.exists()
-    header = list(row) if new else next(csv.reader(log_path.open()))
-    with log_path.open("a", newline="") as f:
+    header = None
+    if log_path.exists():
+        with log_path.open(newline="") as f:
+            header = next(csv.reader(f), None)  # None: a run killed before its first row left an empty file
+    new = header is None
+    header = header or list(row)
+    with log_path.open("w" if new else "a", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=header, restval="", extrasaction="ignore")
         if new:
             writer.writeheader()
