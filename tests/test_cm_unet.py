@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
-from bench import harness
 from methods.base import DataSpec, StepContext
 from methods.cm_unet import ConfusionMatrixUNet, confusion_loss, noisy_label_probs, normalise_columns
 from methods.registry import build_method, get_entry
@@ -137,32 +135,6 @@ def test_prediction_uses_the_segmentation_head_only():
             p.add_(1.0)
         assert torch.equal(before, m.predict_proba(images))
         assert torch.allclose(before, torch.softmax(m.net(images), 1))
-
-
-def test_smoke_fit_and_predict_pixel_and_global():
-    rng = np.random.default_rng(0)
-    images = rng.normal(size=(8, 1, 16, 16)).astype(np.float32)
-    raters = rng.integers(0, 2, (8, 3, 16, 16)).astype(np.uint8)
-    valid = np.ones((8, 3), dtype=bool)
-    valid[0, 1] = False
-    for name in ("cm-unet", "cm-unet-global"):
-        m = build_method(name, SPEC)
-        assert [s.quick_epochs for s in m.stages] == [3]
-        harness.fit(
-            m,
-            images,
-            raters,
-            valid,
-            epochs={s.name: 1 for s in m.stages},
-            batch_size=4,
-            lr=1e-3,
-            seed=0,
-            device=torch.device("cpu"),
-            progress=False,
-        )
-        probs = harness.predict_proba(m, images, device=torch.device("cpu"))
-        assert probs.shape == (8, 2, 16, 16) and np.isfinite(probs).all()
-        assert np.allclose(probs.sum(1), 1, atol=1e-5)
 
 
 def test_multiclass_runs():

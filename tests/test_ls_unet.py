@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
-from bench import harness
 from methods.base import DataSpec, StepContext
 from methods.ls_unet import LabelSamplingUNet, sample_valid_raters
-from methods.registry import build_method, get_entry
+from methods.registry import get_entry
 
 # 4 images × 4 raters; image 1 has only rater 2, image 3 has none.
 VALID = torch.tensor(
@@ -74,28 +72,3 @@ def test_loss_is_ce_against_the_drawn_rater_and_ignores_images_without_raters():
         {"images": images, "raters": raters2, "rater_valid": VALID}, StepContext("train", 0, 0, torch.Generator().manual_seed(3))
     )["loss"]
     assert torch.allclose(loss, loss2)
-
-
-def test_smoke_fit_and_predict():
-    rng = np.random.default_rng(0)
-    images = rng.normal(size=(8, 1, 16, 16)).astype(np.float32)
-    raters = rng.integers(0, 2, (8, 3, 16, 16)).astype(np.uint8)
-    valid = np.ones((8, 3), dtype=bool)
-    valid[0, 1] = False
-    m = build_method("ls-unet", DataSpec(1, 2, 3))
-    assert [s.quick_epochs for s in m.stages] == [3]
-    harness.fit(
-        m,
-        images,
-        raters,
-        valid,
-        epochs={s.name: 1 for s in m.stages},
-        batch_size=4,
-        lr=1e-3,
-        seed=0,
-        device=torch.device("cpu"),
-        progress=False,
-    )
-    probs = harness.predict_proba(m, images, device=torch.device("cpu"))
-    assert probs.shape == (8, 2, 16, 16) and np.isfinite(probs).all()
-    assert np.allclose(probs.sum(1), 1, atol=1e-5)
