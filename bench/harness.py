@@ -7,7 +7,6 @@ methods own only their networks and losses.
 from __future__ import annotations
 
 import csv
-import os
 import time
 from contextlib import nullcontext
 from functools import cache
@@ -17,6 +16,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from bench.store import atomic
 from methods.base import Method, StepContext
 
 
@@ -165,11 +165,8 @@ def checkpoint_path(checkpoint_dir: Path, k: int, name: str) -> Path:
 def save_checkpoint(method: Method, k: int, name: str, checkpoint_dir: Path | None) -> None:
     if checkpoint_dir is None:
         return
-    checkpoint_dir.mkdir(parents=True, exist_ok=True)
-    path = checkpoint_path(checkpoint_dir, k, name)
-    tmp = path.with_suffix(".tmp")
-    torch.save(method.state_dict(), tmp)
-    os.replace(tmp, path)
+    with atomic(checkpoint_path(checkpoint_dir, k, name)) as tmp:
+        torch.save(method.state_dict(), tmp)
 
 
 def resume(method: Method, stages, checkpoint_dir: Path | None) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -18,18 +19,21 @@ COUNTS = ["tp", "fp", "fn", "n_gt", "n_pred"]
 COLUMNS = [*KEYS, "case", "structure", "metric", "value", *COUNTS]
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
+@contextmanager
+def atomic(path: Path):
+    """Yield a temporary path beside `path`; on success it replaces `path` in one step, on failure it is removed."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
     try:
-        tmp.write_bytes(data)
+        yield tmp
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
 
 
 def write_json(path: Path, obj: dict) -> None:
-    atomic_write_bytes(path, (json.dumps(obj, indent=2, default=str) + "\n").encode())
+    with atomic(path) as tmp:
+        tmp.write_text(json.dumps(obj, indent=2, default=str) + "\n")
 
 
 def read_json(path: Path) -> dict:
@@ -38,26 +42,17 @@ def read_json(path: Path) -> dict:
 
 def write_table(path: Path, df: pd.DataFrame) -> None:
     """Parquet or CSV by suffix, atomically."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
+    with atomic(path) as tmp:
         if path.suffix == ".parquet":
             df.to_parquet(tmp, index=False)
         else:
             df.to_csv(tmp, index=False)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def write_predictions(path: Path, probs: np.ndarray, case_ids: np.ndarray) -> None:
     """Test probabilities (N, L, H, W) quantised to uint8 (1/255 steps), enough to re-score any threshold."""
-    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.npz")
-    try:
+    with atomic(path) as tmp:
         np.savez_compressed(tmp, probs=np.round(probs * 255).astype(np.uint8), case_ids=case_ids)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def collect(results: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
