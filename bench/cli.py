@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import pandas as pd
 
 import methods
-from bench import perf, report
+from bench import harness, paper, perf, report
 from bench.budget import BUDGETS
 from bench.harness import DeviceError
 from datasets import DATASETS, DataError, get_dataset
@@ -41,11 +43,57 @@ def parse_methods(text: str) -> list[str]:
     if text == "ablation":  # Table IV: the full model and its ablation variants
         return ["lf-net", *methods.method_names("ablation")]
     names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise UsageError("--methods is empty; give all, ablation or a comma list, e.g. --methods mv-unet,lf-net")
     known = [*methods.method_names(), methods.ORACLE]
     for name in names:
         if name not in known:
             raise UsageError(f"unknown method {name!r}; known: {', '.join(known)}")
     return names
+
+
+def parse_sets(values: list[str] | None, names: list[str]) -> dict[str, dict[str, list]]:
+    """`--set lf-net.beta=3,4 --set lf-net.lam=0.01` -> {"lf-net": {"beta": [3, 4], "lam": [0.01]}}."""
+    grid: dict[str, dict[str, list]] = {}
+    for text in values or []:
+        target, sep, raw = text.partition("=")
+        method, dot, param = target.rpartition(".")
+        if not sep or not dot or not method or not param or not raw.strip():
+            raise UsageError(f"--set {text!r}: expected METHOD.PARAM=V1,V2,..., e.g. --set lf-net.beta=3,4")
+        if method not in names:
+            raise UsageError(f"--set {text!r}: method {method!r} is not in --methods ({', '.join(names)})")
+        if param in grid.get(method, {}):
+            raise UsageError(f"--set {text!r}: {method}.{param} is set twice; give all its values in one --set")
+        grid.setdefault(method, {})[param] = [methods.parse_value(v) for v in raw.split(",") if v.strip()]
+    return grid
+
+
+def check_compatible(names: set[str], dataset, train) -> None:
+    """Build each method once on the data's shape, so a method that cannot run on it fails here, not in every cell."""
+    from bench import sweep
+
+    spec = methods.DataSpec(train.in_channels, train.n_classes, train.n_raters, train.rater_ids_consistent)
+    for name in sorted(names):
+        trains, params = sweep.trained_method(name)
+        try:
+            methods.build_method(trains, spec, {**sweep.dataset_overrides(dataset, trains), **params})
+        except (ValueError, TypeError) as e:
+            raise UsageError(f"{name} cannot run on {dataset.card.name}: {e}") from None
+
+
+def check_options(cells, opts) -> None:
+    """Refuse to mix budgets in one results folder: a finished cell is reused only under the options it ran with."""
+    from bench import sweep
+
+    stale = sweep.mismatched(cells, opts)
+    if stale:
+        cell, had = stale[0]
+        want = sweep.option_record(opts)
+        diff = ", ".join(f"{k} {had.get(k)} (now {want[k]})" for k in want if had.get(k) != want[k])
+        raise UsageError(
+            f"{len(stale)} finished cell(s) in {opts.results} ran with other options, e.g. {cell}: {diff}; "
+            "use another --results folder, the same options, or --force to retrain"
+        )
 
 
 def data_root(arg: str | None) -> Path:
@@ -112,14 +160,23 @@ def cmd_run(args: argparse.Namespace) -> int:
     names = parse_methods(args.methods)
     seeds = parse_list(args.seeds, int, "--seeds")
     noise_levels = parse_list(args.noise_levels, float, "--noise-levels")
-    if any(n < 0 for n in noise_levels):
-        raise UsageError(f"--noise-levels must be ≥ 0, got {args.noise_levels}")
+    if any(not math.isfinite(n) or n < 0 for n in noise_levels):
+        raise UsageError(f"--noise-levels must be finite and ≥ 0, got {args.noise_levels}")
     if any(s < 0 for s in seeds):
         raise UsageError(f"--seeds must be ≥ 0, got {args.seeds}")
     for flag, value in (("--epochs", args.epochs), ("--train-size", args.train_size), ("--test-size", args.test_size)):
         if value is not None and value < 1:
             raise UsageError(f"{flag} must be ≥ 1, got {value}")
-    results = Path(args.results)
+    if args.n_jobs < 1:
+        raise UsageError(f"--n-jobs must be ≥ 1, got {args.n_jobs}")
+    if args.scheduler and args.backend != "dask":
+        raise UsageError("--scheduler needs --backend dask")
+    names = sweep.expand_params(names, parse_sets(args.set, names), dataset)
+    if dataset.reference != "gt" and any(methods.split_name(n)[0] == methods.ORACLE for n in names):
+        raise UsageError(
+            f"the oracle trains on ground truth and {args.dataset} has none (reference: {dataset.reference}); drop oracle from --methods"
+        )
+    results = Path(args.results).absolute()  # workers may run elsewhere
     cells = sweep.plan(names, args.dataset, seeds, noise_levels, dataset.reference)
     if args.dry_run:
         for cell in cells:
@@ -128,19 +185,30 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"{sum(not sweep.is_done(results, c) or args.force for c in cells)} of {len(cells)} cells would run")
         return 0
     check_writable(results)
-    # Adapters with their own per-file caches (RIGA's derived masks) use the same folder.
-    os.environ.setdefault("BENCH_CACHE", str(sweep.cache_dir(results).absolute()))
-    if args.force or not all(sweep.is_done(results, c) for c in cells):
-        sweep.load_splits(
-            args.dataset, data_root(args.data_root), noise_levels[0], sweep.cache_dir(results)
-        )  # a missing dataset fails here, once
+    harness.resolve_device(args.device)  # --device cuda without a GPU fails here, not in every cell
+    root = data_root(args.data_root).absolute()
     opts = sweep.RunOptions(
-        results=results, data_root=data_root(args.data_root), budget=BUDGETS[args.budget], epochs=args.epochs,
+        results=results, data_root=root, budget=BUDGETS[args.budget], epochs=args.epochs,
         device=args.device, precision=args.precision, train_size=args.train_size, test_size=args.test_size,
         force=args.force, progress=not args.no_progress,
     )  # fmt: skip
+    check_options(cells, opts)
+    # Adapters with their own per-file caches (RIGA's derived masks) use the same folder.
+    os.environ.setdefault("BENCH_CACHE", str(sweep.cache_dir(results).absolute()))
+    pending = [c for c in cells if args.force or not sweep.is_done(results, c)]
+    levels = sorted({c.noise for c in pending})
+    # A missing dataset fails here, once; parallel workers then read the decoded splits from the cache.
+    # The adapters' warnings (an incomplete download) are shown only if the run goes ahead, so a refusal stays one line.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for noise in levels if args.backend != "sequential" else levels[:1]:
+            splits = sweep.load_splits(args.dataset, root, noise, sweep.cache_dir(results))
+        if pending:
+            check_compatible({c.method for c in pending}, dataset, splits.train)
+    for w in caught:
+        warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     start = time.time()
-    outcomes = sweep.run_sweep(cells, opts)
+    outcomes = sweep.run_sweep(cells, opts, args.backend, args.n_jobs, args.scheduler)
     _, summary = store.collect(results)
     shown = summary[
         (summary["dataset"] == args.dataset) & summary["noise"].isin(noise_levels) & summary["method"].isin([*names, "average"])
@@ -155,8 +223,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 1 if counts["failed"] else 0
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with the project's one-line errors (`error: …`, exit 2) instead of a usage block."""
+
+    def error(self, message: str):
+        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="python -m bench", description="Benchmark of segmentation from noisy multi-rater labels (LF-Net and baselines)."
     )
     verbs = parser.add_subparsers(dest="verb")
@@ -179,8 +254,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="retrain cells that are already done")
     p.add_argument("--dry-run", action="store_true", help="list the cells that would run, and stop")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    p.add_argument(
+        "--set",
+        action="append",
+        metavar="METHOD.PARAM=V1,V2",
+        help="run one cell per value of a method parameter, e.g. --set lf-net.beta=3,4 (repeatable; several = all combinations)",
+    )
+    p.add_argument(
+        "--backend",
+        default="sequential",
+        choices=["sequential", "loky", "dask"],
+        help="run cells in this process, in --n-jobs local processes (loky), or on a dask cluster",
+    )
+    p.add_argument("--n-jobs", type=int, default=2, help="worker processes for loky, or workers of a local dask cluster (default: 2)")
+    p.add_argument("--scheduler", help="address of a running dask.distributed scheduler, e.g. tcp://10.0.0.1:8786 (with --backend dask)")
     p.set_defaults(func=cmd_run)
     report.add_parser(verbs)
+    paper.add_parser(verbs)
     perf.add_parser(verbs)
     return parser
 
@@ -195,6 +285,9 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, DataError, methods.UnknownMethodError, DeviceError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # the results folder became unwritable (full, read-only) outside a cell
+        print(f"error: {e}; finished cells are kept, rerun the same command once it is fixed", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("interrupted: finished cells are kept; rerun the same command to resume", file=sys.stderr)
         return 130

@@ -7,6 +7,7 @@ methods own only their networks and losses.
 from __future__ import annotations
 
 import csv
+import io
 import time
 from contextlib import nullcontext
 from functools import cache
@@ -165,8 +166,10 @@ def checkpoint_path(checkpoint_dir: Path, k: int, name: str) -> Path:
 def save_checkpoint(method: Method, k: int, name: str, checkpoint_dir: Path | None) -> None:
     if checkpoint_dir is None:
         return
+    buffer = io.BytesIO()
+    torch.save(method.state_dict(), buffer)  # in memory: a full disk then fails in a plain write, with the OS's message
     with atomic(checkpoint_path(checkpoint_dir, k, name)) as tmp:
-        torch.save(method.state_dict(), tmp)
+        tmp.write_bytes(buffer.getbuffer())
 
 
 def resume(method: Method, stages, checkpoint_dir: Path | None) -> int:
@@ -186,10 +189,13 @@ def trim_log(log_path: Path | None, keep_stages: set[str]) -> None:
     if log_path is None or not log_path.is_file():
         return
     with log_path.open(newline="") as f:
-        rows = [r for r in csv.DictReader(f) if r["stage"] in keep_stages]
-    log_path.unlink()
-    for row in rows:
-        append_log(log_path, row)
+        reader = csv.DictReader(f)
+        rows = [r for r in reader if r["stage"] in keep_stages]
+    with atomic(log_path) as tmp, tmp.open("w", newline="") as f:  # replaced in one step: a kill keeps the old log
+        if rows:
+            writer = csv.DictWriter(f, fieldnames=reader.fieldnames)
+            writer.writeheader()
+            writer.writerows(rows)
 
 
 def append_log(log_path: Path | None, row: dict) -> None:

@@ -39,6 +39,7 @@ from matplotlib.figure import Figure
 from matplotlib.transforms import blended_transform_factory
 
 from bench import stats
+from methods.registry import PARAM_SEP
 
 # --------------------------------------------------------------------------- method names and order
 
@@ -87,12 +88,17 @@ STRUCTURE_ORDER = ["foreground", "disc", "cup"]
 
 def is_ablation(method: str) -> bool:
     """LF-Net variants (registered as `lf-net-*`) belong to Table IV, not Table I."""
-    return method.startswith("lf-net-")
+    return method.startswith("lf-net-") and not is_param_variant(method)
+
+
+def is_param_variant(method: str) -> bool:
+    """A parameter-sweep cell (`lf-net@beta=3`): drawn in the parameter figures, not in the tables."""
+    return PARAM_SEP in method
 
 
 def main_methods(names) -> list[str]:
-    """The paper's compared methods present, in Table I order (unknown ones after, alphabetically); no Oracle, Average or ablations."""
-    names = {n for n in names if n not in (AVERAGE, ORACLE) and not is_ablation(n)}
+    """The paper's compared methods present, in Table I order (unknown ones after, alphabetically); no Oracle, Average, ablations or parameter variants."""
+    names = {n for n in names if n not in (AVERAGE, ORACLE) and not is_ablation(n) and not is_param_variant(n)}
     return [m for m in MAIN_ORDER if m in names] + sorted(names - set(MAIN_ORDER))
 
 
@@ -439,11 +445,14 @@ def render(results_dir: Path, out_dir: Path) -> list[Path]:
     return sorted(written)
 
 
-def write_tables(summary: pd.DataFrame, out_dir: Path) -> list[Path]:
+def write_tables(summary: pd.DataFrame, out_dir: Path, note: str = "") -> list[Path]:
+    """Every table of the summary as Markdown and LaTeX; `note` (e.g. "quick stand-in: …") heads each file."""
     written, markdown = [], []
     for (dataset, reference, noise), part in summary.groupby(["dataset", "reference", "noise"], sort=True):
         for stem, table in group_tables(part, dataset, reference, noise):
             md, tex = to_markdown(table), to_latex(table)
+            if note:
+                md, tex = f"> {note}\n\n{md}", f"% {note}\n{tex}"
             (out_dir / f"{stem}.md").write_text(md)
             (out_dir / f"{stem}.tex").write_text(tex)
             written += [out_dir / f"{stem}.md", out_dir / f"{stem}.tex"]
@@ -454,7 +463,7 @@ def write_tables(summary: pd.DataFrame, out_dir: Path) -> list[Path]:
     return written
 
 
-def write_boxplots(table: pd.DataFrame, tests: pd.DataFrame, out_dir: Path) -> list[Path]:
+def write_boxplots(table: pd.DataFrame, tests: pd.DataFrame, out_dir: Path, note: str = "") -> list[Path]:
     written = []
     all_methods = sorted(set(table["method"]))
     dsc_structures = ordered_structures(set(table.loc[table["metric"] == "dsc", "structure"]))
@@ -475,12 +484,12 @@ def write_boxplots(table: pd.DataFrame, tests: pd.DataFrame, out_dir: Path) -> l
                 f"reference: {reference}, rater noise {noise:g}, structure: {structure}\n"
                 + ("Holm-adjusted two-sided Wilcoxon signed-rank p vs LF-Net" if REFERENCE_METHOD in methods else "no LF-Net run: no tests")
             )
-            fig = boxplot_figure(part, here, methods, all_methods, title)
+            fig = boxplot_figure(part, here, methods, all_methods, f"{note}\n{title}" if note else title)
             written += save(fig, out_dir / f"boxplot_dsc_{slug(dataset, reference, f'noise{noise:g}', structure)}")
     return written
 
 
-def write_noise_figures(summary: pd.DataFrame, out_dir: Path) -> list[Path]:
+def write_noise_figures(summary: pd.DataFrame, out_dir: Path, note: str = "") -> list[Path]:
     written = []
     all_methods = sorted(set(summary["method"]))
     dsc = summary[summary["metric"] == "dsc"]
@@ -494,7 +503,7 @@ def write_noise_figures(summary: pd.DataFrame, out_dir: Path) -> list[Path]:
             rows = runs[runs["structure"] == structure]
             levels = ", ".join(f"{n:g}" for n in sorted(rows["noise"].unique()))
             title = f"{dataset}: test DSC vs annotation noise\nreference: {reference}, structure: {structure}, rater noise levels {levels}"
-            fig = noise_figure(rows, averages, methods, all_methods, title)
+            fig = noise_figure(rows, averages, methods, all_methods, f"{note}\n{title}" if note else title)
             written += save(fig, out_dir / f"noise_dsc_{slug(dataset, reference, structure)}")
     return written
 

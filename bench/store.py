@@ -6,8 +6,10 @@ and `os.replace`, so a killed run never leaves a truncated or half-counted table
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import re
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -28,7 +30,10 @@ def atomic(path: Path):
         yield tmp
         os.replace(tmp, path)
     finally:
-        tmp.unlink(missing_ok=True)
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:  # e.g. a read-only file system: keep the error that got us here
+            pass
 
 
 def write_json(path: Path, obj: dict) -> None:
@@ -57,22 +62,50 @@ def write_predictions(path: Path, probs: np.ndarray, case_ids: np.ndarray) -> No
 
 def collect(results: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Concatenate every finished cell's rows into `<results>/metrics.parquet`, write `summary.csv`; returns both."""
-    files = sorted((results / "runs").glob("**/metrics.parquet"))
-    frames = [pd.read_parquet(f) for f in files]
-    table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
-    summary = summarise(table, rater_averages(results))
-    write_table(results / "metrics.parquet", table)
-    write_table(results / "summary.csv", summary)
+    results.mkdir(parents=True, exist_ok=True)
+    fd = os.open(results / ".collect.lock", os.O_RDONLY | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # two sweeps finishing together: the later read is written last
+        for stale in results.glob(".*.tmp*"):  # a collect killed mid-write left it
+            pid = re.search(r"\.(\d+)\.tmp", stale.name)
+            if pid and not alive(int(pid.group(1))):
+                stale.unlink(missing_ok=True)
+        files = sorted((results / "runs").glob("**/metrics.parquet"))
+        frames = [pd.read_parquet(f) for f in files]
+        table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
+        summary = summarise(table, rater_averages(results))
+        write_table(results / "metrics.parquet", table)
+        write_table(results / "summary.csv", summary)
+    finally:
+        os.close(fd)
     return table, summary
 
 
+def alive(pid: int) -> bool:
+    """Whether a process of this host has this id (a temporary file named after it may still be written)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def rater_averages(results: Path) -> pd.DataFrame:
-    """The paper's "Average" row: mean rater DSC vs GT on the training split, one row per dataset × noise."""
-    rows = []
-    for path in sorted((results / "runs").glob("*/*/*/raters.json")):
+    """The paper's "Average" row: mean rater DSC vs GT on the training split, one row per dataset × reference × noise.
+
+    Every cell records it in its own manifest (cells never share a file); cells of one dataset and
+    noise level saw the same raters, so the first finished one gives the row.
+    """
+    rows = {}
+    for path in sorted((results / "runs").glob("*/*/*/*/*/manifest.json")):
         info = read_json(path)
-        rows.append({"dataset": info["dataset"], "reference": info["reference"], "noise": info["noise"], "dsc": info["average_dsc"]})
-    return pd.DataFrame(rows, columns=["dataset", "reference", "noise", "dsc"])
+        cell = info.get("cell", {})
+        key = (cell.get("dataset"), cell.get("reference"), cell.get("noise"))
+        if info.get("status") == "done" and "average_dsc" in info.get("raters", {}) and key not in rows:
+            rows[key] = info["raters"]["average_dsc"]
+    return pd.DataFrame([(*k, v) for k, v in rows.items()], columns=["dataset", "reference", "noise", "dsc"])
 
 
 def summarise(table: pd.DataFrame, averages: pd.DataFrame | None = None) -> pd.DataFrame:

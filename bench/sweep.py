@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
+import fcntl
+import hashlib
+import itertools
 import os
 import platform
 import shutil
 import subprocess
+import sys
 import time
 import traceback
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -65,6 +70,69 @@ def plan(method_names: list[str], dataset: str, seeds: list[int], noise_levels: 
     return [Cell(dataset, reference, noise, m, s) for noise in noise_levels for m in method_names for s in seeds]
 
 
+def trained_method(name: str) -> tuple[str, dict]:
+    """The registered method a cell trains and its parameters: `oracle@beta=3` -> ("lf-net", {"beta": 3})."""
+    base, params = methods.split_name(name)
+    return (methods.ORACLE_TRAINS if base == methods.ORACLE else base), params
+
+
+def expand_params(names: list[str], grid: dict[str, dict[str, list]], dataset: DatasetSpec) -> list[str]:
+    """One method name per combination of the values in `grid` (method -> {parameter: values}).
+
+    A value equal to what the method gets anyway on this dataset (its registered default, or the
+    dataset's paper setting, e.g. λ = 0.01 on MNIST) is dropped from the name, so the default
+    point of a parameter sweep is the plain method's cell and is trained once. Unknown parameters
+    and values of the wrong type raise UnknownMethodError.
+    """
+    out = []
+    for name in names:
+        trains, _ = trained_method(name)
+        effective = dataclasses.asdict(methods.resolve_config(trains, dataset_overrides(dataset, trains)))
+        keys = sorted(grid.get(name, {}))
+        for key in keys:
+            if key not in effective:
+                raise methods.UnknownMethodError(f"{name} has no parameter {key!r}; it has: {', '.join(effective)}")
+            for value in grid[name][key]:
+                check_type(name, key, value, effective[key])
+        for combo in itertools.product(*(grid[name][k] for k in keys)):
+            out.append(methods.param_name(name, {k: v for k, v in zip(keys, combo) if v != effective[k]}))
+    return list(dict.fromkeys(out))
+
+
+def check_type(name: str, key: str, value, default) -> None:
+    if default is None or value is None:
+        return
+    kinds = (int, float) if isinstance(default, float) else (type(default),)
+    if isinstance(value, bool) != isinstance(default, bool) or not isinstance(value, kinds):
+        raise methods.UnknownMethodError(f"{name}.{key}={value!r}: expected a {type(default).__name__} like its default {default!r}")
+
+
+def lock_path(results: Path, cell: Cell) -> Path:
+    folder = cell_dir(results, cell)
+    return folder.with_name(folder.name + ".lock")  # beside the cell folder, so --force can delete the folder under it
+
+
+@contextmanager
+def claim(results: Path, cell: Cell, wait: bool = False):
+    """Hold an exclusive lock on the cell while it runs; yields False if another process holds it (and `wait` is False).
+
+    An flock is released by the kernel when its process dies, so a killed sweep never leaves a
+    stale claim behind, and two sweeps into one results folder train each cell once.
+    """
+    path = lock_path(results, cell)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)  # read-only: an open lock does not pin the file system writable
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
+
+
 def cache_dir(results: Path) -> Path:
     """Decoded datasets are cached in $BENCH_CACHE, else `<results>/cache`."""
     return Path(os.environ.get("BENCH_CACHE") or results / "cache")
@@ -76,6 +144,22 @@ def cell_dir(results: Path, cell: Cell) -> Path:
 
 def is_done(results: Path, cell: Cell) -> bool:
     return (cell_dir(results, cell) / "metrics.parquet").is_file()
+
+
+@lru_cache(maxsize=4)
+def data_fingerprint(dataset: str, data_root: Path, noise: float, cache_folder: Path | None = None) -> str:
+    """BLAKE2b of every split's arrays and case ids: two runs with the same fingerprint saw the same data."""
+    splits = load_splits(dataset, data_root, noise, cache_folder)
+    digest = hashlib.blake2b(digest_size=16)
+    for name in ("train", "val", "test"):
+        part = getattr(splits, name)
+        if part is None:
+            continue
+        for array in (part.images, part.raters, part.rater_valid, part.gt, part.case_ids.astype(str)):
+            if array is not None:
+                digest.update(f"{name}{array.dtype}{array.shape}".encode())
+                digest.update(np.ascontiguousarray(array).data)
+    return digest.hexdigest()
 
 
 @lru_cache(maxsize=4)
@@ -154,20 +238,29 @@ def versions() -> dict[str, str]:
     }
 
 
-def write_rater_stats(results: Path, cell: Cell, train: RaterData) -> dict:
+def option_record(opts: RunOptions) -> dict:
+    """The run options that change a cell's result beyond its identity; recorded in config.json."""
+    return {"budget": opts.budget.name, "epochs": opts.epochs, "train_size": opts.train_size, "test_size": opts.test_size}
+
+
+def mismatched(cells: list[Cell], opts: RunOptions) -> list[tuple[Cell, dict]]:
+    """Finished cells whose recorded options differ from `opts` (they would be silently reused otherwise)."""
+    want = option_record(opts)
+    out = []
+    for cell in cells:
+        if is_done(opts.results, cell) and not opts.force:
+            had = store.read_json(cell_dir(opts.results, cell) / "config.json").get("options", want)
+            if had != want:
+                out.append((cell, had))
+    return out
+
+
+def rater_stats(train: RaterData) -> dict:
     """Each rater's mean DSC vs GT on the training split and their average (the paper's "Average" row)."""
     if train.gt is None:
         return {}
     per_rater = rater_dice(train.raters, train.gt)
-    info = {
-        "dataset": cell.dataset,
-        "reference": cell.reference,
-        "noise": cell.noise,
-        "raters": dict(zip(train.rater_names, map(float, per_rater))),
-        "average_dsc": float(np.mean(per_rater)),
-    }
-    store.write_json(cell_dir(results, cell).parent.parent / "raters.json", info)
-    return info
+    return {"raters": dict(zip(train.rater_names, map(float, per_rater))), "average_dsc": float(np.mean(per_rater))}
 
 
 def dataset_overrides(dataset: DatasetSpec, name: str) -> dict:
@@ -176,42 +269,96 @@ def dataset_overrides(dataset: DatasetSpec, name: str) -> dict:
     return {k: v for base, values in dataset.method_overrides.items() if methods.get_entry(base).cls is cls for k, v in values.items()}
 
 
-def run_cell(cell: Cell, opts: RunOptions) -> dict:
-    """Train, predict and score one cell; returns {"cell", "status": done|skipped|failed, "reason"}."""
-    out = cell_dir(opts.results, cell)
+def run_cell(cell: Cell, opts: RunOptions, wait: bool = False) -> dict:
+    """Train, predict and score one cell under its claim.
+
+    Returns {"cell", "status": done|skipped|busy|failed, "reason"}; "busy" when another process
+    holds the cell's claim (with `wait`, block until it is released, then skip it if it finished).
+    """
     if is_done(opts.results, cell) and not opts.force:
         return {"cell": str(cell), "status": "skipped", "reason": "finished earlier"}
+    with claim(opts.results, cell, wait) as claimed:
+        if not claimed:
+            return {"cell": str(cell), "status": "busy", "reason": "running in another process"}
+        if is_done(opts.results, cell) and not (opts.force and not wait):
+            return {"cell": str(cell), "status": "skipped", "reason": "finished by another process"}
+        with pinned_device(opts.device, opts.results) as device:
+            return train_cell(cell, opts, device)
+
+
+@contextmanager
+def pinned_device(requested: str, results: Path):
+    """The cell's device; with several GPUs visible, the first one no other cell on this host holds.
+
+    Parallel workers (loky processes, dask workers without their own CUDA_VISIBLE_DEVICES) each
+    take one GPU for the length of a cell through an flock per GPU, so two cells never share one.
+    """
+    device = harness.resolve_device(requested)
+    n_gpus = torch.cuda.device_count() if device.type == "cuda" else 0
+    if n_gpus <= 1:
+        yield device
+        return
+    folder = results / "locks" / platform.node()
+    folder.mkdir(parents=True, exist_ok=True)
+    fds = [os.open(folder / f"gpu-{k}.lock", os.O_RDONLY | os.O_CREAT, 0o644) for k in range(n_gpus)]
+    try:
+        free = next((k for k, fd in enumerate(fds) if try_lock(fd)), None)
+        if free is None:  # more workers than GPUs: queue on one
+            free = os.getpid() % n_gpus
+            fcntl.flock(fds[free], fcntl.LOCK_EX)
+        yield torch.device("cuda", free)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def try_lock(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+
+
+def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
+    out = cell_dir(opts.results, cell)
     if opts.force and out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
+    for stale in out.rglob(".*.tmp*"):  # a process killed mid-write left it; under the claim nobody else writes here
+        stale.unlink()
     started = time.time()
     manifest = {
         "cell": dataclasses.asdict(cell),
         "status": "running",
         "started": started,
+        "command": sys.argv,
         "git_commit": git_commit(),
         "versions": versions(),
         "host": platform.node(),
         "pid": os.getpid(),
     }
     try:
-        splits = load_splits(cell.dataset, opts.data_root, cell.noise, cache_dir(opts.results))
+        folder = cache_dir(opts.results)
+        splits = load_splits(cell.dataset, opts.data_root, cell.noise, folder)
+        manifest.update(data_root=str(opts.data_root), data_fingerprint=data_fingerprint(cell.dataset, opts.data_root, cell.noise, folder))
         spec_ds = get_dataset(cell.dataset)
         train = training_subset(splits.train, opts.train_size or opts.budget.train_size(spec_ds))
         test = splits.test if opts.test_size is None else splits.test.subset(np.arange(min(opts.test_size, splits.test.n)))
-        manifest["raters"] = write_rater_stats(opts.results, cell, splits.train)
-        trains = cell.method
-        if cell.method == methods.ORACLE:
-            train, trains = oracle_view(train), methods.ORACLE_TRAINS
+        manifest["raters"] = rater_stats(splits.train)
+        trains, params = trained_method(cell.method)
+        if methods.split_name(cell.method)[0] == methods.ORACLE:
+            train = oracle_view(train)
         spec = methods.DataSpec(train.in_channels, train.n_classes, train.n_raters, train.rater_ids_consistent)
-        overrides = {**dataset_overrides(spec_ds, trains), **opts.overrides.get(cell.method, {})}  # the user's last
+        base = methods.split_name(cell.method)[0]
+        overrides = {**dataset_overrides(spec_ds, trains), **opts.overrides.get(base, {}), **params}  # the cell's own last
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(cell.seed)  # network initialisation
             method = methods.build_method(trains, spec, overrides)
-        device = harness.resolve_device(opts.device)
         epochs = {s.name: opts.epochs if opts.epochs is not None else opts.budget.epochs(s) for s in method.stages}
         batch_size = opts.budget.batch_size(spec_ds)
         config = {
+            "options": option_record(opts),
             "method": cell.method,
             "trains": trains,
             "method_config": dataclasses.asdict(method.cfg),
@@ -221,7 +368,9 @@ def run_cell(cell: Cell, opts: RunOptions) -> dict:
             "batch_size": batch_size,
             "epochs": epochs,
             "train_images": train.n,
+            "train_size": opts.train_size,
             "test_images": test.n,
+            "test_size": opts.test_size,
             "split_rule": splits.rule,
             "precision": opts.precision,
             "data_spec": dataclasses.asdict(spec),
@@ -264,14 +413,98 @@ def run_cell(cell: Cell, opts: RunOptions) -> dict:
         return {"cell": str(cell), "status": "failed", "reason": reason}
 
 
-def run_sweep(cells: list[Cell], opts: RunOptions) -> list[dict]:
-    """Run the cells one after another in this process (the one-time kernel set-up is paid once)."""
-    outcomes = []
-    with tqdm(cells, desc="sweep", unit="cell", disable=not opts.progress) as bar:
-        for cell in bar:
-            bar.set_postfix_str(f"{cell.method} seed {cell.seed}")
-            outcome = run_cell(cell, opts)
-            if outcome["status"] == "failed":
-                tqdm.write(f"cell {outcome['cell']} failed: {outcome['reason']}")
-            outcomes.append(outcome)
-    return outcomes
+BACKENDS = ("sequential", "loky", "dask")
+
+
+def run_sweep(
+    cells: list[Cell], opts: RunOptions, backend: str = "sequential", n_jobs: int = 1, scheduler: str | None = None
+) -> list[dict]:
+    """Run the cells and return one outcome per cell, in the order of `cells`.
+
+    sequential: one after another in this process (the one-time kernel set-up is paid once).
+    loky: `n_jobs` local worker processes through joblib, each with cpu_count / n_jobs threads.
+    dask: joblib's dask backend on the dask.distributed cluster at `scheduler` (or a local one of
+    `n_jobs` workers). Cells write only their own folder, under their own claim, so workers never
+    share a file; the table is collected afterwards by the caller. Cells another process was
+    running are waited for at the end and then skipped, or trained here if that process died.
+    """
+    outcomes: dict[Cell, dict] = {}
+    pending = [c for c in cells if opts.force or not is_done(opts.results, c)]
+    for cell in cells:
+        if cell not in pending:
+            outcomes[cell] = {"cell": str(cell), "status": "skipped", "reason": "finished earlier"}
+    by_name = {str(c): c for c in pending}
+    with tqdm(total=len(cells), initial=len(cells) - len(pending), desc="sweep", unit="cell", disable=not opts.progress) as bar:
+        try:
+            for outcome in execute(pending, opts, backend, n_jobs, scheduler):
+                outcomes[by_name[outcome["cell"]]] = outcome
+                bar.update()
+                if outcome["status"] == "failed":
+                    tqdm.write(f"cell {outcome['cell']} failed: {outcome['reason']}")
+        except Exception as e:  # a worker process died (killed, out of memory), or the disk failed: left to a rerun
+            what = "sweep stopped" if backend == "sequential" else "worker lost"
+            reason = f"{what} ({type(e).__name__}: {e}); rerun the same command to resume"
+            for cell in pending:
+                outcomes.setdefault(cell, {"cell": str(cell), "status": "failed", "reason": reason})
+        for cell in [c for c in pending if outcomes[c]["status"] == "busy"]:
+            bar.set_postfix_str(f"waiting for {cell}")
+            outcomes[cell] = run_cell(cell, opts, wait=True)
+    return [outcomes[c] for c in cells]
+
+
+def execute(cells: list[Cell], opts: RunOptions, backend: str, n_jobs: int, scheduler: str | None):
+    """Yield each cell's outcome as it finishes."""
+    if backend == "sequential":
+        for cell in cells:
+            yield run_cell(cell, opts)
+        return
+    from joblib import Parallel, delayed, parallel_config
+
+    quiet = dataclasses.replace(opts, progress=False)  # per-cell bars from many workers would interleave
+    if backend == "loky":
+        threads = max(1, usable_cpus() // n_jobs)
+        with parallel_config(backend="loky", n_jobs=n_jobs):
+            yield from Parallel(return_as="generator_unordered")(delayed(run_in_worker)(c, quiet, threads) for c in cells)
+        return
+    if backend != "dask":
+        raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    from distributed import Client, LocalCluster
+
+    cluster = None if scheduler else LocalCluster(n_workers=n_jobs, threads_per_worker=1, processes=True)
+    try:
+        with Client(scheduler or cluster) as client:
+            threads = worker_threads(client)
+            with parallel_config(backend="dask"):
+                yield from Parallel(n_jobs=-1, return_as="generator_unordered")(delayed(run_in_worker)(c, quiet, threads) for c in cells)
+    finally:
+        if cluster is not None:
+            cluster.close()
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (a Slurm or container cpuset, not the whole machine)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def worker_threads(client) -> dict[str, int]:
+    """Torch threads per dask worker: its usable CPUs shared among the cells that can run on that host at once.
+
+    Errs towards fewer threads (two Slurm jobs with their own cpusets on one node each get half),
+    since oversubscribed cores cost far more than idle ones.
+    """
+    cores = client.run(usable_cpus)
+    workers = client.scheduler_info()["workers"]
+    per_host: dict[str, int] = {}
+    for info in workers.values():
+        per_host[info["host"]] = per_host.get(info["host"], 0) + info["nthreads"]
+    return {addr: max(1, (cores.get(addr) or 1) // per_host[info["host"]]) for addr, info in workers.items()}
+
+
+def run_in_worker(cell: Cell, opts: RunOptions, threads: int | dict[str, int]) -> dict:
+    """One cell in a worker process, with its share of the host's cores."""
+    if isinstance(threads, dict):
+        from distributed import get_worker
+
+        threads = threads.get(get_worker().address, 1)
+    torch.set_num_threads(threads)
+    return run_cell(cell, opts)

@@ -5,9 +5,14 @@ Adding a dataset is one module plus one entry in `DATASETS`.
 
 from __future__ import annotations
 
+import functools
+import math
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 from datasets import choledoch, cm_folder, lidc, mnist, ms_lesion, riga
 from datasets.contract import DataError, DatasetCard, RaterData, Splits, oracle_view
@@ -27,6 +32,58 @@ class DatasetSpec:
     # Paper settings that differ by dataset: base method -> {config field: value}; they apply to
     # every registered name built on that method's class (its variants and the oracle too).
     method_overrides: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Every caller (the CLI, sweeps, workers) gets the checked loader, not the bare adapter.
+        if not getattr(self.load, "checked", False):
+            object.__setattr__(self, "load", checked_loader(self.card, self.load))
+
+
+def checked_loader(card: DatasetCard, load: Callable[[Path, float], Splits]) -> Callable[[Path, float], Splits]:
+    """`load` with the checks every adapter needs, so that bad input ends in one DataError and nothing else.
+
+    Before: the noise level is a finite number >= 0, and the data root is not a file. During: the
+    adapter's warnings (e.g. "found 6 of 21 scans") are held back and shown only if the load
+    succeeds, so a failing load prints its one error line alone. After: no image holds NaN or
+    infinite values and the training images are not all one constant (a backstop for what the
+    adapters check file by file).
+    """
+
+    @functools.wraps(load)
+    def checked(data_root: Path, noise: float) -> Splits:
+        if not math.isfinite(noise) or noise < 0:
+            raise DataError(f"{card.name}: rater noise level {noise:g} is not a finite number >= 0; use e.g. --noise-levels 1")
+        if card.layout and Path(data_root).is_file():
+            raise DataError(f"{card.name}: the data root {data_root} is a file; point --data-root at the folder that holds {card.layout}")
+        with warnings.catch_warnings(record=True) as held:
+            splits = load(data_root, noise)
+        check_images(card.name, splits)
+        for w in held:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+        return splits
+
+    checked.checked = True
+    return checked
+
+
+def check_images(name: str, splits: Splits, chunk: int = 64) -> None:
+    """Raise DataError if an image holds NaN / inf, or if every training image is one constant value.
+
+    Reads the images in chunks of `chunk` so that a 10 GB split needs no second 10 GB for a mask.
+    """
+    train_range = [np.inf, -np.inf]
+    for part in ("train", "val", "test"):
+        data: RaterData = getattr(splits, part)
+        for start in range(0, data.n, chunk):
+            block = data.images[start : start + chunk]
+            lo, hi = float(block.min()), float(block.max())  # NaN propagates through min and max
+            if not (math.isfinite(lo) and math.isfinite(hi)):
+                bad = start + next(i for i, image in enumerate(block) if not np.isfinite(image).all())
+                raise DataError(f"{name}: image {data.case_ids[bad]} ({part}) holds NaN or infinite values; check its file")
+            if part == "train":
+                train_range = [min(train_range[0], lo), max(train_range[1], hi)]
+    if splits.train.n and train_range[0] == train_range[1]:
+        raise DataError(f"{name}: every training image is {train_range[0]:g} everywhere; the input files hold no images")
 
 
 # LF-Net paper, Implementation Details: λ = 0.01 and "training epoch for RCN is 15" on MNIST.

@@ -52,7 +52,7 @@ import numpy as np
 from PIL import Image
 from scipy import ndimage as ndi
 
-from datasets.contract import DataError, DatasetCard, RaterData, Splits, split_by_group
+from datasets.contract import DataError, DatasetCard, RaterData, Splits, folder_problem, split_by_group
 from datasets.raters import RATER_NAMES, simulate_raters
 
 # The simulated raters' radii are in pixels; on 256×320 cancer regions the MNIST-calibrated radii
@@ -271,7 +271,9 @@ def read_folds(path: Path) -> dict[str, int]:
 def find_scenes(folder: Path) -> list[Scene]:
     """The labelled scenes under `folder`, sorted by name (see the module docstring for the rules)."""
     if not folder.is_dir():
-        raise DataError(f"choledoch: {folder}/ does not exist; download {CARD.download} and put it in {folder}/")
+        raise DataError(
+            f"choledoch: {folder}/ {folder_problem(folder, 'does not exist')}; download {CARD.download} and put it in {folder}/"
+        )
     files = walk(folder)
     fold_files = [p for p in files if p.name.lower() == "four_fold.json"]
     if len(fold_files) > 1:
@@ -342,12 +344,19 @@ def read_scene(scene: Scene, size: tuple[int, int] | None) -> tuple[np.ndarray, 
     return normalise_bands(cube), mask
 
 
+def check_has_image(image: np.ndarray, scene: Scene) -> None:
+    """A normalised scene that is all zeros had every band constant over the image: a blank or zero-filled cube."""
+    if not image.any():
+        raise DataError(f"{scene.hdr}: every band is constant over the whole scene; the cube holds no image, copy it again")
+
+
 def read_choledoch(scenes: list[Scene], noise: float, size: tuple[int, int] | None = SIZE) -> RaterData:
     """`scenes`, in the given order → RaterData with the five simulated raters.
 
     size: working (H, W); None keeps the stored size, which must then be the same for every scene.
     """
     first, first_mask = read_scene(scenes[0], size)
+    check_has_image(first, scenes[0])
     images = np.empty((len(scenes), *first.shape), dtype=np.float32)
     gt = np.empty((len(scenes), *first_mask.shape), dtype=np.uint8)
     images[0], gt[0] = first, first_mask
@@ -357,6 +366,7 @@ def read_choledoch(scenes: list[Scene], noise: float, size: tuple[int, int] | No
             raise DataError(
                 f"{scene.hdr}: {image.shape[1]}×{image.shape[2]}, but {scenes[0].hdr.name} is {first.shape[1]}×{first.shape[2]}"
             )
+        check_has_image(image, scene)
         images[i], gt[i] = image, mask
     keys = np.array([scene_key(s.name) for s in scenes], dtype=np.int64)
     return RaterData(

@@ -41,7 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
-from datasets.contract import DataError, DatasetCard, RaterData, Splits, centre_fit
+from datasets.contract import DataError, DatasetCard, RaterData, Splits, centre_fit, check_mask_values, folder_problem
 from datasets.raters import RATER_NAMES
 
 #: Without a Good/ folder, the "good" rater is the GT itself (CM-UNet's loader does this).
@@ -125,8 +125,12 @@ def as_chw(array: np.ndarray, path: Path) -> np.ndarray:
     raise DataError(f"{path}: expected an image (H, W), (H, W, C) or (C, H, W) with at most 4 channels, got shape {array.shape}")
 
 
-def binarise(array: np.ndarray, path: Path) -> np.ndarray:
-    """A mask or raw GT (H, W) or (H, W, C) -> bool (H, W): value ≥ half of its range (1 or 255)."""
+def binarise(array: np.ndarray, path: Path, raw: bool = False) -> np.ndarray:
+    """A mask or raw GT (H, W) or (H, W, C) -> bool (H, W): value ≥ half of its range (1 or 255).
+
+    raw: the file holds raw intensities (GT: any value in 0–255); otherwise a rater mask, which
+    must be 0/1, 0/255 or 0/128/255 (a label map {0, 1, 2, 4} would otherwise become all background).
+    """
     mask = array.astype(np.float32)
     if mask.ndim == 3 and mask.shape[2] < mask.shape[0]:
         mask = mask[:, :, mask.shape[2] // 2]  # a slice stack: its middle slice, as Prepare_MNIST.py
@@ -134,6 +138,10 @@ def binarise(array: np.ndarray, path: Path) -> np.ndarray:
         raise DataError(f"{path}: expected a 2-D mask, got shape {array.shape}")
     if not np.isfinite(mask).all():
         raise DataError(f"{path}: contains NaN or infinite values")
+    if not raw:
+        check_mask_values(mask, path)
+    elif mask.min(initial=0) < 0 or mask.max(initial=0) > 255:
+        raise DataError(f"{path}: GT values in [{mask.min():g}, {mask.max():g}], expected raw intensities in 0–255 or a 0/1 mask")
     scale = 1.0 if mask.max(initial=0) <= 1 else 255.0
     return mask >= scale / 2
 
@@ -146,7 +154,9 @@ def load_cm_folder(data_root: Path, noise: float) -> Splits:
             f"cm-folder: the raters are read from files, so there is no noise level to set (got {noise:g}); use --noise-levels 1"
         )
     if not root.is_dir():
-        raise DataError(f"cm-folder: {root}/ not found; put your train/, validate/ and test/ folders (CM-UNet layout) in {root}/")
+        raise DataError(
+            f"cm-folder: {root}/ {folder_problem(root)}; put your train/, validate/ and test/ folders (CM-UNet layout) in {root}/"
+        )
     files = find_files(root)
     if not files:
         raise DataError(
@@ -221,7 +231,7 @@ def _decode_part(kinds: dict[str, dict[str, Path]], image_kind: str, rater_kinds
         masks = {}
         for kind in ("GT", *rater_kinds):
             path = kinds[kind][case_id]
-            mask = binarise(read_tif(path), path)
+            mask = binarise(read_tif(path), path, raw=kind == "GT")
             if mask.shape != image.shape[1:]:
                 raise DataError(
                     f"cm-folder: {path} is {mask.shape[0]}×{mask.shape[1]}, its image {image_path} is {image.shape[1]}×{image.shape[2]}"

@@ -2,13 +2,27 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import numpy as np
 
 
 class DataError(Exception):
-    """Bad or missing input data; the message names the file or value and what to do."""
+    """Bad or missing input data; the message names the file or value and what to do.
+
+    The message is kept to one line (the CLI prints it as one `error:` line), even where it
+    quotes a library's multi-line reason (pandas, PIL).
+    """
+
+    def __init__(self, message: object = "") -> None:
+        super().__init__(re.sub(r"\s*\n\s*", " ", str(message)).strip())
+
+
+def folder_problem(folder: Path, missing: str = "not found") -> str:
+    """Why `folder` cannot be read as a dataset folder: it "is a file, not a folder", or `missing`."""
+    return "is a file, not a folder" if folder.exists() else missing
 
 
 @dataclass(frozen=True)
@@ -101,6 +115,13 @@ class Splits:
     test: RaterData
     rule: str
 
+    def __post_init__(self) -> None:
+        # An empty validation part is allowed (nothing selects on it by default); an empty train or
+        # test part would train on nothing or score nothing, after minutes of work.
+        for part in ("train", "test"):
+            if getattr(self, part).n == 0:
+                raise DataError(f"the {part} split is empty ({self.rule}); add data so that every part gets images")
+
 
 def split_by_group(groups: np.ndarray, fractions: tuple[float, ...], seed: int) -> list[np.ndarray]:
     """Deterministic split of image indices by group (patient, subject, slide).
@@ -122,6 +143,25 @@ def split_by_group(groups: np.ndarray, fractions: tuple[float, ...], seed: int) 
         out.append(np.sort(by_rank[start:cut]))
         start = max(start, cut)
     return out
+
+
+def check_mask_values(mask: np.ndarray, path) -> None:
+    """Refuse a rater mask that is not in an accepted binary encoding: 0/1, 0/255 or 0/128/255 (datasets.md §0.3).
+
+    A probability map, a multi-class label map or a grey image put where a mask belongs would
+    otherwise be thresholded into a plausible-looking but wrong mask.
+    """
+    if ((mask == 0) | (mask == 1)).all() or ((mask == 0) | (mask == 128) | (mask == 255)).all():
+        return
+    values = np.unique(mask)
+    shown = ", ".join(f"{v:g}" for v in values[:6]) + (", …" if len(values) > 6 else "")
+    raise DataError(f"{path}: mask values {{{shown}}}, expected 0/1, 0/255 or 0/128/255; is this a rater mask?")
+
+
+def check_not_constant(array: np.ndarray, path, what: str = "image") -> None:
+    """Refuse an input whose every value is the same: a zero-filled or blanked file, not an image."""
+    if array.size and array.min() == array.max():
+        raise DataError(f"{path}: every value of the {what} is {float(array.flat[0]):g}; the file holds no image, copy it again")
 
 
 def centre_fit(array: np.ndarray, size: tuple[int, ...], axes: tuple[int, ...] = (-2, -1)) -> np.ndarray:

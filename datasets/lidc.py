@@ -45,7 +45,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from datasets.contract import DataError, DatasetCard, RaterData, Splits, centre_fit
+from datasets.contract import DataError, DatasetCard, RaterData, Splits, centre_fit, check_mask_values, check_not_constant, folder_problem
 
 try:  # numpy >= 2 moved numpy.core to numpy._core; pickles name either
     from numpy._core import multiarray as _multiarray
@@ -272,6 +272,7 @@ def read_crops(crops: list[Crop]) -> RaterData:
         image = read_png(crop.image)
         if image.dtype not in (np.uint8, np.uint16):
             raise DataError(f"{crop.image}: {image.dtype} pixels, expected an 8-bit grey CT crop")
+        check_not_constant(image, crop.image, "CT crop")
         images[i] = centre_fit(image.astype(np.float32) / np.iinfo(image.dtype).max, CROP_SIZE)
         for r, mask_path in enumerate(crop.masks):
             mask = read_png(mask_path)
@@ -279,6 +280,8 @@ def read_crops(crops: list[Crop]) -> RaterData:
                 raise DataError(
                     f"{mask_path}: mask is {mask.shape[0]}×{mask.shape[1]} but {crop.image.name} is {image.shape[0]}×{image.shape[1]}"
                 )
+            if len(np.unique(mask)) > 3:  # binarised with > 0 (any label value); a grey image is no mask
+                raise DataError(f"{mask_path}: not a reader mask ({len(np.unique(mask))} distinct values; expected 0/1 or 0/255)")
             raters[i, r] = centre_fit((mask > 0).astype(np.uint8), CROP_SIZE)
     return build(images, raters, [c.case_id for c in crops], [c.patient for c in crops], CROP_SPACING)
 
@@ -335,6 +338,7 @@ def check_entry(key: str, entry: dict, path: Path) -> None:
         mask = np.asarray(mask)
         if mask.shape != image.shape or mask.dtype.kind not in "biuf":
             raise DataError(f"{path}: entry {key!r} mask {r} is {mask.shape} {mask.dtype}, the image {image.shape}")
+        check_mask_values(mask, f"{path}: entry {key!r} mask {r}")
 
 
 def merge_pickles(paths: list[Path]) -> dict[str, tuple[dict, Path]]:
@@ -389,7 +393,7 @@ def load_lidc(data_root: Path, noise: float) -> Splits:
     del noise  # real raters: nothing to simulate
     folder = Path(data_root) / "lidc"
     if not folder.is_dir():
-        raise DataError(f"lidc: {folder}/ does not exist; download {CARD.download} and put them in {folder}/")
+        raise DataError(f"lidc: {folder}/ {folder_problem(folder, 'does not exist')}; download {CARD.download} and put them in {folder}/")
     files = walk(folder)
     crops = find_crops(files)
     pickles = [p for p in files if p.suffix.lower() in PICKLE_SUFFIXES]

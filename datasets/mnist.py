@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from datasets.contract import DataError, DatasetCard, RaterData, Splits, split_by_group
+from datasets.contract import DataError, DatasetCard, RaterData, Splits, check_not_constant, split_by_group
 from datasets.raters import RATER_NAMES, simulate_raters
 
 DATA_SEED = 0
@@ -127,6 +127,8 @@ def load_mnist(data_root: Path, noise: float) -> Splits:
         )
     train_digits = read_idx(paths["train_images"], 0x803)
     test_digits = read_idx(paths["test_images"], 0x803)
+    for key, digits in (("train_images", train_digits), ("test_images", test_digits)):
+        check_not_constant(digits, paths[key], f"{len(digits)} digits")
     for part, digits, labels in (("train", train_digits, "train_labels"), ("test", test_digits, "test_labels")):
         n_labels = len(read_idx(paths[labels], 0x801))
         if n_labels != len(digits):

@@ -59,7 +59,7 @@ from pathlib import Path
 import numpy as np
 from scipy import ndimage as ndi
 
-from datasets.contract import DataError, DatasetCard, RaterData, Splits, centre_fit
+from datasets.contract import DataError, DatasetCard, RaterData, Splits, centre_fit, check_mask_values, check_not_constant, folder_problem
 from datasets.raters import RATER_NAMES
 
 DATA_SEED = 0
@@ -357,7 +357,9 @@ def _load(
         passes_at(noise)  # validates noise before the slow part
     root = Path(data_root) / "ms-lesion"
     if not root.is_dir():
-        raise DataError(f"ms-lesion: {root}/ not found; download the ISBI 2015 training data ({_SOURCE}) and unpack it into {root}/")
+        raise DataError(
+            f"ms-lesion: {root}/ {folder_problem(root)}; download the ISBI 2015 training data ({_SOURCE}) and unpack it into {root}/"
+        )
     scans = [s for s in find_scans(root) if s.subject.startswith("training")]
     if not scans:
         raise DataError(
@@ -417,6 +419,7 @@ def _slices_of(
     volumes, spacing, shape, shape_from = [], None, None, None
     for contrast in contrasts:
         volume, zooms = read_nifti(scan.images[contrast])
+        check_not_constant(volume, scan.images[contrast], "volume")
         if shape is None:
             shape, shape_from, spacing = volume.shape, scan.images[contrast], zooms
         elif volume.shape != shape:
@@ -427,6 +430,7 @@ def _slices_of(
     masks = {}
     for name in REAL_RATER_NAMES:
         mask, _ = read_nifti(scan.masks[name])
+        check_mask_values(mask, scan.masks[name])
         if mask.shape != shape:
             raise DataError(f"ms-lesion: mask {scan.masks[name]} is {mask.shape}, image {shape_from} is {shape}; download the scan again")
         masks[name] = mask > 0
@@ -471,6 +475,9 @@ def _split(data: RaterData, scans: list[Scan], slices: str) -> Splits:
     test_subjects = sorted(set(counts) - set(train_subjects))
     n_test = sum(counts[s] for s in test_subjects)
     kept = "slices where mask1 or mask2 marks lesion" if slices == "lesion" else "slices with brain"
+    for part, subjects, index in (("train", train_subjects, in_train), ("test", test_subjects, ~in_train)):
+        if not index.any():
+            raise DataError(f"ms-lesion: the {part} subjects ({', '.join(subjects)}) have no axial {kept}; check their masks")
     rule = (
         f"by subject: train+val {', '.join(train_subjects)} ({len(train_scans)} scans), test {', '.join(test_subjects)} ({n_test} scans), "
         f"the subject-level split closest to the paper's 10/11 scans; val = scans {', '.join(val_scans) or 'none'} "

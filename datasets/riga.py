@@ -66,7 +66,7 @@ import pandas as pd
 from PIL import Image, UnidentifiedImageError
 from scipy import ndimage as ndi
 
-from datasets.contract import DataError, DatasetCard, RaterData, Splits, split_by_group
+from datasets.contract import DataError, DatasetCard, RaterData, Splits, folder_problem, split_by_group
 
 log = logging.getLogger(__name__)
 
@@ -443,7 +443,7 @@ def read_mrnet_csv(path: Path) -> list[Case]:
 # ---------------------------------------------------------------- the loader
 
 
-def build(cases: list[Case], raw: bool) -> RaterData:
+def build(cases: list[Case], raw: bool, part: str = "") -> RaterData:
     images, raters, valid, ids = [], [], [], []
     for case in cases:
         result = load_case(case, raw)
@@ -454,7 +454,10 @@ def build(cases: list[Case], raw: bool) -> RaterData:
         valid.append(result[2])
         ids.append(case.case_id)
     if not ids:
-        raise DataError("riga: no usable image in this part of the split")
+        raise DataError(
+            f"riga: none of the {len(cases)} {part} image(s) (first {cases[0].image if cases else '-'}) has a rater contour "
+            "that could be recovered; check the marked copies"
+        )
     ids = np.array(ids)
     return RaterData(
         images=np.stack(images),
@@ -479,7 +482,7 @@ def load_riga(data_root: Path, noise: float) -> Splits:
     del noise
     root = Path(data_root) / "riga"
     if not root.is_dir():
-        raise DataError(f"riga: {root}/ not found; download RIGA ({CARD.download}) and unzip it into {root}/")
+        raise DataError(f"riga: {root}/ {folder_problem(root)}; download RIGA ({CARD.download}) and unzip it into {root}/")
     files = walk_files(root)
     csvs = [p for p in files if CSV_RE.match(p.name)]
     raw = not csvs
@@ -502,8 +505,8 @@ def load_riga(data_root: Path, noise: float) -> Splits:
     for part, names in (("training", TRAIN_SUBSETS), ("test", TEST_SUBSETS)):
         if not any(counts[n] for n in names):
             raise DataError(f"riga: no {' or '.join(names)} images under {root}/ (the {part} set); unzip them there")
-    train_all = build([c for c in cases if c.subset in TRAIN_SUBSETS], raw)
-    test = build([c for c in cases if c.subset in TEST_SUBSETS], raw)
+    train_all = build([c for c in cases if c.subset in TRAIN_SUBSETS], raw, "training (BinRushed, MESSIDOR)")
+    test = build([c for c in cases if c.subset in TEST_SUBSETS], raw, "test (Magrabia)")
     # At least one validation image, so a tiny copy still has a validation set.
     fraction = max(VAL_FRACTION, 1 / train_all.n) if train_all.n > 1 else 0.0
     train, val = split_by_group(train_all.groups, (1 - fraction, fraction), seed=DATA_SEED)

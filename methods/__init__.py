@@ -16,9 +16,12 @@ from methods.registry import (
     build_method,
     get_entry,
     method_names,
+    param_name,
+    parse_value,
     register_method,
     register_variant,
     resolve_config,
+    split_name,
 )
 
 # The paper's Oracle is its best method trained on ground truth; the data view lives in datasets.
@@ -36,7 +39,10 @@ __all__ = [
     "build_method",
     "get_entry",
     "method_names",
+    "param_name",
+    "parse_value",
     "register_method",
     "register_variant",
     "resolve_config",
+    "split_name",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 
 from methods.base import DataSpec, Method
@@ -75,3 +76,54 @@ def resolve_config(name: str, overrides: dict | None = None):
 def build_method(name: str, spec: DataSpec, overrides: dict | None = None) -> Method:
     """Instantiate a registered method for data described by `spec`."""
     return get_entry(name).cls(resolve_config(name, overrides), spec)
+
+
+# A parameter variant run from the command line (`--set lf-net.beta=3`) is its own cell, named
+# `lf-net@beta=3` (several parameters: `lf-net@beta=3@lam=0.1`, keys sorted), so each value lands
+# in its own results folder and its own rows of the table.
+PARAM_SEP = "@"
+
+
+def parse_value(text: str):
+    """A parameter value from the command line: int, float, true/false, none, else the string itself."""
+    lowered = text.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if lowered == "none":
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text.strip()
+
+
+def format_value(value) -> str:
+    return "none" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+
+
+SAFE_VALUE = re.compile(r"[A-Za-z0-9_+-][A-Za-z0-9._+-]*")  # the name is a folder name: no '/', no '..'
+
+
+def param_name(base: str, params: dict) -> str:
+    """`lf-net`, {"beta": 3} -> `lf-net@beta=3`; no parameters -> `base`."""
+    parts = []
+    for key in sorted(params):
+        value = format_value(params[key])
+        if not SAFE_VALUE.fullmatch(value) or ".." in value:
+            raise UnknownMethodError(f"{base}.{key}={value!r}: a parameter value may hold only letters, digits and . _ + -")
+        parts.append(f"{key}={value}")
+    return PARAM_SEP.join([base, *parts])
+
+
+def split_name(name: str) -> tuple[str, dict]:
+    """`lf-net@beta=3@lam=0.1` -> ("lf-net", {"beta": 3, "lam": 0.1}); a plain name -> (name, {})."""
+    base, *parts = name.split(PARAM_SEP)
+    params = {}
+    for part in parts:
+        key, sep, value = part.partition("=")
+        if not sep or not key:
+            raise UnknownMethodError(f"{name!r}: expected {base}@PARAM=VALUE, e.g. lf-net@beta=3")
+        params[key] = parse_value(value)
+    return base, params

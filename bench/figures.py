@@ -1,0 +1,460 @@
+"""Paper figures that need more than the results table: parameter curves and image panels.
+
+Pure rendering, in the style of `bench.report`: every function takes arrays, a DataFrame or a
+trained method and returns a Matplotlib `Figure` (no pyplot global state); `bench.report.save`
+writes it as PNG and PDF. The only file access is `load_trained`, which rebuilds a finished
+cell's method from its folder.
+
+- `param_figure`: DSC against a hyper-parameter (the paper's "Performance changes by varying (a)
+  the threshold β … and (b) the trade-off λ").
+- `rater_examples_figure`: image, reference and every rater's mask with its DSC (the paper's
+  "Visualizations on five noisy segmentation labels").
+- `fused_label_figure`: the raters, then Averaging, STAPLE, MV, SLL, TV and the segmentation
+  network's probability map of a trained LF-Net (the paper's "Visualization of different fused
+  labels on MNIST").
+- `qualitative_figure`: test images, reference and each method's prediction with its DSC (the
+  paper's "Qualitative comparisons").
+- `pick_indices`: which images to show.
+
+Conventions shared by the image panels:
+
+- Images (C, H, W): one channel is shown in grey, C = 3 as RGB (RIGA fundus photographs are RGB
+  and unreadable as one channel), C > 3 as the mean over channels in grey; each image is scaled
+  to its own min–max.
+- Label maps are class indices: binary maps black (0) / white (1); with more classes (RIGA:
+  0 background, 1 rim, 2 cup) a discrete grey ramp, background black and the last class white.
+- DSC in the panels is `bench.metrics.dice` of foreground = any class > 0, in %, two decimals.
+- Every panel's axes carry a label (`Axes.get_label()`): "image", "reference", "rater:<r>",
+  "method:<name>", "fused:<column>", "separator", so callers and tests can find them.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from matplotlib import colors
+from matplotlib.axes import Axes
+from matplotlib.cm import ScalarMappable
+from matplotlib.figure import Figure
+from matplotlib.ticker import FixedLocator, NullLocator
+
+import methods
+from bench.harness import checkpoint_path
+from bench.metrics import dice
+from methods.fusion import majority_vote, rater_mean, threshold_vote_mask
+from methods.staple import staple
+
+__all__ = [
+    "FUSED_COLUMNS",
+    "fused_label_figure",
+    "load_trained",
+    "param_figure",
+    "pick_indices",
+    "qualitative_figure",
+    "rater_examples_figure",
+]
+
+# As bench.report.STRUCTURE_ORDER; not imported so that bench.report may import this module.
+_STRUCTURE_ORDER = ("foreground", "disc", "cup")
+#: The fused-label columns of `fused_label_figure`, after the raters, in the paper's order.
+FUSED_COLUMNS = ("Averaging", "STAPLE", "MV", "SLL", "TV", "Prob Map")
+_HEAT_COLUMNS = {"Averaging", "STAPLE", "SLL", "Prob Map"}  # probabilities, on one shared 0–1 scale
+_HEAT_CMAP = "viridis"
+_PANEL = 1.3  # inches per image panel: 12 columns still fit a 16-inch-wide page at a legible size
+_FONT = 8
+
+
+# --------------------------------------------------------------------------- parameter curves
+
+
+def param_figure(points: pd.DataFrame, param: str, title: str, default: float | None = None) -> Figure:
+    """Test DSC (%) against one hyper-parameter, one line with ± std error bars per structure.
+
+    `points` has one row per (value, structure): `value` (the parameter, numeric), `structure`,
+    `mean` and `std` (DSC over seeds as fractions 0–1; std may be NaN, e.g. one seed, then no bar)
+    and `n_seeds`. The x axis is logarithmic when every value is > 0 and max/min ≥ 20 (λ ∈
+    {0.001 … 1}), linear otherwise (β ∈ {1 … R}); ticks sit at the values that were run.
+    `default`, if given, is marked by a dashed vertical line named in the legend.
+    """
+    missing = {"value", "structure", "mean", "std", "n_seeds"} - set(points.columns)
+    if missing:
+        raise ValueError(f"param_figure: points lacks column(s) {sorted(missing)}")
+    if points.empty:
+        raise ValueError("param_figure: no points to plot")
+    if points.duplicated(["structure", "value"]).any():
+        raise ValueError("param_figure: more than one row per (structure, value); aggregate over seeds first")
+    values = np.sort(points["value"].astype(float).unique())
+    fig = Figure(figsize=(6.0, 4.0), layout="constrained")
+    ax = fig.subplots()
+    present = set(points["structure"])
+    structures = [s for s in _STRUCTURE_ORDER if s in present] + sorted(present - set(_STRUCTURE_ORDER))
+    for structure in structures:
+        rows = points[points["structure"] == structure].sort_values("value")
+        seeds = sorted({int(n) for n in rows["n_seeds"]})
+        n_text = f"{seeds[0]}" if len(seeds) == 1 else f"{seeds[0]}–{seeds[-1]}"
+        std = np.nan_to_num(rows["std"].to_numpy(float))  # one seed: no bar rather than no point
+        label = f"{structure} ({n_text} seed{'s' if seeds[-1] != 1 else ''})"
+        ax.errorbar(rows["value"].to_numpy(float), rows["mean"].to_numpy(float) * 100, yerr=std * 100, marker="o", capsize=3, label=label)
+    if values[0] > 0 and values[-1] / values[0] >= 20:
+        ax.set_xscale("log")  # λ-like values span decades; a linear axis would crush the small ones together
+        ax.xaxis.set_minor_locator(NullLocator())
+    if len(values) <= 12:
+        ax.xaxis.set_major_locator(FixedLocator(values))
+        ax.set_xticklabels([f"{v:g}" for v in values])
+    if default is not None:
+        ax.axvline(default, ls="--", color="0.4", lw=1, label=f"default {param} = {default:g}")
+    ax.set_xlabel(param)
+    ax.set_ylabel("test DSC (%), mean ± std over seeds")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=_FONT, frameon=False)
+    ax.set_title(title, fontsize=10)
+    return fig
+
+
+# --------------------------------------------------------------------------- image panels: helpers
+
+
+def _show_image(ax: Axes, image: np.ndarray) -> None:
+    """One image (C, H, W): grey for C ∈ {1, 2} (channel 0) and C > 3 (channel mean), RGB for C = 3; own min–max."""
+    image = np.asarray(image, dtype=np.float32)
+    if image.shape[0] == 3:
+        lo, hi = float(image.min()), float(image.max())
+        rgb = (image.transpose(1, 2, 0) - lo) / (hi - lo if hi > lo else 1.0)
+        ax.imshow(np.clip(rgb, 0, 1), interpolation="nearest")
+    else:
+        grey = image.mean(0) if image.shape[0] > 3 else image[0]
+        ax.imshow(grey, cmap="gray", interpolation="nearest")
+    ax.set_axis_off()
+
+
+def _mask_style(n_classes: int) -> dict:
+    """imshow arguments for class-index maps: black/white when binary, a discrete grey ramp otherwise."""
+    n_classes = max(int(n_classes), 2)
+    cmap = colors.ListedColormap([str(g) for g in np.linspace(0.0, 1.0, n_classes)], name=f"classes{n_classes}")
+    norm = colors.BoundaryNorm(np.arange(n_classes + 1) - 0.5, n_classes)
+    return {"cmap": cmap, "norm": norm, "interpolation": "nearest"}
+
+
+def _show_mask(ax: Axes, mask: np.ndarray, style: dict) -> None:
+    ax.imshow(np.asarray(mask), **style)
+    ax.set_axis_off()
+
+
+def _show_missing(ax: Axes) -> None:
+    ax.text(0.5, 0.5, "missing", transform=ax.transAxes, ha="center", va="center", fontsize=_FONT, color="0.4")
+    ax.set_axis_off()
+
+
+def _dsc_percent(pred: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    """DSC (%) of foreground (class > 0) per image; pred, ref (N, H, W) class indices."""
+    return 100 * dice(np.asarray(pred) > 0, np.asarray(ref) > 0)
+
+
+def _check_indices(indices: Sequence[int], n: int) -> list[int]:
+    out = [int(i) for i in indices]
+    if not out:
+        raise ValueError("no indices to show")
+    bad = [i for i in out if not 0 <= i < n]
+    if bad:
+        raise ValueError(f"indices {bad} out of range for {n} images")
+    return out
+
+
+def _panel_grid(fig: Figure, n_rows: int, width_ratios: list[float]):
+    return fig.add_gridspec(n_rows, len(width_ratios), width_ratios=width_ratios, wspace=0.02, hspace=0.02)
+
+
+def _separator(fig: Figure, gs, column: int) -> None:
+    """A dotted vertical line through all rows, in a narrow empty grid column (survives constrained layout)."""
+    ax = fig.add_subplot(gs[:, column], label="separator")
+    ax.plot([0.5, 0.5], [0.0, 1.0], ls=":", color="0.3", lw=1.2, clip_on=False)
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_axis_off()
+
+
+# --------------------------------------------------------------------------- rater examples
+
+
+def rater_examples_figure(
+    images: np.ndarray,
+    raters: np.ndarray,
+    gt: np.ndarray | None,
+    rater_names: Sequence[str],
+    indices: Sequence[int],
+    title: str,
+    rater_valid: np.ndarray | None = None,
+) -> Figure:
+    """Image, reference and every rater's mask, one row per index; a dotted line after the reference.
+
+    images float32 (N, C, H, W); raters uint8 class indices (N, R, H, W); gt uint8 (N, H, W) or None
+    (then there is no reference column and the rater panels carry no DSC); rater_names R names;
+    rater_valid bool (N, R) or None (all present): a missing rater's panel says "missing".
+    Each rater panel is titled with its name and, with gt, its foreground (class > 0) DSC vs gt in %.
+    """
+    n, n_raters = raters.shape[:2]
+    if len(rater_names) != n_raters:
+        raise ValueError(f"rater_names has {len(rater_names)} names for {n_raters} raters")
+    rows = _check_indices(indices, n)
+    valid = np.ones((n, n_raters), dtype=bool) if rater_valid is None else np.asarray(rater_valid, dtype=bool)
+    n_classes = int(max(raters.max(initial=0), 0 if gt is None else gt.max(initial=0))) + 1
+    style = _mask_style(n_classes)
+    ref_cols = 1 if gt is None else 2
+    fig = Figure(figsize=(_PANEL * (ref_cols + n_raters + 0.2), _PANEL * len(rows) + 0.6), layout="constrained")
+    gs = _panel_grid(fig, len(rows), [1.0] * ref_cols + [0.15] + [1.0] * n_raters)
+    _separator(fig, gs, ref_cols)
+    for row, i in enumerate(rows):
+        ax = fig.add_subplot(gs[row, 0], label="image")
+        _show_image(ax, images[i])
+        if row == 0:
+            ax.set_title("image", fontsize=_FONT)
+        if gt is not None:
+            ax = fig.add_subplot(gs[row, 1], label="reference")
+            _show_mask(ax, gt[i], style)
+            if row == 0:
+                ax.set_title("GT", fontsize=_FONT)
+        scores = _dsc_percent(raters[i], np.broadcast_to(gt[i], raters[i].shape)) if gt is not None else None
+        for r, name in enumerate(rater_names):
+            ax = fig.add_subplot(gs[row, ref_cols + 1 + r], label=f"rater:{r}")
+            if not valid[i, r]:
+                _show_missing(ax)
+                ax.set_title(name, fontsize=_FONT)
+                continue
+            _show_mask(ax, raters[i, r], style)
+            ax.set_title(name if scores is None else f"{name}\nDSC {scores[r]:.2f}%", fontsize=_FONT)
+    fig.suptitle(title, fontsize=10)
+    return fig
+
+
+# --------------------------------------------------------------------------- fused labels of a trained LF-Net
+
+
+def fused_label_figure(
+    images: np.ndarray,
+    raters: np.ndarray,
+    rater_valid: np.ndarray | None,
+    method: methods.Method,
+    indices: Sequence[int],
+    title: str,
+    rater_names: Sequence[str] | None = None,
+    sll_temperature: float = 1.0,
+) -> Figure:
+    """The raters' labels and the fused labels of a trained LF-Net, one row per (training) image.
+
+    Columns: Ŷ1 … ŶR (the raters, class indices), then `FUSED_COLUMNS`:
+    - Averaging: fraction of the valid raters voting foreground (`methods.fusion.rater_mean`);
+    - STAPLE: the binary STAPLE posterior of foreground per image (`methods.staple.staple`);
+    - MV: the majority vote Ω (`methods.fusion.majority_vote`, ties to the lower class) > 0;
+    - SLL: the soft-label network's probability of foreground, softmax(a1 / `sll_temperature`);
+      the default 1 is the network's own output, `method.cfg.tau` shows the softened target q̂1
+      that L_sl trains against;
+    - TV: the threshold-vote mask M^tv with the method's β (`method.beta`), black 0 / white 1;
+    - Prob Map: `method.predict_proba(image)`'s probability of foreground.
+    Heat maps share one 0–1 colour scale and one colour bar.
+
+    images float32 (N, C, H, W); raters uint8 (N, R, H, W); rater_valid bool (N, R) or None (all
+    valid). `method` is a trained `methods.lf_net.LFNet` with a soft-label network
+    (`cfg.soft_label == "sll"`, i.e. LF-Net and the variants that keep the SLL) built for R raters.
+    Foreground is every class ≥ 1: with more than two classes (RIGA) each column shows the
+    probability or mask of "not background" (STAPLE fuses the raters' class > 0 masks), so the
+    figure stays a binary comparison of the fusion rules.
+    Everything runs on a CPU float32 copy of `method` in eval mode under no_grad; `method` itself
+    is left untouched.
+    """
+    if not hasattr(method, "sll") or not hasattr(method, "sll_logits"):
+        soft = getattr(getattr(method, "cfg", None), "soft_label", None)
+        raise ValueError(f"fused_label_figure needs an LF-Net with a soft-label network (cfg.soft_label='sll'); got {type(method).__name__} "
+                         f"with soft_label={soft!r}")  # fmt: skip
+    n, n_raters = raters.shape[:2]
+    if n_raters != method.spec.n_raters:
+        raise ValueError(f"the method was built for {method.spec.n_raters} raters, the data have {n_raters}")
+    if images.shape[1] != method.spec.in_channels:
+        raise ValueError(f"the method was built for {method.spec.in_channels} input channels, the images have {images.shape[1]}")
+    rows = _check_indices(indices, n)
+    valid = np.ones((n, n_raters), dtype=bool) if rater_valid is None else np.asarray(rater_valid, dtype=bool)
+    names = [f"Ŷ{r + 1}" for r in range(n_raters)] if rater_names is None else [f"Ŷ{r + 1}\n{s}" for r, s in enumerate(rater_names)]
+    fused = fused_labels(images[rows], raters[rows], valid[rows], method, sll_temperature)
+
+    n_classes = method.spec.n_classes
+    style, binary = _mask_style(n_classes), _mask_style(2)
+    heat = {"cmap": _HEAT_CMAP, "norm": colors.Normalize(0.0, 1.0), "interpolation": "nearest"}
+    n_cols = n_raters + len(FUSED_COLUMNS)
+    fig = Figure(figsize=(_PANEL * (n_cols + 0.2) + 0.8, _PANEL * len(rows) + 0.7), layout="constrained")
+    gs = _panel_grid(fig, len(rows), [1.0] * n_raters + [0.15] + [1.0] * len(FUSED_COLUMNS))
+    _separator(fig, gs, n_raters)  # raters | fused labels
+    panels = []
+    for row, i in enumerate(rows):
+        for r in range(n_raters):
+            ax = fig.add_subplot(gs[row, r], label=f"rater:{r}")
+            if valid[i, r]:
+                _show_mask(ax, raters[i, r], style)
+            else:
+                _show_missing(ax)
+            if row == 0:
+                ax.set_title(names[r], fontsize=_FONT)
+        for c, column in enumerate(FUSED_COLUMNS):
+            ax = fig.add_subplot(gs[row, n_raters + 1 + c], label=f"fused:{column}")
+            _show_mask(ax, fused[column][row], heat if column in _HEAT_COLUMNS else binary)
+            panels.append(ax)
+            if row == 0:
+                ax.set_title(column, fontsize=_FONT)
+    fig.colorbar(ScalarMappable(heat["norm"], _HEAT_CMAP), ax=panels, shrink=0.8, aspect=15, pad=0.01).set_label(
+        "probability of foreground", fontsize=_FONT
+    )
+    fig.suptitle(title, fontsize=10)
+    return fig
+
+
+def fused_labels(
+    images: np.ndarray, raters: np.ndarray, rater_valid: np.ndarray, method: methods.Method, sll_temperature: float = 1.0
+) -> dict[str, np.ndarray]:
+    """The `FUSED_COLUMNS` of `fused_label_figure` as arrays: {column: (B, H, W)}, float32 in [0, 1].
+
+    images (B, C, H, W), raters (B, R, H, W) class indices, rater_valid (B, R) bool; foreground =
+    class ≥ 1. Runs on a CPU float32 eval-mode copy of `method` under no_grad.
+    """
+    model = copy.deepcopy(method).to(device="cpu", dtype=torch.float32).eval()  # a copy: the caller's device and mode stay
+    n_classes = model.spec.n_classes
+    x = torch.from_numpy(np.ascontiguousarray(images, dtype=np.float32))
+    y = torch.from_numpy(np.ascontiguousarray(raters)).long()
+    v = torch.from_numpy(np.ascontiguousarray(rater_valid, dtype=bool))
+    with torch.no_grad():
+        sll = torch.softmax(model.sll_logits(x, y, v).float() / sll_temperature, dim=1)
+        out = {
+            "Averaging": rater_mean(y, v, n_classes)[:, 1:].sum(1),
+            "STAPLE": torch.from_numpy(staple(np.asarray(raters) > 0, np.asarray(rater_valid, dtype=bool))),
+            "MV": (majority_vote(y, v, n_classes) > 0).float(),
+            "SLL": sll[:, 1:].sum(1),
+            "TV": threshold_vote_mask(y, v, n_classes, model.beta).float(),
+            "Prob Map": model.predict_proba(x).float()[:, 1:].sum(1),
+        }
+    return {k: t.numpy().astype(np.float32) for k, t in out.items()}
+
+
+def load_trained(cell_dir: Path) -> methods.Method:
+    """Rebuild a finished cell's trained method (CPU, eval mode) from its folder.
+
+    Reads `cell_dir/config.json` ("trains": the registered name that was trained, "method_config":
+    the resolved Config fields, "data_spec": the DataSpec fields, as `bench.sweep` writes them) and
+    the last stage's checkpoint `cell_dir/checkpoints/stage-<k>-<name>.pt` (`bench.harness`). An
+    Oracle cell rebuilds the LF-Net it trained (its "trains"). Raises FileNotFoundError naming the
+    missing file (a missing last-stage checkpoint means the cell did not finish training) and
+    ValueError naming config.json or the checkpoint when their content does not fit.
+    """
+    cell_dir = Path(cell_dir)
+    config_path = cell_dir / "config.json"
+    if not config_path.is_file():
+        raise FileNotFoundError(f"{config_path}: no such file; is {cell_dir} a cell folder (results/runs/<dataset>/…/seed-<s>)?")
+    try:
+        config = json.loads(config_path.read_text())
+        trains, method_config, data_spec = config["trains"], config["method_config"], config["data_spec"]
+    except (json.JSONDecodeError, KeyError, TypeError) as err:
+        raise ValueError(f"{config_path}: not a cell configuration with 'trains', 'method_config' and 'data_spec' ({err!r})") from err
+    try:
+        entry = methods.get_entry(trains)
+        # JSON turns tuples into lists; frozen configs want hashable values back
+        cfg = entry.cls.Config(**{k: tuple(v) if isinstance(v, list) else v for k, v in method_config.items()})
+        spec = methods.DataSpec(**data_spec)
+        method = entry.cls(cfg, spec)
+    except (methods.UnknownMethodError, TypeError, ValueError) as err:
+        raise ValueError(f"{config_path}: cannot rebuild method {trains!r}: {err}") from err
+    stages = method.stages
+    k = len(stages) - 1
+    path = checkpoint_path(cell_dir / "checkpoints", k, stages[k].name)
+    if not path.is_file():
+        found = sorted(p.name for p in (cell_dir / "checkpoints").glob("*.pt"))
+        raise FileNotFoundError(f"{path}: no checkpoint of the last stage {stages[k].name!r}; the cell did not finish training "
+                                f"(checkpoints found: {', '.join(found) or 'none'})")  # fmt: skip
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        method.load_state_dict(state)
+    except RuntimeError as err:
+        raise ValueError(f"{path}: weights do not fit {trains!r} with the config in {config_path}: {err}") from err
+    return method.eval()
+
+
+# --------------------------------------------------------------------------- qualitative comparison
+
+
+def qualitative_figure(
+    images: np.ndarray,
+    gt: np.ndarray,
+    probs_by_method: Mapping[str, np.ndarray],
+    indices: Sequence[int],
+    title: str,
+    display: Mapping[str, str] | None = None,
+    reference_label: str = "GT",
+) -> Figure:
+    """Test images, the reference and each method's argmax prediction with its DSC (%) below it.
+
+    images float32 (N, C, H, W); gt (N, H, W) class indices, the evaluation reference (ground
+    truth, or e.g. the majority vote where a dataset has none: name it with `reference_label`);
+    probs_by_method {method: (N, L, H, W)} probabilities (any numeric dtype, e.g. the uint8 1/255
+    steps of predictions.npz; only the argmax is used); display maps method names to column labels
+    (default: the name). The DSC is `bench.metrics.dice` of foreground = any class > 0 against the
+    reference, also for multi-class data (RIGA: the disc); predictions are drawn with all classes.
+    """
+    if not probs_by_method:
+        raise ValueError("qualitative_figure: no methods to show")
+    n = gt.shape[0]
+    for name, probs in probs_by_method.items():
+        if probs.ndim != 4 or probs.shape[0] != n or probs.shape[2:] != gt.shape[1:]:
+            raise ValueError(f"probs of {name!r} have shape {probs.shape}; expected (N, L, H, W) with N, H, W = {n}, {gt.shape[1:]}")
+    rows = _check_indices(indices, n)
+    display = dict(display or {})
+    preds = {name: np.asarray(probs[rows]).argmax(1) for name, probs in probs_by_method.items()}  # (k, H, W)
+    n_classes = max(max(p.shape[1] for p in probs_by_method.values()), int(gt.max(initial=0)) + 1)
+    style = _mask_style(n_classes)
+    n_cols = 2 + len(preds)
+    fig = Figure(figsize=(_PANEL * (n_cols + 0.2), (_PANEL + 0.25) * len(rows) + 0.6), layout="constrained")
+    gs = _panel_grid(fig, len(rows), [1.0] * 2 + [0.15] + [1.0] * len(preds))
+    _separator(fig, gs, 2)  # reference | methods
+    for row, i in enumerate(rows):
+        ax = fig.add_subplot(gs[row, 0], label="image")
+        _show_image(ax, images[i])
+        ax_ref = fig.add_subplot(gs[row, 1], label="reference")
+        _show_mask(ax_ref, gt[i], style)
+        if row == 0:
+            ax.set_title("image", fontsize=_FONT)
+            ax_ref.set_title(reference_label, fontsize=_FONT)
+        for c, (name, pred) in enumerate(preds.items()):
+            ax = fig.add_subplot(gs[row, 3 + c], label=f"method:{name}")
+            _show_mask(ax, pred[row], style)
+            score = _dsc_percent(pred[row][None], gt[i][None])[0]
+            ax.text(0.5, -0.03, f"{score:.2f}", transform=ax.transAxes, ha="center", va="top", fontsize=_FONT + 1)
+            if row == 0:
+                ax.set_title(display.get(name, name), fontsize=_FONT)
+    fig.supxlabel(f"numbers: DSC (%) of each prediction vs {reference_label}, foreground = class > 0", fontsize=_FONT)
+    fig.suptitle(title, fontsize=10)
+    return fig
+
+
+# --------------------------------------------------------------------------- which images
+
+
+def pick_indices(gt: np.ndarray, k: int, seed: int = 0) -> list[int]:
+    """k distinct, deterministic image indices spread over the foreground-area quantiles.
+
+    gt (N, H, W) class indices (foreground = class > 0). Images with foreground are preferred;
+    if fewer than k have any, the rest are drawn from the empty ones. The candidates are sorted by
+    foreground area and cut into k equal bins (quantiles); one image is drawn per bin with
+    `np.random.default_rng(seed)`, so the examples span small to large objects instead of being
+    all tiny. Returns min(k, N) indices in order of increasing area.
+    """
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    area = (np.asarray(gt) > 0).reshape(len(gt), -1).sum(1)
+    rng = np.random.default_rng(seed)
+    with_fg = np.flatnonzero(area > 0)
+    candidates = with_fg[np.argsort(area[with_fg], kind="stable")]
+    picked = [int(rng.choice(part)) for part in np.array_split(candidates, min(k, len(candidates)))] if len(candidates) else []
+    if len(picked) < k:  # not enough images with foreground: fill with empty ones, still seeded
+        empty = np.flatnonzero(area == 0)
+        picked = [int(i) for i in rng.permutation(empty)[: k - len(picked)]] + picked
+    return picked

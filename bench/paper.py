@@ -1,0 +1,350 @@
+"""`python -m bench paper`: run the sweeps behind the paper's tables and figures and render them (DESIGN §2, §8).
+
+Each table or figure has a recipe, `paper_figures/recipes/<name>.toml`:
+
+    title = "…"                      # what it shows
+    render = ["table", "boxplot"]    # renderings: table, boxplot, noise, param, fused, qualitative, raters
+    param = "beta"                   # (param) the swept parameter; examples = N for the image figures
+    [paper]                          # the paper's setting, run with --budget paper
+    dataset = "…"; methods = "all"; seeds = [0, 1, 2]; noise_levels = [1.0]
+    set = { "lf-net.beta" = [1, 2] } # (optional) parameter sweep, as `run --set`
+    [quick]                          # (optional) the stand-in run with --budget quick
+    …; stand_in = "why it differs"
+
+With `--budget quick` a recipe uses its [quick] section when it has one, else its [paper] section
+at the quick budget; either way every output is labelled as a quick stand-in, never as the
+paper's setting. A recipe whose dataset is not on disk is skipped with a one-line reason. The
+cells of all chosen recipes run as one sweep (shared cells once, finished cells reused), then each
+recipe renders from its own cells only into `<out>/<budget>/<name>/`, with a README.md that says
+what was run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+import methods
+from bench import figures, report, store, sweep
+from bench.budget import BUDGETS
+from datasets import DataError, get_dataset
+
+RECIPES = Path(__file__).resolve().parent.parent / "paper_figures" / "recipes"
+RENDERINGS = ("table", "boxplot", "noise", "param", "fused", "qualitative", "raters")
+
+
+@dataclass(frozen=True)
+class Setting:
+    dataset: str
+    methods: str  # as `run --methods`: all, ablation, or a comma list ("" = no training)
+    seeds: tuple[int, ...]
+    noise_levels: tuple[float, ...]
+    sets: dict = field(default_factory=dict)  # "method.param" -> values
+    stand_in: str = ""
+
+
+@dataclass(frozen=True)
+class Recipe:
+    name: str
+    title: str
+    render: tuple[str, ...]
+    paper: Setting
+    quick: Setting | None
+    param: str = ""
+    examples: int = 2
+
+    def setting(self, budget: str) -> Setting:
+        return self.quick if budget == "quick" and self.quick is not None else self.paper
+
+
+def read_recipe(path: Path) -> Recipe:
+    """One recipe file; a malformed one raises ValueError naming the file and the problem."""
+    try:
+        raw = tomllib.loads(path.read_text())
+        sections = {k: raw[k] for k in ("paper", "quick") if k in raw}
+        settings = {
+            k: Setting(
+                v["dataset"],
+                v["methods"],
+                tuple(v["seeds"]),
+                tuple(float(n) for n in v["noise_levels"]),
+                v.get("set", {}),
+                v.get("stand_in", ""),
+            )  # fmt: skip
+            for k, v in sections.items()
+        }
+        recipe = Recipe(path.stem, raw["title"], tuple(raw["render"]), settings["paper"], settings.get("quick"), raw.get("param", ""),
+                        int(raw.get("examples", 2)))  # fmt: skip
+    except (tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as e:
+        raise ValueError(f"recipe {path}: {type(e).__name__}: {e}") from None
+    unknown = set(recipe.render) - set(RENDERINGS)
+    if unknown:
+        raise ValueError(f"recipe {path}: unknown rendering(s) {sorted(unknown)}; known: {', '.join(RENDERINGS)}")
+    return recipe
+
+
+def load_recipes(folder: Path = RECIPES) -> dict[str, Recipe]:
+    return {p.stem: read_recipe(p) for p in sorted(folder.glob("*.toml"))}
+
+
+def recipe_cells(setting: Setting) -> list[sweep.Cell]:
+    """The cells a recipe's setting needs: `run --methods … --seeds … --noise-levels … --set …` would plan the same."""
+    from bench.cli import parse_methods, parse_sets
+
+    if not setting.methods:
+        return []
+    dataset = get_dataset(setting.dataset)
+    names = parse_methods(setting.methods)
+    sets = [f"{k}={','.join(map(str, v))}" for k, v in setting.sets.items()]
+    names = sweep.expand_params(names, parse_sets(sets, names), dataset)
+    return sweep.plan(names, setting.dataset, list(setting.seeds), list(setting.noise_levels), dataset.reference)
+
+
+def note_for(recipe: Recipe, budget: str, smoke: str = "") -> str:
+    """The label every output of a recipe carries unless it ran in the paper's setting."""
+    setting = recipe.setting(budget)
+    notes = []
+    if budget == "quick":
+        why = setting.stand_in or f"{setting.dataset} at the quick budget instead of the paper's schedule"
+        notes.append(f"Quick stand-in, not the paper's setting: {why}.")
+    if smoke:
+        notes.append(f"Smoke run ({smoke}): the numbers mean nothing.")
+    return " ".join(notes)
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def cell_rows(table: pd.DataFrame, cells: list[sweep.Cell]) -> pd.DataFrame:
+    keys = pd.DataFrame([dataclasses.asdict(c) for c in cells]).drop_duplicates()
+    return table.merge(keys, on=store.KEYS, how="inner")[table.columns]
+
+
+def render_recipe(recipe: Recipe, budget: str, results: Path, data_root: Path, out: Path, smoke: str = "") -> list[Path]:
+    """Render one recipe from its own cells (and its dataset for the image figures) into `out`."""
+    setting, note = recipe.setting(budget), note_for(recipe, budget, smoke)
+    cells = recipe_cells(setting)
+    table = pd.read_parquet(results / "metrics.parquet") if cells else pd.DataFrame(columns=store.COLUMNS)
+    rows = cell_rows(table, cells) if cells else table
+    averages = store.rater_averages(results)
+    averages = averages[(averages["dataset"] == setting.dataset) & averages["noise"].isin(setting.noise_levels)]
+    summary = store.summarise(rows, averages) if len(rows) else pd.DataFrame()
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    tests = report.all_tests(rows) if len(rows) else pd.DataFrame()
+    for kind in recipe.render:
+        if kind == "table":
+            written += report.write_tables(summary, out, note)
+            path = out / "paired_tests.csv"
+            tests.to_csv(path, index=False, float_format="%.6g")
+            written.append(path)
+        elif kind == "boxplot":
+            written += report.write_boxplots(rows, tests, out, note)
+        elif kind == "noise":
+            written += report.write_noise_figures(summary, out, note)
+        elif kind == "param":
+            written += param_figures(recipe, setting, summary, out, note)
+        else:
+            written += image_figure(kind, recipe, setting, cells, results, data_root, out, note)
+    return written
+
+
+def titled(recipe: Recipe, note: str, extra: str = "") -> str:
+    return "\n".join(t for t in (note, recipe.title + extra) if t)
+
+
+def param_figures(recipe: Recipe, setting: Setting, summary: pd.DataFrame, out: Path, note: str) -> list[Path]:
+    """One figure per swept method: test DSC against the parameter's values (plain cell = the default value)."""
+    written = []
+    for target in setting.sets:
+        base, _, param = target.rpartition(".")
+        trains, _ = sweep.trained_method(base)
+        default = dataclasses.asdict(methods.resolve_config(trains, sweep.dataset_overrides(get_dataset(setting.dataset), trains)))[param]
+        points = []
+        for method in sorted(set(summary["method"])):
+            name, params = methods.split_name(method)
+            if name != base or set(params) - {param}:
+                continue
+            value = params.get(param, default)
+            if value is None:  # a default resolved at run time (β = R − 1): the explicit cell carries it
+                continue
+            metric = "soft_dice" if "soft_dice" in set(summary["metric"]) else "dsc"
+            part = summary[(summary["method"] == method) & (summary["metric"] == metric)]
+            points += [{"value": float(value), **r} for r in part[["structure", "mean", "std", "n_seeds"]].to_dict("records")]
+        if not points:
+            continue
+        points = pd.DataFrame(points).drop_duplicates(["structure", "value"])
+        fig = figures.param_figure(points, param, titled(recipe, note, f"\n{setting.dataset}, {base}"), default)
+        written += report.save(fig, out / f"param_{report.slug(base, param)}")
+    return written
+
+
+def image_figure(kind, recipe, setting, cells, results, data_root, out, note) -> list[Path]:
+    """The figures drawn from images: rater examples, fused labels (a trained LF-Net), qualitative grid (predictions)."""
+    noise = setting.noise_levels[0]
+    splits = sweep.load_splits(setting.dataset, data_root, noise, sweep.cache_dir(results))
+    title = titled(recipe, note, f"\n{setting.dataset}, rater noise {noise:g}")
+    if kind == "raters":
+        train = splits.train
+        reference = train.gt if train.gt is not None else sweep.reference_masks(train, "majority")
+        idx = figures.pick_indices(reference, recipe.examples)
+        fig = figures.rater_examples_figure(train.images, train.raters, train.gt, list(train.rater_names), idx, title, train.rater_valid)
+        return report.save(fig, out / f"raters_{report.slug(setting.dataset)}")
+    done = [c for c in cells if sweep.is_done(results, c)]
+    if kind == "fused":
+        cell = next((c for c in done if methods.split_name(c.method)[0] == "lf-net"), None)
+        if cell is None:
+            return []
+        method = figures.load_trained(sweep.cell_dir(results, cell))
+        train = splits.train
+        reference = train.gt if train.gt is not None else sweep.reference_masks(train, "majority")
+        idx = figures.pick_indices(reference, recipe.examples)
+        fig = figures.fused_label_figure(train.images, train.raters, train.rater_valid, method, idx, title, list(train.rater_names))
+        return report.save(fig, out / f"fused_labels_{report.slug(setting.dataset)}")
+    if kind == "qualitative":
+        seed = setting.seeds[0]
+        probs, test = {}, None
+        order = [*report.main_methods({c.method for c in done}), report.ORACLE]
+        for method in order:
+            cell = next((c for c in done if c.method == method and c.seed == seed), None)
+            if cell is None:
+                continue
+            with np.load(sweep.cell_dir(results, cell) / "predictions.npz", allow_pickle=False) as f:
+                probs[method], case_ids = f["probs"].astype(np.float32) / 255, f["case_ids"]
+            test = splits.test.subset(np.flatnonzero(np.isin(splits.test.case_ids, case_ids)))
+        if test is None:
+            return []
+        reference = sweep.reference_masks(test, cells[0].reference)
+        idx = figures.pick_indices(reference, recipe.examples)
+        fig = figures.qualitative_figure(test.images, reference, probs, idx, title, report.DISPLAY, cells[0].reference)
+        return report.save(fig, out / f"qualitative_{report.slug(setting.dataset)}")
+    raise ValueError(f"unknown rendering {kind!r}")
+
+
+def write_readme(recipe: Recipe, budget: str, out: Path, written: list[Path], skipped: str = "", smoke: str = "") -> None:
+    setting = recipe.setting(budget)
+    lines = [f"# {recipe.name}", "", recipe.title, ""]
+    note = note_for(recipe, budget, smoke)
+    lines += [f"**{note}**", ""] if note else ["The paper's setting.", ""]
+    lines += [
+        f"- dataset: {setting.dataset}",
+        f"- methods: {setting.methods or '(none: no training)'}",
+        f"- seeds: {', '.join(map(str, setting.seeds)) or '–'}",
+        f"- noise levels: {', '.join(f'{n:g}' for n in setting.noise_levels)}",
+        f"- budget: {budget}",
+    ]
+    if setting.sets:
+        lines.append(f"- parameter sweep: {', '.join(f'{k} = {v}' for k, v in setting.sets.items())}")
+    lines.append(f"- recipe: paper_figures/recipes/{recipe.name}.toml")
+    lines += ["", f"Skipped: {skipped}"] if skipped else ["", "Files:", *(f"- {p.name}" for p in written)]
+    (out / "README.md").write_text("\n".join(lines) + "\n")
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def add_parser(verbs) -> None:
+    p = verbs.add_parser("paper", help="run the sweeps behind the paper's tables and figures (resuming) and render them")
+    p.add_argument("--only", help="comma list of recipe names (default: every recipe)")
+    p.add_argument("--recipes", default=str(RECIPES), help="folder of recipe files (default: paper_figures/recipes)")
+    p.add_argument(
+        "--budget", default="quick", choices=sorted(BUDGETS), help="quick: labelled stand-ins on a CPU; paper: the paper's setting"
+    )
+    p.add_argument("--data-root", help="folder holding the datasets (default: $BENCH_DATA, else ./data)")
+    p.add_argument("--results", default="results", help="results folder shared with `run` (default: results)")
+    p.add_argument("--out", default="paper_figures", help="output folder; files go to OUT/BUDGET/RECIPE/ (default: paper_figures)")
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"])
+    p.add_argument("--dry-run", action="store_true", help="list each recipe's cells and whether they are done, and stop")
+    p.add_argument("--epochs", type=int, help="train every stage for N epochs (smoke runs; recorded, and not mixed with other runs)")
+    p.add_argument("--train-size", type=int, help="use N training images (smoke runs)")
+    p.add_argument("--test-size", type=int, help="score only the first N test images (smoke runs)")
+    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    p.add_argument("--backend", default="sequential", choices=list(sweep.BACKENDS))
+    p.add_argument("--n-jobs", type=int, default=2)
+    p.add_argument("--scheduler", help="dask.distributed scheduler address (with --backend dask)")
+    p.set_defaults(func=cmd_paper)
+
+
+def cmd_paper(args: argparse.Namespace) -> int:
+    import os
+
+    from bench.cli import UsageError, check_options, check_writable, data_root
+
+    for flag, value in (
+        ("--epochs", args.epochs),
+        ("--train-size", args.train_size),
+        ("--test-size", args.test_size),
+        ("--n-jobs", args.n_jobs),
+    ):
+        if value is not None and value < 1:
+            raise UsageError(f"{flag} must be ≥ 1, got {value}")
+    if not Path(args.recipes).is_dir():
+        raise UsageError(f"no recipe folder {args.recipes}")
+    try:
+        recipes = load_recipes(Path(args.recipes))
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    chosen = list(recipes) if not args.only else [n.strip() for n in args.only.split(",") if n.strip()]
+    for name in chosen:
+        if name not in recipes:
+            raise UsageError(f"unknown recipe {name!r}; known: {', '.join(recipes)}")
+    results, root = Path(args.results).absolute(), data_root(args.data_root).absolute()
+    out_root = Path(args.out) / args.budget
+    os.environ.setdefault("BENCH_CACHE", str(sweep.cache_dir(results).absolute()))
+    plans, skipped = {}, {}
+    for name in chosen:
+        setting = recipes[name].setting(args.budget)
+        try:
+            get_dataset(setting.dataset)
+            plans[name] = recipe_cells(setting)
+            if not args.dry_run or not all(sweep.is_done(results, c) for c in plans[name]):
+                sweep.load_splits(setting.dataset, root, setting.noise_levels[0], sweep.cache_dir(results))
+        except DataError as e:
+            plans.pop(name, None)
+            skipped[name] = str(e)
+            print(f"skipped {name}: {e}", file=sys.stderr)
+    cells = list(dict.fromkeys(c for name in plans for c in plans[name]))
+    if args.dry_run:
+        for name, plan in plans.items():
+            todo = sum(not sweep.is_done(results, c) for c in plan)
+            print(f"{name}: {len(plan)} cells, {todo} to run ({recipes[name].setting(args.budget).dataset})")
+        print(f"{sum(not sweep.is_done(results, c) for c in cells)} of {len(cells)} distinct cells would run")
+        return 0
+    check_writable(results)
+    opts = sweep.RunOptions(results=results, data_root=root, budget=BUDGETS[args.budget], epochs=args.epochs, device=args.device,
+                            precision=args.precision, train_size=args.train_size, test_size=args.test_size,
+                            progress=not args.no_progress)  # fmt: skip
+    check_options(cells, opts)
+    outcomes = sweep.run_sweep(cells, opts, args.backend, args.n_jobs, args.scheduler) if cells else []
+    failed = [o for o in outcomes if o["status"] == "failed"]
+    if cells:
+        store.collect(results)
+    smoke = ", ".join(f"{flag} {v}" for flag, v in (("--epochs", args.epochs), ("--train-size", args.train_size),
+                                                      ("--test-size", args.test_size)) if v is not None)  # fmt: skip
+    for name in chosen:
+        out = out_root / name
+        out.mkdir(parents=True, exist_ok=True)
+        if name in skipped:
+            write_readme(recipes[name], args.budget, out, [], skipped[name], smoke)
+            continue
+        written = render_recipe(recipes[name], args.budget, results, root, out, smoke)
+        write_readme(recipes[name], args.budget, out, written, smoke=smoke)
+        label = "quick stand-in" if args.budget == "quick" else "paper setting"
+        print(f"{name} ({label}): {len(written)} files in {out}/")
+    for o in failed:
+        print(f"failed: {o['cell']}: {o['reason']}", file=sys.stderr)
+    print(f"{len(chosen) - len(skipped)} of {len(chosen)} recipes rendered, {len(skipped)} skipped (dataset absent), "
+          f"{len(failed)} cells failed; outputs in {out_root}/")  # fmt: skip
+    return 1 if failed else 0

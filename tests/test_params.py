@@ -1,0 +1,72 @@
+"""Parameter sweeps: `--set METHOD.PARAM=V1,V2` names one cell per value (`lf-net@beta=3`)."""
+
+import dataclasses
+
+import pytest
+from conftest import run_cli
+
+import methods
+from bench import cli, sweep
+from datasets import get_dataset
+
+
+def test_parse_and_format_values_round_trip():
+    assert [methods.parse_value(v) for v in ("3", "0.05", "1e-3", "true", "None", "sll")] == [3, 0.05, 0.001, True, None, "sll"]
+    name = methods.param_name("lf-net", {"lam": 0.1, "beta": 3, "use_ce": False})
+    assert name == "lf-net@beta=3@lam=0.1@use_ce=false"  # keys sorted: one name per combination
+    assert methods.split_name(name) == ("lf-net", {"beta": 3, "lam": 0.1, "use_ce": False})
+    assert methods.split_name("mv-unet") == ("mv-unet", {})
+    with pytest.raises(methods.UnknownMethodError, match="expected lf-net@PARAM=VALUE"):
+        methods.split_name("lf-net@beta")
+
+
+def test_expand_drops_the_effective_default_so_the_default_point_is_the_plain_cell():
+    mnist = get_dataset("mnist-5k")  # LF-Net's λ is 0.01 on MNIST (dataset entry), 0.05 elsewhere
+    names = sweep.expand_params(["mv-unet", "lf-net"], {"lf-net": {"lam": [0.001, 0.01], "tau": [2.5, 1.0]}}, mnist)
+    assert names == ["mv-unet", "lf-net@lam=0.001", "lf-net@lam=0.001@tau=1.0", "lf-net", "lf-net@tau=1.0"]
+    riga = get_dataset("riga")
+    assert sweep.expand_params(["lf-net"], {"lf-net": {"lam": [0.01, 0.05]}}, riga) == ["lf-net@lam=0.01", "lf-net"]
+    assert sweep.expand_params(["oracle"], {"oracle": {"beta": [2]}}, mnist) == ["oracle@beta=2"]
+
+
+def test_expand_rejects_unknown_parameters_and_wrong_types():
+    mnist = get_dataset("mnist-5k")
+    with pytest.raises(methods.UnknownMethodError, match="lf-net has no parameter 'gamma'"):
+        sweep.expand_params(["lf-net"], {"lf-net": {"gamma": [1]}}, mnist)
+    with pytest.raises(methods.UnknownMethodError, match="lf-net.lam='high': expected a float"):
+        sweep.expand_params(["lf-net"], {"lf-net": {"lam": ["high"]}}, mnist)
+    with pytest.raises(methods.UnknownMethodError, match="lf-net.use_ce=1: expected a bool"):
+        sweep.expand_params(["lf-net"], {"lf-net": {"use_ce": [1]}}, mnist)
+
+
+def test_cell_trains_the_named_parameters():
+    trains, params = sweep.trained_method("oracle@beta=2")
+    assert (trains, params) == (methods.ORACLE_TRAINS, {"beta": 2})
+    spec = methods.DataSpec(1, 2, 5, True)
+    built = methods.build_method(trains, spec, params)
+    assert built.cfg.beta == 2 and dataclasses.asdict(built.cfg)["lam"] == 0.05
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--methods", "lf-net", "--set", "lf-net.beta"], "--set 'lf-net.beta': expected METHOD.PARAM=V1,V2"),
+        (["--methods", "mv-unet", "--set", "lf-net.beta=3"], "method 'lf-net' is not in --methods (mv-unet)"),
+        (["--methods", "lf-net", "--set", "lf-net.gamma=3"], "lf-net has no parameter 'gamma'"),
+        (["--methods", "lf-net", "--set", "lf-net.beta=3", "--set", "lf-net.beta=4"], "lf-net.beta is set twice"),
+        (["--methods", "lf-net", "--scheduler", "tcp://x:1"], "--scheduler needs --backend dask"),
+        (["--methods", "lf-net", "--n-jobs", "0"], "--n-jobs must be ≥ 1"),
+    ],
+)
+def test_bad_set_and_backend_flags_get_one_line(tmp_path, capsys, args, message):
+    assert cli.main(["run", *args, "--dry-run", "--results", str(tmp_path / "r")]) == 2  # in-process: no interpreter start-up
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], lines
+    assert not (tmp_path / "r").exists()
+
+
+def test_dry_run_lists_one_cell_per_value(tmp_path):
+    out = run_cli("run", "--methods", "mv-unet,lf-net", "--set", "lf-net.beta=2,3", "--seeds", "0", "--dry-run", "--results", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    assert "mnist-5k/gt/noise-1/lf-net@beta=2/seed-0" in out.stdout and "lf-net@beta=3/seed-0" in out.stdout
+    assert "3 of 3 cells would run" in out.stdout
