@@ -36,10 +36,10 @@ def parse_list(text: str, kind: type, flag: str) -> list:
     return values
 
 
-def parse_methods(text: str) -> list[str]:
-    """`all` = the paper's methods plus the oracle; `ablation` = LF-Net's ablation rows; or a list."""
+def parse_methods(text: str, has_gt: bool = True) -> list[str]:
+    """`all` = the paper's methods plus the oracle (where the dataset has ground truth to train it); `ablation` = LF-Net's ablation rows; or a list."""
     if text == "all":
-        return [*methods.method_names("main"), methods.ORACLE]
+        return [*methods.method_names("main"), *([methods.ORACLE] if has_gt else [])]
     if text == "ablation":  # Table IV: the full model and its ablation variants
         return ["lf-net", *methods.method_names("ablation")]
     names = [n.strip() for n in text.split(",") if n.strip()]
@@ -157,7 +157,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from bench import store, sweep
 
     dataset = get_dataset(args.dataset)
-    names = parse_methods(args.methods)
+    names = parse_methods(args.methods, has_gt=dataset.reference == "gt")
     seeds = parse_list(args.seeds, int, "--seeds")
     noise_levels = parse_list(args.noise_levels, float, "--noise-levels")
     if any(not math.isfinite(n) or n < 0 for n in noise_levels):
@@ -177,7 +177,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"the oracle trains on ground truth and {args.dataset} has none (reference: {dataset.reference}); drop oracle from --methods"
         )
     results = Path(args.results).absolute()  # workers may run elsewhere
-    cells = sweep.plan(names, args.dataset, seeds, noise_levels, dataset.reference)
+    reference = args.reference or dataset.reference
+    if reference == "gt" and dataset.reference != "gt":
+        raise UsageError(f"{args.dataset} has no ground truth; --reference majority or staple (default: {dataset.reference})")
+    cells = sweep.plan(names, args.dataset, seeds, noise_levels, reference)
     if args.dry_run:
         for cell in cells:
             state = "done" if sweep.is_done(results, cell) and not args.force else "to run"
@@ -231,9 +234,7 @@ class Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(
-        prog="python -m bench", description="Benchmark of segmentation from noisy multi-rater labels (LF-Net and baselines)."
-    )
+    parser = Parser(prog="python -m bench", description="Benchmark of segmentation from noisy multi-rater labels (LF-Net and baselines).")
     verbs = parser.add_subparsers(dest="verb")
     p = verbs.add_parser("list", help="list registered methods and datasets")
     p.add_argument("what", nargs="?", choices=["methods", "datasets"])
@@ -244,6 +245,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", default="0,1,2", help="comma-separated training seeds (default: 0,1,2)")
     p.add_argument("--noise-levels", default="1.0", help="simulated-rater noise levels; 1.0 is the paper's protocol (default: 1.0)")
     p.add_argument("--budget", default="quick", choices=sorted(BUDGETS), help="quick (laptop CPU) or paper (the paper's schedule)")
+    p.add_argument(
+        "--reference",
+        choices=["gt", "majority", "staple"],
+        help="what predictions are scored against (default: the dataset's: gt where it has one, else majority)",
+    )
     p.add_argument("--epochs", type=int, help="train every stage for N epochs (overrides the budget)")
     p.add_argument("--train-size", type=int, help="use N training images (overrides the budget's cap)")
     p.add_argument("--test-size", type=int, help="score only the first N test images (smoke runs)")

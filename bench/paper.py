@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -105,7 +106,7 @@ def recipe_cells(setting: Setting) -> list[sweep.Cell]:
     if not setting.methods:
         return []
     dataset = get_dataset(setting.dataset)
-    names = parse_methods(setting.methods)
+    names = parse_methods(setting.methods, has_gt=dataset.reference == "gt")
     sets = [f"{k}={','.join(map(str, v))}" for k, v in setting.sets.items()]
     names = sweep.expand_params(names, parse_sets(sets, names), dataset)
     return sweep.plan(names, setting.dataset, list(setting.seeds), list(setting.noise_levels), dataset.reference)
@@ -134,6 +135,7 @@ def cell_rows(table: pd.DataFrame, cells: list[sweep.Cell]) -> pd.DataFrame:
 def render_recipe(recipe: Recipe, budget: str, results: Path, data_root: Path, out: Path, smoke: str = "") -> list[Path]:
     """Render one recipe from its own cells (and its dataset for the image figures) into `out`."""
     setting, note = recipe.setting(budget), note_for(recipe, budget, smoke)
+    fig_note = textwrap.fill(note, 75)  # figure titles are not wider than a 7-inch figure
     cells = recipe_cells(setting)
     table = pd.read_parquet(results / "metrics.parquet") if cells else pd.DataFrame(columns=store.COLUMNS)
     rows = cell_rows(table, cells) if cells else table
@@ -150,18 +152,18 @@ def render_recipe(recipe: Recipe, budget: str, results: Path, data_root: Path, o
             tests.to_csv(path, index=False, float_format="%.6g")
             written.append(path)
         elif kind == "boxplot":
-            written += report.write_boxplots(rows, tests, out, note)
+            written += report.write_boxplots(rows, tests, out, fig_note)
         elif kind == "noise":
-            written += report.write_noise_figures(summary, out, note)
+            written += report.write_noise_figures(summary, out, fig_note)
         elif kind == "param":
-            written += param_figures(recipe, setting, summary, out, note)
+            written += param_figures(recipe, setting, summary, out, fig_note)
         else:
-            written += image_figure(kind, recipe, setting, cells, results, data_root, out, note)
+            written += image_figure(kind, recipe, setting, cells, results, data_root, out, fig_note)
     return written
 
 
 def titled(recipe: Recipe, note: str, extra: str = "") -> str:
-    return "\n".join(t for t in (note, recipe.title + extra) if t)
+    return "\n".join(t for t in (note, textwrap.fill(recipe.title, 75) + extra) if t)
 
 
 def param_figures(recipe: Recipe, setting: Setting, summary: pd.DataFrame, out: Path, note: str) -> list[Path]:

@@ -31,6 +31,7 @@ from datasets import DatasetSpec, RaterData, Splits, get_dataset, oracle_view
 from datasets import cache as data_cache
 from datasets.raters import rater_dice
 from methods.fusion import majority_vote
+from methods.staple import staple
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -148,8 +149,12 @@ def is_done(results: Path, cell: Cell) -> bool:
 
 @lru_cache(maxsize=4)
 def data_fingerprint(dataset: str, data_root: Path, noise: float, cache_folder: Path | None = None) -> str:
+    """The fingerprint of the dataset's splits at a noise level (computed once per process)."""
+    return fingerprint(load_splits(dataset, data_root, noise, cache_folder))
+
+
+def fingerprint(splits: Splits) -> str:
     """BLAKE2b of every split's arrays and case ids: two runs with the same fingerprint saw the same data."""
-    splits = load_splits(dataset, data_root, noise, cache_folder)
     digest = hashlib.blake2b(digest_size=16)
     for name in ("train", "val", "test"):
         part = getattr(splits, name)
@@ -187,6 +192,10 @@ def reference_masks(test: RaterData, reference: str) -> np.ndarray:
         if test.gt is None:
             raise ValueError("reference 'gt' requested but the dataset has no ground truth")
         return test.gt
+    if reference == "staple":  # per-image binary STAPLE of the test raters, hard at 0.5 (as staple-unet's targets)
+        if test.n_classes != 2:
+            raise ValueError("reference 'staple' fuses binary labels only; use majority")
+        return (staple(test.raters, test.rater_valid) >= 0.5).astype(np.uint8)
     if reference == "majority":
         raters = torch.from_numpy(test.raters).long()
         return majority_vote(raters, torch.from_numpy(test.rater_valid), test.n_classes).numpy().astype(np.uint8)

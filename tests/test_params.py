@@ -2,6 +2,7 @@
 
 import dataclasses
 
+import numpy as np
 import pytest
 from conftest import run_cli
 
@@ -70,3 +71,19 @@ def test_dry_run_lists_one_cell_per_value(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "mnist-5k/gt/noise-1/lf-net@beta=2/seed-0" in out.stdout and "lf-net@beta=3/seed-0" in out.stdout
     assert "3 of 3 cells would run" in out.stdout
+
+
+def test_staple_reference_of_agreeing_raters_is_their_mask_and_gt_needs_ground_truth(tiny_data, tmp_path, capsys):
+    agreeing = dataclasses.replace(tiny_data, raters=np.repeat(tiny_data.gt[:, None], 3, axis=1), rater_valid=np.ones((8, 3), bool))
+    np.testing.assert_array_equal(sweep.reference_masks(agreeing, "staple"), tiny_data.gt)
+    assert sweep.reference_masks(tiny_data, "staple").shape == tiny_data.gt.shape
+    assert cli.main(["run", "--dataset", "lidc", "--methods", "all", "--reference", "gt", "--dry-run", "--results", str(tmp_path / "r")]) == 2
+    assert "lidc has no ground truth; --reference majority or staple" in capsys.readouterr().err
+    assert cli.main(["run", "--methods", "mv-unet", "--reference", "staple", "--seeds", "0", "--dry-run", "--results", str(tmp_path)]) == 0
+    assert "mnist-5k/staple/noise-1/mv-unet/seed-0" in capsys.readouterr().out
+
+
+def test_all_methods_on_a_dataset_without_ground_truth_leaves_out_the_oracle(tmp_path, capsys):
+    assert cli.main(["run", "--dataset", "lidc", "--seeds", "0", "--dry-run", "--results", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "lidc/majority/noise-1/lf-net/seed-0" in out and "oracle" not in out and "9 of 9 cells would run" in out

@@ -1,14 +1,16 @@
 """Reproducibility and provenance: same command, same numbers; the manifest says how to rerun a cell;
 --dry-run lists exactly what runs; cell paths stay inside the results folder."""
 
+import dataclasses
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 from conftest import run_cli
 
 from bench import cli, sweep
-from datasets import get_dataset
+from datasets import Splits, get_dataset
 
 SWEEP = "run --methods mv-unet,lf-net --seeds 0 --epochs 2 --train-size 64 --test-size 16 --no-progress".split()
 
@@ -46,11 +48,17 @@ def test_manifest_records_what_a_rerun_needs(twice):
     assert config["method_config"]["lam"] == 0.01 and config["epochs"] == {"soft_label": 2, "segmentation": 2} and config["lr"] == 1e-3
 
 
-def test_fingerprint_changes_with_the_data():
-    root = sweep.REPO / "data"
-    a = sweep.data_fingerprint("mnist-5k", root, 1.0, None)
-    assert a == sweep.data_fingerprint("mnist-5k", root, 1.0, None)
-    assert a != sweep.data_fingerprint("mnist-5k", root, 0.5, None)  # other noise level: other raters
+def test_fingerprint_changes_with_any_pixel_rater_or_case(tiny_data):
+    splits = Splits(tiny_data, tiny_data.subset(np.arange(2)), tiny_data, "test rule")
+    same = Splits(*(dataclasses.replace(p, images=p.images.copy()) for p in (splits.train, splits.val, splits.test)), "test rule")
+    assert sweep.fingerprint(splits) == sweep.fingerprint(same)
+    images, raters, ids = tiny_data.images.copy(), tiny_data.raters.copy(), tiny_data.case_ids.copy()
+    images[3, 0, 5, 5] += 1e-6
+    raters[0, 1, 0, 0] ^= 1
+    ids[7] = "case-x"
+    for change in ({"images": images}, {"raters": raters}, {"case_ids": ids}):
+        changed = Splits(dataclasses.replace(tiny_data, **change), splits.val, splits.test, "test rule")
+        assert sweep.fingerprint(changed) != sweep.fingerprint(splits), change
 
 
 def test_reused_folder_with_other_options_is_refused(twice, capsys):
