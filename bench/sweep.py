@@ -14,7 +14,7 @@ import sys
 import time
 import traceback
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -64,7 +64,6 @@ class RunOptions:
     test_size: int | None = None  # evaluate on the first N test images (smoke runs only)
     force: bool = False
     progress: bool = True
-    overrides: dict = field(default_factory=dict)  # method name -> {config field: value}
 
 
 def plan(method_names: list[str], dataset: str, seeds: list[int], noise_levels: list[float], reference: str) -> list[Cell]:
@@ -359,8 +358,7 @@ def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
         if methods.split_name(cell.method)[0] == methods.ORACLE:
             train = oracle_view(train)
         spec = methods.DataSpec(train.in_channels, train.n_classes, train.n_raters, train.rater_ids_consistent)
-        base = methods.split_name(cell.method)[0]
-        overrides = {**dataset_overrides(spec_ds, trains), **opts.overrides.get(base, {}), **params}  # the cell's own last
+        overrides = {**dataset_overrides(spec_ds, trains), **params}  # the cell's own parameters last
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(cell.seed)  # network initialisation
             method = methods.build_method(trains, spec, overrides)
@@ -377,9 +375,7 @@ def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
             "batch_size": batch_size,
             "epochs": epochs,
             "train_images": train.n,
-            "train_size": opts.train_size,
             "test_images": test.n,
-            "test_size": opts.test_size,
             "split_rule": splits.rule,
             "precision": opts.precision,
             "data_spec": dataclasses.asdict(spec),
@@ -431,7 +427,7 @@ def run_sweep(
     """Run the cells and return one outcome per cell, in the order of `cells`.
 
     sequential: one after another in this process (the one-time kernel set-up is paid once).
-    loky: `n_jobs` local worker processes through joblib, each with cpu_count / n_jobs threads.
+    loky: `n_jobs` local worker processes through joblib, each with usable CPUs / n_jobs threads.
     dask: joblib's dask backend on the dask.distributed cluster at `scheduler` (or a local one of
     `n_jobs` workers). Cells write only their own folder, under their own claim, so workers never
     share a file; the table is collected afterwards by the caller. Cells another process was
