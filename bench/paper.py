@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 import textwrap
 from dataclasses import dataclass, field
@@ -280,8 +281,6 @@ def add_parser(verbs) -> None:
 
 
 def cmd_paper(args: argparse.Namespace) -> int:
-    import os
-
     from bench.cli import UsageError, check_options, check_writable, data_root
 
     for flag, value in (
