@@ -164,13 +164,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError(f"--noise-levels must be finite and ≥ 0, got {args.noise_levels}")
     if any(s < 0 for s in seeds):
         raise UsageError(f"--seeds must be ≥ 0, got {args.seeds}")
-    for flag, value in (("--epochs", args.epochs), ("--train-size", args.train_size), ("--test-size", args.test_size)):
-        if value is not None and value < 1:
-            raise UsageError(f"{flag} must be ≥ 1, got {value}")
-    if args.n_jobs < 1:
-        raise UsageError(f"--n-jobs must be ≥ 1, got {args.n_jobs}")
-    if args.scheduler and args.backend != "dask":
-        raise UsageError("--scheduler needs --backend dask")
+    check_run_options(args)
     names = sweep.expand_params(names, parse_sets(args.set, names), dataset)
     if dataset.reference != "gt" and any(methods.split_name(n)[0] == methods.ORACLE for n in names):
         raise UsageError(
@@ -190,11 +184,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     check_writable(results)
     harness.resolve_device(args.device)  # --device cuda without a GPU fails here, not in every cell
     root = data_root(args.data_root).absolute()
-    opts = sweep.RunOptions(
-        results=results, data_root=root, budget=BUDGETS[args.budget], epochs=args.epochs,
-        device=args.device, precision=args.precision, train_size=args.train_size, test_size=args.test_size,
-        force=args.force, progress=not args.no_progress,
-    )  # fmt: skip
+    opts = run_options(args, results, root, force=args.force)
     check_options(cells, opts)
     # Adapters with their own per-file caches (RIGA's derived masks) use the same folder.
     os.environ.setdefault("BENCH_CACHE", str(sweep.cache_dir(results).absolute()))
@@ -233,6 +223,50 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"error: {message} (see {self.prog} --help)\n")
 
 
+def add_run_options(p: argparse.ArgumentParser) -> None:
+    """The options `run` and `paper` share: how cells train, on what, where results go, and which backend runs them."""
+    p.add_argument("--budget", default="quick", choices=sorted(BUDGETS), help="quick (laptop CPU) or paper (the paper's schedule)")
+    p.add_argument("--epochs", type=int, help="train every stage for N epochs (overrides the budget)")
+    p.add_argument("--train-size", type=int, help="use N training images (overrides the budget's cap)")
+    p.add_argument("--test-size", type=int, help="score only the first N test images (smoke runs)")
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"], help="auto: bf16 where the hardware runs it natively")
+    p.add_argument("--data-root", help="folder holding the datasets (default: $BENCH_DATA, else ./data)")
+    p.add_argument("--results", default="results", help="results folder (default: results)")
+    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    p.add_argument(
+        "--backend",
+        default="sequential",
+        choices=["sequential", "loky", "dask"],
+        help="run cells in this process, in --n-jobs local processes (loky), or on a dask cluster",
+    )
+    p.add_argument("--n-jobs", type=int, default=2, help="worker processes for loky, or workers of a local dask cluster (default: 2)")
+    p.add_argument("--scheduler", help="address of a running dask.distributed scheduler, e.g. tcp://10.0.0.1:8786 (with --backend dask)")
+
+
+def check_run_options(args: argparse.Namespace) -> None:
+    for flag, value in (
+        ("--epochs", args.epochs),
+        ("--train-size", args.train_size),
+        ("--test-size", args.test_size),
+        ("--n-jobs", args.n_jobs),
+    ):
+        if value is not None and value < 1:
+            raise UsageError(f"{flag} must be ≥ 1, got {value}")
+    if args.scheduler and args.backend != "dask":
+        raise UsageError("--scheduler needs --backend dask")
+
+
+def run_options(args: argparse.Namespace, results: Path, root: Path, force: bool = False):
+    from bench import sweep
+
+    return sweep.RunOptions(
+        results=results, data_root=root, budget=BUDGETS[args.budget], epochs=args.epochs, device=args.device,
+        precision=args.precision, train_size=args.train_size, test_size=args.test_size, force=force,
+        progress=not args.no_progress,
+    )  # fmt: skip
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="python -m bench", description="Benchmark of segmentation from noisy multi-rater labels (LF-Net and baselines).")
     verbs = parser.add_subparsers(dest="verb")
@@ -244,36 +278,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dataset", default="mnist-5k", help="dataset name (default: mnist-5k, embedded)")
     p.add_argument("--seeds", default="0,1,2", help="comma-separated training seeds (default: 0,1,2)")
     p.add_argument("--noise-levels", default="1.0", help="simulated-rater noise levels; 1.0 is the paper's protocol (default: 1.0)")
-    p.add_argument("--budget", default="quick", choices=sorted(BUDGETS), help="quick (laptop CPU) or paper (the paper's schedule)")
     p.add_argument(
         "--reference",
         choices=["gt", "majority", "staple"],
         help="what predictions are scored against (default: the dataset's: gt where it has one, else majority)",
     )
-    p.add_argument("--epochs", type=int, help="train every stage for N epochs (overrides the budget)")
-    p.add_argument("--train-size", type=int, help="use N training images (overrides the budget's cap)")
-    p.add_argument("--test-size", type=int, help="score only the first N test images (smoke runs)")
-    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
-    p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"], help="auto: bf16 where the hardware runs it natively")
-    p.add_argument("--data-root", help="folder holding the datasets (default: $BENCH_DATA, else ./data)")
-    p.add_argument("--results", default="results", help="results folder (default: results)")
     p.add_argument("--force", action="store_true", help="retrain cells that are already done")
     p.add_argument("--dry-run", action="store_true", help="list the cells that would run, and stop")
-    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.add_argument(
         "--set",
         action="append",
         metavar="METHOD.PARAM=V1,V2",
         help="run one cell per value of a method parameter, e.g. --set lf-net.beta=3,4 (repeatable; several = all combinations)",
     )
-    p.add_argument(
-        "--backend",
-        default="sequential",
-        choices=["sequential", "loky", "dask"],
-        help="run cells in this process, in --n-jobs local processes (loky), or on a dask cluster",
-    )
-    p.add_argument("--n-jobs", type=int, default=2, help="worker processes for loky, or workers of a local dask cluster (default: 2)")
-    p.add_argument("--scheduler", help="address of a running dask.distributed scheduler, e.g. tcp://10.0.0.1:8786 (with --backend dask)")
+    add_run_options(p)
     p.set_defaults(func=cmd_run)
     report.add_parser(verbs)
     paper.add_parser(verbs)

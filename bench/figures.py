@@ -47,6 +47,7 @@ from matplotlib.ticker import FixedLocator, NullLocator
 import methods
 from bench.harness import checkpoint_path
 from bench.metrics import dice
+from bench.report import ordered_structures
 from methods.fusion import majority_vote, rater_mean, threshold_vote_mask
 from methods.staple import staple
 
@@ -60,8 +61,6 @@ __all__ = [
     "rater_examples_figure",
 ]
 
-# As bench.report.STRUCTURE_ORDER; not imported so that bench.report may import this module.
-_STRUCTURE_ORDER = ("foreground", "disc", "cup")
 #: The fused-label columns of `fused_label_figure`, after the raters, in the paper's order.
 FUSED_COLUMNS = ("Averaging", "STAPLE", "MV", "SLL", "TV", "Prob Map")
 _HEAT_COLUMNS = {"Averaging", "STAPLE", "SLL", "Prob Map"}  # probabilities, on one shared 0–1 scale
@@ -92,9 +91,7 @@ def param_figure(points: pd.DataFrame, param: str, title: str, default: float | 
     values = np.sort(points["value"].astype(float).unique())
     fig = Figure(figsize=(6.0, 4.0), layout="constrained")
     ax = fig.subplots()
-    present = set(points["structure"])
-    structures = [s for s in _STRUCTURE_ORDER if s in present] + sorted(present - set(_STRUCTURE_ORDER))
-    for structure in structures:
+    for structure in ordered_structures(set(points["structure"])):
         rows = points[points["structure"] == structure].sort_values("value")
         seeds = sorted({int(n) for n in rows["n_seeds"]})
         n_text = f"{seeds[0]}" if len(seeds) == 1 else f"{seeds[0]}–{seeds[-1]}"

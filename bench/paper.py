@@ -39,7 +39,6 @@ except ModuleNotFoundError:  # Python 3.10
 
 import methods
 from bench import figures, report, store, sweep
-from bench.budget import BUDGETS
 from datasets import DataError, get_dataset
 
 RECIPES = Path(__file__).resolve().parent.parent / "paper_figures" / "recipes"
@@ -149,9 +148,7 @@ def render_recipe(recipe: Recipe, budget: str, results: Path, data_root: Path, o
     for kind in recipe.render:
         if kind == "table":
             written += report.write_tables(summary, out, note)
-            path = out / "paired_tests.csv"
-            tests.to_csv(path, index=False, float_format="%.6g")
-            written.append(path)
+            written.append(report.write_tests(tests, out))
         elif kind == "boxplot":
             written += report.write_boxplots(rows, tests, out, fig_note)
         elif kind == "noise":
@@ -172,8 +169,7 @@ def param_figures(recipe: Recipe, setting: Setting, summary: pd.DataFrame, out: 
     written = []
     for target in setting.sets:
         base, _, param = target.rpartition(".")
-        trains, _ = sweep.trained_method(base)
-        default = dataclasses.asdict(methods.resolve_config(trains, sweep.dataset_overrides(get_dataset(setting.dataset), trains)))[param]
+        default = sweep.effective_config(base, get_dataset(setting.dataset))[param]
         points = []
         for method in sorted(set(summary["method"])):
             name, params = methods.split_name(method)
@@ -258,39 +254,21 @@ def write_readme(recipe: Recipe, budget: str, out: Path, written: list[Path], sk
 
 
 def add_parser(verbs) -> None:
+    from bench.cli import add_run_options  # here: bench.cli imports this module
+
     p = verbs.add_parser("paper", help="run the sweeps behind the paper's tables and figures (resuming) and render them")
     p.add_argument("--only", help="comma list of recipe names (default: every recipe)")
     p.add_argument("--recipes", default=str(RECIPES), help="folder of recipe files (default: paper_figures/recipes)")
-    p.add_argument(
-        "--budget", default="quick", choices=sorted(BUDGETS), help="quick: labelled stand-ins on a CPU; paper: the paper's setting"
-    )
-    p.add_argument("--data-root", help="folder holding the datasets (default: $BENCH_DATA, else ./data)")
-    p.add_argument("--results", default="results", help="results folder shared with `run` (default: results)")
     p.add_argument("--out", default="paper_figures", help="output folder; files go to OUT/BUDGET/RECIPE/ (default: paper_figures)")
-    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
-    p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"])
     p.add_argument("--dry-run", action="store_true", help="list each recipe's cells and whether they are done, and stop")
-    p.add_argument("--epochs", type=int, help="train every stage for N epochs (smoke runs; recorded, and not mixed with other runs)")
-    p.add_argument("--train-size", type=int, help="use N training images (smoke runs)")
-    p.add_argument("--test-size", type=int, help="score only the first N test images (smoke runs)")
-    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
-    p.add_argument("--backend", default="sequential", choices=list(sweep.BACKENDS))
-    p.add_argument("--n-jobs", type=int, default=2)
-    p.add_argument("--scheduler", help="dask.distributed scheduler address (with --backend dask)")
+    add_run_options(p)  # --budget quick runs the recipes' labelled stand-ins; --epochs etc. label outputs as smoke runs
     p.set_defaults(func=cmd_paper)
 
 
 def cmd_paper(args: argparse.Namespace) -> int:
-    from bench.cli import UsageError, check_options, check_writable, data_root
+    from bench.cli import UsageError, check_options, check_run_options, check_writable, data_root, run_options
 
-    for flag, value in (
-        ("--epochs", args.epochs),
-        ("--train-size", args.train_size),
-        ("--test-size", args.test_size),
-        ("--n-jobs", args.n_jobs),
-    ):
-        if value is not None and value < 1:
-            raise UsageError(f"{flag} must be ≥ 1, got {value}")
+    check_run_options(args)
     if not Path(args.recipes).is_dir():
         raise UsageError(f"no recipe folder {args.recipes}")
     try:
@@ -308,7 +286,6 @@ def cmd_paper(args: argparse.Namespace) -> int:
     for name in chosen:
         setting = recipes[name].setting(args.budget)
         try:
-            get_dataset(setting.dataset)
             plans[name] = recipe_cells(setting)
             if not args.dry_run or not all(sweep.is_done(results, c) for c in plans[name]):
                 sweep.load_splits(setting.dataset, root, setting.noise_levels[0], sweep.cache_dir(results))
@@ -324,9 +301,7 @@ def cmd_paper(args: argparse.Namespace) -> int:
         print(f"{sum(not sweep.is_done(results, c) for c in cells)} of {len(cells)} distinct cells would run")
         return 0
     check_writable(results)
-    opts = sweep.RunOptions(results=results, data_root=root, budget=BUDGETS[args.budget], epochs=args.epochs, device=args.device,
-                            precision=args.precision, train_size=args.train_size, test_size=args.test_size,
-                            progress=not args.no_progress)  # fmt: skip
+    opts = run_options(args, results, root)
     check_options(cells, opts)
     outcomes = sweep.run_sweep(cells, opts, args.backend, args.n_jobs, args.scheduler) if cells else []
     failed = [o for o in outcomes if o["status"] == "failed"]

@@ -437,9 +437,7 @@ def render(results_dir: Path, out_dir: Path) -> list[Path]:
     written: list[Path] = []
     written += write_tables(summary, out_dir)
     tests = all_tests(table)
-    tests_path = out_dir / "paired_tests.csv"
-    tests.to_csv(tests_path, index=False, float_format="%.6g")
-    written.append(tests_path)
+    written.append(write_tests(tests, out_dir))
     written += write_boxplots(table, tests, out_dir)
     written += write_noise_figures(summary, out_dir)
     return sorted(written)
@@ -461,6 +459,12 @@ def write_tables(summary: pd.DataFrame, out_dir: Path, note: str = "") -> list[P
         (out_dir / "tables.md").write_text("\n".join(markdown))
         written.append(out_dir / "tables.md")
     return written
+
+
+def write_tests(tests: pd.DataFrame, out_dir: Path) -> Path:
+    path = out_dir / "paired_tests.csv"
+    tests.to_csv(path, index=False, float_format="%.6g")
+    return path
 
 
 def write_boxplots(table: pd.DataFrame, tests: pd.DataFrame, out_dir: Path, note: str = "") -> list[Path]:

@@ -22,6 +22,26 @@ COLUMNS = [*KEYS, "case", "structure", "metric", "value", *COUNTS]
 
 
 @contextmanager
+def locked(path: Path, wait: bool = True):
+    """Hold an exclusive flock on `path` (created if missing); yields False instead of waiting when `wait` is False and it is held.
+
+    The kernel releases an flock when its process dies, so a killed run never leaves a stale lock.
+    The file is opened read-only, so an open lock does not keep its file system from going read-only.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
+
+
+@contextmanager
 def atomic(path: Path):
     """Yield a temporary path beside `path`; on success it replaces `path` in one step, on failure it is removed."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -62,10 +82,7 @@ def write_predictions(path: Path, probs: np.ndarray, case_ids: np.ndarray) -> No
 
 def collect(results: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Concatenate every finished cell's rows into `<results>/metrics.parquet`, write `summary.csv`; returns both."""
-    results.mkdir(parents=True, exist_ok=True)
-    fd = os.open(results / ".collect.lock", os.O_RDONLY | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)  # two sweeps finishing together: the later read is written last
+    with locked(results / ".collect.lock"):  # two sweeps finishing together: the later read is written last
         for stale in results.glob(".*.tmp*"):  # a collect killed mid-write left it
             pid = re.search(r"\.(\d+)\.tmp", stale.name)
             if pid and not alive(int(pid.group(1))):
@@ -76,8 +93,6 @@ def collect(results: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
         summary = summarise(table, rater_averages(results))
         write_table(results / "metrics.parquet", table)
         write_table(results / "summary.csv", summary)
-    finally:
-        os.close(fd)
     return table, summary
 
 

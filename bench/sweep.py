@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import fcntl
 import hashlib
 import itertools
 import os
@@ -13,7 +12,7 @@ import subprocess
 import sys
 import time
 import traceback
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -86,8 +85,7 @@ def expand_params(names: list[str], grid: dict[str, dict[str, list]], dataset: D
     """
     out = []
     for name in names:
-        trains, _ = trained_method(name)
-        effective = dataclasses.asdict(methods.resolve_config(trains, dataset_overrides(dataset, trains)))
+        effective = effective_config(name, dataset)
         keys = sorted(grid.get(name, {}))
         for key in keys:
             if key not in effective:
@@ -97,6 +95,12 @@ def expand_params(names: list[str], grid: dict[str, dict[str, list]], dataset: D
         for combo in itertools.product(*(grid[name][k] for k in keys)):
             out.append(methods.param_name(name, {k: v for k, v in zip(keys, combo) if v != effective[k]}))
     return list(dict.fromkeys(out))
+
+
+def effective_config(name: str, dataset: DatasetSpec) -> dict:
+    """The config fields the (unparametrised) method `name` trains with on `dataset`: registry defaults, then the dataset's paper settings."""
+    trains, _ = trained_method(name)
+    return dataclasses.asdict(methods.resolve_config(trains, dataset_overrides(dataset, trains)))
 
 
 def check_type(name: str, key: str, value, default) -> None:
@@ -116,21 +120,11 @@ def lock_path(results: Path, cell: Cell) -> Path:
 def claim(results: Path, cell: Cell, wait: bool = False):
     """Hold an exclusive lock on the cell while it runs; yields False if another process holds it (and `wait` is False).
 
-    An flock is released by the kernel when its process dies, so a killed sweep never leaves a
-    stale claim behind, and two sweeps into one results folder train each cell once.
+    A killed sweep never leaves a stale claim (see `store.locked`), and two sweeps into one results
+    folder train each cell once.
     """
-    path = lock_path(results, cell)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)  # read-only: an open lock does not pin the file system writable
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-        except BlockingIOError:
-            yield False
-            return
-        yield True
-    finally:
-        os.close(fd)
+    with store.locked(lock_path(results, cell), wait) as held:
+        yield held
 
 
 def cache_dir(results: Path) -> Path:
@@ -307,25 +301,12 @@ def pinned_device(requested: str, results: Path):
         yield device
         return
     folder = results / "locks" / platform.node()
-    folder.mkdir(parents=True, exist_ok=True)
-    fds = [os.open(folder / f"gpu-{k}.lock", os.O_RDONLY | os.O_CREAT, 0o644) for k in range(n_gpus)]
-    try:
-        free = next((k for k, fd in enumerate(fds) if try_lock(fd)), None)
+    with ExitStack() as held:
+        free = next((k for k in range(n_gpus) if held.enter_context(store.locked(folder / f"gpu-{k}.lock", wait=False))), None)
         if free is None:  # more workers than GPUs: queue on one
             free = os.getpid() % n_gpus
-            fcntl.flock(fds[free], fcntl.LOCK_EX)
+            held.enter_context(store.locked(folder / f"gpu-{free}.lock"))
         yield torch.device("cuda", free)
-    finally:
-        for fd in fds:
-            os.close(fd)
-
-
-def try_lock(fd: int) -> bool:
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return True
-    except BlockingIOError:
-        return False
 
 
 def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:

@@ -184,24 +184,19 @@ def test_not_an_envi_header(spectr, tmp_path):
         load_choledoch(tmp_path, noise=1.0, size=None)
 
 
-def test_header_without_data_type(spectr, tmp_path):
+@pytest.mark.parametrize(
+    ("line", "edited", "message"),
+    [
+        ("data type = 12\n", "", r"050625-20x-roi4.hdr: ENVI header lacks a valid 'data type'"),
+        ("data type = 12", "data type = 6", r"050625-20x-roi4.hdr: unsupported ENVI data type 6"),
+        ("bands = 60", "bands = 30", r"050625-20x-roi4.hdr: 30 bands, expected 60"),
+    ],
+    ids=["no-data-type", "unsupported-data-type", "wrong-band-count"],
+)
+def test_bad_header_field_is_named(spectr, tmp_path, line, edited, message):
     hdr = spectr["hdrs"]["050625-20x-roi4"]
-    hdr.write_text(hdr.read_text().replace("data type = 12\n", ""))
-    with pytest.raises(DataError, match=r"050625-20x-roi4.hdr: ENVI header lacks a valid 'data type'"):
-        load_choledoch(tmp_path, noise=1.0, size=None)
-
-
-def test_unsupported_data_type(spectr, tmp_path):
-    hdr = spectr["hdrs"]["050625-20x-roi4"]
-    hdr.write_text(hdr.read_text().replace("data type = 12", "data type = 6"))
-    with pytest.raises(DataError, match=r"050625-20x-roi4.hdr: unsupported ENVI data type 6"):
-        load_choledoch(tmp_path, noise=1.0, size=None)
-
-
-def test_wrong_band_count(spectr, tmp_path):
-    hdr = spectr["hdrs"]["050625-20x-roi4"]
-    hdr.write_text(hdr.read_text().replace("bands = 60", "bands = 30"))
-    with pytest.raises(DataError, match=r"050625-20x-roi4.hdr: 30 bands, expected 60"):
+    hdr.write_text(hdr.read_text().replace(line, edited))
+    with pytest.raises(DataError, match=message):
         load_choledoch(tmp_path, noise=1.0, size=None)
 
 
