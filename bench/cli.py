@@ -68,15 +68,13 @@ def parse_sets(values: list[str] | None, names: list[str]) -> dict[str, dict[str
     return grid
 
 
-def check_compatible(names: set[str], dataset, train) -> None:
+def check_compatible(names: set[str], dataset, train, budget) -> None:
     """Build each method once on the data's shape, so a method that cannot run on it fails here, not in every cell."""
     from bench import sweep
 
-    spec = methods.DataSpec(train.in_channels, train.n_classes, train.n_raters, train.rater_ids_consistent)
     for name in sorted(names):
-        trains, params = sweep.trained_method(name)
         try:
-            methods.build_method(trains, spec, {**sweep.dataset_overrides(dataset, trains), **params})
+            sweep.build_method(name, 0, dataset, train, budget)
         except (ValueError, TypeError) as e:
             raise UsageError(f"{name} cannot run on {dataset.card.name}: {e}") from None
 
@@ -132,12 +130,33 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def format_table(summary: pd.DataFrame, method_order: list[str]) -> str:
-    """Mean ± std over seeds: DSC (%) ↑ and bAHD ↓, the Average row first, as in the paper's Table I."""
+def outcome_notes(outcomes: pd.DataFrame, key: tuple) -> tuple[str, str]:
+    """How a row's cells stopped ("plateau 3/3", "cap 1/3 · plateau 2/3") and its degenerate flag ("empty 2/3"), over seeds."""
+    part = outcomes[
+        (outcomes[["dataset", "reference", "noise", "method"]] == pd.Series(key, index=["dataset", "reference", "noise", "method"])).all(
+            axis=1
+        )
+    ]
+    if part.empty:
+        return "", ""
+    n = len(part)
+    stops = " · ".join(f"{s} {c}/{n}" for s, c in part["stops"].value_counts().sort_index().items())
+    flags = part["flag"][part["flag"] != ""]
+    flag = " · ".join(f"{f} {c}/{n}" for f, c in flags.value_counts().items())
+    return stops, flag
+
+
+def format_table(summary: pd.DataFrame, method_order: list[str], outcomes: pd.DataFrame | None = None) -> str:
+    """Mean ± std over seeds: DSC (%) ↑ and bAHD ↓, the Average row first, as in the paper's Table I.
+
+    With `outcomes` (store.training_outcomes): how each stage stopped, over seeds, and a flag where
+    most validation cases were predicted empty (or full): such a mean is not a method's skill.
+    """
+    outcomes = outcomes if outcomes is not None else pd.DataFrame(columns=["dataset", "reference", "noise", "method", "stops", "flag"])
     lines = []
     for (dataset, reference, noise, structure), part in summary.groupby(["dataset", "reference", "noise", "structure"], sort=False):
         lines.append(f"\n{dataset} (reference: {reference}, rater noise {noise:g}, {structure})")
-        lines.append(f"{'method':<16}{'DSC (%) ↑':>18}{'bAHD ↓':>18}{'seeds':>7}")
+        lines.append(f"{'method':<16}{'DSC (%) ↑':>18}{'bAHD ↓':>18}{'seeds':>7}  {'stopped by':<24}flag")
         order = ["average", *method_order]
         for method in sorted(part["method"].unique(), key=lambda m: order.index(m) if m in order else len(order)):
             rows = {r["metric"]: r for r in part[part["method"] == method].to_dict("records")}
@@ -149,7 +168,8 @@ def format_table(summary: pd.DataFrame, method_order: list[str]) -> str:
                 mean, std = rows[metric]["mean"] * scale, rows[metric]["std"] * scale
                 cells.append(f"{mean:.{digits}f}" + ("" if pd.isna(std) else f" ± {std:.{digits}f}"))
             seeds = max(int(r["n_seeds"]) for r in rows.values())
-            lines.append(f"{method:<16}{cells[0]:>18}{cells[1]:>18}{seeds if seeds else '':>7}")
+            stops, flag = outcome_notes(outcomes, (dataset, reference, noise, method))
+            lines.append(f"{method:<16}{cells[0]:>18}{cells[1]:>18}{seeds if seeds else '':>7}  {stops:<24}{flag}".rstrip())
     return "\n".join(lines)
 
 
@@ -194,19 +214,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     # The adapters' warnings (an incomplete download) are shown only if the run goes ahead, so a refusal stays one line.
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        for noise in levels if args.backend != "sequential" else levels[:1]:
+        for noise in levels if args.backend != "sequential" else levels[:1]:  # workers read the other levels from the cache
             splits = sweep.load_splits(args.dataset, root, noise, sweep.cache_dir(results))
         if pending:
-            check_compatible({c.method for c in pending}, dataset, splits.train)
+            check_compatible({c.method for c in pending}, dataset, splits.train, opts.budget)
     for w in caught:
         warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     start = time.time()
-    outcomes = sweep.run_sweep(cells, opts, args.backend, args.n_jobs, args.scheduler)
+    backend, n_jobs = sweep.resolve_backend(args.backend, args.n_jobs, len(pending), args.device)
+    outcomes = sweep.run_sweep(cells, opts, backend, n_jobs, args.scheduler)
     _, summary = store.collect(results)
     shown = summary[
         (summary["dataset"] == args.dataset) & summary["noise"].isin(noise_levels) & summary["method"].isin([*names, "average"])
     ]
-    print(format_table(shown, names))
+    print(format_table(shown, names, store.training_outcomes(results)))
     counts = {s: sum(o["status"] == s for o in outcomes) for s in ("done", "skipped", "failed")}
     print(f"\n{len(cells)} cells: {counts['done']} trained, {counts['skipped']} already done, {counts['failed']} failed "
           f"in {time.time() - start:.0f} s; results in {results}/ (metrics.parquet, summary.csv)")  # fmt: skip
@@ -225,8 +246,15 @@ class Parser(argparse.ArgumentParser):
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
     """The options `run` and `paper` share: how cells train, on what, where results go, and which backend runs them."""
-    p.add_argument("--budget", default="quick", choices=sorted(BUDGETS), help="quick (laptop CPU) or paper (the paper's schedule)")
-    p.add_argument("--epochs", type=int, help="train every stage for N epochs (overrides the budget)")
+    p.add_argument(
+        "--budget",
+        default="quick",
+        choices=list(BUDGETS),
+        help="quick (laptop CPU, early stopping), plateau (early stopping, no practical cap: the recommended comparison), "
+        "paper (the paper's fixed epochs), paper-rcl15 (paper, other reading of MNIST's 'RCN epoch 15')",
+    )
+    p.add_argument("--max-steps", type=int, help="cap every stage at N steps (smoke runs; the budget's stopping rule still applies)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads per cell on CPU (default 1; results depend on it)")
     p.add_argument("--train-size", type=int, help="use N training images (overrides the budget's cap)")
     p.add_argument("--test-size", type=int, help="score only the first N test images (smoke runs)")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
@@ -236,17 +264,19 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.add_argument(
         "--backend",
-        default="sequential",
-        choices=["sequential", "loky", "dask"],
-        help="run cells in this process, in --n-jobs local processes (loky), or on a dask cluster",
+        default="auto",
+        choices=["auto", "sequential", "loky", "dask"],
+        help="run cells in this process, in --n-jobs local processes (loky), or on a dask cluster; "
+        "auto (default): loky with one worker per CPU when several cells run on the CPU, else sequential",
     )
-    p.add_argument("--n-jobs", type=int, default=2, help="worker processes for loky, or workers of a local dask cluster (default: 2)")
+    p.add_argument("--n-jobs", type=int, help="worker processes for loky, or workers of a local dask cluster (default: one per usable CPU)")
     p.add_argument("--scheduler", help="address of a running dask.distributed scheduler, e.g. tcp://10.0.0.1:8786 (with --backend dask)")
 
 
 def check_run_options(args: argparse.Namespace) -> None:
     for flag, value in (
-        ("--epochs", args.epochs),
+        ("--max-steps", args.max_steps),
+        ("--threads", args.threads),
         ("--train-size", args.train_size),
         ("--test-size", args.test_size),
         ("--n-jobs", args.n_jobs),
@@ -261,9 +291,9 @@ def run_options(args: argparse.Namespace, results: Path, root: Path, force: bool
     from bench import sweep
 
     return sweep.RunOptions(
-        results=results, data_root=root, budget=BUDGETS[args.budget], epochs=args.epochs, device=args.device,
+        results=results, data_root=root, budget=BUDGETS[args.budget], max_steps=args.max_steps, device=args.device,
         precision=args.precision, train_size=args.train_size, test_size=args.test_size, force=force,
-        progress=not args.no_progress,
+        progress=not args.no_progress, threads=args.threads,
     )  # fmt: skip
 
 

@@ -1,4 +1,4 @@
-"""The one training loop (DESIGN §5): stages → epochs → batches → loss → backward → step.
+"""The one training loop (DESIGN §5): stages → steps → loss → backward → step, stopped by the budget's rule.
 
 The harness owns the optimiser, device, precision, seeds, checkpoints and the training log;
 methods own only their networks and losses.
@@ -7,9 +7,12 @@ methods own only their networks and losses.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
+import math
 import time
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
@@ -17,6 +20,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from bench.budget import Schedule
 from bench.store import atomic
 from methods.base import Method, StepContext
 
@@ -84,146 +88,354 @@ def make_batch(data: dict[str, torch.Tensor], index: torch.Tensor, device: torch
     return batch
 
 
+@dataclass
+class StopState:
+    """The stopping rule's memory within a stage (saved in mid-stage checkpoints, so a resumed stage stops where it would have)."""
+
+    best: float = math.inf  # lowest validation loss so far
+    best_step: int = 0
+    reference: float = math.inf  # value of the last improvement by more than the margin
+    bad: int = 0  # evaluations since then
+    scale: float = math.nan  # |first evaluation|: the margin is min_delta × scale
+
+    def update(self, value: float, step: int, min_delta: float) -> bool:
+        """Record one evaluation; returns True when it is the best so far.
+
+        An improvement counts when the loss falls below the reference by more than `min_delta` times
+        the stage's first evaluation: a loss that keeps halving towards 0 (the soft-label network's
+        cross-entropy on pixels it can reproduce exactly) then still reaches a plateau, and losses
+        with a constant floor (L_sl's soft-target entropy) are not held to a margin of their floor.
+        """
+        if math.isnan(self.scale):
+            self.scale = abs(value)
+        is_best = value < self.best
+        if is_best:
+            self.best, self.best_step = value, step
+        if value < self.reference - min_delta * self.scale or math.isinf(self.reference):
+            self.reference, self.bad = value, 0
+        else:
+            self.bad += 1
+        return is_best
+
+
+def fixed_schedules(method: Method, steps: int, batch_size: int, lr: float = 1e-3) -> dict[str, Schedule]:
+    """Every stage for exactly `steps` steps with Adam at `lr`, evaluated once at the end (tests and smoke runs)."""
+    return {s.name: Schedule("adam", lr, batch_size, steps, False, steps, source="fixed") for s in method.stages}
+
+
+def make_optimiser(schedule: Schedule, params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
+    if schedule.optimiser == "adam":
+        return torch.optim.Adam(params, lr=schedule.lr, weight_decay=schedule.weight_decay)
+    if schedule.optimiser == "adamw":
+        return torch.optim.AdamW(params, lr=schedule.lr, weight_decay=schedule.weight_decay)
+    raise ValueError(f"unknown optimiser {schedule.optimiser!r}")
+
+
+def flip(batch: dict[str, torch.Tensor], gen: torch.Generator) -> None:
+    """Random flips, p = 0.5 per image and axis, of every per-pixel array of the batch (image, raters, prepared targets) alike."""
+    images = batch["images"]
+    size = images.shape[-2:]
+    for dim in (-1, -2):
+        chosen = torch.rand(images.shape[0], generator=gen, device=gen.device) < 0.5
+        for key, value in batch.items():
+            if value.ndim >= 3 and value.shape[-2:] == size:
+                where = chosen.view(-1, *([1] * (value.ndim - 1))).to(value.device)
+                batch[key] = torch.where(where, value.flip(dim), value)
+
+
+@torch.inference_mode()
+def validation_loss(
+    method: Method, data: dict[str, torch.Tensor], stage: str, epoch: int, step: int, seed: int, device, dtype, batch_size: int = 128
+) -> dict[str, float]:
+    """The method's own loss on the validation split, in eval mode, with one fixed generator: {part: mean over images}.
+
+    The same generator seed at every evaluation makes evaluations differ only by the weights (LS-UNet samples raters).
+    """
+    gen = torch.Generator(device=device).manual_seed(seed * 1000 + 999)
+    n = len(data["images"])
+    sums: dict[str, torch.Tensor] = {}
+    with evaluating(method):
+        for index in torch.arange(n).split(batch_size):
+            batch = make_batch(data, index, device)
+            with autocast(device, dtype):
+                parts = method.loss(batch, StepContext(stage, epoch, step, gen))
+            for key, value in parts.items():
+                sums[key] = sums.get(key, 0) + value.detach().float() * len(index)
+    return {k: float(v) / n for k, v in sums.items()}
+
+
+def diagnostic_dsc(method: Method, images: torch.Tensor, gt: np.ndarray, device, dtype) -> float:
+    """Mean per-image DSC (%) of the foreground (any class but 0) against ground truth: logged, never used to select."""
+    with evaluating(method):
+        probs = probabilities(method, images, device, dtype)
+    pred, ref = probs.argmax(1) > 0, gt > 0
+    inter = (pred & ref).sum((1, 2))
+    total = pred.sum((1, 2)) + ref.sum((1, 2))
+    return float(np.mean(np.where(total > 0, 2 * inter / np.maximum(total, 1), 1.0)) * 100)
+
+
 def fit(
     method: Method,
     images: np.ndarray,
     raters: np.ndarray,
     rater_valid: np.ndarray,
     *,
-    epochs: dict[str, int],
-    batch_size: int,
-    lr: float,
+    schedules: dict[str, Schedule],
     seed: int,
     device: torch.device,
+    val: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+    val_gt: np.ndarray | None = None,
     precision: str = "auto",
     checkpoint_dir: Path | None = None,
+    checkpoint_seconds: float = 60.0,
     log_path: Path | None = None,
     progress: bool = True,
     desc: str = "",
-) -> list[dict]:
-    """Train `method` stage by stage on images (N, C, H, W) and raters (N, R, H, W).
+) -> dict[str, dict]:
+    """Train `method` stage by stage on images (N, C, H, W) and raters (N, R, H, W); returns each stage's stop record.
 
-    Each stage gets a fresh Adam over its modules' parameters and its own generator seeded by
-    (seed, stage index), so a run resumed from a stage checkpoint continues exactly as an
-    uninterrupted one. Returns the log rows (one per epoch).
+    Each stage trains under its Schedule: every `eval_every` steps the method's own loss on `val`
+    (images, raters, rater_valid; never ground truth) is logged; with early stopping the stage ends
+    after `patience` evaluations without a relative improvement above `min_delta`, or at
+    `max_steps`, and the weights with the lowest validation loss are restored. `val_gt` (N_val, H, W),
+    where given, only adds the logged diagnostic `diagnostic_gt_dsc`.
+
+    Each stage gets a fresh optimiser and its own generators seeded by (seed, stage index). A
+    mid-stage checkpoint (at an evaluation, at most every `checkpoint_seconds`) holds the weights,
+    optimiser, best weights, stopping state and generator states, so a killed run resumes exactly
+    as an uninterrupted one would have gone on.
     """
     method.to(device=device, memory_format=torch.channels_last)
     dtype = autocast_dtype(device, precision)
     data = to_tensors({"images": images, "raters": raters, "rater_valid": rater_valid}, device)
     data.update(to_tensors(method.prepare(raters, rater_valid), device))
-    n = len(images)
-    rows: list[dict] = []
+    val_data = None
+    if val is not None:
+        val_data = to_tensors(dict(zip(("images", "raters", "rater_valid"), val)), device)
+        val_data.update(to_tensors(method.prepare(val[1], val[2]), device))
     stages = method.stages
-    first = resume(method, stages, checkpoint_dir)
-    trim_log(log_path, {s.name for s in stages[:first]})
+    missing = [s.name for s in stages if s.name not in schedules]
+    if missing:
+        raise ValueError(f"no schedule for stage(s) {missing} of {type(method).__name__}")
+    if val_data is None and any(schedules[s.name].early_stopping for s in stages):
+        raise ValueError("early stopping needs a validation split (val=...)")
+    n = len(images)
+    first, partial = resume(method, stages, checkpoint_dir)
+    trim_log(log_path, {s.name for s in stages[:first]}, (stages[first].name, partial["step"]) if partial else None)
+    records: dict[str, dict] = {}
     for k, stage in enumerate(stages):
         if k < first:
             continue
+        sched = schedules[stage.name]
         trained = set(stage.modules) or {name for name, _ in method.named_children()}
         for name, child in method.named_children():
             child.train(name in trained)
             child.requires_grad_(name in trained)
-        params = [p for p in method.parameters() if p.requires_grad]
-        optimiser = torch.optim.Adam(params, lr=lr)
+        optimiser = make_optimiser(sched, [p for p in method.parameters() if p.requires_grad])
         order = torch.Generator().manual_seed(seed * 1000 + k)
         gen = torch.Generator(device=device).manual_seed(seed * 1000 + k)
-        steps_per_epoch = max(1, -(-n // batch_size))
-        bar = tqdm(
-            total=epochs[stage.name] * steps_per_epoch, desc=f"{desc} {stage.name}".strip(), leave=False, disable=not progress, unit="step"
-        )
-        step = 0
-        for epoch in range(epochs[stage.name]):
-            start = time.perf_counter()
-            sums: dict[str, torch.Tensor] = {}
-            for index in torch.randperm(n, generator=order).split(batch_size):
-                batch = make_batch(data, index, device)
-                with autocast(device, dtype):
-                    parts = method.loss(batch, StepContext(stage.name, epoch, step, gen))
-                optimiser.zero_grad(set_to_none=True)
-                parts["loss"].backward()
-                optimiser.step()
-                for key, value in parts.items():  # summed on the device: no per-step host sync
-                    sums[key] = sums.get(key, 0) + value.detach().float()
-                step += 1
-                bar.update()
-            row = {"stage": stage.name, "epoch": epoch, "steps": step, "seconds": round(time.perf_counter() - start, 3)}
-            row.update({k: float(v) / steps_per_epoch for k, v in sums.items()})
-            rows.append(row)
-            append_log(log_path, row)
-            if not np.isfinite(row["loss"]):
+        stop, step, epoch, offset, elapsed = StopState(), 0, 0, 0, 0.0
+        best_state = None
+        if partial is not None and k == first:
+            optimiser.load_state_dict(partial["optimiser"])
+            order.set_state(partial["order"])
+            gen.set_state(partial["gen"])
+            stop, step, epoch, offset, elapsed = (
+                StopState(**partial["stop"]),
+                partial["step"],
+                partial["epoch"],
+                partial["offset"],
+                partial["seconds"],
+            )
+            best_state = partial["best"]
+        perm = torch.randperm(n, generator=order) if offset else None
+        epoch_state = partial["order"] if offset else None
+        bar = tqdm(total=sched.max_steps, initial=step, desc=f"{desc} {stage.name}".strip(), leave=False, disable=not progress, unit="step")
+        sums: dict[str, torch.Tensor] = {}
+        n_sum = 0
+        started, saved = time.perf_counter() - elapsed, time.perf_counter()
+        reason = ""
+        while not reason:
+            if perm is None:
+                epoch_state = order.get_state()
+                perm = torch.randperm(n, generator=order)
+            index = perm[offset : offset + sched.batch_size]
+            batch = make_batch(data, index, device)
+            if sched.augment == "flip":
+                flip(batch, gen)
+            with autocast(device, dtype):
+                parts = method.loss(batch, StepContext(stage.name, epoch, step, gen))
+            optimiser.zero_grad(set_to_none=True)
+            parts["loss"].backward()
+            optimiser.step()
+            for key, value in parts.items():  # summed on the device: no per-step host sync
+                sums[key] = sums.get(key, 0) + value.detach().float()
+            n_sum += 1
+            step += 1
+            offset += sched.batch_size
+            if offset >= n:
+                offset, perm = 0, None
+                epoch += 1
+            bar.update()
+            if step % sched.eval_every and step < sched.max_steps:
+                continue
+            row = {"stage": stage.name, "event": "eval", "step": step, "epoch": epoch, "seconds": round(time.perf_counter() - started, 3)}
+            row.update({f"train_{k_}": float(v) / n_sum for k_, v in sums.items()})
+            sums, n_sum = {}, 0
+            if not math.isfinite(row["train_loss"]):
                 bar.close()
-                raise NonFiniteLoss(f"non-finite loss ({row['loss']}) in stage {stage.name!r}, epoch {epoch}")
+                append_log(log_path, row)  # the log shows the non-finite value
+                raise NonFiniteLoss(f"non-finite loss ({row['train_loss']}) in stage {stage.name!r} before step {step}")
+            if val_data is not None:
+                val_parts = validation_loss(method, val_data, stage.name, epoch, step, seed, device, dtype)
+                row.update({f"val_{k_}": v for k_, v in val_parts.items()})
+                if val_gt is not None and k == len(stages) - 1:  # the last stage decides the prediction
+                    row["diagnostic_gt_dsc"] = round(diagnostic_dsc(method, val_data["images"], val_gt, device, dtype), 4)
+                value = val_parts["loss"]
+                if not math.isfinite(value):
+                    bar.close()
+                    raise NonFiniteLoss(f"non-finite validation loss ({value}) in stage {stage.name!r} at step {step}")
+                if stop.update(value, step, sched.min_delta) and sched.early_stopping:
+                    best_state = {key: t.detach().clone() for key, t in method.state_dict().items()}
+                row["best"] = int(stop.best_step == step)
+            if sched.early_stopping and stop.bad >= sched.patience:
+                reason = f"plateau: {stop.bad} evaluations without a relative improvement above {sched.min_delta:g}"
+            elif step >= sched.max_steps:
+                reason = "cap: reached the budget's step cap" if sched.early_stopping else f"fixed: {sched.source}"
+            append_log(log_path, row)
+            if checkpoint_dir is not None and not reason and time.perf_counter() - saved >= checkpoint_seconds:
+                state = {
+                    "optimiser": optimiser.state_dict(), "order": order.get_state() if perm is None else epoch_state, "gen": gen.get_state(),
+                    "stop": dataclasses.asdict(stop), "step": step, "epoch": epoch, "offset": offset, "best": best_state,
+                    "seconds": time.perf_counter() - started,
+                }  # fmt: skip
+                save_checkpoint(method, k, stage.name, checkpoint_dir, partial=state)
+                saved = time.perf_counter()
         bar.close()
+        restored = sched.early_stopping and best_state is not None
+        if restored:
+            method.load_state_dict(best_state)
+        record = {
+            "stage": stage.name, "event": "stop", "step": step, "epoch": epoch, "seconds": round(time.perf_counter() - started, 3),
+            "reason": reason, "best_step": stop.best_step, "restored_step": stop.best_step if restored else step,
+        }  # fmt: skip
+        if val_data is not None:
+            record["best_val_loss"] = stop.best
+        records[stage.name] = record
+        append_log(log_path, record)
         save_checkpoint(method, k, stage.name, checkpoint_dir)
+        partial = None
     method.eval()
-    return rows
+    return records
 
 
-def checkpoint_path(checkpoint_dir: Path, k: int, name: str) -> Path:
-    return checkpoint_dir / f"stage-{k}-{name}.pt"
+def checkpoint_path(checkpoint_dir: Path, k: int, name: str, partial: bool = False) -> Path:
+    return checkpoint_dir / f"stage-{k}-{name}{'.partial' if partial else ''}.pt"
 
 
-def save_checkpoint(method: Method, k: int, name: str, checkpoint_dir: Path | None) -> None:
+def save_checkpoint(method: Method, k: int, name: str, checkpoint_dir: Path | None, partial: dict | None = None) -> None:
+    """A finished stage's weights, or (`partial`) the state of a stage in progress; a finished stage drops its partial file."""
     if checkpoint_dir is None:
         return
     buffer = io.BytesIO()
-    torch.save(method.state_dict(), buffer)  # in memory: a full disk then fails in a plain write, with the OS's message
-    with atomic(checkpoint_path(checkpoint_dir, k, name)) as tmp:
+    torch.save(
+        {"model": method.state_dict(), **partial} if partial else method.state_dict(), buffer
+    )  # in memory first: a full disk then fails in a plain write
+    with atomic(checkpoint_path(checkpoint_dir, k, name, partial is not None)) as tmp:
         tmp.write_bytes(buffer.getbuffer())
+    if partial is None:
+        checkpoint_path(checkpoint_dir, k, name, partial=True).unlink(missing_ok=True)
 
 
-def resume(method: Method, stages, checkpoint_dir: Path | None) -> int:
-    """Load the latest finished stage's weights; returns the index of the first stage still to train."""
+def resume(method: Method, stages, checkpoint_dir: Path | None) -> tuple[int, dict | None]:
+    """Load the saved state: returns (index of the first stage still to train, its mid-stage state or None)."""
     if checkpoint_dir is None:
-        return 0
+        return 0, None
+    first = 0
     for k in reversed(range(len(stages))):
         path = checkpoint_path(checkpoint_dir, k, stages[k].name)
         if path.is_file():
             method.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
-            return k + 1
-    return 0
+            first = k + 1
+            break
+    if first < len(stages):
+        path = checkpoint_path(checkpoint_dir, first, stages[first].name, partial=True)
+        if path.is_file():
+            state = torch.load(path, map_location="cpu", weights_only=True)
+            method.load_state_dict(state.pop("model"))
+            return first, state
+    return first, None
 
 
-def trim_log(log_path: Path | None, keep_stages: set[str]) -> None:
-    """Drop log rows of stages that did not finish (a killed run retrains them from their start)."""
+def trim_log(log_path: Path | None, keep_stages: set[str], partial: tuple[str, int] | None = None) -> None:
+    """Drop log rows of work a resumed run redoes: stages that did not finish, past the mid-stage checkpoint `partial` = (stage, step)."""
     if log_path is None or not log_path.is_file():
         return
     with log_path.open(newline="") as f:
         reader = csv.DictReader(f)
-        rows = [r for r in reader if r["stage"] in keep_stages]
+        rows = [
+            r
+            for r in reader
+            if r["stage"] in keep_stages or (partial and r["stage"] == partial[0] and int(r["step"]) <= partial[1] and r["event"] == "eval")
+        ]
+    write_log(log_path, reader.fieldnames or [], rows)
+
+
+def write_log(log_path: Path, header: list[str], rows: list[dict]) -> None:
     with atomic(log_path) as tmp, tmp.open("w", newline="") as f:  # replaced in one step: a kill keeps the old log
         if rows:
-            writer = csv.DictWriter(f, fieldnames=reader.fieldnames)
+            writer = csv.DictWriter(f, fieldnames=header, restval="")
             writer.writeheader()
             writer.writerows(rows)
 
 
 def append_log(log_path: Path | None, row: dict) -> None:
-    """One CSV row per epoch; the header is the first row's keys (a method logs the same keys in every stage)."""
+    """One CSV row per evaluation or stage stop; a row with new columns rewrites the file with the wider header."""
     if log_path is None:
         return
-    header = None
+    header, rows = None, []
     if log_path.exists():
         with log_path.open(newline="") as f:
             header = next(csv.reader(f), None)  # None: a run killed before its first row left an empty file
+    if header is not None and set(row) - set(header):
+        with log_path.open(newline="") as f:
+            rows = list(csv.DictReader(f))
+        write_log(log_path, header + [k for k in row if k not in header], [*rows, row])
+        return
     new = header is None
-    header = header or list(row)
     with log_path.open("w" if new else "a", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=header, restval="", extrasaction="ignore")
+        writer = csv.DictWriter(f, fieldnames=header or list(row), restval="")
         if new:
             writer.writeheader()
         writer.writerow(row)
 
 
-@torch.no_grad()
+@contextmanager
+def evaluating(method: Method):
+    """Eval mode for a validation pass in the middle of training; each child's mode is restored afterwards."""
+    modes = {name: child.training for name, child in method.named_children()}
+    top = method.training
+    method.eval()
+    try:
+        yield
+    finally:
+        method.training = top
+        for name, child in method.named_children():
+            child.train(modes[name])
+
+
 def predict_proba(
     method: Method, images: np.ndarray, *, device: torch.device, precision: str = "auto", batch_size: int = 256
 ) -> np.ndarray:
     """Probabilities of the true label, float32 (N, L, H, W), in large batches without gradients."""
     method.to(device=device, memory_format=torch.channels_last).eval()
-    dtype = autocast_dtype(device, precision)
+    return probabilities(method, torch.from_numpy(images), device, autocast_dtype(device, precision), batch_size)
+
+
+@torch.inference_mode()
+def probabilities(method: Method, images: torch.Tensor, device: torch.device, dtype, batch_size: int = 256) -> np.ndarray:
     out = []
-    for chunk in torch.from_numpy(images).split(batch_size):
+    for chunk in images.split(batch_size):
         x = chunk.to(device).contiguous(memory_format=torch.channels_last)
         with autocast(device, dtype):
             out.append(method.predict_proba(x).float().cpu())

@@ -261,7 +261,7 @@ def add_parser(verbs) -> None:
     p.add_argument("--recipes", default=str(RECIPES), help="folder of recipe files (default: paper_figures/recipes)")
     p.add_argument("--out", default="paper_figures", help="output folder; files go to OUT/BUDGET/RECIPE/ (default: paper_figures)")
     p.add_argument("--dry-run", action="store_true", help="list each recipe's cells and whether they are done, and stop")
-    add_run_options(p)  # --budget quick runs the recipes' labelled stand-ins; --epochs etc. label outputs as smoke runs
+    add_run_options(p)  # --budget quick runs the recipes' labelled stand-ins; --max-steps etc. label outputs as smoke runs
     p.set_defaults(func=cmd_paper)
 
 
@@ -303,11 +303,13 @@ def cmd_paper(args: argparse.Namespace) -> int:
     check_writable(results)
     opts = run_options(args, results, root)
     check_options(cells, opts)
-    outcomes = sweep.run_sweep(cells, opts, args.backend, args.n_jobs, args.scheduler) if cells else []
+    pending = [c for c in cells if not sweep.is_done(results, c)]
+    backend, n_jobs = sweep.resolve_backend(args.backend, args.n_jobs, len(pending), args.device)
+    outcomes = sweep.run_sweep(cells, opts, backend, n_jobs, args.scheduler) if cells else []
     failed = [o for o in outcomes if o["status"] == "failed"]
     if cells:
         store.collect(results)
-    smoke = ", ".join(f"{flag} {v}" for flag, v in (("--epochs", args.epochs), ("--train-size", args.train_size),
+    smoke = ", ".join(f"{flag} {v}" for flag, v in (("--max-steps", args.max_steps), ("--train-size", args.train_size),
                                                       ("--test-size", args.test_size)) if v is not None)  # fmt: skip
     for name in chosen:
         out = out_root / name

@@ -215,11 +215,13 @@ def time_harness(cfg: dict, precision: str, steps: int, warmup: int, device: tor
     b = cfg["batch"]
     images, raters, valid = random_data((steps + warmup) * b, cfg["channels"], cfg["height"], cfg["width"], seed)
     method = build_mv_unet(cfg["channels"], device, seed)
-    kwargs = {"epochs": {"train": 1}, "batch_size": b, "lr": 1e-4, "seed": seed, "device": device, "precision": precision}
-    harness.fit(method, images[: warmup * b], raters[: warmup * b], valid[: warmup * b], progress=False, **kwargs)
+    kwargs = {"seed": seed, "device": device, "precision": precision}
+    harness.fit(method, images[: warmup * b], raters[: warmup * b], valid[: warmup * b], progress=False,
+                schedules=harness.fixed_schedules(method, warmup, b, 1e-4), **kwargs)  # fmt: skip
     sync(device)
     start = time.perf_counter()
-    harness.fit(method, images[warmup * b :], raters[warmup * b :], valid[warmup * b :], progress=False, **kwargs)
+    harness.fit(method, images[warmup * b :], raters[warmup * b :], valid[warmup * b :], progress=False,
+                schedules=harness.fixed_schedules(method, steps, b, 1e-4), **kwargs)  # fmt: skip
     sync(device)
     return time.perf_counter() - start
 

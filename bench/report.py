@@ -1,8 +1,8 @@
 """Tables and figures in the paper's layout from the collected results (DESIGN §7, §8: `python -m bench report`).
 
-Reads only `<results>/metrics.parquet` (per-case rows, for box plots and tests) and
+Reads only `<results>/metrics.parquet` (per-case rows, for box plots and tests),
 `<results>/summary.csv` (mean ± std over seeds from `bench.store.summarise`, including the
-"average" rater rows). Writes into the output folder:
+"average" rater rows) and `<results>/train_logs.parquet` (learning curves). Writes into the output folder:
 
 - `table1_<dataset>_<reference>_noise<n>_<structure>.{md,tex}`: Table I/II style, DSC (%) ↑ and
   bAHD ↓, mean ± std over seeds; Average row first (where the dataset has one), Oracle last.
@@ -17,6 +17,9 @@ Reads only `<results>/metrics.parquet` (per-case rows, for box plots and tests) 
   with the Holm-adjusted Wilcoxon p-value vs LF-Net above each box.
 - `noise_dsc_<dataset>_<reference>_<structure>.{png,pdf}`: DSC against the realised average
   rater DSC, one line per method, when the dataset was run at two or more noise levels.
+- `learning_curves_<dataset>_<reference>_noise<n>.{png,pdf}` (from `train_logs.parquet`): each
+  method's validation loss per stage, mean ± std over seeds, with the restored step marked; and
+  `diagnostic_gt_dsc_…` where the dataset has ground truth: validation DSC vs GT, a diagnostic only.
 
 Bold rule (as the paper): the best mean per column, compared at the printed precision so that
 equal-looking values are bolded alike, over the method rows only — Average and Oracle are never
@@ -412,6 +415,79 @@ def noise_figure(summary: pd.DataFrame, averages: pd.DataFrame, methods: list[st
     return fig
 
 
+def learning_curve_figure(logs: pd.DataFrame, methods: list[str], title: str) -> Figure:
+    """One panel per method: the validation loss (the method's own objective, raters only) against the step of each stage,
+    mean ± std band over seeds, log scale; a dotted line at each stage's restored step (mean over seeds)."""
+    evals = logs[logs["event"] == "eval"]
+    stops = logs[logs["event"] == "stop"]
+    cols = min(5, len(methods))
+    rows = -(-len(methods) // cols)
+    fig = Figure(figsize=(3.0 * cols, 2.5 * rows + 0.6), layout="constrained")
+    axes = fig.subplots(rows, cols, squeeze=False)
+    stages = list(dict.fromkeys(evals["stage"]))
+    palette = dict(zip(stages, sns.color_palette("Set1", len(stages))))
+    for ax, method in zip(axes.flat, methods):
+        part = evals[evals["method"] == method]
+        sns.lineplot(
+            data=part, x="step", y="val_loss", hue="stage", palette=palette, errorbar="sd", ax=ax, legend=len(part["stage"].unique()) > 1
+        )
+        for stage, done in stops[stops["method"] == method].groupby("stage"):
+            ax.axvline(done["restored_step"].astype(float).mean(), color=palette.get(stage, "grey"), linestyle=":", linewidth=1)
+        if (part["val_loss"] > 0).all() and len(part):
+            ax.set_yscale("log")
+        ax.set_title(display(method), fontsize=9)
+        ax.set_xlabel("step (per stage)")
+        ax.set_ylabel("validation loss")
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(methods) :]:
+        ax.set_visible(False)
+    fig.suptitle(title, fontsize=10)
+    return fig
+
+
+def diagnostic_figure(logs: pd.DataFrame, methods: list[str], all_methods: list[str], title: str) -> Figure:
+    """Validation DSC against ground truth over the last stage's steps, mean ± std over seeds: a diagnostic that never
+    stopped or selected anything."""
+    fig = Figure(figsize=(7.0, 4.5), layout="constrained")
+    ax = fig.subplots()
+    evals = logs[(logs["event"] == "eval") & logs["diagnostic_gt_dsc"].notna()]
+    for method in methods:
+        part = evals[evals["method"] == method]
+        if len(part):
+            sns.lineplot(
+                data=part,
+                x="step",
+                y="diagnostic_gt_dsc",
+                errorbar="sd",
+                ax=ax,
+                label=display(method),
+                color=method_color(method, all_methods),
+            )
+    ax.set_xlabel("step of the last stage")
+    ax.set_ylabel("validation DSC vs ground truth (%)")
+    ax.grid(alpha=0.3)
+    ax.set_title(title, fontsize=10)
+    return fig
+
+
+def write_learning_curves(logs: pd.DataFrame, out_dir: Path, note: str = "") -> list[Path]:
+    """Per dataset × reference × noise: the validation-loss curves, and where ground truth exists the diagnostic DSC curves."""
+    written = []
+    if logs.empty or "val_loss" not in logs:
+        return written
+    for (dataset, reference, noise), part in logs.groupby(["dataset", "reference", "noise"], sort=True):
+        names = list(part["method"].unique())
+        methods = list(dict.fromkeys([*main_methods(names), *ablation_methods(names), *names]))
+        title = f"{dataset} (rater noise {noise:g}): validation loss per stage; dotted: restored step"
+        fig = learning_curve_figure(part, methods, f"{note}\n{title}" if note else title)
+        written += save(fig, out_dir / f"learning_curves_{slug(dataset, reference, f'noise{noise:g}')}")
+        if "diagnostic_gt_dsc" in part and part["diagnostic_gt_dsc"].notna().any():
+            title = f"{dataset} (rater noise {noise:g}): validation DSC vs ground truth, a diagnostic only (never used to stop or select)"
+            fig = diagnostic_figure(part, methods, names, f"{note}\n{title}" if note else title)
+            written += save(fig, out_dir / f"diagnostic_gt_dsc_{slug(dataset, reference, f'noise{noise:g}')}")
+    return written
+
+
 # --------------------------------------------------------------------------- render
 
 
@@ -440,6 +516,9 @@ def render(results_dir: Path, out_dir: Path) -> list[Path]:
     written.append(write_tests(tests, out_dir))
     written += write_boxplots(table, tests, out_dir)
     written += write_noise_figures(summary, out_dir)
+    logs = results_dir / "train_logs.parquet"
+    if logs.is_file():
+        written += write_learning_curves(pd.read_parquet(logs), out_dir)
     return sorted(written)
 
 

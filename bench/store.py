@@ -93,7 +93,23 @@ def collect(results: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
         summary = summarise(table, rater_averages(results))
         write_table(results / "metrics.parquet", table)
         write_table(results / "summary.csv", summary)
+        write_table(results / "train_logs.parquet", training_logs(results))
     return table, summary
+
+
+def training_logs(results: Path) -> pd.DataFrame:
+    """Every finished cell's train_log.csv (one row per evaluation or stage stop) with the cell's KEYS in front."""
+    frames = []
+    for path in sorted((results / "runs").glob("*/*/*/*/*/manifest.json")):
+        info = read_json(path)
+        log = path.parent / "train_log.csv"
+        if info.get("status") != "done" or not log.is_file():
+            continue
+        frame = pd.read_csv(log)
+        for i, key in enumerate(KEYS):
+            frame.insert(i, key, info["cell"][key])
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*KEYS, "stage", "event", "step"])
 
 
 def alive(pid: int) -> bool:
@@ -121,6 +137,25 @@ def rater_averages(results: Path) -> pd.DataFrame:
         if info.get("status") == "done" and "average_dsc" in info.get("raters", {}) and key not in rows:
             rows[key] = info["raters"]["average_dsc"]
     return pd.DataFrame([(*k, v) for k, v in rows.items()], columns=["dataset", "reference", "noise", "dsc"])
+
+
+def training_outcomes(results: Path) -> pd.DataFrame:
+    """One row per finished cell: how each stage stopped and whether its predictions are degenerate (from manifest.json).
+
+    Columns: the KEYS, `stops` ("plateau", "cap" or "fixed" per stage, joined by "+"), `flag`
+    ("empty", "full" or ""), the shares of validation cases predicted empty / full.
+    """
+    rows = []
+    for path in sorted((results / "runs").glob("*/*/*/*/*/manifest.json")):
+        info = read_json(path)
+        if info.get("status") != "done":
+            continue
+        stops = "+".join(s.get("reason", "").split(":")[0] for s in info.get("stages", {}).values())
+        bad = info.get("degenerate", {})
+        cell = info["cell"]
+        rows.append({**{k: cell[k] for k in KEYS}, "stops": stops, "flag": bad.get("flag", ""), "empty_share": bad.get("empty_share"),
+                     "full_share": bad.get("full_share")})  # fmt: skip
+    return pd.DataFrame(rows, columns=[*KEYS, "stops", "flag", "empty_share", "full_share"])
 
 
 def summarise(table: pd.DataFrame, averages: pd.DataFrame | None = None) -> pd.DataFrame:

@@ -22,7 +22,7 @@ class DataSpec:
 
 @dataclass(frozen=True)
 class Stage:
-    """One training stage: which child modules it trains and for how many epochs.
+    """One training stage: which child modules it trains (how long is the budget's business, bench/budget.py).
 
     Children not named are frozen and kept in eval mode during the stage (so a frozen network's
     batch-norm statistics stay fixed). An empty `modules` trains every parameter.
@@ -30,8 +30,6 @@ class Stage:
 
     name: str
     modules: tuple[str, ...] = ()
-    epochs: int = 150  # the paper budget
-    quick_epochs: int = 4  # the quick budget (bench/budget.py)
 
 
 @dataclass

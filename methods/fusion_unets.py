@@ -52,8 +52,6 @@ class FusedLabelUNet(Method):
         fusion: str = "majority"  # "majority" | "mean" | "staple"
         tv_mask: bool = False  # QMV: keep only threshold-voted pixels (LF-Net paper eq. 1)
         beta: int | None = None  # TV threshold as a count of raters; None = R − 1 (LF-Net paper)
-        epochs: int = 150  # LF-Net paper: 150 epochs for MV-, QMV-, Mean- and STAPLE-UNet
-        quick_epochs: int = 3  # quick budget, see bench/budget.py
 
     def __init__(self, cfg: Config, spec: DataSpec):
         super().__init__(cfg, spec)
@@ -66,7 +64,7 @@ class FusedLabelUNet(Method):
 
     @property
     def stages(self) -> list[Stage]:
-        return [Stage("train", ("net",), self.cfg.epochs, self.cfg.quick_epochs)]
+        return [Stage("train", ("net",))]
 
     def prepare(self, raters: np.ndarray, rater_valid: np.ndarray) -> dict[str, np.ndarray]:
         if self.cfg.fusion != "staple":

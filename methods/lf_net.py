@@ -53,9 +53,9 @@ Decisions on the paper's open points (methods.md §3.13; recorded in `Config` an
   with R groups, which is exactly R independent branches. Splitting the whole last decoder block
   would cost ≈ 1.75× a U-Net's FLOPs for R = 5 instead of ≈ 1.2×.
 - "Training epoch for rater characteristics net module is 15" on MNIST (item 5): the RCN is trained
-  only in stage 2 and jointly with Θ2 (Algorithm 1), so we read it as the length of stage 2 on
-  MNIST (``seg_epochs=15``, a dataset override). The other reading, L_rcl active only in the
-  first 15 epochs of stage 2, is ``rcl_epochs=15``.
+  only in stage 2 and jointly with Θ2 (Algorithm 1), so the paper budget reads it as the length of
+  stage 2 on MNIST (15 epochs, bench/budget.py). The other reading, L_rcl active only in the first
+  15 of 70 epochs of stage 2, is ``--budget paper-rcl15`` (which sets ``rcl_epochs=15``).
 - λ (item 18 of §17): 0.05 (the paper's default); MNIST uses 0.01 in the paper, which the config
   cannot know: the sweep must pass ``lam=0.01`` for MNIST.
 - "No TV" ablations (item 14): S+SLS (``lf-net-s-sls``) has no TV anywhere, so its SLL is also
@@ -79,13 +79,10 @@ bottom. Variants without the soft-label network have no ``soft_label`` stage and
 module; variants without a rater module have no ``rcn``. The S and S+TV rows keep LF-Net's
 segmentation schedule (70 epochs); ``mv-unet`` and ``qmv-unet`` are the 150-epoch baselines.
 
-Defaults: β = R − 1, τ = 2.5, λ = 0.05, Adam lr 1e-4, epochs 10 (SLL) / 70 (segmentation) from
-the paper's Implementation Details and eq. 3; optimiser and learning rate belong to the harness.
-Quick budget: 2 SLL epochs + 3 segmentation epochs. Measured on CPU (32×1×28×28 batches, R = 5,
-fwd + bwd + Adam): a stage-1 step costs 1.0× a U-Net step, a stage-2 step (seg + RCN + frozen SLL
-forward) 2.5–3.0× (the RCN alone ≈ 1.0–1.3×, the SLL forward ≈ 0.3×; best of 4 interleaved
-runs per method on a shared, loaded machine), so LF-Net's quick run costs about
-2·1.0 + 3·2.6 ≈ 10 U-Net epochs, ≈ 3.3× a 3-epoch U-Net.
+Defaults: β = R − 1, τ = 2.5, λ = 0.05 from the paper's Implementation Details and eq. 3. How long
+and with what optimiser each stage trains is the budget's (bench/budget.py; the paper budget: Adam
+lr 1e-4, 10 + 70 epochs). Measured on CPU (32×1×28×28 batches, R = 5, fwd + bwd + Adam): a stage-1
+step costs 1.0× a U-Net step, a stage-2 step (seg + RCN + frozen SLL forward) 2.3–3.0×.
 """
 
 from __future__ import annotations
@@ -248,10 +245,6 @@ class LFNet(Method):
         rcn_sees_image: bool = False  # RCN input = P2 only (methods.md §3.13 item 1, option a); True adds the image
         rcl_epochs: int | None = None  # L_rcl active in the first N stage-2 epochs; None = all (item 5, other reading)
         cm_trace_weight: float = 0.0  # trace regulariser of the CM rater module (see module docstring)
-        sll_epochs: int = 10  # paper, Implementation Details
-        seg_epochs: int = 70  # paper, Implementation Details (MNIST: 15 by our reading of "RCN epoch 15")
-        sll_quick_epochs: int = 2  # quick budget: a stage-1 step costs one U-Net step
-        seg_quick_epochs: int = 3  # quick budget: a stage-2 step costs ≈ 2.6 U-Net steps (module docstring)
 
     def __init__(self, cfg: Config, spec: DataSpec):
         super().__init__(cfg, spec)
@@ -277,9 +270,9 @@ class LFNet(Method):
     def stages(self) -> list[Stage]:
         cfg = self.cfg
         trained = ("seg",) + {"rcn": ("rcn",), "cm": ("cm",), "none": ()}[cfg.rater_module]
-        seg_stage = Stage("segmentation", trained, cfg.seg_epochs, cfg.seg_quick_epochs)
+        seg_stage = Stage("segmentation", trained)
         if cfg.soft_label == "sll":
-            return [Stage("soft_label", ("sll",), cfg.sll_epochs, cfg.sll_quick_epochs), seg_stage]
+            return [Stage("soft_label", ("sll",)), seg_stage]
         return [seg_stage]
 
     def prepare(self, raters: np.ndarray, rater_valid: np.ndarray) -> dict[str, np.ndarray]:

@@ -17,7 +17,7 @@ valid raters.
 
 Defaults: the LF-Net paper trains LS-UNet with "official code, default training strategies"
 (methods.md §3.7). There is no official LS code, so we use the LF-Net paper's schedule for the
-other single-U-Net baselines: 150 epochs. Quick budget: 3 epochs, like every single-U-Net method.
+other single-U-Net baselines in the paper budget: 150 epochs, Adam lr 1e-4 (bench/budget.py).
 """
 
 from __future__ import annotations
@@ -54,8 +54,7 @@ class LabelSamplingUNet(Method):
 
     @dataclass(frozen=True)
     class Config:
-        epochs: int = 150  # no official LS code: the LF-Net paper's 150 epochs of the other single-U-Net baselines
-        quick_epochs: int = 3  # quick budget: 3 epochs for every single-U-Net method (bench/budget.py)
+        """No hyper-parameters of its own (how long it trains is the budget\'s business, bench/budget.py)."""
 
     def __init__(self, cfg: Config, spec: DataSpec):
         super().__init__(cfg, spec)
@@ -63,7 +62,7 @@ class LabelSamplingUNet(Method):
 
     @property
     def stages(self) -> list[Stage]:
-        return [Stage("train", ("net",), self.cfg.epochs, self.cfg.quick_epochs)]
+        return [Stage("train", ("net",))]
 
     def loss(self, batch: dict[str, torch.Tensor], ctx: StepContext) -> dict[str, torch.Tensor]:
         """CE (mean over the pixels of images that have a valid rater) against the drawn raters."""

@@ -28,8 +28,8 @@ Deviations: none from the shared U-Net.
 
 Defaults: the LF-Net paper trains MH-UNet with "official code, default training strategies"
 (methods.md §3.7). Guan et al. released no segmentation code, so the DN stage uses the LF-Net
-paper's schedule for the single-U-Net baselines: 150 epochs (quick budget: 3). The WDN stage trains
-R numbers: 10 epochs (our choice; quick budget 1, a forward pass of the frozen net per image).
+paper's schedule for the single-U-Net baselines in the paper budget: 150 epochs, Adam lr 1e-4. The
+WDN stage trains R numbers: 10 epochs there (our choice). Budgets live in bench/budget.py.
 `needs_consistent_raters`: head r models one person only if rater slot r is one person throughout.
 """
 
@@ -72,10 +72,6 @@ class MultiHeadUNet(Method):
     @dataclass(frozen=True)
     class Config:
         learned_weights: bool = False  # False: DN (plain mean of the heads); True: WDN (Guan et al. 2018)
-        epochs: int = 150  # no official segmentation code: the LF-Net paper's 150 epochs of the single-U-Net baselines
-        quick_epochs: int = 3  # quick budget: 3 epochs for every single-U-Net method (bench/budget.py)
-        weight_epochs: int = 10  # WDN stage (R parameters on a frozen net); our choice, no source gives one
-        weight_quick_epochs: int = 1  # WDN stage in the quick budget
 
     def __init__(self, cfg: Config, spec: DataSpec):
         super().__init__(cfg, spec)
@@ -87,9 +83,9 @@ class MultiHeadUNet(Method):
 
     @property
     def stages(self) -> list[Stage]:
-        stages = [Stage("train", ("net", "heads"), self.cfg.epochs, self.cfg.quick_epochs)]
+        stages = [Stage("train", ("net", "heads"))]
         if self.cfg.learned_weights:
-            stages.append(Stage("weights", ("weights",), self.cfg.weight_epochs, self.cfg.weight_quick_epochs))
+            stages.append(Stage("weights", ("weights",)))
         return stages
 
     def head_logits(self, images: torch.Tensor) -> torch.Tensor:

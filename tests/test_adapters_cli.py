@@ -27,7 +27,7 @@ def run_on_fixture(tmp_path, name: str, method_list: str):
     FIXTURES[name](tmp_path / "data")
     dataset = name.removesuffix("-pickle").removesuffix("-mrnet")
     out = run_cli("run", "--dataset", dataset, "--data-root", str(tmp_path / "data"), "--methods", method_list, "--seeds", "0",
-                  "--epochs", "1", "--train-size", "4", "--results", str(tmp_path / "r"), "--no-progress")  # fmt: skip
+                  "--max-steps", "2", "--train-size", "4", "--results", str(tmp_path / "r"), "--no-progress")  # fmt: skip
     assert out.returncode == 0, out.stderr[-2000:]
     return pd.read_parquet(tmp_path / "r" / "metrics.parquet")
 

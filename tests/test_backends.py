@@ -1,5 +1,6 @@
-"""Sweep backends: a dask.distributed LocalCluster and loky worker processes give the sequential table;
-a loky worker killed mid-cell loses nothing that a rerun does not restore."""
+"""Sweep backends: a dask.distributed LocalCluster and loky worker processes give the sequential table, in bf16 and
+fp32 (a cell runs on the same thread count in every backend); a loky worker killed mid-cell loses nothing that a
+rerun does not restore."""
 
 import os
 import signal
@@ -12,7 +13,7 @@ import pandas as pd
 import pytest
 from conftest import REPO, run_cli
 
-SWEEP = "run --methods mv-unet,lf-net --seeds 0,1 --epochs 2 --train-size 64 --test-size 16 --no-progress".split()
+SWEEP = "run --methods mv-unet,lf-net --seeds 0,1 --max-steps 4 --train-size 64 --test-size 16 --no-progress".split()
 
 
 def table(results: Path) -> pd.DataFrame:
@@ -23,9 +24,21 @@ def table(results: Path) -> pd.DataFrame:
 @pytest.fixture(scope="module")
 def sequential(tmp_path_factory) -> pd.DataFrame:
     results = tmp_path_factory.mktemp("sequential")
-    out = run_cli(*SWEEP, "--results", str(results))
+    out = run_cli(*SWEEP, "--results", str(results), "--backend", "sequential")
     assert out.returncode == 0, out.stderr
     return table(results)
+
+
+def test_loky_gives_the_sequential_table_in_fp32_and_bf16(tmp_path, sequential):
+    """The default precision here is bf16 on a CPU with AMX (fp32 elsewhere): both precisions are compared."""
+    auto = pd.read_json(next(tmp_path.parent.glob("sequential*/runs/**/manifest.json")), typ="series")["precision"]
+    other = "fp32" if auto == "torch.bfloat16" else "bf16"
+    precise = run_cli(*SWEEP, "--results", str(tmp_path / "seq"), "--backend", "sequential", "--precision", other, "--methods", "mv-unet")
+    loky = run_cli(
+        *SWEEP, "--results", str(tmp_path / "loky"), "--backend", "loky", "--n-jobs", "2", "--precision", other, "--methods", "mv-unet"
+    )
+    assert precise.returncode == 0 and loky.returncode == 0, precise.stderr + loky.stderr
+    pd.testing.assert_frame_equal(table(tmp_path / "loky"), table(tmp_path / "seq"))
 
 
 def test_dask_local_cluster_gives_the_sequential_table(tmp_path, sequential):

@@ -5,7 +5,7 @@ import pytest
 from conftest import run_cli
 from test_datasets import make_mnist
 
-TINY = ["--epochs", "1", "--train-size", "48", "--test-size", "24", "--no-progress"]
+TINY = ["--max-steps", "2", "--train-size", "48", "--test-size", "24", "--no-progress"]
 
 
 def test_tiny_sweep_writes_cells_table_and_summary_then_skips_on_rerun(tmp_path):
@@ -40,7 +40,7 @@ def test_dry_run_lists_cells_and_writes_nothing(tmp_path):
 def test_mnist_adapter_runs_from_the_cli(tmp_path):
     make_mnist(tmp_path / "data")
     out = run_cli("run", "--dataset", "mnist", "--data-root", str(tmp_path / "data"), "--methods", "mv-unet,qmv-unet", "--seeds", "0",
-                  "--results", str(tmp_path / "r"), "--epochs", "1", "--no-progress")  # fmt: skip
+                  "--results", str(tmp_path / "r"), "--max-steps", "2", "--no-progress")  # fmt: skip
     assert out.returncode == 0, out.stderr
     assert len(pd.read_parquet(tmp_path / "r" / "metrics.parquet")) == 2 * 20 * 2
 
@@ -53,7 +53,7 @@ def test_mnist_adapter_runs_from_the_cli(tmp_path):
         (["--seeds", "0,one"], "--seeds '0,one': expected comma-separated ints"),
         (["--noise-levels", "1,high"], "--noise-levels '1,high': expected comma-separated floats"),
         (["--noise-levels", "-1"], "--noise-levels must be finite and ≥ 0"),
-        (["--epochs", "0"], "--epochs must be ≥ 1"),
+        (["--max-steps", "0"], "--max-steps must be ≥ 1"),
         (["--dataset", "mnist", "--data-root", "{tmp}/empty"], "mnist: missing train-images-idx3-ubyte.gz"),
         (["--results", "{tmp}/file.txt/results"], "cannot write the results folder"),
     ],

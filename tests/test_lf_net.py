@@ -365,11 +365,12 @@ def test_fit_and_predict_smoke(name):
     valid[2, 4] = False
     torch.manual_seed(0)
     m = build_method(name, DataSpec(1, 2, 5))
-    rows = harness.fit(
-        m, images, raters, valid, epochs={s.name: 1 for s in m.stages}, batch_size=4, lr=1e-3, seed=0, device=CPU, progress=False
-    )
-    assert [r["stage"] for r in rows] == [s.name for s in m.stages]
-    assert all(np.isfinite(r["loss"]) for r in rows)
+    records = harness.fit(
+        m, images, raters, valid, schedules=harness.fixed_schedules(m, 2, 4), val=(images, raters, valid), seed=0, device=CPU,
+        progress=False,
+    )  # fmt: skip
+    assert list(records) == [s.name for s in m.stages]
+    assert all(np.isfinite(r["best_val_loss"]) for r in records.values())
     probs = harness.predict_proba(m, images, device=CPU)
     assert probs.shape == (8, 2, 16, 16) and np.isfinite(probs).all()
     assert np.allclose(probs.sum(1), 1, atol=1e-5)

@@ -98,15 +98,12 @@ def test_smoke_fit_and_predict_dn_and_wdn():
     valid[0, 1] = False
     for overrides in ({}, {"learned_weights": True}):
         m = build_method("mh-unet", SPEC, overrides)
-        assert m.stages[0].quick_epochs == 3
         harness.fit(
             m,
             images,
             raters,
             valid,
-            epochs={s.name: 1 for s in m.stages},
-            batch_size=4,
-            lr=1e-3,
+            schedules=harness.fixed_schedules(m, 2, 4),
             seed=0,
             device=torch.device("cpu"),
             progress=False,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -248,7 +249,7 @@ def test_missing_rater_is_left_out_of_the_mrm_loss():
         torch.testing.assert_close(losses[0][key], losses[1][key])
 
 
-def test_registered_and_fit_smoke():
+def test_registered_and_fit_smoke(tmp_path):
     entry = get_entry("mr-net")
     assert entry.group == "main" and entry.cls.needs_consistent_raters
     spec = DataSpec(in_channels=1, n_classes=2, n_raters=3)
@@ -259,10 +260,14 @@ def test_registered_and_fit_smoke():
     raters = (rng.random((8, 3, 16, 16)) > 0.5).astype(np.uint8)
     valid = np.ones((8, 3), dtype=bool)
     valid[0, 2] = False
-    rows = harness.fit(
-        m, images, raters, valid, epochs={s.name: 1 for s in m.stages}, batch_size=4, lr=1e-3, seed=0, device=CPU, progress=False
-    )
-    assert np.isfinite(rows[-1]["loss"]) and {"coarse", "mrm", "mpm"} <= set(rows[-1])
+    log = tmp_path / "train_log.csv"
+    records = harness.fit(
+        m, images, raters, valid, schedules=harness.fixed_schedules(m, 2, 4), val=(images, raters, valid), seed=0, device=CPU,
+        progress=False, log_path=log,
+    )  # fmt: skip
+    assert np.isfinite(records["train"]["best_val_loss"])
+    row = pd.read_csv(log).iloc[0]
+    assert np.isfinite(row["train_loss"]) and {"val_coarse", "val_mrm", "val_mpm"} <= set(row.index)
     probs = harness.predict_proba(m, images, device=CPU)
     assert probs.shape == (8, 2, 16, 16) and np.isfinite(probs).all()
     assert probs.min() >= 0 and probs.max() <= 1

@@ -73,7 +73,7 @@ def test_bad_recipe_and_unknown_name_get_one_line(tmp_path, capsys):
 def test_tiny_paper_run_renders_every_output_labelled(tmp_path):
     recipes, results, out = tmp_path / "recipes", tmp_path / "results", tmp_path / "figures"
     write_tiny_recipes(recipes)
-    run = run_cli("paper", "--recipes", str(recipes), "--results", str(results), "--out", str(out), "--epochs", "1",
+    run = run_cli("paper", "--recipes", str(recipes), "--results", str(results), "--out", str(out), "--max-steps", "2",
                   "--train-size", "64", "--test-size", "16", "--no-progress")  # fmt: skip
     assert run.returncode == 0, run.stderr
     assert re.search(r"^skipped absent: lidc: .*lidc", run.stderr, re.M), run.stderr
@@ -118,6 +118,6 @@ def test_tiny_paper_run_renders_every_output_labelled(tmp_path):
     assert {"lf-net@beta=2", "lf-net@beta=4", "lf-net@lam=0.001", "lf-net"} <= methods_run
     assert not any("lam=0.01" in m for m in methods_run)
 
-    again = run_cli("paper", "--recipes", str(recipes), "--results", str(results), "--out", str(out), "--epochs", "1",
+    again = run_cli("paper", "--recipes", str(recipes), "--results", str(results), "--out", str(out), "--max-steps", "2",
                     "--train-size", "64", "--test-size", "16", "--dry-run")  # fmt: skip
     assert "0 of 10 distinct cells would run" in again.stdout, again.stdout

@@ -77,7 +77,9 @@ def test_staple_reference_of_agreeing_raters_is_their_mask_and_gt_needs_ground_t
     agreeing = dataclasses.replace(tiny_data, raters=np.repeat(tiny_data.gt[:, None], 3, axis=1), rater_valid=np.ones((8, 3), bool))
     np.testing.assert_array_equal(sweep.reference_masks(agreeing, "staple"), tiny_data.gt)
     assert sweep.reference_masks(tiny_data, "staple").shape == tiny_data.gt.shape
-    assert cli.main(["run", "--dataset", "lidc", "--methods", "all", "--reference", "gt", "--dry-run", "--results", str(tmp_path / "r")]) == 2
+    assert (
+        cli.main(["run", "--dataset", "lidc", "--methods", "all", "--reference", "gt", "--dry-run", "--results", str(tmp_path / "r")]) == 2
+    )
     assert "lidc has no ground truth; --reference majority or staple" in capsys.readouterr().err
     assert cli.main(["run", "--methods", "mv-unet", "--reference", "staple", "--seeds", "0", "--dry-run", "--results", str(tmp_path)]) == 0
     assert "mnist-5k/staple/noise-1/mv-unet/seed-0" in capsys.readouterr().out

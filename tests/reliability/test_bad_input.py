@@ -45,7 +45,7 @@ from test_datasets import make_mnist, write_idx
 
 from bench.cli import main
 
-TINY = ["--epochs", "1", "--train-size", "8", "--test-size", "4", "--methods", "mv-unet", "--seeds", "0", "--no-progress"]
+TINY = ["--max-steps", "2", "--train-size", "8", "--test-size", "4", "--methods", "mv-unet", "--seeds", "0", "--no-progress"]
 
 
 # ---------------------------------------------------------------------------------------
@@ -389,12 +389,12 @@ CASES = [
     Case("noise-negative", cli("--noise-levels=-0.5"), "--noise-levels must be finite and ≥ 0, got -0.5"),
     Case("noise-non-numeric", cli("--noise-levels", "high"), "--noise-levels 'high'"),
     Case("noise-nan", cli("--noise-levels", "nan"), "--noise-levels must be finite and ≥ 0, got nan"),
-    Case("epochs-zero", cli("--epochs", "0"), "--epochs must be ≥ 1, got 0"),
-    Case("epochs-negative", cli("--epochs=-2"), "--epochs must be ≥ 1, got -2"),
+    Case("max-steps-zero", cli("--max-steps", "0"), "--max-steps must be ≥ 1, got 0"),
+    Case("max-steps-negative", cli("--max-steps=-2"), "--max-steps must be ≥ 1, got -2"),
     Case("train-size-zero", cli("--train-size", "0"), "--train-size must be ≥ 1, got 0"),
     Case("test-size-negative", cli("--test-size=-4"), "--test-size must be ≥ 1, got -4"),
     Case("results-under-a-file", cli("--results", "{tmp}/file.txt/results"), "cannot write the results folder"),
-    Case("epochs-non-numeric", cli("--epochs", "abc"), "--epochs"),
+    Case("max-steps-non-numeric", cli("--max-steps", "abc"), "--max-steps"),
     Case("budget-unknown", cli("--budget", "fast"), "fast"),
     Case("methods-empty", cli("--methods", ""), "--methods"),
     Case("noise-inf-second-level", on("mnist", make_mnist, None, "--noise-levels", "1,inf"), "inf"),

@@ -51,7 +51,7 @@ import pytest
 import torch
 
 REPO = Path(__file__).resolve().parents[2]
-TINY = ["--seeds", "0,1", "--epochs", "2", "--train-size", "64", "--test-size", "24", "--no-progress"]
+TINY = ["--seeds", "0,1", "--max-steps", "4", "--train-size", "64", "--test-size", "24", "--no-progress", "--backend", "sequential"]
 SEEDS = (0, 1)
 N_CASES, N_METRICS = 24, 2  # test images × (dsc, bahd), one structure (foreground)
 KILLED = ["lf-net", "mv-unet"]  # the kill campaign's sweep; lf-net first, so its phases come early in a run
@@ -199,16 +199,17 @@ def assert_same_rows(got: pd.DataFrame, want: pd.DataFrame) -> None:
 
 
 def assert_cell_reproduced(results: Path, reference: Path, method: str, seed: int) -> None:
-    """A cell equals the reference's: predictions bit for bit, one log row per stage epoch with the same losses."""
+    """A cell equals the reference's: predictions bit for bit, one log row per evaluation and stop with the same losses."""
     with (
         np.load(cell(results, method, seed) / "predictions.npz") as got,
         np.load(cell(reference, method, seed) / "predictions.npz") as want,
     ):
         assert np.array_equal(got["probs"], want["probs"]) and np.array_equal(got["case_ids"], want["case_ids"]), (method, seed)
     log = training_log(results, method, seed)
-    epochs = json.loads((cell(results, method, seed) / "config.json").read_text())["epochs"]
-    expected = [(stage, e) for stage, n in epochs.items() for e in range(n)]
-    assert list(zip(log["stage"], log["epoch"])) == expected, f"{method}/seed-{seed} trained {len(log)} stage epochs, want {expected}"
+    schedules = json.loads((cell(results, method, seed) / "config.json").read_text())["schedules"]
+    expected = [(stage, event) for stage in schedules for event in ("eval", "stop")]  # --max-steps 4: one evaluation per stage
+    got = list(zip(log["stage"], log["event"]))
+    assert got == expected, f"{method}/seed-{seed} logged {got}, want {expected}"
     pd.testing.assert_frame_equal(log, training_log(reference, method, seed), check_exact=True)
 
 
@@ -228,8 +229,8 @@ class Reference:
         for m, s in all_cells(KILLED):
             if (cell(results, m, s) / "metrics.parquet").is_file():
                 continue
-            stages = len(json.loads((cell(self.results, m, s) / "config.json").read_text())["epochs"])
-            finished = len(list((cell(results, m, s) / "checkpoints").glob("stage-*.pt")))
+            stages = len(json.loads((cell(self.results, m, s) / "config.json").read_text())["schedules"])
+            finished = len([p for p in (cell(results, m, s) / "checkpoints").glob("stage-*.pt") if ".partial" not in p.name])
             left += self.cell_seconds(m, s) * (stages - finished) / stages
         return overhead + left
 
@@ -514,7 +515,7 @@ def test_nan_loss_fails_only_that_cell_with_a_clear_reason(tmp_path, reference):
         assert not (cell(results, bad, s) / "metrics.parquet").exists()
         assert not list((cell(results, bad, s) / "checkpoints").glob("*.pt"))  # no stage finished
         log = pd.read_csv(cell(results, bad, s) / "train_log.csv")
-        assert log["loss"].isna().all(), log  # the flag really made the loss NaN
+        assert log["train_loss"].isna().all(), log  # the flag really made the loss NaN
     assert counts(out.stdout) == (4, 2, 0, 2)
     for s in SEEDS:
         assert manifest(results, "mv-unet", s)["status"] == "done"

@@ -12,7 +12,7 @@ from conftest import run_cli
 from bench import cli, sweep
 from datasets import Splits, get_dataset
 
-SWEEP = "run --methods mv-unet,lf-net --seeds 0 --epochs 2 --train-size 64 --test-size 16 --no-progress".split()
+SWEEP = "run --methods mv-unet,lf-net --seeds 0 --max-steps 4 --train-size 64 --test-size 16 --no-progress".split()
 
 
 @pytest.fixture(scope="module")
@@ -44,8 +44,9 @@ def test_manifest_records_what_a_rerun_needs(twice):
         assert m["cell"]["method"] in ("mv-unet", "lf-net") and m["seconds"] > 0
     assert manifests[0]["data_fingerprint"] == manifests[1]["data_fingerprint"]  # both cells saw the same data
     config = json.loads(next(twice[0].glob("runs/**/lf-net/seed-0/config.json")).read_text())
-    assert config["options"] == {"budget": "quick", "epochs": 2, "train_size": 64, "test_size": 16}
-    assert config["method_config"]["lam"] == 0.01 and config["epochs"] == {"soft_label": 2, "segmentation": 2} and config["lr"] == 1e-3
+    assert config["options"] == {"budget": "quick", "max_steps": 4, "train_size": 64, "test_size": 16, "threads": 1}
+    assert config["method_config"]["lam"] == 0.01 and list(config["schedules"]) == ["soft_label", "segmentation"]
+    assert all(s["max_steps"] == 4 and s["lr"] == 1e-3 and s["early_stopping"] for s in config["schedules"].values())
 
 
 def test_fingerprint_changes_with_any_pixel_rater_or_case(tiny_data):
@@ -62,14 +63,14 @@ def test_fingerprint_changes_with_any_pixel_rater_or_case(tiny_data):
 
 
 def test_reused_folder_with_other_options_is_refused(twice, capsys):
-    assert cli.main([*SWEEP[:-1], "--epochs", "3", "--results", str(twice[0])]) == 2
+    assert cli.main([*SWEEP[:-1], "--max-steps", "6", "--results", str(twice[0])]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "ran with other options" in err[0] and "epochs 2 (now 3)" in err[0]
+    assert len(err) == 1 and "ran with other options" in err[0] and "max_steps 4 (now 6)" in err[0]
 
 
 def test_dry_run_lists_exactly_the_cells_that_then_run(tmp_path, twice):
     # Half done: copy one finished cell, so the dry run must list only the other.
-    base = ["run", "--methods", "mv-unet,lf-net", "--seeds", "0", "--epochs", "2", "--train-size", "64", "--test-size", "16"]
+    base = ["run", "--methods", "mv-unet,lf-net", "--seeds", "0", "--max-steps", "4", "--train-size", "64", "--test-size", "16"]
     done = next(twice[0].glob("runs/**/mv-unet/seed-0"))
     target = tmp_path / done.relative_to(twice[0])
     target.parent.mkdir(parents=True)

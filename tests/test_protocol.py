@@ -1,0 +1,260 @@
+"""The training protocol (bench/budget.py, harness.fit): the stopping rule, best-weight restore, budgets per stage,
+ground truth kept out of selection, and exact resume of a stage in progress."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from torch import nn
+
+import methods
+from bench import harness, sweep
+from bench.budget import BUDGETS, Schedule
+from datasets import get_dataset
+from datasets.contract import RaterData
+from methods.base import DataSpec, Method, Stage, StepContext
+
+CPU = torch.device("cpu")
+
+
+class Scripted(Method):
+    """A one-parameter method whose validation loss follows `curve` (one value per evaluation), whatever the weights.
+
+    Training moves the weight every step, so each evaluation's weights are distinct and recorded in `seen`.
+    """
+
+    @dataclass(frozen=True)
+    class Config:
+        pass
+
+    def __init__(self, curve: list[float]):
+        super().__init__(self.Config(), DataSpec(1, 2, 1))
+        self.net = nn.Linear(1, 1)
+        self.curve, self.evals, self.seen = curve, 0, []
+
+    @property
+    def stages(self):
+        return [Stage("train", ("net",))]
+
+    def loss(self, batch, ctx: StepContext):
+        if self.net.training:
+            out = self.net(batch["images"].float().mean((1, 2, 3))[:, None])
+            return {"loss": (out - 10).pow(2).mean()}
+        self.seen.append(self.net.weight.detach().clone())
+        value = self.curve[min(self.evals, len(self.curve) - 1)]
+        self.evals += 1
+        return {"loss": torch.tensor(value)}
+
+    def predict_proba(self, images):
+        return torch.full((len(images), 2, *images.shape[-2:]), 0.5)
+
+
+def tiny(n: int = 8, size: int = 16, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    images = rng.random((n, 1, size, size), dtype=np.float32)
+    raters = (rng.random((n, 3, size, size)) > 0.5).astype(np.uint8)
+    return images, raters, np.ones((n, 3), bool)
+
+
+def rule(max_steps: int = 100, patience: int = 3, min_delta: float = 0.01, early: bool = True) -> dict[str, Schedule]:
+    return {"train": Schedule("adam", 0.1, 4, max_steps, early, eval_every=2, patience=patience, min_delta=min_delta)}
+
+
+def test_stops_after_patience_evaluations_and_restores_the_best_weights(tmp_path):
+    # evaluations:  1    2    3    4      5 (best, but < 1 % better than 3)  6    7: stop after 3 without a 1 % gain
+    curve = [5.0, 4.0, 3.0, 3.1, 2.995, 3.2, 3.05, 1.0]
+    m = Scripted(curve)
+    data = tiny()
+    log = tmp_path / "train_log.csv"
+    record = harness.fit(m, *data, schedules=rule(), val=data, seed=0, device=CPU, progress=False, log_path=log)["train"]
+    assert record["step"] == 12 and record["reason"].startswith("plateau")  # 6 evaluations × 2 steps; never sees the 1.0
+    assert record["best_step"] == 10 and record["restored_step"] == 10 and record["best_val_loss"] == pytest.approx(2.995)
+    assert torch.equal(m.net.weight, m.seen[4]) and not torch.equal(m.net.weight, m.seen[5])
+    rows = pd.read_csv(log)
+    assert list(rows["event"]) == ["eval"] * 6 + ["stop"]
+    assert list(rows["step"][:6]) == [2, 4, 6, 8, 10, 12] and list(rows["best"][:6]) == [1, 1, 1, 0, 1, 0]
+    assert rows["reason"].iloc[-1].startswith("plateau")
+
+
+def test_a_loss_that_keeps_improving_stops_at_the_cap_and_fixed_schedules_keep_the_last_weights():
+    data = tiny()
+    m = Scripted([0.9**k for k in range(50)])
+    record = harness.fit(m, *data, schedules=rule(max_steps=9), val=data, seed=0, device=CPU, progress=False)["train"]
+    assert record["step"] == 9 and record["reason"].startswith("cap") and record["best_step"] == 9  # evaluated at the cap too
+    m = Scripted([1.0, 0.5, 2.0, 3.0, 4.0])
+    record = harness.fit(m, *data, schedules=rule(max_steps=10, early=False), val=data, seed=0, device=CPU, progress=False)["train"]
+    assert record["reason"].startswith("fixed") and record["best_step"] == 4 and record["restored_step"] == 10
+    assert torch.equal(m.net.weight, m.seen[-1])
+
+
+def test_early_stopping_without_a_validation_split_is_refused():
+    data = tiny()
+    with pytest.raises(ValueError, match="validation split"):
+        harness.fit(Scripted([1.0]), *data, schedules=rule(), seed=0, device=CPU, progress=False)
+
+
+def train_mv(data, val, val_gt, patience=2, **kwargs):
+    torch.manual_seed(0)
+    m = methods.build_method("mv-unet", DataSpec(1, 2, 3))
+    sched = {"train": Schedule("adam", 1e-3, 4, 16, True, eval_every=2, patience=patience, min_delta=0.01)}
+    records = harness.fit(m, *data, schedules=sched, val=val, val_gt=val_gt, seed=1, device=CPU, progress=False, **kwargs)
+    return m, records
+
+
+def test_ground_truth_never_steers_selection(tmp_path):
+    data, val = tiny(16, seed=0), tiny(8, seed=1)
+    gt = np.zeros_like(val[1][:, 0])
+    noise = (np.random.default_rng(5).random(gt.shape) > 0.5).astype(np.uint8)
+    (a, ra), (b, rb) = (train_mv(data, val, g, log_path=tmp_path / f"{i}.csv") for i, g in enumerate((gt, noise)))
+    assert [{**r, "seconds": 0} for r in ra.values()] == [{**r, "seconds": 0} for r in rb.values()]  # same stop, same best step
+    for key, value in a.state_dict().items():
+        assert torch.equal(value, b.state_dict()[key]), key
+    logs = [pd.read_csv(tmp_path / f"{i}.csv") for i in range(2)]
+    assert not logs[0]["diagnostic_gt_dsc"].dropna().equals(logs[1]["diagnostic_gt_dsc"].dropna())  # logged, and it differs
+    losses = [c for c in logs[0] if c.startswith("val_")]
+    pd.testing.assert_frame_equal(logs[0][losses], logs[1][losses])
+
+
+class Killed(Exception):
+    pass
+
+
+def test_a_killed_stage_resumes_with_the_same_stopping_state(tmp_path, monkeypatch):
+    data, val = tiny(16, seed=0), tiny(8, seed=1)
+    straight, records = train_mv(data, val, None, patience=100, log_path=tmp_path / "straight.csv")
+    assert records["train"]["step"] > 8  # the kill below lands mid-stage
+    folder, log = tmp_path / "ckpt", tmp_path / "resumed.csv"
+    real_loss = methods.get_entry("mv-unet").cls.loss
+
+    def dies_at_step_7(self, batch, ctx):
+        if ctx.step == 7 and self.net.training:
+            raise Killed
+        return real_loss(self, batch, ctx)
+
+    monkeypatch.setattr(methods.get_entry("mv-unet").cls, "loss", dies_at_step_7)
+    with pytest.raises(Killed):
+        train_mv(data, val, None, patience=100, log_path=log, checkpoint_dir=folder, checkpoint_seconds=0)
+    assert (folder / "stage-0-train.partial.pt").is_file()
+    monkeypatch.setattr(methods.get_entry("mv-unet").cls, "loss", real_loss)
+    resumed, again = train_mv(data, val, None, patience=100, log_path=log, checkpoint_dir=folder, checkpoint_seconds=0)
+    assert {k: v for k, v in again["train"].items() if k != "seconds"} == {k: v for k, v in records["train"].items() if k != "seconds"}
+    for key, value in straight.state_dict().items():
+        assert torch.equal(value, resumed.state_dict()[key]), key
+    got, want = (pd.read_csv(p).drop(columns="seconds") for p in (log, tmp_path / "straight.csv"))
+    pd.testing.assert_frame_equal(got, want)
+    assert not (folder / "stage-0-train.partial.pt").exists()  # a finished stage keeps only its final weights
+
+
+def test_budgets_resolve_per_stage():
+    mnist, lidc = get_dataset("mnist-5k"), get_dataset("lidc")
+    paper = BUDGETS["paper"]
+    sll = paper.schedule("lf-net", "soft_label", mnist, 3200)
+    assert (sll.max_steps, sll.batch_size, sll.lr, sll.optimiser, sll.early_stopping) == (10 * 25, 128, 1e-4, "adam", False)
+    assert paper.schedule("lf-net", "segmentation", mnist, 3200).max_steps == 15 * 25  # "RCN epoch 15" read as stage 2's length
+    assert paper.schedule("lf-net-s", "segmentation", lidc, 100).max_steps == 70 * 50  # variants use LF-Net's line; batch 2
+    other = BUDGETS["paper-rcl15"]
+    assert other.schedule("lf-net", "segmentation", mnist, 3200).max_steps == 70 * 25
+    assert other.config_overrides("lf-net", mnist) == {"rcl_epochs": 15} and other.config_overrides("lf-net", lidc) == {}
+    cm = paper.schedule("cm-unet-global", "train", mnist, 3200)
+    assert (cm.optimiser, cm.lr, cm.weight_decay, cm.batch_size, cm.augment, cm.max_steps) == ("adamw", 1e-2, 1e-5, 5, "flip", 40 * 640)
+    assert paper.schedule("qmv-unet", "train", mnist, 3200).max_steps == 150 * 25
+    mr = paper.schedule("mr-net", "train", lidc, 80)
+    assert (mr.lr, mr.weight_decay, mr.batch_size, mr.max_steps) == (1e-4, 5e-4, 8, 123 * 10)
+    quick, plateau = BUDGETS["quick"], BUDGETS["plateau"]
+    for name in methods.method_names():
+        m = methods.build_method(name, DataSpec(1, 2, 5))
+        for stage in m.stages:
+            q, p = quick.schedule(name, stage.name, mnist, 3200), plateau.schedule(name, stage.name, mnist, 3200)
+            assert q.early_stopping and p.early_stopping
+            assert (q.eval_every, q.patience, q.min_delta, q.lr) == (p.eval_every, p.patience, p.min_delta, p.lr)  # one rule
+            assert p.max_steps > q.max_steps
+            paper.schedule(name, stage.name, mnist, 3200)  # every stage of every method has a paper line
+
+
+def test_set_refuses_epoch_and_step_fields():
+    mnist = get_dataset("mnist-5k")
+    for key in ("seg_epochs", "epochs", "max_steps"):
+        with pytest.raises(methods.UnknownMethodError, match="budget"):
+            sweep.expand_params(["lf-net"], {"lf-net": {key: [3]}}, mnist)
+    assert sweep.expand_params(["lf-net"], {"lf-net": {"rcl_epochs": [15]}}, mnist) == ["lf-net@rcl_epochs=15"]  # a loss schedule
+
+
+def test_flips_move_image_raters_and_targets_together():
+    gen = torch.Generator().manual_seed(0)
+    images = torch.arange(4 * 16, dtype=torch.float32).reshape(4, 1, 4, 4)
+    batch = {
+        "images": images.clone(),
+        "raters": images.long().repeat(1, 3, 1, 1),
+        "staple": images[:, 0].clone(),
+        "rater_valid": torch.ones(4, 3),
+    }
+    harness.flip(batch, gen)
+    assert torch.equal(batch["raters"][:, :1].float(), batch["images"]) and torch.equal(batch["staple"], batch["images"][:, 0])
+    assert not torch.equal(batch["images"], images)  # something flipped (seeded)
+    assert torch.equal(batch["rater_valid"], torch.ones(4, 3))
+
+
+def val_data(majority_empty: bool) -> RaterData:
+    raters = np.zeros((4, 3, 6, 6), np.uint8)
+    if not majority_empty:
+        raters[:, :, 2:4, 2:4] = 1
+    return RaterData(
+        images=np.zeros((4, 1, 6, 6), np.float32), raters=raters, rater_valid=np.ones((4, 3), bool), gt=None,
+        case_ids=np.arange(4).astype(str), groups=np.arange(4).astype(str),
+    )  # fmt: skip
+
+
+def test_degenerate_predictions_are_flagged_unless_the_raters_agree():
+    empty = np.stack([np.ones((4, 6, 6)), np.zeros((4, 6, 6))], 1)  # background everywhere
+    assert sweep.degenerate(empty, val_data(False))["flag"] == "empty"
+    assert sweep.degenerate(empty, val_data(True))["flag"] == ""  # the raters say nothing is there either
+    assert sweep.degenerate(empty[:, ::-1], val_data(False))["flag"] == "full"
+    mixed = empty.copy()
+    mixed[:2, 1, 2:4, 2:4], mixed[:2, 0, 2:4, 2:4] = 1, 0
+    out = sweep.degenerate(mixed, val_data(False))
+    assert out["flag"] == "" and out["empty_share"] == 0.5
+
+
+def test_the_printed_table_says_how_cells_stopped_and_flags_degenerate_rows():
+    from bench.cli import format_table
+
+    summary = pd.DataFrame(
+        [("lidc", "majority", 1.0, m, "foreground", "dsc", 0.5, 0.1, 3, 10) for m in ("mv-unet", "lf-net")],
+        columns=["dataset", "reference", "noise", "method", "structure", "metric", "mean", "std", "n_seeds", "n_cases"],
+    )
+    outcomes = pd.DataFrame(
+        [("lidc", "majority", 1.0, "mv-unet", s, "plateau", f, 0.9, 0.0) for s, f in ((0, "empty"), (1, "empty"), (2, ""))]
+        + [("lidc", "majority", 1.0, "lf-net", s, "plateau+cap", "", 0.1, 0.0) for s in range(3)],
+        columns=["dataset", "reference", "noise", "method", "seed", "stops", "flag", "empty_share", "full_share"],
+    )
+    lines = format_table(summary, ["mv-unet", "lf-net"], outcomes).splitlines()
+    mv, lf = next(x for x in lines if x.startswith("mv-unet")), next(x for x in lines if x.startswith("lf-net"))
+    assert "plateau 3/3" in mv and mv.endswith("empty 2/3")
+    assert "plateau+cap 3/3" in lf and "empty" not in lf
+
+
+def test_a_cell_records_its_threads_isa_stops_and_flag(tmp_path):
+    from bench import cli, store
+
+    results = tmp_path / "r"
+    args = ["run", "--methods", "mv-unet", "--seeds", "0", "--max-steps", "3", "--test-size", "8", "--no-progress"]
+    assert cli.main([*args, "--results", str(results)]) == 0
+    folder = next(results.glob("runs/**/mv-unet/seed-0"))
+    manifest, config = store.read_json(folder / "manifest.json"), store.read_json(folder / "config.json")
+    assert manifest["threads"] == 1 and manifest["cpu"] and manifest["stages"]["train"]["reason"].startswith("cap")
+    assert set(manifest["degenerate"]) == {"empty_share", "full_share", "majority_empty_share", "flag"}
+    assert config["budget"]["name"] == "quick" and config["schedules"]["train"]["max_steps"] == 3 and config["threads"] == 1
+    log = pd.read_csv(folder / "train_log.csv")
+    assert list(log["event"]) == ["eval", "stop"] and log["diagnostic_gt_dsc"].notna().iloc[0]
+    assert dataclasses.asdict(BUDGETS["quick"].schedule("mv-unet", "train", get_dataset("mnist-5k"), 1))["eval_every"] == 20
+    logs = pd.read_parquet(results / "train_logs.parquet")
+    assert set(logs["method"]) == {"mv-unet"} and list(logs["event"]) == ["eval", "stop"]
+    assert cli.main(["report", "--results", str(results), "--out", str(tmp_path / "report")]) == 0
+    for stem in ("learning_curves", "diagnostic_gt_dsc"):
+        png = tmp_path / "report" / f"{stem}_mnist-5k_gt_noise1.png"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
