@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 import methods
-from bench import harness, paper, perf, report
+from bench import harness, paper, perf, report, store
 from bench.budget import BUDGETS
 from bench.harness import DeviceError
 from datasets import DATASETS, DataError, get_dataset
@@ -174,7 +174,7 @@ def format_table(summary: pd.DataFrame, method_order: list[str], outcomes: pd.Da
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from bench import store, sweep
+    from bench import sweep
 
     dataset = get_dataset(args.dataset)
     names = parse_methods(args.methods, has_gt=dataset.reference == "gt")
@@ -184,6 +184,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError(f"--noise-levels must be finite and ≥ 0, got {args.noise_levels}")
     if any(s < 0 for s in seeds):
         raise UsageError(f"--seeds must be ≥ 0, got {args.seeds}")
+    for flag, text, values in (("--seeds", args.seeds, seeds), ("--noise-levels", args.noise_levels, noise_levels)):
+        twice = sorted({v for v in values if values.count(v) > 1})
+        if twice:  # each would plan the same cell twice
+            raise UsageError(f"{flag} {text}: {', '.join(f'{v:g}' for v in twice)} given more than once; list each value once")
     check_run_options(args)
     names = sweep.expand_params(names, parse_sets(args.set, names), dataset)
     if dataset.reference != "gt" and any(methods.split_name(n)[0] == methods.ORACLE for n in names):
@@ -238,7 +242,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse with the project's one-line errors (`error: …`, exit 2) instead of a usage block."""
+    """argparse with the project's one-line errors (`error: …`, exit 2) instead of a usage block, and no abbreviated flags
+    (`--seed 0` is an error, not `--seeds 0`)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):
         self.exit(2, f"error: {message} (see {self.prog} --help)\n")
@@ -261,7 +270,11 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"], help="auto: bf16 where the hardware runs it natively")
     p.add_argument("--data-root", help="folder holding the datasets (default: $BENCH_DATA, else ./data)")
     p.add_argument("--results", default="results", help="results folder (default: results)")
-    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    p.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="hide the progress bars (shown only when stderr is a terminal) and print one line per finished cell instead, as in a log",
+    )
     p.add_argument(
         "--backend",
         default="auto",
@@ -298,12 +311,16 @@ def run_options(args: argparse.Namespace, results: Path, root: Path, force: bool
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="python -m bench", description="Benchmark of segmentation from noisy multi-rater labels (LF-Net and baselines).")
+    parser = Parser(
+        prog="python -m bench",
+        allow_abbrev=False,
+        description="Benchmark of segmentation from noisy multi-rater labels (LF-Net and baselines).",
+    )
     verbs = parser.add_subparsers(dest="verb")
-    p = verbs.add_parser("list", help="list registered methods and datasets")
+    p = verbs.add_parser("list", allow_abbrev=False, help="list registered methods and datasets")
     p.add_argument("what", nargs="?", choices=["methods", "datasets"])
     p.set_defaults(func=cmd_list)
-    p = verbs.add_parser("run", help="train and evaluate a sweep of cells (dataset × noise × method × seed)")
+    p = verbs.add_parser("run", allow_abbrev=False, help="train and evaluate a sweep of cells (dataset × noise × method × seed)")
     p.add_argument("--methods", default="all", help="all (the paper's methods and the oracle), ablation, or a comma list (default: all)")
     p.add_argument("--dataset", default="mnist-5k", help="dataset name (default: mnist-5k, embedded)")
     p.add_argument("--seeds", default="0,1,2", help="comma-separated training seeds (default: 0,1,2)")
@@ -336,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(["run", *(argv or [])])
     try:
         return args.func(args)
-    except (UsageError, DataError, methods.UnknownMethodError, DeviceError) as e:
+    except (UsageError, DataError, methods.UnknownMethodError, DeviceError, store.PlatformError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except OSError as e:  # the results folder became unwritable (full, read-only) outside a cell

@@ -10,6 +10,7 @@ import csv
 import dataclasses
 import io
 import math
+import sys
 import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
@@ -203,8 +204,10 @@ def fit(
     Each stage gets a fresh optimiser and its own generators seeded by (seed, stage index). A
     mid-stage checkpoint (at an evaluation, at most every `checkpoint_seconds`) holds the weights,
     optimiser, best weights, stopping state and generator states, so a killed run resumes exactly
-    as an uninterrupted one would have gone on.
+    as an uninterrupted one would have gone on. The per-stage bar ("<desc> <stage>") shows only when
+    `progress` is set and stderr is a terminal, so logs get no cursor escapes.
     """
+    progress = progress and sys.stderr.isatty()
     method.to(device=device, memory_format=torch.channels_last)
     dtype = autocast_dtype(device, precision)
     data = to_tensors({"images": images, "raters": raters, "rater_valid": rater_valid}, device)

@@ -256,7 +256,9 @@ def write_readme(recipe: Recipe, budget: str, out: Path, written: list[Path], sk
 def add_parser(verbs) -> None:
     from bench.cli import add_run_options  # here: bench.cli imports this module
 
-    p = verbs.add_parser("paper", help="run the sweeps behind the paper's tables and figures (resuming) and render them")
+    p = verbs.add_parser(
+        "paper", allow_abbrev=False, help="run the sweeps behind the paper's tables and figures (resuming) and render them"
+    )
     p.add_argument("--only", help="comma list of recipe names (default: every recipe)")
     p.add_argument("--recipes", default=str(RECIPES), help="folder of recipe files (default: paper_figures/recipes)")
     p.add_argument("--out", default="paper_figures", help="output folder; files go to OUT/BUDGET/RECIPE/ (default: paper_figures)")

@@ -81,6 +81,7 @@ def train_configs(device: torch.device, quick: bool) -> list[dict]:
     hs_note = "full 256x320 (CUDA)" if device.type == "cuda" else "128x160 on CPU (the full 256x320 is too slow there)"
     return [
         {"name": "28x28", "channels": 1, "height": 28, "width": 28, "batch": 128, "note": "MNIST size, paper batch"},
+        {"name": "28x28-b32", "channels": 1, "height": 28, "width": 28, "batch": 32, "note": "MNIST size, quick-budget batch"},
         {"name": "180x180", "channels": 1, "height": 180, "width": 180, "batch": 8, "note": "LIDC crop size"},
         {"name": "hyperspectral", "channels": 60, "height": hs[0], "width": hs[1], "batch": 2, "note": f"60 bands, {hs_note}"},
     ]
@@ -457,7 +458,7 @@ def cmd_perf(args: argparse.Namespace) -> int:
 
 def add_parser(verbs) -> None:
     """Add the `perf` verb to the CLI's subparsers."""
-    p = verbs.add_parser("perf", help="time U-Net training (harness vs bare loop), metrics and STAPLE on this machine")
+    p = verbs.add_parser("perf", allow_abbrev=False, help="time U-Net training (harness vs bare loop), metrics and STAPLE on this machine")
     p.add_argument("--out", default="results/perf.json", help="JSON output (default: results/perf.json)")
     p.add_argument(
         "--steps",

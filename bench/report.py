@@ -596,16 +596,19 @@ def write_noise_figures(summary: pd.DataFrame, out_dir: Path, note: str = "") ->
 
 def add_parser(verbs) -> None:
     """Add `python -m bench report [--results DIR] [--out DIR]` to the CLI's subparsers."""
-    p = verbs.add_parser("report", help="write the paper's tables (Markdown, LaTeX) and figures (PNG, PDF) from collected results")
+    p = verbs.add_parser(
+        "report", allow_abbrev=False, help="write the paper's tables (Markdown, LaTeX) and figures (PNG, PDF) from collected results"
+    )
     p.add_argument("--results", default="results", help="results folder holding metrics.parquet and summary.csv (default: results)")
-    p.add_argument("--out", default="paper_figures", help="folder for the tables and figures (default: paper_figures)")
+    p.add_argument("--out", help="folder for the tables and figures (default: RESULTS/report)")
     p.set_defaults(func=cmd_report)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     from bench.cli import UsageError  # here, not at the top: bench.cli imports this module's add_parser
 
-    results, out = Path(args.results), Path(args.out)
+    results = Path(args.results)
+    out = Path(args.out) if args.out else results / "report"  # beside the results, not in the source tree
     first = f"run `python -m bench run --results {results}` first"
     for name in ("metrics.parquet", "summary.csv"):
         if not (results / name).is_file():

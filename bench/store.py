@@ -6,7 +6,6 @@ and `os.replace`, so a killed run never leaves a truncated or half-counted table
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re
@@ -21,6 +20,21 @@ COUNTS = ["tp", "fp", "fn", "n_gt", "n_pred"]
 COLUMNS = [*KEYS, "case", "structure", "metric", "value", *COUNTS]
 
 
+class PlatformError(RuntimeError):
+    """This system lacks what claims need (fcntl.flock)."""
+
+
+def flock_module():
+    """`fcntl`, imported here and not at the top so that reading results works on any system; only claims need it."""
+    try:
+        import fcntl
+    except ImportError:
+        raise PlatformError(
+            "claiming cells needs a POSIX system (Linux, macOS) for fcntl.flock, which this one lacks; on Windows, run the benchmark under WSL"
+        ) from None
+    return fcntl
+
+
 @contextmanager
 def locked(path: Path, wait: bool = True):
     """Hold an exclusive flock on `path` (created if missing); yields False instead of waiting when `wait` is False and it is held.
@@ -28,6 +42,7 @@ def locked(path: Path, wait: bool = True):
     The kernel releases an flock when its process dies, so a killed run never leaves a stale lock.
     The file is opened read-only, so an open lock does not keep its file system from going read-only.
     """
+    fcntl = flock_module()
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
     try:

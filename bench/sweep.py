@@ -12,6 +12,8 @@ import subprocess
 import sys
 import time
 import traceback
+import types
+import typing
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
@@ -87,6 +89,7 @@ def expand_params(names: list[str], grid: dict[str, dict[str, list]], dataset: D
     out = []
     for name in names:
         effective = effective_config(name, dataset)
+        hints = typing.get_type_hints(methods.get_entry(trained_method(name)[0]).cls.Config)
         keys = sorted(grid.get(name, {}))
         for key in keys:
             if key.endswith(("epochs", "steps")) and key not in effective:
@@ -97,7 +100,7 @@ def expand_params(names: list[str], grid: dict[str, dict[str, list]], dataset: D
             if key not in effective:
                 raise methods.UnknownMethodError(f"{name} has no parameter {key!r}; it has: {', '.join(effective)}")
             for value in grid[name][key]:
-                check_type(name, key, value, effective[key])
+                check_type(name, key, value, effective[key], hints.get(key))
         for combo in itertools.product(*(grid[name][k] for k in keys)):
             out.append(methods.param_name(name, {k: v for k, v in zip(keys, combo) if v != effective[k]}))
     return list(dict.fromkeys(out))
@@ -109,12 +112,31 @@ def effective_config(name: str, dataset: DatasetSpec) -> dict:
     return dataclasses.asdict(methods.resolve_config(trains, dataset_overrides(dataset, trains)))
 
 
-def check_type(name: str, key: str, value, default) -> None:
-    if default is None or value is None:
+def check_type(name: str, key: str, value, default, hint=None) -> None:
+    """Refuse a value of the wrong type before any cell runs: the type of the default, or (default None) of the field's annotation."""
+    if value is None:
         return
-    kinds = (int, float) if isinstance(default, float) else (type(default),)
-    if isinstance(value, bool) != isinstance(default, bool) or not isinstance(value, kinds):
-        raise methods.UnknownMethodError(f"{name}.{key}={value!r}: expected a {type(default).__name__} like its default {default!r}")
+    if default is not None:
+        kinds = (int, float) if isinstance(default, float) else (type(default),)
+        expected = f"a {type(default).__name__} like its default {default!r}"
+    else:
+        allowed = hint_types(hint)
+        if allowed is None:
+            return
+        kinds = (*allowed, int) if float in allowed else allowed
+        expected = " or ".join("None" if k is type(None) else k.__name__ for k in allowed) + " (its default is None)"
+    if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
+        raise methods.UnknownMethodError(f"{name}.{key}={value!r}: expected {expected}")
+
+
+def hint_types(hint) -> tuple[type, ...] | None:
+    """The classes a config field's annotation allows (`int | None` -> (int, NoneType)); None when it is not a plain class or union of them."""
+    if hint is None:
+        return None
+    args = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+    if not all(isinstance(a, type) and typing.get_origin(a) is None for a in args):
+        return None  # e.g. Literal[...] or list[int]: left to the method's own checks
+    return args
 
 
 def lock_path(results: Path, cell: Cell) -> Path:
@@ -339,9 +361,14 @@ def cpu_isa() -> str:
 def run_cell(cell: Cell, opts: RunOptions, wait: bool = False) -> dict:
     """Train, predict and score one cell under its claim.
 
-    Returns {"cell", "status": done|skipped|busy|failed, "reason"}; "busy" when another process
+    Returns {"cell", "status": done|skipped|busy|failed, "reason", "seconds"}; "busy" when another process
     holds the cell's claim (with `wait`, block until it is released, then skip it if it finished).
     """
+    started = time.time()
+    return {**claim_and_run(cell, opts, wait), "seconds": round(time.time() - started, 2)}
+
+
+def claim_and_run(cell: Cell, opts: RunOptions, wait: bool) -> dict:
     if is_done(opts.results, cell) and not opts.force:
         return {"cell": str(cell), "status": "skipped", "reason": "finished earlier"}
     with claim(opts.results, cell, wait) as claimed:
@@ -492,18 +519,24 @@ def run_sweep(
     share a file; the table is collected afterwards by the caller. Cells another process was
     running are waited for at the end and then skipped, or trained here if that process died.
     """
+    store.flock_module()  # claims need flock: without it, one clear error here rather than every cell failing
     outcomes: dict[Cell, dict] = {}
     pending = [c for c in cells if opts.force or not is_done(opts.results, c)]
     for cell in cells:
         if cell not in pending:
             outcomes[cell] = {"cell": str(cell), "status": "skipped", "reason": "finished earlier"}
     by_name = {str(c): c for c in pending}
-    with tqdm(total=len(cells), initial=len(cells) - len(pending), desc="sweep", unit="cell", disable=not opts.progress) as bar:
+    bars = opts.progress and sys.stderr.isatty()  # redirected to a log: one plain line per cell, no cursor escapes
+    finished = len(cells) - len(pending)
+    with tqdm(total=len(cells), initial=finished, desc="sweep", unit="cell", disable=not bars) as bar:
         try:
             for outcome in execute(pending, opts, backend, n_jobs, scheduler):
                 outcomes[by_name[outcome["cell"]]] = outcome
+                finished += 1
                 bar.update()
-                if outcome["status"] == "failed":
+                if not bars:
+                    print(progress_line(finished, len(cells), outcome), flush=True)
+                elif outcome["status"] == "failed":
                     tqdm.write(f"cell {outcome['cell']} failed: {outcome['reason']}")
         except Exception as e:  # a worker process died (killed, out of memory), or the disk failed: left to a rerun
             what = "sweep stopped" if backend == "sequential" else "worker lost"
@@ -513,7 +546,15 @@ def run_sweep(
         for cell in [c for c in pending if outcomes[c]["status"] == "busy"]:
             bar.set_postfix_str(f"waiting for {cell}")
             outcomes[cell] = run_cell(cell, opts, wait=True)
+            if not bars:
+                print(f"waited for {cell}: {outcomes[cell]['status']}", flush=True)
     return [outcomes[c] for c in cells]
+
+
+def progress_line(k: int, n: int, outcome: dict) -> str:
+    """`cell 3/30 done: mnist-5k/gt/noise-1/mv-unet/seed-2 (done, 24 s)`; a failed or busy cell adds its reason."""
+    status = outcome["status"] if outcome["status"] in ("done", "skipped") else f"{outcome['status']}: {outcome['reason']}"
+    return f"cell {k}/{n} done: {outcome['cell']} ({status}, {outcome.get('seconds', 0):.0f} s)"
 
 
 def execute(cells: list[Cell], opts: RunOptions, backend: str, n_jobs: int, scheduler: str | None):

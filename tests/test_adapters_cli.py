@@ -1,5 +1,7 @@
 """Every dataset adapter end to end through the CLI, on fixtures written in its exact on-disk format."""
 
+import json
+
 import pandas as pd
 import pytest
 from conftest import run_cli
@@ -29,7 +31,20 @@ def run_on_fixture(tmp_path, name: str, method_list: str):
     out = run_cli("run", "--dataset", dataset, "--data-root", str(tmp_path / "data"), "--methods", method_list, "--seeds", "0",
                   "--max-steps", "2", "--train-size", "4", "--results", str(tmp_path / "r"), "--no-progress")  # fmt: skip
     assert out.returncode == 0, out.stderr[-2000:]
+    check_degenerate_flags(tmp_path / "r", out.stdout)
     return pd.read_parquet(tmp_path / "r" / "metrics.parquet")
+
+
+def check_degenerate_flags(results, stdout: str) -> None:
+    """Every cell records how its validation predictions degenerate, and a flagged cell's row in the printed table says so."""
+    for path in results.glob("runs/*/*/*/*/*/manifest.json"):
+        info = json.loads(path.read_text())
+        record = info["degenerate"]
+        assert 0 <= record["empty_share"] <= 1 and 0 <= record["full_share"] <= 1 and record["flag"] in ("", "empty", "full")
+        row = next(line for line in stdout.splitlines() if line.startswith(info["cell"]["method"] + " "))
+        assert "stopped by" in stdout and "cap" in row
+        if record["flag"]:
+            assert f"{record['flag']} 1/1" in row, row
 
 
 @pytest.mark.parametrize("name", list(FIXTURES))

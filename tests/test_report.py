@@ -180,7 +180,7 @@ def test_cli_defaults_and_errors(tmp_path, capsys):
     from bench.cli import UsageError
 
     args = parse_report()
-    assert (args.results, args.out, args.func) == ("results", "paper_figures", report.cmd_report)
+    assert (args.results, args.out, args.func) == ("results", None, report.cmd_report)  # --out: <results>/report
 
     with pytest.raises(UsageError, match=r"metrics\.parquet.*python -m bench run"):
         report.cmd_report(parse_report("--results", str(tmp_path / "nothing")))
