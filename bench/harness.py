@@ -18,6 +18,7 @@ from functools import cache
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
@@ -222,114 +223,134 @@ def fit(
         raise ValueError(f"no schedule for stage(s) {missing} of {type(method).__name__}")
     if val_data is None and any(schedules[s.name].early_stopping for s in stages):
         raise ValueError("early stopping needs a validation split (val=...)")
-    n = len(images)
     first, partial = resume(method, stages, checkpoint_dir)
     trim_log(log_path, {s.name for s in stages[:first]}, (stages[first].name, partial["step"]) if partial else None)
-    records: dict[str, dict] = {}
-    for k, stage in enumerate(stages):
-        if k < first:
-            continue
-        sched = schedules[stage.name]
+    records = logged_stops(log_path)  # stages a resumed run finished before
+    for k in range(first, len(stages)):
+        run = StageRun(method, k, stages[k], schedules[stages[k].name], len(images), seed, device, dtype, partial if k == first else None)
+        diagnostic = val_gt if k == len(stages) - 1 else None  # the last stage decides the prediction
+        records[stages[k].name] = run.train(data, val_data, diagnostic, log_path, checkpoint_dir, checkpoint_seconds, progress, desc)
+    method.eval()
+    return records
+
+
+class StageRun:
+    """One stage of `fit`: its optimiser, generators, position in the data and stopping state, resumable from a checkpoint."""
+
+    def __init__(self, method: Method, k: int, stage, sched: Schedule, n: int, seed: int, device, dtype, partial: dict | None):
+        self.method, self.k, self.stage, self.sched, self.seed, self.device, self.dtype = method, k, stage, sched, seed, device, dtype
         trained = set(stage.modules) or {name for name, _ in method.named_children()}
         for name, child in method.named_children():
             child.train(name in trained)
             child.requires_grad_(name in trained)
-        optimiser = make_optimiser(sched, [p for p in method.parameters() if p.requires_grad])
-        order = torch.Generator().manual_seed(seed * 1000 + k)
-        gen = torch.Generator(device=device).manual_seed(seed * 1000 + k)
-        stop, step, epoch, offset, elapsed = StopState(), 0, 0, 0, 0.0
-        best_state = None
-        if partial is not None and k == first:
-            optimiser.load_state_dict(partial["optimiser"])
-            order.set_state(partial["order"])
-            gen.set_state(partial["gen"])
-            stop, step, epoch, offset, elapsed = (
-                StopState(**partial["stop"]),
-                partial["step"],
-                partial["epoch"],
-                partial["offset"],
-                partial["seconds"],
-            )
-            best_state = partial["best"]
-        perm = torch.randperm(n, generator=order) if offset else None
-        epoch_state = partial["order"] if offset else None
-        bar = tqdm(total=sched.max_steps, initial=step, desc=f"{desc} {stage.name}".strip(), leave=False, disable=not progress, unit="step")
+        self.optimiser = make_optimiser(sched, [p for p in method.parameters() if p.requires_grad])
+        self.order = torch.Generator().manual_seed(seed * 1000 + k)  # batch order
+        self.gen = torch.Generator(device=device).manual_seed(seed * 1000 + k)  # the method's randomness
+        self.stop, self.step, self.epoch, self.offset, elapsed, self.best_state = StopState(), 0, 0, 0, 0.0, None
+        self.epoch_order = None  # state of `order` before the current epoch's permutation was drawn
+        if partial is not None:
+            self.optimiser.load_state_dict(partial["optimiser"])
+            self.order.set_state(partial["order"])
+            self.gen.set_state(partial["gen"])
+            self.stop, self.best_state = StopState(**partial["stop"]), partial["best"]
+            self.step, self.epoch, self.offset, elapsed = partial["step"], partial["epoch"], partial["offset"], partial["seconds"]
+        self.n, self.perm = n, None
+        if self.offset:  # resumed mid-epoch: `order` is back at the epoch's start, so this draws the same permutation
+            self.next_epoch()
+        self.started = time.perf_counter() - elapsed
+
+    def next_epoch(self) -> None:
+        self.epoch_order = self.order.get_state()
+        self.perm = torch.randperm(self.n, generator=self.order)
+
+    def train(self, data, val_data, val_gt, log_path, checkpoint_dir, checkpoint_seconds, progress, desc) -> dict:
+        """Steps until the stopping rule or the cap; returns the stop record (also logged)."""
+        sched, stage = self.sched, self.stage
+        bar = tqdm(
+            total=sched.max_steps, initial=self.step, desc=f"{desc} {stage.name}".strip(), leave=False, disable=not progress, unit="step"
+        )
         sums: dict[str, torch.Tensor] = {}
-        n_sum = 0
-        started, saved = time.perf_counter() - elapsed, time.perf_counter()
-        reason = ""
+        n_sum, saved, reason = 0, time.perf_counter(), ""
         while not reason:
-            if perm is None:
-                epoch_state = order.get_state()
-                perm = torch.randperm(n, generator=order)
-            index = perm[offset : offset + sched.batch_size]
-            batch = make_batch(data, index, device)
-            if sched.augment == "flip":
-                flip(batch, gen)
-            with autocast(device, dtype):
-                parts = method.loss(batch, StepContext(stage.name, epoch, step, gen))
-            optimiser.zero_grad(set_to_none=True)
-            parts["loss"].backward()
-            optimiser.step()
-            for key, value in parts.items():  # summed on the device: no per-step host sync
+            for key, value in self.train_step(data).items():  # summed on the device: no per-step host sync
                 sums[key] = sums.get(key, 0) + value.detach().float()
             n_sum += 1
-            step += 1
-            offset += sched.batch_size
-            if offset >= n:
-                offset, perm = 0, None
-                epoch += 1
             bar.update()
-            if step % sched.eval_every and step < sched.max_steps:
+            if self.step % sched.eval_every and self.step < sched.max_steps:
                 continue
-            row = {"stage": stage.name, "event": "eval", "step": step, "epoch": epoch, "seconds": round(time.perf_counter() - started, 3)}
-            row.update({f"train_{k_}": float(v) / n_sum for k_, v in sums.items()})
+            row = {"stage": stage.name, "event": "eval", "step": self.step, "epoch": self.epoch, "seconds": self.seconds()}
+            row.update({f"train_{key}": float(v) / n_sum for key, v in sums.items()})
             sums, n_sum = {}, 0
             if not math.isfinite(row["train_loss"]):
                 bar.close()
                 append_log(log_path, row)  # the log shows the non-finite value
-                raise NonFiniteLoss(f"non-finite loss ({row['train_loss']}) in stage {stage.name!r} before step {step}")
+                raise NonFiniteLoss(f"non-finite loss ({row['train_loss']}) in stage {stage.name!r} before step {self.step}")
             if val_data is not None:
-                val_parts = validation_loss(method, val_data, stage.name, epoch, step, seed, device, dtype)
-                row.update({f"val_{k_}": v for k_, v in val_parts.items()})
-                if val_gt is not None and k == len(stages) - 1:  # the last stage decides the prediction
-                    row["diagnostic_gt_dsc"] = round(diagnostic_dsc(method, val_data["images"], val_gt, device, dtype), 4)
-                value = val_parts["loss"]
-                if not math.isfinite(value):
-                    bar.close()
-                    raise NonFiniteLoss(f"non-finite validation loss ({value}) in stage {stage.name!r} at step {step}")
-                if stop.update(value, step, sched.min_delta) and sched.early_stopping:
-                    best_state = {key: t.detach().clone() for key, t in method.state_dict().items()}
-                row["best"] = int(stop.best_step == step)
-            if sched.early_stopping and stop.bad >= sched.patience:
-                reason = f"plateau: {stop.bad} evaluations without a relative improvement above {sched.min_delta:g}"
-            elif step >= sched.max_steps:
+                row.update(self.evaluate(val_data, val_gt))
+            if sched.early_stopping and self.stop.bad >= sched.patience:
+                reason = f"plateau: {self.stop.bad} evaluations without a fall of more than {sched.min_delta:g} × the first evaluation"
+            elif self.step >= sched.max_steps:
                 reason = "cap: reached the budget's step cap" if sched.early_stopping else f"fixed: {sched.source}"
             append_log(log_path, row)
             if checkpoint_dir is not None and not reason and time.perf_counter() - saved >= checkpoint_seconds:
-                state = {
-                    "optimiser": optimiser.state_dict(), "order": order.get_state() if perm is None else epoch_state, "gen": gen.get_state(),
-                    "stop": dataclasses.asdict(stop), "step": step, "epoch": epoch, "offset": offset, "best": best_state,
-                    "seconds": time.perf_counter() - started,
-                }  # fmt: skip
-                save_checkpoint(method, k, stage.name, checkpoint_dir, partial=state)
+                save_checkpoint(self.method, self.k, stage.name, checkpoint_dir, partial=self.state())
                 saved = time.perf_counter()
         bar.close()
-        restored = sched.early_stopping and best_state is not None
+        restored = sched.early_stopping and self.best_state is not None
         if restored:
-            method.load_state_dict(best_state)
+            self.method.load_state_dict(self.best_state)
         record = {
-            "stage": stage.name, "event": "stop", "step": step, "epoch": epoch, "seconds": round(time.perf_counter() - started, 3),
-            "reason": reason, "best_step": stop.best_step, "restored_step": stop.best_step if restored else step,
+            "stage": stage.name, "event": "stop", "step": self.step, "epoch": self.epoch, "seconds": self.seconds(), "reason": reason,
+            "best_step": self.stop.best_step, "restored_step": self.stop.best_step if restored else self.step,
         }  # fmt: skip
         if val_data is not None:
-            record["best_val_loss"] = stop.best
-        records[stage.name] = record
+            record["best_val_loss"] = self.stop.best
         append_log(log_path, record)
-        save_checkpoint(method, k, stage.name, checkpoint_dir)
-        partial = None
-    method.eval()
-    return records
+        save_checkpoint(self.method, self.k, stage.name, checkpoint_dir)
+        return record
+
+    def train_step(self, data: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        if self.perm is None:
+            self.next_epoch()
+        index = self.perm[self.offset : self.offset + self.sched.batch_size]
+        batch = make_batch(data, index, self.device)
+        if self.sched.augment == "flip":
+            flip(batch, self.gen)
+        with autocast(self.device, self.dtype):
+            parts = self.method.loss(batch, StepContext(self.stage.name, self.epoch, self.step, self.gen))
+        self.optimiser.zero_grad(set_to_none=True)
+        parts["loss"].backward()
+        self.optimiser.step()
+        self.step += 1
+        self.offset += self.sched.batch_size
+        if self.offset >= self.n:
+            self.offset, self.perm = 0, None
+            self.epoch += 1
+        return parts
+
+    def evaluate(self, val_data: dict[str, torch.Tensor], val_gt: np.ndarray | None) -> dict:
+        """The validation loss parts (`val_*`), the stopping rule's update, and the GT diagnostic where `val_gt` is given."""
+        parts = validation_loss(self.method, val_data, self.stage.name, self.epoch, self.step, self.seed, self.device, self.dtype)
+        out = {f"val_{key}": v for key, v in parts.items()}
+        if val_gt is not None:
+            out["diagnostic_gt_dsc"] = round(diagnostic_dsc(self.method, val_data["images"], val_gt, self.device, self.dtype), 4)
+        if not math.isfinite(parts["loss"]):
+            raise NonFiniteLoss(f"non-finite validation loss ({parts['loss']}) in stage {self.stage.name!r} at step {self.step}")
+        if self.stop.update(parts["loss"], self.step, self.sched.min_delta) and self.sched.early_stopping:
+            self.best_state = {key: t.detach().clone() for key, t in self.method.state_dict().items()}
+        out["best"] = int(self.stop.best_step == self.step)
+        return out
+
+    def seconds(self) -> float:
+        return round(time.perf_counter() - self.started, 3)
+
+    def state(self) -> dict:
+        """What a mid-stage checkpoint holds beside the weights."""
+        return {
+            "optimiser": self.optimiser.state_dict(), "order": self.order.get_state() if self.perm is None else self.epoch_order,
+            "gen": self.gen.get_state(), "stop": dataclasses.asdict(self.stop), "step": self.step, "epoch": self.epoch,
+            "offset": self.offset, "best": self.best_state, "seconds": time.perf_counter() - self.started,
+        }  # fmt: skip
 
 
 def checkpoint_path(checkpoint_dir: Path, k: int, name: str, partial: bool = False) -> Path:
@@ -382,6 +403,17 @@ def trim_log(log_path: Path | None, keep_stages: set[str], partial: tuple[str, i
             if r["stage"] in keep_stages or (partial and r["stage"] == partial[0] and int(r["step"]) <= partial[1] and r["event"] == "eval")
         ]
     write_log(log_path, reader.fieldnames or [], rows)
+
+
+def logged_stops(log_path: Path | None) -> dict[str, dict]:
+    """The stop rows of the log, by stage (numbers as numbers, empty fields left out)."""
+    if log_path is None or not log_path.is_file():
+        return {}
+    stops = pd.read_csv(log_path).query("event == 'stop'")
+    ints = ("step", "epoch", "best_step", "restored_step")
+    return {
+        r["stage"]: {k: int(v) if k in ints else v for k, v in r.items() if pd.notna(v) and k != "best"} for r in stops.to_dict("records")
+    }
 
 
 def write_log(log_path: Path, header: list[str], rows: list[dict]) -> None:

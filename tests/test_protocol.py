@@ -150,6 +150,19 @@ def test_a_killed_stage_resumes_with_the_same_stopping_state(tmp_path, monkeypat
     assert not (folder / "stage-0-train.partial.pt").exists()  # a finished stage keeps only its final weights
 
 
+def test_a_finished_cell_resumed_reports_every_stage_as_logged(tmp_path):
+    images, raters, valid = tiny(8)
+    logs, records = tmp_path / "log.csv", []
+    for _ in range(2):  # the second run finds both stages finished and trains nothing
+        torch.manual_seed(0)
+        m = methods.build_method("lf-net", DataSpec(1, 2, 3))
+        records.append(harness.fit(m, images, raters, valid, schedules=harness.fixed_schedules(m, 2, 4), val=(images, raters, valid),
+                                   seed=0, device=CPU, progress=False, checkpoint_dir=tmp_path / "ckpt", log_path=logs))  # fmt: skip
+    assert list(records[1]) == ["soft_label", "segmentation"]
+    for stage, record in records[0].items():
+        assert records[1][stage] == pytest.approx(record), stage
+
+
 def test_budgets_resolve_per_stage():
     mnist, lidc = get_dataset("mnist-5k"), get_dataset("lidc")
     paper = BUDGETS["paper"]
