@@ -226,7 +226,9 @@ def image_figure(kind, recipe, setting, cells, results, data_root, out, note) ->
             return []
         reference = sweep.reference_masks(test, cells[0].reference)
         idx = figures.pick_indices(reference, recipe.examples)
-        fig = figures.qualitative_figure(test.images, reference, probs, idx, title, report.DISPLAY, cells[0].reference)
+        fig = figures.qualitative_figure(
+            test.images, reference, probs, idx, title, {m: report.display(m) for m in order}, cells[0].reference
+        )
         return report.save(fig, out / f"qualitative_{report.slug(setting.dataset)}")
     raise ValueError(f"unknown rendering {kind!r}")
 

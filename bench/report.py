@@ -41,6 +41,7 @@ from matplotlib import MatplotlibDeprecationWarning
 from matplotlib.figure import Figure
 from matplotlib.transforms import blended_transform_factory
 
+import methods
 from bench import stats
 from methods.registry import PARAM_SEP
 
@@ -50,48 +51,29 @@ REFERENCE_METHOD = "lf-net"
 AVERAGE = "average"
 ORACLE = "oracle"
 
-# Table I order of the paper; methods not listed here follow, alphabetically, before the Oracle.
-MAIN_ORDER = ["mv-unet", "qmv-unet", "mean-unet", "staple-unet", "ls-unet", "mh-unet", "cm-unet", "mr-net", "lf-net"]
-DISPLAY = {
-    "mv-unet": "MV-UNet",
-    "qmv-unet": "QMV-UNet",
-    "mean-unet": "Mean-UNet",
-    "staple-unet": "STAPLE-UNet",
-    "ls-unet": "LS-UNet",
-    "mh-unet": "MH-UNet",
-    "cm-unet": "CM-UNet",
-    "mr-net": "MR-Net",
-    "lf-net": "LF-Net",
-    "oracle": "Oracle",
-    "average": "Average",
-}
-
-# Table IV rows of the paper, then the variants the paper reports only in its text (§IV-D).
-ABLATION_ORDER = [
-    "lf-net-s", "lf-net-s-tv", "lf-net-s-sls", "lf-net-s-rcls", "lf-net-s-tv-sls", "lf-net",
-    "lf-net-no-tv-sl", "lf-net-no-ce", "lf-net-cm", "lf-net-sll-mv", "lf-net-sll-staple",
-]  # fmt: skip
-TEXT_VARIANTS = ["lf-net-cm", "lf-net-sll-mv", "lf-net-sll-staple"]  # below a rule: not in the paper's table
-ABLATION_DISPLAY = {
-    "lf-net-s": "S",
-    "lf-net-s-tv": "S+TV",
-    "lf-net-s-sls": "S+SLS",
-    "lf-net-s-rcls": "S+RCLS",
-    "lf-net-s-tv-sls": "S+TV+SLS",
-    "lf-net": "S+TV+SLS+RCLS",
-    "lf-net-no-tv-sl": "†",
-    "lf-net-no-ce": "‡",
-    "lf-net-cm": "RCN→CM",
-    "lf-net-sll-mv": "SLL→MV",
-    "lf-net-sll-staple": "SLL→STAPLE",
-}
-
 STRUCTURE_ORDER = ["foreground", "disc", "cup"]
 
 
+def entry(method: str) -> methods.MethodEntry | None:
+    """The registry entry behind a row's name; None for the Average/Oracle rows, parameter cells and names no longer registered."""
+    if is_param_variant(method) or method in (AVERAGE, ORACLE):
+        return None
+    try:
+        return methods.get_entry(method)
+    except methods.UnknownMethodError:
+        return None
+
+
+def table_of(method: str) -> str | None:
+    """Which table a row belongs to (registry `table`); a name no longer registered goes to Table I; parameter cells to none."""
+    if is_param_variant(method) or method in (AVERAGE, ORACLE):
+        return None
+    found = entry(method)
+    return found.table if found else "main"
+
+
 def is_ablation(method: str) -> bool:
-    """LF-Net variants (registered as `lf-net-*`) belong to Table IV, not Table I."""
-    return method.startswith("lf-net-") and not is_param_variant(method)
+    return table_of(method) in ("ablation", "ablation-text")
 
 
 def is_param_variant(method: str) -> bool:
@@ -99,20 +81,38 @@ def is_param_variant(method: str) -> bool:
     return PARAM_SEP in method
 
 
+def registry_order(names) -> list[str]:
+    """`names` in registration order (the import list of methods/__init__.py), unregistered names after, alphabetically."""
+    names = set(names)
+    known = [m for m in methods.method_names() if m in names]
+    return known + sorted(names - set(known))
+
+
 def main_methods(names) -> list[str]:
-    """The paper's compared methods present, in Table I order (unknown ones after, alphabetically); no Oracle, Average, ablations or parameter variants."""
-    names = {n for n in names if n not in (AVERAGE, ORACLE) and not is_ablation(n) and not is_param_variant(n)}
-    return [m for m in MAIN_ORDER if m in names] + sorted(names - set(MAIN_ORDER))
+    """Table I rows present, in registration order; no Oracle, Average, ablations or parameter variants."""
+    return registry_order(n for n in names if table_of(n) == "main")
 
 
 def ablation_methods(names) -> list[str]:
-    """Ablation variants present, in Table IV order, with LF-Net (the full model) if present."""
-    names = {n for n in names if is_ablation(n) or n == REFERENCE_METHOD}
-    return [m for m in ABLATION_ORDER if m in names] + sorted(names - set(ABLATION_ORDER))
+    """Table IV rows present, in registration order, with the full model (LF-Net) where its entry places it."""
+    rows = registry_order(n for n in names if is_ablation(n))
+    full = entry(REFERENCE_METHOD)
+    if REFERENCE_METHOD in set(names) and full is not None:
+        registered = methods.method_names()
+        after = registered.index(full.ablation_after) if full.ablation_after in registered else len(registered)
+        later = [i for i, r in enumerate(rows) if r not in registered or registered.index(r) > after]
+        rows.insert(later[0] if later else len(rows), REFERENCE_METHOD)
+    return rows
 
 
-def display(method: str) -> str:
-    return DISPLAY.get(method, method)
+def display(method: str, table: str = "main") -> str:
+    """A row's label: the registry's display name (Table IV: the full model's `ablation_label`); else the name itself."""
+    if method in (AVERAGE, ORACLE):
+        return method.capitalize()
+    found = entry(method)
+    if found is None:
+        return method
+    return found.ablation_label if table == "ablation" and found.ablation_label else found.display
 
 
 def ordered_structures(names) -> list[str]:
@@ -184,7 +184,7 @@ def build_table(
     methods: list[str],
     title: str,
     label_header: str,
-    labels: dict[str, str],
+    table_name: str,
     compete_all: bool,
 ) -> Table:
     """Rows = [Average] + methods + [Oracle] (those present), cells mean ± std, the best bolded (see module doc)."""
@@ -193,7 +193,7 @@ def build_table(
     order = ([AVERAGE] if AVERAGE in has else []) + [m for m in methods if m in has] + ([ORACLE] if ORACLE in has else [])
     table = Table(title, label_header, columns)
     for method in order:
-        table.labels.append(labels.get(method, display(method)))
+        table.labels.append(display(method, table_name))
         table.italic.append(method in (AVERAGE, ORACLE))
         table.rows.append([cell(lookup.get((method, c.structure, c.metric)), c, method == AVERAGE) for c in columns])
     if order and order[0] == AVERAGE and len(order) > 1:
@@ -201,7 +201,7 @@ def build_table(
     if order and order[-1] == ORACLE and len(order) > 1:
         table.rule_before.add(len(order) - 1)
     for i, method in enumerate(order):
-        if method in TEXT_VARIANTS and not any(m in TEXT_VARIANTS for m in order[:i]):
+        if table_of(method) == "ablation-text" and not any(table_of(m) == "ablation-text" for m in order[:i]):
             table.rule_before.add(i)
     competing = [i for i, m in enumerate(order) if compete_all or m not in (AVERAGE, ORACLE)]
     for j, column in enumerate(columns):
@@ -297,12 +297,12 @@ def group_tables(part: pd.DataFrame, dataset: str, reference: str, noise: float)
     if main or ORACLE in methods_here:
         for structure in ordered_structures({s for s, k in pairs if k in ("dsc", "bahd")}):
             title = group_title("DSC (%) ↑ and bAHD ↓", dataset, reference, noise, structure)
-            table = build_table(part, table1_columns(structure), main, title, "Methods", {}, compete_all=False)
+            table = build_table(part, table1_columns(structure), main, title, "Methods", "main", compete_all=False)
             out.append((f"table1_{base}_{slug(structure)}", table))
         soft = [soft_column(s, k) for s in ordered_structures({s for s, _ in pairs}) for k in ("soft_dice", "soft_iou") if (s, k) in pairs]
         if soft:
             title = group_title("soft DSC and soft IoU (%) ↑", dataset, reference, noise)
-            out.append((f"table3_{base}", build_table(part, soft, main, title, "Methods", {}, compete_all=False)))
+            out.append((f"table3_{base}", build_table(part, soft, main, title, "Methods", "main", compete_all=False)))
     ablation = ablation_methods(methods_here)
     if any(m != REFERENCE_METHOD for m in ablation):
         rows = part[part["method"].isin(ablation)]
@@ -312,7 +312,7 @@ def group_tables(part: pd.DataFrame, dataset: str, reference: str, noise: float)
             for s in ordered_structures({s for s, k in row_pairs if k in ("dsc", "soft_dice")})
         ]
         title = group_title("ablation, DSC (%) ↑", dataset, reference, noise)
-        out.append((f"table4_{base}", build_table(rows, columns, ablation, title, "Variant", ABLATION_DISPLAY, compete_all=True)))
+        out.append((f"table4_{base}", build_table(rows, columns, ablation, title, "Variant", "ablation", compete_all=True)))
     return out
 
 
@@ -349,7 +349,8 @@ PALETTE = sns.color_palette("tab10") + sns.color_palette("Dark2")
 
 def method_color(method: str, all_methods: list[str]):
     """A fixed colour per method, so a method looks the same in every figure of one report."""
-    order = [*MAIN_ORDER, ORACLE, *sorted(set(all_methods) - set(MAIN_ORDER) - {ORACLE})]
+    order = [*main_methods(methods.method_names()), ORACLE, *registry_order(set(all_methods) - set(methods.method_names()) - {ORACLE})]
+    order += [m for m in registry_order(all_methods) if m not in order]
     return PALETTE[order.index(method) % len(PALETTE)]
 
 

@@ -12,6 +12,7 @@ from methods import lf_net  # noqa: F401  (LF-Net and its ablations)
 # isort: on
 from methods.base import DataSpec, Method, Stage, StepContext
 from methods.registry import (
+    MethodEntry,
     UnknownMethodError,
     build_method,
     get_entry,
@@ -33,6 +34,7 @@ __all__ = [
     "ORACLE_TRAINS",
     "DataSpec",
     "Method",
+    "MethodEntry",
     "Stage",
     "StepContext",
     "UnknownMethodError",

@@ -157,7 +157,9 @@ def confusion_loss(
     return {"loss": nll_term + alpha * trace_term, "nll": nll_term.detach(), "trace": trace_term.detach()}
 
 
-@register_method("cm-unet", "U-Net plus per-rater pixel-wise confusion matrices with a trace regulariser (Zhang et al. 2020)")
+@register_method(
+    "cm-unet", "U-Net plus per-rater pixel-wise confusion matrices with a trace regulariser (Zhang et al. 2020)", display="CM-UNet"
+)
 class ConfusionMatrixUNet(Method):
     """CM-UNet (Zhang, Tanno et al., NeurIPS 2020): pixel-wise (default) or global confusion matrices.
 
@@ -217,5 +219,6 @@ register_variant(
     "cm-unet",
     "CM-UNet with one global confusion matrix per rater (the official GCM baseline)",
     group="variant",
+    display="CM-UNet (global)",
     cm="global",
 )

@@ -34,7 +34,7 @@ def soft_cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tens
     return -(target * F.log_softmax(logits.float(), dim=1)).sum(1).mean()
 
 
-@register_method("mv-unet", "U-Net on the per-pixel majority vote of the raters (ablation row S)")
+@register_method("mv-unet", "U-Net on the per-pixel majority vote of the raters (ablation row S)", display="MV-UNet")
 class FusedLabelUNet(Method):
     """A U-Net trained on one label fused from the raters (LF-Net paper §IV-B, baselines 1–3 and QMV).
 
@@ -86,7 +86,16 @@ class FusedLabelUNet(Method):
 
 
 register_variant(
-    "qmv-unet", "mv-unet", "U-Net on the majority vote at threshold-voted pixels only (ablation row S+TV)", "main", tv_mask=True
+    "qmv-unet",
+    "mv-unet",
+    "U-Net on the majority vote at threshold-voted pixels only (ablation row S+TV)",
+    "main",
+    display="QMV-UNet",
+    tv_mask=True,
 )
-register_variant("mean-unet", "mv-unet", "U-Net on the mean of the raters' masks as a soft label", "main", fusion="mean")
-register_variant("staple-unet", "mv-unet", "U-Net on the per-image STAPLE fusion of the raters", "main", fusion="staple")
+register_variant(
+    "mean-unet", "mv-unet", "U-Net on the mean of the raters' masks as a soft label", "main", display="Mean-UNet", fusion="mean"
+)
+register_variant(
+    "staple-unet", "mv-unet", "U-Net on the per-image STAPLE fusion of the raters", "main", display="STAPLE-UNet", fusion="staple"
+)

@@ -219,7 +219,10 @@ def confusion_nll(cms: torch.Tensor, probs: torch.Tensor, raters: torch.Tensor, 
     return loss
 
 
-@register_method("lf-net", "LF-Net: soft-label network, then a U-Net on TV-masked MV + soft labels + rater characteristics net")
+@register_method(
+    "lf-net", "LF-Net: soft-label network, then a U-Net on TV-masked MV + soft labels + rater characteristics net", display="LF-Net",
+    ablation_label="S+TV+SLS+RCLS", ablation_after="lf-net-s-tv-sls",
+)  # fmt: skip
 class LFNet(Method):
     """LF-Net (Li et al., arXiv 2410.16057) and its ablations; see the module docstring for every decision.
 
@@ -361,24 +364,41 @@ class LFNet(Method):
 
 
 _S = {"soft_label": "none", "rater_module": "none", "ce_tv": False}  # S: CE vs MV on every pixel, nothing else
-register_variant("lf-net-s", "lf-net", "LF-Net ablation S: segmentation network on the majority vote of every pixel (Table IV)", **_S)
-register_variant("lf-net-s-tv", "lf-net", "LF-Net ablation S+TV: CE vs MV on TV-selected pixels (Table IV)", **{**_S, "ce_tv": True})
+# Table IV rows in the paper's order (the full model's row follows S+TV+SLS, see its registration); then the text's substitutions.
+register_variant(
+    "lf-net-s", "lf-net", "LF-Net ablation S: segmentation network on the majority vote of every pixel (Table IV)", display="S", **_S
+)
+register_variant(
+    "lf-net-s-tv", "lf-net", "LF-Net ablation S+TV: CE vs MV on TV-selected pixels (Table IV)", display="S+TV", **{**_S, "ce_tv": True}
+)
 register_variant(
     "lf-net-s-sls", "lf-net", "LF-Net ablation S+SLS: CE vs MV on every pixel + unmasked L_sl, SLL trained without TV (Table IV)",
-    soft_label="sll", sl_tv=False, sll_tv=False, rater_module="none", ce_tv=False,
+    display="S+SLS", soft_label="sll", sl_tv=False, sll_tv=False, rater_module="none", ce_tv=False,
 )  # fmt: skip
 register_variant(
-    "lf-net-s-rcls", "lf-net", "LF-Net ablation S+RCLS: CE vs MV on every pixel + λ·L_rcl (Table IV)", soft_label="none", ce_tv=False
-)
-register_variant("lf-net-s-tv-sls", "lf-net", "LF-Net ablation S+TV+SLS: L_ce + L_sl, no rater module (Table IV)", rater_module="none")
-register_variant("lf-net-no-tv-sl", "lf-net", "LF-Net ablation †: full loss without the TV mask in L_sl (Table IV)", sl_tv=False)
-register_variant("lf-net-no-ce", "lf-net", "LF-Net ablation ‡: L_sl + λ·L_rcl, no L_ce (Table IV)", use_ce=False)
+    "lf-net-s-rcls", "lf-net", "LF-Net ablation S+RCLS: CE vs MV on every pixel + λ·L_rcl (Table IV)", display="S+RCLS",
+    soft_label="none", ce_tv=False,
+)  # fmt: skip
 register_variant(
-    "lf-net-cm", "lf-net", "LF-Net with the RCN replaced by CM-UNet's pixel-wise confusion matrices (§IV-D text)", rater_module="cm"
+    "lf-net-s-tv-sls",
+    "lf-net",
+    "LF-Net ablation S+TV+SLS: L_ce + L_sl, no rater module (Table IV)",
+    display="S+TV+SLS",
+    rater_module="none",
 )
 register_variant(
-    "lf-net-sll-mv", "lf-net", "LF-Net with the soft-label network replaced by the majority vote (§IV-D text)", soft_label="mv"
+    "lf-net-no-tv-sl", "lf-net", "LF-Net ablation †: full loss without the TV mask in L_sl (Table IV)", display="†", sl_tv=False
 )
+register_variant("lf-net-no-ce", "lf-net", "LF-Net ablation ‡: L_sl + λ·L_rcl, no L_ce (Table IV)", display="‡", use_ce=False)
 register_variant(
-    "lf-net-sll-staple", "lf-net", "LF-Net with the soft-label network replaced by per-image STAPLE (§IV-D text)", soft_label="staple"
-)
+    "lf-net-cm", "lf-net", "LF-Net with the RCN replaced by CM-UNet's pixel-wise confusion matrices (§IV-D text)", display="RCN→CM",
+    table="ablation-text", rater_module="cm",
+)  # fmt: skip
+register_variant(
+    "lf-net-sll-mv", "lf-net", "LF-Net with the soft-label network replaced by the majority vote (§IV-D text)", display="SLL→MV",
+    table="ablation-text", soft_label="mv",
+)  # fmt: skip
+register_variant(
+    "lf-net-sll-staple", "lf-net", "LF-Net with the soft-label network replaced by per-image STAPLE (§IV-D text)", display="SLL→STAPLE",
+    table="ablation-text", soft_label="staple",
+)  # fmt: skip

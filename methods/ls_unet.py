@@ -45,7 +45,7 @@ def sample_valid_raters(valid: torch.Tensor, generator: torch.Generator) -> torc
     return torch.multinomial(weights, 1, generator=generator).squeeze(1)
 
 
-@register_method("ls-unet", "U-Net trained on one valid rater per image, drawn anew at every step (label sampling)")
+@register_method("ls-unet", "U-Net trained on one valid rater per image, drawn anew at every step (label sampling)", display="LS-UNet")
 class LabelSamplingUNet(Method):
     """LS-UNet (Jensen et al., MICCAI 2019): CE against one uniformly drawn valid rater per image and step.
 

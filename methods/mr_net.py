@@ -393,7 +393,11 @@ class PerceptionModule(nn.Module):
 # ----------------------------------------------------------------------------- the method
 
 
-@register_method("mr-net", "MR-Net (Ji et al. CVPR 2021): rater-conditioned coarse net, multi-rater reconstruction, uncertainty attention")
+@register_method(
+    "mr-net",
+    "MR-Net (Ji et al. CVPR 2021): rater-conditioned coarse net, multi-rater reconstruction, uncertainty attention",
+    display="MR-Net",
+)
 class MRNet(Method):
     """MR-Net; see the module docstring for what is implemented, the deviations and the defaults."""
 

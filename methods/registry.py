@@ -8,16 +8,28 @@ from dataclasses import dataclass, field
 
 from methods.base import DataSpec, Method
 
+TABLES = ("main", "ablation", "ablation-text")  # Table I-III rows; Table IV rows; Table IV rows below a rule (the paper's text only)
+
 
 @dataclass(frozen=True)
 class MethodEntry:
-    """A registered name: a Method class plus config overrides (a variant is one such line)."""
+    """A registered name: a Method class plus config overrides (a variant is one such line), and how reports show it.
+
+    `group` decides `--methods all` ("main") and `--methods ablation`; `display` is the label in
+    tables and figures; `table` the table its row goes to; rows follow registration order. A method
+    that is also Table IV's full model gives that row's label and position (`ablation_label`,
+    `ablation_after`: the variant its row follows).
+    """
 
     name: str
     cls: type[Method]
     summary: str
-    group: str = "main"  # "main" rows of the paper's tables, or "ablation"
+    group: str = "main"  # "main" (--methods all), "variant" (run by name only) or "ablation"
     overrides: dict = field(default_factory=dict)
+    display: str = ""
+    table: str = "main"
+    ablation_label: str = ""
+    ablation_after: str = ""
 
 
 _ENTRIES: dict[str, MethodEntry] = {}
@@ -29,6 +41,8 @@ class UnknownMethodError(KeyError):
 
 
 def _add(entry: MethodEntry) -> None:
+    if entry.table not in TABLES:
+        raise ValueError(f"method {entry.name!r}: table must be one of {TABLES}, not {entry.table!r}")
     if entry.name in _ENTRIES:
         raise ValueError(f"method {entry.name!r} is registered twice ({_ENTRIES[entry.name].cls.__name__} and {entry.cls.__name__})")
     unknown = set(entry.overrides) - {f.name for f in dataclasses.fields(entry.cls.Config)}
@@ -37,20 +51,26 @@ def _add(entry: MethodEntry) -> None:
     _ENTRIES[entry.name] = entry
 
 
-def register_method(name: str, summary: str, group: str = "main", **overrides):
-    """Class decorator: register `cls` under `name`, optionally with config overrides."""
+def register_method(
+    name: str, summary: str, group: str = "main", *, display: str = "", table: str = "main", ablation_label: str = "",
+    ablation_after: str = "", **overrides,
+):  # fmt: skip
+    """Class decorator: register `cls` under `name` (shown as `display`, in `table`), optionally with config overrides."""
 
     def decorate(cls: type[Method]) -> type[Method]:
-        _add(MethodEntry(name, cls, summary, group, overrides))
+        _add(MethodEntry(name, cls, summary, group, overrides, display or name, table, ablation_label, ablation_after))
         return cls
 
     return decorate
 
 
-def register_variant(name: str, base: str, summary: str, group: str = "ablation", **overrides) -> None:
-    """Register `name` as `base` with some config fields changed (one line per variant)."""
+def register_variant(
+    name: str, base: str, summary: str, group: str = "ablation", *, display: str = "", table: str | None = None, **overrides
+) -> None:
+    """Register `name` as `base` with some config fields changed (one line per variant); an ablation goes to Table IV by default."""
     entry = get_entry(base)
-    _add(MethodEntry(name, entry.cls, summary, group, {**entry.overrides, **overrides}))
+    table = table or ("ablation" if group == "ablation" else "main")
+    _add(MethodEntry(name, entry.cls, summary, group, {**entry.overrides, **overrides}, display or name, table))
 
 
 def get_entry(name: str) -> MethodEntry:

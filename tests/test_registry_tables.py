@@ -1,0 +1,50 @@
+"""Reports take labels, tables and order from the registry: a new method needs one file and one import."""
+
+import importlib
+import sys
+
+import pandas as pd
+import pytest
+
+from bench import report
+from methods import registry
+
+
+@pytest.fixture
+def toy():
+    """Register the fixture's method for one test, then remove it again (the registry is process-wide)."""
+    module = importlib.import_module("fixtures.toy_method")
+    yield module
+    registry._ENTRIES.pop("toy-net", None)
+    sys.modules.pop("fixtures.toy_method", None)
+
+
+def summary(methods_here: list[str]) -> pd.DataFrame:
+    rows = [("toy", "gt", 1.0, m, "foreground", "dsc", 0.5 + 0.01 * i, 0.01, 3, 10) for i, m in enumerate(methods_here)]
+    return pd.DataFrame(
+        rows, columns=["dataset", "reference", "noise", "method", "structure", "metric", "mean", "std", "n_seeds", "n_cases"]
+    )
+
+
+def test_a_registered_method_appears_in_table1_under_its_display_name(toy, tmp_path):
+    part = summary(["lf-net", "toy-net", "mv-unet", "lf-net-s", "oracle"])
+    (stem, table), *rest = report.group_tables(part, "toy", "gt", 1.0)
+    assert stem.startswith("table1_") and table.labels == ["MV-UNet", "LF-Net", "Toy-Net", "Oracle"]  # registration order
+    assert [t.labels for s, t in rest if s.startswith("table4_")] == [["S", "S+TV+SLS+RCLS"]]
+    assert report.display("toy-net") == "Toy-Net" and report.table_of("toy-net") == "main"
+
+
+def test_rows_of_unknown_or_parameter_cells_keep_their_names():
+    assert report.display("gone-net") == "gone-net" and report.table_of("gone-net") == "main"
+    assert report.table_of("lf-net@beta=3") is None and report.display("lf-net@beta=3") == "lf-net@beta=3"
+    assert report.ablation_methods(["lf-net", "lf-net-no-ce", "lf-net-cm", "lf-net-s"]) == [
+        "lf-net-s",
+        "lf-net",
+        "lf-net-no-ce",
+        "lf-net-cm",
+    ]
+
+
+def test_a_bad_table_is_refused():
+    with pytest.raises(ValueError, match="table must be one of"):
+        registry.register_variant("bad-net", "mv-unet", "x", "main", table="appendix")
