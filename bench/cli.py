@@ -18,6 +18,7 @@ from bench import harness, paper, perf, report, store
 from bench.budget import BUDGETS
 from bench.harness import DeviceError
 from datasets import DATASETS, DataError, get_dataset
+from datasets.contract import refuse_noise_level
 
 
 class UsageError(Exception):
@@ -182,6 +183,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     noise_levels = parse_list(args.noise_levels, float, "--noise-levels")
     if any(not math.isfinite(n) or n < 0 for n in noise_levels):
         raise UsageError(f"--noise-levels must be finite and ≥ 0, got {args.noise_levels}")
+    if dataset.fixed_raters:  # before any data is read (the loaders refuse too)
+        for level in noise_levels:
+            refuse_noise_level(args.dataset, level, dataset.fixed_raters)
     if any(s < 0 for s in seeds):
         raise UsageError(f"--seeds must be ≥ 0, got {args.seeds}")
     for flag, text, values in (("--seeds", args.seeds, seeds), ("--noise-levels", args.noise_levels, noise_levels)):

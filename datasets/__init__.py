@@ -34,6 +34,7 @@ class DatasetSpec:
     method_overrides: dict = field(default_factory=dict)
     # MNIST only: the paper's "training epoch for RCN is 15" (bench/budget.py reads it for the paper budget).
     mnist_rcn_reading: bool = False
+    fixed_raters: str = ""  # why the raters cannot be re-simulated ("has real raters"); set: --noise-levels other than 1 is refused
 
     def __post_init__(self) -> None:
         # Every caller (the CLI, sweeps, workers) gets the checked loader, not the bare adapter.
@@ -96,13 +97,22 @@ DATASETS: dict[str, DatasetSpec] = {
     "mnist-5k": DatasetSpec(mnist.CARD_5K, mnist.load_mnist_5k, 128, 32, None, method_overrides=MNIST_OVERRIDES, mnist_rcn_reading=True),
     "mnist": DatasetSpec(mnist.CARD_MNIST, mnist.load_mnist, 128, 32, 600, method_overrides=MNIST_OVERRIDES, mnist_rcn_reading=True),
     "ms-lesion": DatasetSpec(ms_lesion.CARD, ms_lesion.load_ms_lesion, 2, 8, 128),
-    "ms-lesion-real": DatasetSpec(ms_lesion.CARD_REAL, ms_lesion.load_ms_lesion_real, 2, 8, 128, reference="majority"),
-    "choledoch": DatasetSpec(choledoch.CARD, choledoch.load_choledoch, 2, 4, 48),
-    "lidc": DatasetSpec(lidc.CARD, lidc.load_lidc, 2, 8, 160, reference="majority"),
-    "riga": DatasetSpec(riga.CARD, riga.load_riga, 2, 4, 80, reference="majority", soft_metrics=True),
-    "cm-folder": DatasetSpec(
-        cm_folder.CARD, cm_folder.load_cm_folder, 128, 32, 600, method_overrides=MNIST_OVERRIDES, mnist_rcn_reading=True
+    "ms-lesion-real": DatasetSpec(
+        ms_lesion.CARD_REAL, ms_lesion.load_ms_lesion_real, 2, 8, 128, reference="majority", fixed_raters="has real raters"
     ),
+    "choledoch": DatasetSpec(choledoch.CARD, choledoch.load_choledoch, 2, 4, 48),
+    "lidc": DatasetSpec(lidc.CARD, lidc.load_lidc, 2, 8, 160, reference="majority", fixed_raters="has real raters"),
+    "riga": DatasetSpec(riga.CARD, riga.load_riga, 2, 4, 80, reference="majority", soft_metrics=True, fixed_raters="has real raters"),
+    "cm-folder": DatasetSpec(
+        cm_folder.CARD,
+        cm_folder.load_cm_folder,
+        128,
+        32,
+        600,
+        method_overrides=MNIST_OVERRIDES,
+        mnist_rcn_reading=True,
+        fixed_raters="reads its raters from files",
+    ),  # fmt: skip
 }
 
 

@@ -41,7 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
-from datasets.contract import DataError, DatasetCard, RaterData, Splits, centre_fit, check_mask_values, folder_problem
+from datasets.contract import DataError, DatasetCard, RaterData, Splits, centre_fit, check_mask_values, folder_problem, refuse_noise_level
 from datasets.raters import RATER_NAMES
 
 #: Without a Good/ folder, the "good" rater is the GT itself (CM-UNet's loader does this).
@@ -149,10 +149,7 @@ def binarise(array: np.ndarray, path: Path, raw: bool = False) -> np.ndarray:
 def load_cm_folder(data_root: Path, noise: float) -> Splits:
     """The train / validate / test folders of `<data-root>/cm-folder/` as `Splits` (`noise` must be 1)."""
     root = Path(data_root) / "cm-folder"
-    if noise != 1.0:
-        raise DataError(
-            f"cm-folder: the raters are read from files, so there is no noise level to set (got {noise:g}); use --noise-levels 1"
-        )
+    refuse_noise_level("cm-folder", noise, "reads its raters from files")
     if not root.is_dir():
         raise DataError(
             f"cm-folder: {root}/ {folder_problem(root)}; put your train/, validate/ and test/ folders (CM-UNet layout) in {root}/"

@@ -187,3 +187,9 @@ def oracle_view(data: RaterData) -> RaterData:
         rater_names=("gt",),
         raters_simulated=False,
     )
+
+
+def refuse_noise_level(name: str, noise: float, why: str = "has real raters") -> None:
+    """A dataset whose raters are not simulated has no noise knob: any level but the protocol's (1) is refused in one line."""
+    if noise != 1.0:
+        raise DataError(f"{name} {why}, so there is no noise level to set (got {noise:g}); use --noise-levels 1")

@@ -29,7 +29,7 @@ Decisions:
 - Split: the crops' train / val / test folders (patient-level by construction; a patient in two
   folders is an error). The pickle (or crops without split folders): patients shuffled with
   `DATA_SEED` and cut in the paper's 722 / 144 / 144 proportion, never by slice.
-- `noise` is ignored: the raters are real.
+- `noise` must be 1 (the raters are real; another level is refused rather than trained again unchanged).
 """
 
 from __future__ import annotations
@@ -45,7 +45,17 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from datasets.contract import DataError, DatasetCard, RaterData, Splits, centre_fit, check_mask_values, check_not_constant, folder_problem
+from datasets.contract import (
+    DataError,
+    DatasetCard,
+    RaterData,
+    Splits,
+    centre_fit,
+    check_mask_values,
+    check_not_constant,
+    folder_problem,
+    refuse_noise_level,
+)
 
 try:  # numpy >= 2 moved numpy.core to numpy._core; pickles name either
     from numpy._core import multiarray as _multiarray
@@ -390,7 +400,7 @@ def load_lidc(data_root: Path, noise: float) -> Splits:
     The split is decided before any pixel is decoded and the images are read in train, val, test
     order into one array whose parts are views (the crops take 3.3 GB; copies would double it).
     """
-    del noise  # real raters: nothing to simulate
+    refuse_noise_level("lidc", noise)
     folder = Path(data_root) / "lidc"
     if not folder.is_dir():
         raise DataError(f"lidc: {folder}/ {folder_problem(folder, 'does not exist')}; download {CARD.download} and put them in {folder}/")

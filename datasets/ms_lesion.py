@@ -59,7 +59,17 @@ from pathlib import Path
 import numpy as np
 from scipy import ndimage as ndi
 
-from datasets.contract import DataError, DatasetCard, RaterData, Splits, centre_fit, check_mask_values, check_not_constant, folder_problem
+from datasets.contract import (
+    DataError,
+    DatasetCard,
+    RaterData,
+    Splits,
+    centre_fit,
+    check_mask_values,
+    check_not_constant,
+    folder_problem,
+    refuse_noise_level,
+)
 from datasets.raters import RATER_NAMES
 
 DATA_SEED = 0
@@ -333,8 +343,7 @@ def load_ms_lesion(data_root: Path, noise: float, gt_rater: str = GT_RATER) -> S
 
 def load_ms_lesion_real(data_root: Path, noise: float) -> Splits:
     """`ms-lesion-real`: FLAIR slices and the two real raters (mask1, mask2); no GT."""
-    if noise != 1.0:
-        raise DataError(f"ms-lesion-real has real raters, so there is no noise level to set (got {noise:g}); use --noise-levels 1")
+    refuse_noise_level("ms-lesion-real", noise)
     return _load(data_root, noise, simulated=False, gt_rater=GT_RATER)
 
 

@@ -66,7 +66,7 @@ import pandas as pd
 from PIL import Image, UnidentifiedImageError
 from scipy import ndimage as ndi
 
-from datasets.contract import DataError, DatasetCard, RaterData, Splits, folder_problem, split_by_group
+from datasets.contract import DataError, DatasetCard, RaterData, Splits, folder_problem, refuse_noise_level, split_by_group
 
 log = logging.getLogger(__name__)
 
@@ -477,9 +477,9 @@ def build(cases: list[Case], raw: bool, part: str = "") -> RaterData:
 def load_riga(data_root: Path, noise: float) -> Splits:
     """RIGA splits: train/val from BinRushed + MESSIDOR (90/10 by image, seed 0), test Magrabia.
 
-    `noise` is ignored: the six raters are real.
+    `noise` must be 1: the six raters are real (another level is refused rather than trained again unchanged).
     """
-    del noise
+    refuse_noise_level("riga", noise)
     root = Path(data_root) / "riga"
     if not root.is_dir():
         raise DataError(f"riga: {root}/ {folder_problem(root)}; download RIGA ({CARD.download}) and unzip it into {root}/")

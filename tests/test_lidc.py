@@ -258,3 +258,10 @@ def test_too_few_patients_for_a_split(tmp_path):
     (tmp_path / "lidc" / "data_lidc.pickle").write_bytes(pickle.dumps({"P0_a": entry, "P1_a": entry}))
     with pytest.raises(DataError, match=r"2 patient\(s\) are too few"):
         load_lidc(tmp_path, noise=1.0)
+
+
+def test_real_raters_refuse_a_noise_level(tmp_path):
+    from datasets.lidc import load_lidc
+
+    with pytest.raises(DataError, match=r"lidc has real raters, so there is no noise level to set \(got 0.5\)"):
+        load_lidc(tmp_path, 0.5)
