@@ -18,7 +18,6 @@ from functools import cache
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
@@ -406,13 +405,17 @@ def trim_log(log_path: Path | None, keep_stages: set[str], partial: tuple[str, i
 
 
 def logged_stops(log_path: Path | None) -> dict[str, dict]:
-    """The stop rows of the log, by stage (numbers as numbers, empty fields left out)."""
+    """The stop rows of the log, by stage, with numbers as numbers and empty fields left out (a run killed before its
+    first row may have left an empty file)."""
     if log_path is None or not log_path.is_file():
         return {}
-    stops = pd.read_csv(log_path).query("event == 'stop'")
+    with log_path.open(newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r.get("event") == "stop"]
     ints = ("step", "epoch", "best_step", "restored_step")
+    text = ("stage", "event", "reason")
     return {
-        r["stage"]: {k: int(v) if k in ints else v for k, v in r.items() if pd.notna(v) and k != "best"} for r in stops.to_dict("records")
+        r["stage"]: {k: v if k in text else int(float(v)) if k in ints else float(v) for k, v in r.items() if v != "" and k != "best"}
+        for r in rows
     }
 
 
