@@ -308,7 +308,9 @@ def test_cache_is_keyed_by_file_contents(raw_copy, tmp_path, monkeypatch):
 def test_real_raters_refuse_a_noise_level(tmp_path, capsys):
     from bench import cli
 
-    assert cli.main(["run", "--dataset", "riga", "--noise-levels", "1,2", "--data-root", str(tmp_path), "--results", str(tmp_path / "r")]) == 2
+    assert (
+        cli.main(["run", "--dataset", "riga", "--noise-levels", "1,2", "--data-root", str(tmp_path), "--results", str(tmp_path / "r")]) == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["error: riga has real raters, so there is no noise level to set (got 2); use --noise-levels 1"], err
     assert not (tmp_path / "r" / "runs").exists()
