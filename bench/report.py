@@ -483,7 +483,7 @@ def write_learning_curves(logs: pd.DataFrame, out_dir: Path, note: str = "") -> 
         fig = learning_curve_figure(part, methods, f"{note}\n{title}" if note else title)
         written += save(fig, out_dir / f"learning_curves_{slug(dataset, reference, f'noise{noise:g}')}")
         if "diagnostic_gt_dsc" in part and part["diagnostic_gt_dsc"].notna().any():
-            title = f"{dataset} (rater noise {noise:g}): validation DSC vs ground truth, a diagnostic only (never used to stop or select)"
+            title = f"{dataset} (rater noise {noise:g}): validation DSC vs ground truth\na diagnostic only, never used to stop or select"
             fig = diagnostic_figure(part, methods, names, f"{note}\n{title}" if note else title)
             written += save(fig, out_dir / f"diagnostic_gt_dsc_{slug(dataset, reference, f'noise{noise:g}')}")
     return written
