@@ -8,7 +8,8 @@ A method's `Stage` says *what* it trains; a budget says *how*: a `Schedule` per 
   images mean less overfitting; the large-image datasets keep theirs) and a 128-image validation
   subset, so that `python -m bench run` (all methods, oracle, 3 seeds) fits in 12 minutes on 2
   CPU cores. At this cap most stages stop at the cap, not on a plateau: the printed table says so.
-- ``plateau``: the same rule on the whole training and validation splits, with a cap (20,000
+- ``plateau``: the same rule, optimiser, learning rate and batch size as ``quick`` on the whole
+  training and validation splits, with a cap (20,000
   steps per stage) far above where the rule stops (200–420 steps for every stage of every method
   on mnist-5k): the recommended comparison.
 - ``paper``: the paper's fixed epochs and the last weights (the paper states no model selection).
@@ -58,10 +59,11 @@ class Schedule:
     augment: str = "none"  # "flip": random horizontal and vertical flips of image and raters together, p = 0.5 each
     source: str = ""  # where these settings come from
 
-    def describe(self) -> str:
-        if self.early_stopping:
-            return f"early stopping: every {self.eval_every} steps, patience {self.patience}, margin {self.min_delta:g}, cap {self.max_steps} steps"
-        return f"fixed {self.max_steps} steps ({self.source})"
+    def __post_init__(self) -> None:
+        if self.optimiser not in OPTIMISERS or self.augment not in AUGMENTATIONS:
+            raise ValueError(f"schedule: optimiser must be one of {OPTIMISERS} and augment one of {AUGMENTATIONS}")
+        if self.max_steps < 1 or self.eval_every < 1:
+            raise ValueError(f"schedule: max_steps and eval_every must be >= 1, got {self.max_steps} and {self.eval_every}")
 
 
 @dataclass(frozen=True)

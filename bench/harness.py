@@ -125,11 +125,8 @@ def fixed_schedules(method: Method, steps: int, batch_size: int, lr: float = 1e-
 
 
 def make_optimiser(schedule: Schedule, params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
-    if schedule.optimiser == "adam":
-        return torch.optim.Adam(params, lr=schedule.lr, weight_decay=schedule.weight_decay)
-    if schedule.optimiser == "adamw":
-        return torch.optim.AdamW(params, lr=schedule.lr, weight_decay=schedule.weight_decay)
-    raise ValueError(f"unknown optimiser {schedule.optimiser!r}")
+    kind = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}[schedule.optimiser]  # Schedule checked the name
+    return kind(params, lr=schedule.lr, weight_decay=schedule.weight_decay)
 
 
 def flip(batch: dict[str, torch.Tensor], gen: torch.Generator) -> None:
