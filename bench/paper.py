@@ -39,6 +39,17 @@ except ModuleNotFoundError:  # Python 3.10
 
 import methods
 from bench import figures, report, store, sweep
+from bench.options import (
+    UsageError,
+    add_run_options,
+    check_options,
+    check_run_options,
+    check_writable,
+    data_root,
+    parse_methods,
+    parse_sets,
+    run_options,
+)
 from datasets import DataError, get_dataset
 
 RECIPES = Path(__file__).resolve().parent.parent / "paper_figures" / "recipes"
@@ -101,8 +112,6 @@ def load_recipes(folder: Path = RECIPES) -> dict[str, Recipe]:
 
 def recipe_cells(setting: Setting) -> list[sweep.Cell]:
     """The cells a recipe's setting needs: `run --methods … --seeds … --noise-levels … --set …` would plan the same."""
-    from bench.cli import parse_methods, parse_sets
-
     if not setting.methods:
         return []
     dataset = get_dataset(setting.dataset)
@@ -256,8 +265,6 @@ def write_readme(recipe: Recipe, budget: str, out: Path, written: list[Path], sk
 
 
 def add_parser(verbs) -> None:
-    from bench.cli import add_run_options  # here: bench.cli imports this module
-
     p = verbs.add_parser(
         "paper", allow_abbrev=False, help="run the sweeps behind the paper's tables and figures (resuming) and render them"
     )
@@ -270,8 +277,6 @@ def add_parser(verbs) -> None:
 
 
 def cmd_paper(args: argparse.Namespace) -> int:
-    from bench.cli import UsageError, check_options, check_run_options, check_writable, data_root, run_options
-
     check_run_options(args)
     if not Path(args.recipes).is_dir():
         raise UsageError(f"no recipe folder {args.recipes}")

@@ -43,6 +43,7 @@ from matplotlib.transforms import blended_transform_factory
 
 import methods
 from bench import stats
+from bench.options import UsageError
 from methods.registry import PARAM_SEP
 
 # --------------------------------------------------------------------------- method names and order
@@ -606,8 +607,6 @@ def add_parser(verbs) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from bench.cli import UsageError  # here, not at the top: bench.cli imports this module's add_parser
-
     results = Path(args.results)
     out = Path(args.out) if args.out else results / "report"  # beside the results, not in the source tree
     first = f"run `python -m bench run --results {results}` first"
