@@ -129,15 +129,20 @@ def simulate_raters(gt: np.ndarray, *, seed: int, noise: float = 1.0, keys: np.n
     if not np.isfinite(noise) or noise < 0:
         raise ValueError(f"noise must be finite and >= 0, got {noise}")
     n = gt.shape[0]
-    keys = np.arange(n) if keys is None else np.asarray(keys)
-    if keys.shape != (n,):
-        raise ValueError(f"keys must have shape ({n},), got {keys.shape}")
-
+    keys = image_keys(keys, n)
     out = np.zeros((n, len(RATER_NAMES)) + gt.shape[1:], dtype=np.uint8)
     for i in range(n):
         rng = np.random.default_rng([int(seed), int(keys[i])])
         out[i] = simulate_one(gt[i], rng, noise)
     return out
+
+
+def image_keys(keys: np.ndarray | None, n: int) -> np.ndarray:
+    """The per-image generator keys (default arange(n)), checked to be one per image."""
+    keys = np.arange(n) if keys is None else np.asarray(keys)
+    if keys.shape != (n,):
+        raise ValueError(f"keys must have shape ({n},), got {keys.shape}")
+    return keys
 
 
 def simulate_one(mask: np.ndarray, rng: np.random.Generator, noise: float = 1.0) -> np.ndarray:

@@ -75,7 +75,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from datasets.raters import RATER_NAMES
+from datasets.raters import RATER_NAMES, image_keys
 
 __all__ = [
     "OVER_LEVELS",
@@ -139,9 +139,7 @@ def simulate_raters_cm(
     if not np.isfinite(strength) or strength < 0:
         raise ValueError(f"strength must be finite and >= 0, got {strength}")
     n = gt.shape[0]
-    keys = np.arange(n) if keys is None else np.asarray(keys)
-    if keys.shape != (n,):
-        raise ValueError(f"keys must have shape ({n},), got {keys.shape}")
+    keys = image_keys(keys, n)
 
     out = np.zeros((n, len(RATER_NAMES)) + gt.shape[1:], dtype=np.uint8)
     for start in range(0, n, _BLOCK):

@@ -1,0 +1,59 @@
+"""The import graph inside bench/ is one-way (DESIGN §1): no module imports, even inside a function, one that imports it back."""
+
+import ast
+from pathlib import Path
+
+from conftest import REPO
+
+
+def bench_graph() -> dict[str, set[str]]:
+    files = {p: ast.parse(p.read_text()) for p in (REPO / "bench").rglob("*.py")}
+
+    def name(p: Path) -> str:
+        return ".".join(p.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
+
+    modules = {name(p) for p in files}
+    graph = {}
+    for path, tree in files.items():
+        deps = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("bench"):
+                deps |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+            elif isinstance(node, ast.Import):
+                deps |= {a.name for a in node.names if a.name.startswith("bench")}
+        me = name(path)
+        graph[me] = {d for d in deps if d in modules and d != me and not me.startswith(d + ".")}
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str]:
+    done, stack = set(), []
+
+    def visit(u: str) -> list[str]:
+        if u in stack:
+            return stack[stack.index(u) :] + [u]
+        if u in done:
+            return []
+        stack.append(u)
+        for v in sorted(graph.get(u, ())):
+            if cycle := visit(v):
+                return cycle
+        stack.pop()
+        done.add(u)
+        return []
+
+    for u in sorted(graph):
+        if cycle := visit(u):
+            return cycle
+    return []
+
+
+def test_no_import_circle_inside_bench():
+    graph = bench_graph()
+    assert {"bench.cli", "bench.options", "bench.harness", "bench.sweep"} <= set(graph)
+    assert find_cycle(graph) == [], " -> ".join(find_cycle(graph))
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) == []
