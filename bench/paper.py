@@ -6,7 +6,8 @@ Each table or figure has a recipe, `paper_figures/recipes/<name>.toml`:
     render = ["table", "boxplot"]    # renderings: table, boxplot, noise, param, fused, qualitative, raters
     param = "beta"                   # (param) the swept parameter; examples = N for the image figures
     [paper]                          # the paper's setting, run with --budget paper
-    dataset = "…"; methods = "all"; seeds = [0, 1, 2]; noise_levels = [1.0]
+    dataset = "…"; methods = "all"; seeds = [0, 1, 2]; noise_levels = ["protocol"]
+    raters = "cm"                    # (optional) the rater style; default: the dataset's
     set = { "lf-net.beta" = [1, 2] } # (optional) parameter sweep, as `run --set`
     [quick]                          # (optional) the stand-in run with --budget quick
     …; stand_in = "why it differs"
@@ -21,10 +22,7 @@ what was run.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import os
-import sys
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,19 +36,10 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
 import methods
-from bench import figures, report, store, sweep
-from bench.options import (
-    UsageError,
-    add_run_options,
-    check_options,
-    check_run_options,
-    check_writable,
-    data_root,
-    parse_methods,
-    parse_sets,
-    run_options,
-)
-from datasets import DataError, get_dataset
+from bench import data, figures, report, store, sweep
+from bench.evaluate.scoring import reference_mask
+from bench.evaluate.tables import KEYS, summarise
+from datasets import get_dataset
 
 RECIPES = Path(__file__).resolve().parent.parent / "paper_figures" / "recipes"
 RENDERINGS = ("table", "boxplot", "noise", "param", "fused", "qualitative", "raters")
@@ -61,9 +50,10 @@ class Setting:
     dataset: str
     methods: str  # as `run --methods`: all, ablation, or a comma list ("" = no training)
     seeds: tuple[int, ...]
-    noise_levels: tuple[float, ...]
+    noise_levels: tuple[str, ...]  # as `run --noise-levels`: "protocol" or target Average DSCs
     sets: dict = field(default_factory=dict)  # "method.param" -> values
     stand_in: str = ""
+    raters: str | None = None  # rater style (None: the dataset's default)
 
 
 @dataclass(frozen=True)
@@ -90,9 +80,10 @@ def read_recipe(path: Path) -> Recipe:
                 v["dataset"],
                 v["methods"],
                 tuple(v["seeds"]),
-                tuple(float(n) for n in v["noise_levels"]),
+                tuple(str(n) for n in v["noise_levels"]),
                 v.get("set", {}),
                 v.get("stand_in", ""),
+                v.get("raters"),
             )  # fmt: skip
             for k, v in sections.items()
         }
@@ -110,17 +101,6 @@ def load_recipes(folder: Path = RECIPES) -> dict[str, Recipe]:
     return {p.stem: read_recipe(p) for p in sorted(folder.glob("*.toml"))}
 
 
-def recipe_cells(setting: Setting) -> list[sweep.Cell]:
-    """The cells a recipe's setting needs: `run --methods … --seeds … --noise-levels … --set …` would plan the same."""
-    if not setting.methods:
-        return []
-    dataset = get_dataset(setting.dataset)
-    names = parse_methods(setting.methods, has_gt=dataset.reference == "gt")
-    sets = [f"{k}={','.join(map(str, v))}" for k, v in setting.sets.items()]
-    names = sweep.expand_params(names, parse_sets(sets, names), dataset)
-    return sweep.plan(names, setting.dataset, list(setting.seeds), list(setting.noise_levels), dataset.reference)
-
-
 def note_for(recipe: Recipe, budget: str, smoke: str = "") -> str:
     """The label every output of a recipe carries unless it ran in the paper's setting."""
     setting = recipe.setting(budget)
@@ -136,21 +116,23 @@ def note_for(recipe: Recipe, budget: str, smoke: str = "") -> str:
 # --------------------------------------------------------------------------- rendering
 
 
-def cell_rows(table: pd.DataFrame, cells: list[sweep.Cell]) -> pd.DataFrame:
+def cell_rows(table: pd.DataFrame, cells: list[store.Cell]) -> pd.DataFrame:
     keys = pd.DataFrame([dataclasses.asdict(c) for c in cells]).drop_duplicates()
-    return table.merge(keys, on=store.KEYS, how="inner")[table.columns]
+    return table.merge(keys, on=KEYS, how="inner")[table.columns]
 
 
-def render_recipe(recipe: Recipe, budget: str, results: Path, data_root: Path, out: Path, smoke: str = "") -> list[Path]:
+def render_recipe(
+    recipe: Recipe, budget: str, cells: list[store.Cell], results: Path, data_root: Path, out: Path, smoke: str = ""
+) -> list[Path]:
     """Render one recipe from its own cells (and its dataset for the image figures) into `out`."""
     setting, note = recipe.setting(budget), note_for(recipe, budget, smoke)
     fig_note = textwrap.fill(note, 75)  # figure titles are not wider than a 7-inch figure
-    cells = recipe_cells(setting)
-    table = pd.read_parquet(results / "metrics.parquet") if cells else pd.DataFrame(columns=store.COLUMNS)
+    table = pd.read_parquet(results / "metrics.parquet") if cells else pd.DataFrame()
     rows = cell_rows(table, cells) if cells else table
     averages = store.rater_averages(results)
-    averages = averages[(averages["dataset"] == setting.dataset) & averages["noise"].isin(setting.noise_levels)]
-    summary = store.summarise(rows, averages) if len(rows) else pd.DataFrame()
+    if cells:
+        averages = averages.merge(pd.DataFrame([dataclasses.asdict(c) for c in cells])[["dataset", "raters", "noise"]].drop_duplicates())
+    summary = summarise(rows, averages) if len(rows) else pd.DataFrame()
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     tests = report.all_tests(rows) if len(rows) else pd.DataFrame()
@@ -201,25 +183,25 @@ def param_figures(recipe: Recipe, setting: Setting, summary: pd.DataFrame, out: 
 def image_figure(kind, recipe, setting, cells, results, data_root, out, note) -> list[Path]:
     """The figures drawn from images: rater examples, fused labels (a trained LF-Net), qualitative grid (predictions)."""
     noise = setting.noise_levels[0]
-    splits = sweep.load_splits(setting.dataset, data_root, noise, sweep.cache_dir(results))
-    title = titled(recipe, note, f"\n{setting.dataset}, rater noise {noise:g}")
+    raters = cells[0].raters if cells else setting.raters or get_dataset(setting.dataset).rater_styles[0]
+    splits = data.load_splits(setting.dataset, data_root, raters, noise, store.cache_dir(results))
+    title = titled(recipe, note, f"\n{setting.dataset}, raters {raters}, noise {noise}")
+    stem = report.slug(setting.dataset, raters)
+    train = splits.train
+    shown = train.gt if train.gt is not None else reference_mask(train, "majority")
     if kind == "raters":
-        train = splits.train
-        reference = train.gt if train.gt is not None else sweep.reference_masks(train, "majority")
-        idx = figures.pick_indices(reference, recipe.examples)
+        idx = figures.pick_indices(shown, recipe.examples)
         fig = figures.rater_examples_figure(train.images, train.raters, train.gt, list(train.rater_names), idx, title, train.rater_valid)
-        return report.save(fig, out / f"raters_{report.slug(setting.dataset)}")
-    done = [c for c in cells if sweep.is_done(results, c)]
+        return report.save(fig, out / f"raters_{stem}")
+    done = [c for c in cells if store.is_done(results, c)]
     if kind == "fused":
         cell = next((c for c in done if methods.split_name(c.method)[0] == "lf-net"), None)
         if cell is None:
             return []
-        method = figures.load_trained(sweep.cell_dir(results, cell))
-        train = splits.train
-        reference = train.gt if train.gt is not None else sweep.reference_masks(train, "majority")
-        idx = figures.pick_indices(reference, recipe.examples)
+        method = store.load_trained(store.cell_dir(results, cell))
+        idx = figures.pick_indices(shown, recipe.examples)
         fig = figures.fused_label_figure(train.images, train.raters, train.rater_valid, method, idx, title, list(train.rater_names))
-        return report.save(fig, out / f"fused_labels_{report.slug(setting.dataset)}")
+        return report.save(fig, out / f"fused_labels_{stem}")
     if kind == "qualitative":
         seed = setting.seeds[0]
         probs, test = {}, None
@@ -228,17 +210,15 @@ def image_figure(kind, recipe, setting, cells, results, data_root, out, note) ->
             cell = next((c for c in done if c.method == method and c.seed == seed), None)
             if cell is None:
                 continue
-            with np.load(sweep.cell_dir(results, cell) / "predictions.npz", allow_pickle=False) as f:
-                probs[method], case_ids = f["probs"].astype(np.float32) / 255, f["case_ids"]
+            probs[method], case_ids = store.read_predictions(store.cell_dir(results, cell))
             test = splits.test.subset(np.flatnonzero(np.isin(splits.test.case_ids, case_ids)))
         if test is None:
             return []
-        reference = sweep.reference_masks(test, cells[0].reference)
-        idx = figures.pick_indices(reference, recipe.examples)
-        fig = figures.qualitative_figure(
-            test.images, reference, probs, idx, title, {m: report.display(m) for m in order}, cells[0].reference
-        )
-        return report.save(fig, out / f"qualitative_{report.slug(setting.dataset)}")
+        reference = get_dataset(setting.dataset).reference
+        mask = reference_mask(test, reference)
+        idx = figures.pick_indices(mask, recipe.examples)
+        fig = figures.qualitative_figure(test.images, mask, probs, idx, title, {m: report.display(m) for m in order}, reference)
+        return report.save(fig, out / f"qualitative_{stem}")
     raise ValueError(f"unknown rendering {kind!r}")
 
 
@@ -251,7 +231,8 @@ def write_readme(recipe: Recipe, budget: str, out: Path, written: list[Path], sk
         f"- dataset: {setting.dataset}",
         f"- methods: {setting.methods or '(none: no training)'}",
         f"- seeds: {', '.join(map(str, setting.seeds)) or '–'}",
-        f"- noise levels: {', '.join(f'{n:g}' for n in setting.noise_levels)}",
+        f"- raters: {setting.raters or 'the dataset default'}",
+        f"- noise levels: {', '.join(setting.noise_levels)}",
         f"- budget: {budget}",
     ]
     if setting.sets:
@@ -259,79 +240,3 @@ def write_readme(recipe: Recipe, budget: str, out: Path, written: list[Path], sk
     lines.append(f"- recipe: paper_figures/recipes/{recipe.name}.toml")
     lines += ["", f"Skipped: {skipped}"] if skipped else ["", "Files:", *(f"- {p.name}" for p in written)]
     (out / "README.md").write_text("\n".join(lines) + "\n")
-
-
-# --------------------------------------------------------------------------- CLI
-
-
-def add_parser(verbs) -> None:
-    p = verbs.add_parser(
-        "paper", allow_abbrev=False, help="run the sweeps behind the paper's tables and figures (resuming) and render them"
-    )
-    p.add_argument("--only", help="comma list of recipe names (default: every recipe)")
-    p.add_argument("--recipes", default=str(RECIPES), help="folder of recipe files (default: paper_figures/recipes)")
-    p.add_argument("--out", default="paper_figures", help="output folder; files go to OUT/BUDGET/RECIPE/ (default: paper_figures)")
-    p.add_argument("--dry-run", action="store_true", help="list each recipe's cells and whether they are done, and stop")
-    add_run_options(p)  # --budget quick runs the recipes' labelled stand-ins; --max-steps etc. label outputs as smoke runs
-    p.set_defaults(func=cmd_paper)
-
-
-def cmd_paper(args: argparse.Namespace) -> int:
-    check_run_options(args)
-    if not Path(args.recipes).is_dir():
-        raise UsageError(f"no recipe folder {args.recipes}")
-    try:
-        recipes = load_recipes(Path(args.recipes))
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-    chosen = list(recipes) if not args.only else [n.strip() for n in args.only.split(",") if n.strip()]
-    for name in chosen:
-        if name not in recipes:
-            raise UsageError(f"unknown recipe {name!r}; known: {', '.join(recipes)}")
-    results, root = Path(args.results).absolute(), data_root(args.data_root).absolute()
-    out_root = Path(args.out) / args.budget
-    os.environ.setdefault("BENCH_CACHE", str(sweep.cache_dir(results).absolute()))
-    plans, skipped = {}, {}
-    for name in chosen:
-        setting = recipes[name].setting(args.budget)
-        try:
-            plans[name] = recipe_cells(setting)
-            if not args.dry_run or not all(sweep.is_done(results, c) for c in plans[name]):
-                sweep.load_splits(setting.dataset, root, setting.noise_levels[0], sweep.cache_dir(results))
-        except DataError as e:
-            plans.pop(name, None)
-            skipped[name] = str(e)
-            print(f"skipped {name}: {e}", file=sys.stderr)
-    cells = list(dict.fromkeys(c for name in plans for c in plans[name]))
-    if args.dry_run:
-        for name, plan in plans.items():
-            todo = sum(not sweep.is_done(results, c) for c in plan)
-            print(f"{name}: {len(plan)} cells, {todo} to run ({recipes[name].setting(args.budget).dataset})")
-        print(f"{sum(not sweep.is_done(results, c) for c in cells)} of {len(cells)} distinct cells would run")
-        return 0
-    check_writable(results)
-    opts = run_options(args, results, root)
-    check_options(cells, opts)
-    pending = [c for c in cells if not sweep.is_done(results, c)]
-    backend, n_jobs = sweep.resolve_backend(args.backend, args.n_jobs, len(pending), args.device)
-    outcomes = sweep.run_sweep(cells, opts, backend, n_jobs, args.scheduler) if cells else []
-    failed = [o for o in outcomes if o["status"] == "failed"]
-    if cells:
-        store.collect(results)
-    smoke = ", ".join(f"{flag} {v}" for flag, v in (("--max-steps", args.max_steps), ("--train-size", args.train_size),
-                                                      ("--test-size", args.test_size)) if v is not None)  # fmt: skip
-    for name in chosen:
-        out = out_root / name
-        out.mkdir(parents=True, exist_ok=True)
-        if name in skipped:
-            write_readme(recipes[name], args.budget, out, [], skipped[name], smoke)
-            continue
-        written = render_recipe(recipes[name], args.budget, results, root, out, smoke)
-        write_readme(recipes[name], args.budget, out, written, smoke=smoke)
-        label = "quick stand-in" if args.budget == "quick" else "paper setting"
-        print(f"{name} ({label}): {len(written)} files in {out}/")
-    for o in failed:
-        print(f"failed: {o['cell']}: {o['reason']}", file=sys.stderr)
-    print(f"{len(chosen) - len(skipped)} of {len(chosen)} recipes rendered, {len(skipped)} skipped (dataset absent), "
-          f"{len(failed)} cells failed; outputs in {out_root}/")  # fmt: skip
-    return 1 if failed else 0

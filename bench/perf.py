@@ -36,7 +36,6 @@ STAPLE: `methods.staple.staple` on a batch vs SimpleITK's `STAPLEImageFilter` pe
 
 from __future__ import annotations
 
-import argparse
 import gc
 import json
 import os
@@ -434,37 +433,3 @@ def format_report(result: dict) -> str:
             f"DSC agreement mean {s['mean_dice_agreement']:.4f} (min {s['min_dice_agreement']:.4f})"
         )
     return "\n".join(lines)
-
-
-# --------------------------------------------------------------------------- command line
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
-def cmd_perf(args: argparse.Namespace) -> int:
-    result = run_perf(Path(args.out), quick=args.quick, device=args.device, steps=args.steps, verbose=True)
-    print(format_report(result))
-    print(f"\nwritten to {args.out}")
-    return 0
-
-
-def add_parser(verbs) -> None:
-    """Add the `perf` verb to the CLI's subparsers."""
-    p = verbs.add_parser("perf", allow_abbrev=False, help="time U-Net training (harness vs bare loop), metrics and STAPLE on this machine")
-    p.add_argument("--out", default="results/perf.json", help="JSON output (default: results/perf.json)")
-    p.add_argument(
-        "--steps",
-        type=positive_int,
-        help=f"timed training steps per configuration (default: {DEFAULT_STEPS['cpu']} on CPU, {DEFAULT_STEPS['cuda']} on CUDA, quick: {QUICK_STEPS})",
-    )
-    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
-    p.add_argument("--quick", action="store_true", help="tiny sizes and few steps: a smoke run of a few seconds")
-    p.set_defaults(func=cmd_perf)

@@ -1,25 +1,31 @@
 """Tables and figures in the paper's layout from the collected results (DESIGN §7, §8: `python -m bench report`).
 
-Reads only `<results>/metrics.parquet` (per-case rows, for box plots and tests),
-`<results>/summary.csv` (mean ± std over seeds from `bench.store.summarise`, including the
-"average" rater rows) and `<results>/train_logs.parquet` (learning curves). Writes into the output folder:
+Reads only the tables `bench.store.collect` writes: `<results>/metrics.parquet` (per-case rows
+against every reference, for box plots and tests), `summary.csv` (mean ± std over seeds from
+`bench.evaluate.tables.summarise`, with the "average" rater rows), `calibration.parquet`
+(reliability bins) and `train_logs.parquet` (learning curves). File names carry the dataset, the
+rater style, the noise level and, where it matters, the reference (`<d>_<raters>_<noise>_<ref>`):
 
-- `table1_<dataset>_<reference>_noise<n>_<structure>.{md,tex}`: Table I/II style, DSC (%) ↑ and
-  bAHD ↓, mean ± std over seeds; Average row first (where the dataset has one), Oracle last.
-- `table3_<dataset>_<reference>_noise<n>.{md,tex}`: Table III style, soft DSC / soft IoU (%) per
-  structure (disc, cup), when the table holds the metrics "soft_dice" / "soft_iou".
-- `table4_<dataset>_<reference>_noise<n>.{md,tex}`: Table IV style ablation rows (S … ‡), when
-  LF-Net ablation variants were run; DSC per structure (soft DSC where it exists, as the paper).
+- `table1_<d>_<raters>_<noise>_<ref>_<structure>.{md,tex}`: Table I style, DSC (%) ↑ and bAHD ↓,
+  mean ± std over seeds, one file per headline reference (gt, majority, STAPLE); Average row first
+  (where the dataset has one), Oracle last. A dataset without ground truth (LIDC) gets `table2_…`
+  instead, with Table II's columns: DSC, bAHD, GED ↓ and Dice_match ↑ (against the rater set).
+- `table3_<d>_<raters>_<noise>.{md,tex}`: Table III style, soft DSC / soft IoU (%) per structure
+  against the rater mean, for datasets scored with soft metrics (RIGA).
+- `table4_…`: Table IV style ablation rows (S … ‡), when LF-Net ablation variants were run.
 - `tables.md`: every Markdown table above in one file.
 - `paired_tests.csv`: `bench.stats.paired_tests` for every metric and structure, LF-Net vs the
-  paper's methods (family "main") and vs its ablation variants (family "ablation").
-- `boxplot_dsc_<dataset>_<reference>_noise<n>_<structure>.{png,pdf}`: per-case DSC per method
-  with the Holm-adjusted Wilcoxon p-value vs LF-Net above each box.
-- `noise_dsc_<dataset>_<reference>_<structure>.{png,pdf}`: DSC against the realised average
-  rater DSC, one line per method, when the dataset was run at two or more noise levels.
-- `learning_curves_<dataset>_<reference>_noise<n>.{png,pdf}` (from `train_logs.parquet`): each
-  method's validation loss per stage, mean ± std over seeds, with the restored step marked; and
-  `diagnostic_gt_dsc_…` where the dataset has ground truth: validation DSC vs GT, a diagnostic only.
+  paper's methods (family "main") and vs its ablation variants (family "ablation"), per reference.
+- `boxplot_dsc_…`: per-case DSC per method against the dataset's default reference, with the
+  Holm-adjusted Wilcoxon p-value vs LF-Net above each box.
+- `noise_dsc_<d>_<raters>_<ref>_<structure>`: DSC against the realised Average DSC of the rater
+  pool, one line per method, when the dataset was run at two or more noise levels.
+- `rater_dsc_…`: heat map of each method's DSC against each rater alone (method × rater).
+- `reliability_…`: reliability diagram of the foreground probability per method, against GT and
+  against the rater mean, bins pooled over test cases and seeds, with each method's ECE.
+- `learning_curves_…` (from `train_logs.parquet`): each method's validation loss per stage, mean ±
+  std over seeds, with the restored step marked; and `diagnostic_gt_dsc_…` where the dataset has
+  ground truth: validation DSC vs GT, a diagnostic only.
 
 Bold rule (as the paper): the best mean per column, compared at the printed precision so that
 equal-looking values are bolded alike, over the method rows only — Average and Oracle are never
@@ -28,7 +34,6 @@ bold (Tables I–III); in the ablation table every row competes.
 
 from __future__ import annotations
 
-import argparse
 import re
 import warnings
 from dataclasses import dataclass, field
@@ -42,8 +47,10 @@ from matplotlib.figure import Figure
 from matplotlib.transforms import blended_transform_factory
 
 import methods
-from bench import stats
-from bench.options import UsageError
+from bench import figures, stats, store
+from bench.evaluate import tables
+from bench.evaluate.scoring import HEADLINE
+from bench.evaluate.tables import ordered_structures
 from methods.registry import PARAM_SEP
 
 # --------------------------------------------------------------------------- method names and order
@@ -51,8 +58,6 @@ from methods.registry import PARAM_SEP
 REFERENCE_METHOD = "lf-net"
 AVERAGE = "average"
 ORACLE = "oracle"
-
-STRUCTURE_ORDER = ["foreground", "disc", "cup"]
 
 
 def entry(method: str) -> methods.MethodEntry | None:
@@ -116,11 +121,6 @@ def display(method: str, table: str = "main") -> str:
     return found.ablation_label if table == "ablation" and found.ablation_label else found.display
 
 
-def ordered_structures(names) -> list[str]:
-    names = set(names)
-    return [s for s in STRUCTURE_ORDER if s in names] + sorted(names - set(STRUCTURE_ORDER))
-
-
 # --------------------------------------------------------------------------- tables
 
 
@@ -158,6 +158,26 @@ def table1_columns(structure: str) -> list[Column]:
         Column(structure, "dsc", "DSC (%) ↑", r"DSC (\%)~$\uparrow$", 100.0, 2, True),
         Column(structure, "bahd", "bAHD ↓", r"bAHD~$\downarrow$", 1.0, 3, False),
     ]
+
+
+def set_columns(structure: str) -> list[Column]:
+    """Table II's metrics against the whole rater set."""
+    return [
+        Column(structure, "ged", "GED ↓", r"GED~$\downarrow$", 1.0, 3, False),
+        Column(structure, "dice_match", "Dice_match (%) ↑", r"Dice$_\mathrm{match}$ (\%)~$\uparrow$", 100.0, 2, True),
+    ]
+
+
+def has_gt(dataset: str) -> bool:
+    from datasets import DATASETS
+
+    return dataset not in DATASETS or DATASETS[dataset].reference == "gt"
+
+
+def soft_metrics(dataset: str) -> bool:
+    from datasets import DATASETS
+
+    return dataset in DATASETS and DATASETS[dataset].soft_metrics
 
 
 def soft_column(structure: str, metric: str) -> Column:
@@ -278,32 +298,44 @@ def latex_text(text: str) -> str:
     return "".join(LATEX_UNICODE.get(ch, LATEX_SPECIAL.get(ch, ch)) for ch in str(text))
 
 
-def group_title(kind: str, dataset: str, reference: str, noise: float, structure: str | None = None) -> str:
+def group_title(kind: str, group: tuple, structure: str | None = None) -> str:
+    dataset, raters, noise, reference = group
     where = f", {structure}" if structure else ""
-    return f"{kind}: {dataset} (reference: {reference}, rater noise {noise:g}{where}); mean ± std over seeds"
+    return f"{kind}: {dataset} (raters {raters}, noise {noise}; against {reference}{where}); mean ± std over seeds"
 
 
 def slug(*parts) -> str:
-    """File-name part: noise as `noise<g>`, anything outside [A-Za-z0-9.-] replaced by '-'."""
+    """File-name part: anything outside [A-Za-z0-9.-] replaced by '-'."""
     return "_".join(re.sub(r"[^A-Za-z0-9.-]+", "-", str(p)) for p in parts)
 
 
-def group_tables(part: pd.DataFrame, dataset: str, reference: str, noise: float) -> list[tuple[str, Table]]:
-    """(file stem, table) for one dataset × reference × noise of the summary."""
+def group_tables(part: pd.DataFrame, group: tuple) -> list[tuple[str, Table]]:
+    """(file stem, table) for one dataset × raters × noise × headline reference of the summary.
+
+    `part` holds that reference's rows, the Average rows, and the rows against the rater set
+    (GED, Dice_match) and the rater mean (soft DSC / IoU), which do not depend on the headline reference.
+    Datasets without ground truth (real raters: LIDC, RIGA) get Table II's columns, DSC, bAHD, GED
+    and Dice_match; a dataset scored with soft metrics (RIGA) gets Table III, soft DSC / IoU per structure.
+    """
+    dataset, raters, noise, reference = group
     out = []
     pairs = set(zip(part["structure"], part["metric"]))
     methods_here = set(part["method"])
     main = main_methods(methods_here)
-    base = slug(dataset, reference, f"noise{noise:g}")
+    base = slug(dataset, raters, noise, reference)
+    real = not has_gt(dataset)
     if main or ORACLE in methods_here:
         for structure in ordered_structures({s for s, k in pairs if k in ("dsc", "bahd")}):
-            title = group_title("DSC (%) ↑ and bAHD ↓", dataset, reference, noise, structure)
-            table = build_table(part, table1_columns(structure), main, title, "Methods", "main", compete_all=False)
-            out.append((f"table1_{base}_{slug(structure)}", table))
+            columns = table1_columns(structure) + (set_columns(structure) if real else [])
+            kind = "DSC (%) ↑, bAHD ↓, GED ↓ and Dice_match (%) ↑" if real else "DSC (%) ↑ and bAHD ↓"
+            table = build_table(part, columns, main, group_title(kind, group, structure), "Methods", "main", compete_all=False)
+            out.append((f"{'table2' if real else 'table1'}_{base}_{slug(structure)}", table))
         soft = [soft_column(s, k) for s in ordered_structures({s for s, _ in pairs}) for k in ("soft_dice", "soft_iou") if (s, k) in pairs]
-        if soft:
-            title = group_title("soft DSC and soft IoU (%) ↑", dataset, reference, noise)
-            out.append((f"table3_{base}", build_table(part, soft, main, title, "Methods", "main", compete_all=False)))
+        if soft and soft_metrics(dataset):
+            title = group_title("soft DSC and soft IoU (%) ↑ against the rater mean", group)
+            out.append(
+                (f"table3_{slug(dataset, raters, noise)}", build_table(part, soft, main, title, "Methods", "main", compete_all=False))
+            )
     ablation = ablation_methods(methods_here)
     if any(m != REFERENCE_METHOD for m in ablation):
         rows = part[part["method"].isin(ablation)]
@@ -312,7 +344,7 @@ def group_tables(part: pd.DataFrame, dataset: str, reference: str, noise: float)
             ablation_column(s, "soft_dice" if (s, "soft_dice") in row_pairs else "dsc")
             for s in ordered_structures({s for s, k in row_pairs if k in ("dsc", "soft_dice")})
         ]
-        title = group_title("ablation, DSC (%) ↑", dataset, reference, noise)
+        title = group_title("ablation, DSC (%) ↑", group)
         out.append((f"table4_{base}", build_table(rows, columns, ablation, title, "Variant", "ablation", compete_all=True)))
     return out
 
@@ -320,11 +352,17 @@ def group_tables(part: pd.DataFrame, dataset: str, reference: str, noise: float)
 # --------------------------------------------------------------------------- statistics
 
 
-METRIC_HIGHER_IS_BETTER = {"dsc": True, "bahd": False, "soft_dice": True, "soft_iou": True}
+METRIC_HIGHER_IS_BETTER = {"dsc": True, "bahd": False, "soft_dice": True, "soft_iou": True, "ged": False, "dice_match": True,
+                           "dice_max": True, "ece": False}  # fmt: skip
 
 
 def all_tests(table: pd.DataFrame) -> pd.DataFrame:
-    """Paired tests of LF-Net for every structure × metric: vs the paper's methods and, separately, vs its ablations."""
+    """Paired tests of LF-Net for every structure × metric: vs the paper's methods and, separately, vs its ablations.
+
+    Against the headline references, the rater set and the rater mean; not against each rater alone
+    (the heat map shows those), which would only multiply the families.
+    """
+    table = table[~table["reference"].str.startswith("rater:")]
     names = set(table["method"])
     families = {
         "main": [m for m in main_methods(names) if m != REFERENCE_METHOD],
@@ -398,16 +436,17 @@ def noise_figure(summary: pd.DataFrame, averages: pd.DataFrame, methods: list[st
     """Mean test DSC (%) ± std over seeds against the realised average rater DSC (or the noise level where that is missing)."""
     noise_levels = sorted(summary["noise"].unique())
     x_by_noise = dict(zip(averages["noise"], averages["mean"] * 100))
-    use_average = all(n in x_by_noise for n in noise_levels)  # else fall back to the noise parameter itself
+    use_average = all(n in x_by_noise for n in noise_levels)  # else fall back to the noise labels themselves
     fig = Figure(figsize=(7.0, 4.5), layout="constrained")
     ax = fig.subplots()
     for method in methods:
-        rows = summary[summary["method"] == method].sort_values("noise")
-        x = [x_by_noise[n] for n in rows["noise"]] if use_average else list(rows["noise"])
+        rows = summary[summary["method"] == method]
+        rows = rows.assign(x=rows["noise"].map(x_by_noise) if use_average else rows["noise"]).sort_values("x")
+        x = list(rows["x"])
         ax.errorbar(x, rows["mean"] * 100, yerr=rows["std"].fillna(0) * 100, marker="o", capsize=3, label=display(method),
                     color=method_color(method, all_methods))  # fmt: skip
     if use_average:
-        ax.set_xlabel("average rater DSC vs reference, training split (%)")
+        ax.set_xlabel("realised Average DSC of the rater pool vs GT, training split (%)")
     else:
         ax.set_xlabel("rater noise level")
     ax.set_ylabel("test DSC (%), mean ± std over seeds")
@@ -473,20 +512,52 @@ def diagnostic_figure(logs: pd.DataFrame, methods: list[str], all_methods: list[
 
 
 def write_learning_curves(logs: pd.DataFrame, out_dir: Path, note: str = "") -> list[Path]:
-    """Per dataset × reference × noise: the validation-loss curves, and where ground truth exists the diagnostic DSC curves."""
+    """Per dataset × raters × noise: the validation-loss curves, and where ground truth exists the diagnostic DSC curves."""
     written = []
     if logs.empty or "val_loss" not in logs:
         return written
-    for (dataset, reference, noise), part in logs.groupby(["dataset", "reference", "noise"], sort=True):
+    for (dataset, raters, noise), part in logs.groupby(["dataset", "raters", "noise"], sort=True):
         names = list(part["method"].unique())
         methods = list(dict.fromkeys([*main_methods(names), *ablation_methods(names), *names]))
-        title = f"{dataset} (rater noise {noise:g}): validation loss per stage; dotted: restored step"
+        where, stem = f"{dataset} (raters {raters}, noise {noise})", slug(dataset, raters, noise)
+        title = f"{where}: validation loss per stage; dotted: restored step"
         fig = learning_curve_figure(part, methods, f"{note}\n{title}" if note else title)
-        written += save(fig, out_dir / f"learning_curves_{slug(dataset, reference, f'noise{noise:g}')}")
+        written += save(fig, out_dir / f"learning_curves_{stem}")
         if "diagnostic_gt_dsc" in part and part["diagnostic_gt_dsc"].notna().any():
-            title = f"{dataset} (rater noise {noise:g}): validation DSC vs ground truth\na diagnostic only, never used to stop or select"
+            title = f"{where}: validation DSC vs ground truth\na diagnostic only, never used to stop or select"
             fig = diagnostic_figure(part, methods, names, f"{note}\n{title}" if note else title)
-            written += save(fig, out_dir / f"diagnostic_gt_dsc_{slug(dataset, reference, f'noise{noise:g}')}")
+            written += save(fig, out_dir / f"diagnostic_gt_dsc_{stem}")
+    return written
+
+
+def write_rater_heatmaps(summary: pd.DataFrame, out_dir: Path, note: str = "") -> list[Path]:
+    """Per dataset × raters × noise × structure: each method's DSC against each rater alone (method × rater heat map)."""
+    written = []
+    per_rater = summary[summary["reference"].str.startswith("rater:") & (summary["metric"] == "dsc")]
+    for (dataset, raters, noise, structure), part in per_rater.groupby(["dataset", "raters", "noise", "structure"], sort=True):
+        names = set(part["method"])
+        order = list(dict.fromkeys([*main_methods(names), *([ORACLE] if ORACLE in names else []), *ablation_methods(names)]))
+        rater_names = list(dict.fromkeys(r.removeprefix("rater:") for r in part["reference"]))
+        title = f"{dataset} (raters {raters}, noise {noise}, {structure}): test DSC against each rater, mean over seeds"
+        fig = figures.rater_heatmap_figure(part, order, rater_names, f"{note}\n{title}" if note else title, {m: display(m) for m in order})
+        written += save(fig, out_dir / f"rater_dsc_{slug(dataset, raters, noise, structure)}")
+    return written
+
+
+def write_reliability(calibration: pd.DataFrame, out_dir: Path, note: str = "") -> list[Path]:
+    """Per dataset × raters × noise × structure: a reliability diagram per reference (gt, rater mean), bins pooled over seeds."""
+    written = []
+    if calibration.empty:
+        return written
+    bins = tables.pooled_bins(calibration)
+    for (dataset, raters, noise, structure), part in bins.groupby(["dataset", "raters", "noise", "structure"], sort=True):
+        names = set(part["method"])
+        order = list(dict.fromkeys([*main_methods(names), *([ORACLE] if ORACLE in names else []), *ablation_methods(names)]))
+        every = sorted(names)
+        title = f"{dataset} (raters {raters}, noise {noise}, {structure}): reliability of the foreground probability"
+        fig = figures.reliability_figure(part, order, {m: method_color(m, every) for m in order}, f"{note}\n{title}" if note else title,
+                                         {m: display(m) for m in order})  # fmt: skip
+        written += save(fig, out_dir / f"reliability_{slug(dataset, raters, noise, structure)}")
     return written
 
 
@@ -494,18 +565,13 @@ def write_learning_curves(logs: pd.DataFrame, out_dir: Path, note: str = "") -> 
 
 
 def read_inputs(results_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    table = pd.read_parquet(results_dir / "metrics.parquet")
-    summary = pd.read_csv(
-        results_dir / "summary.csv", dtype={"dataset": str, "reference": str, "method": str, "structure": str, "metric": str}
-    )
-    return table, summary
+    return pd.read_parquet(results_dir / "metrics.parquet"), store.read_summary(results_dir)
 
 
 def render(results_dir: Path, out_dir: Path) -> list[Path]:
     """Write every table and figure for `<results_dir>`'s collected results into `out_dir`; return the written paths (sorted).
 
-    Reads only metrics.parquet and summary.csv (see the module docstring for the files). An empty
-    results table writes nothing and returns [].
+    Reads only the collected tables (see the module docstring). An empty results table writes nothing and returns [].
     """
     results_dir, out_dir = Path(results_dir), Path(out_dir)
     table, summary = read_inputs(results_dir)
@@ -518,24 +584,30 @@ def render(results_dir: Path, out_dir: Path) -> list[Path]:
     written.append(write_tests(tests, out_dir))
     written += write_boxplots(table, tests, out_dir)
     written += write_noise_figures(summary, out_dir)
-    logs = results_dir / "train_logs.parquet"
-    if logs.is_file():
-        written += write_learning_curves(pd.read_parquet(logs), out_dir)
+    written += write_rater_heatmaps(summary, out_dir)
+    for name, writer in (("calibration.parquet", write_reliability), ("train_logs.parquet", write_learning_curves)):
+        if (results_dir / name).is_file():
+            written += writer(pd.read_parquet(results_dir / name), out_dir)
     return sorted(written)
 
 
 def write_tables(summary: pd.DataFrame, out_dir: Path, note: str = "") -> list[Path]:
-    """Every table of the summary as Markdown and LaTeX; `note` (e.g. "quick stand-in: …") heads each file."""
+    """Every table of the summary as Markdown and LaTeX, per headline reference; `note` (e.g. "quick stand-in: …") heads each file."""
     written, markdown = [], []
-    for (dataset, reference, noise), part in summary.groupby(["dataset", "reference", "noise"], sort=True):
-        for stem, table in group_tables(part, dataset, reference, noise):
-            md, tex = to_markdown(table), to_latex(table)
-            if note:
-                md, tex = f"> {note}\n\n{md}", f"% {note}\n{tex}"
-            (out_dir / f"{stem}.md").write_text(md)
-            (out_dir / f"{stem}.tex").write_text(tex)
-            written += [out_dir / f"{stem}.md", out_dir / f"{stem}.tex"]
-            markdown.append(md)
+    for (dataset, raters, noise), part in summary.groupby(["dataset", "raters", "noise"], sort=True):
+        shared = part[part["reference"].isin(["raters", "rater-mean"]) | (part["method"] == AVERAGE)]
+        for reference in [r for r in HEADLINE if r in set(part.loc[part["method"] != AVERAGE, "reference"])]:
+            rows = pd.concat([part[(part["reference"] == reference) & (part["method"] != AVERAGE)], shared])
+            for stem, table in group_tables(rows, (dataset, raters, noise, reference)):
+                if (out_dir / f"{stem}.md") in written:  # Table III does not depend on the headline reference
+                    continue
+                md, tex = to_markdown(table), to_latex(table)
+                if note:
+                    md, tex = f"> {note}\n\n{md}", f"% {note}\n{tex}"
+                (out_dir / f"{stem}.md").write_text(md)
+                (out_dir / f"{stem}.tex").write_text(tex)
+                written += [out_dir / f"{stem}.md", out_dir / f"{stem}.tex"]
+                markdown.append(md)
     if markdown:
         (out_dir / "tables.md").write_text("\n".join(markdown))
         written.append(out_dir / "tables.md")
@@ -548,83 +620,54 @@ def write_tests(tests: pd.DataFrame, out_dir: Path) -> Path:
     return path
 
 
+def default_reference(dataset: str) -> str:
+    return "gt" if has_gt(dataset) else "majority"
+
+
 def write_boxplots(table: pd.DataFrame, tests: pd.DataFrame, out_dir: Path, note: str = "") -> list[Path]:
+    """Per-case DSC per method against the dataset's default reference (gt where it exists, else the majority)."""
     written = []
     all_methods = sorted(set(table["method"]))
     dsc_structures = ordered_structures(set(table.loc[table["metric"] == "dsc", "structure"]))
     for structure in dsc_structures:
-        cases = stats.per_case(table, "dsc", structure)
-        for (dataset, reference, noise), part in cases.groupby(stats.GROUP, sort=True):
+        cases = tables.per_case(table, "dsc", structure)
+        for group, part in cases.groupby(tables.GROUP, sort=True):
+            dataset, raters, noise, reference = group
             methods = main_methods(set(part["method"]))
-            if not methods:
+            if not methods or reference != default_reference(dataset):
                 continue
             part = part[part["method"].isin(methods)]
             here = tests[
                 (tests["family"] == "main") & (tests["metric"] == "dsc") & (tests["structure"] == structure)
-                & (tests["dataset"] == dataset) & (tests["reference"] == reference) & (tests["noise"] == noise)
+                & (tests[tables.GROUP] == pd.Series(group, index=tables.GROUP)).all(axis=1)
             ]  # fmt: skip
             n_cases = part["case"].nunique()
             title = (
                 f"{dataset}: per-case DSC, {n_cases} test cases\n"
-                f"reference: {reference}, rater noise {noise:g}, structure: {structure}\n"
+                f"raters {raters}, noise {noise}, against {reference}, structure: {structure}\n"
                 + ("Holm-adjusted two-sided Wilcoxon signed-rank p vs LF-Net" if REFERENCE_METHOD in methods else "no LF-Net run: no tests")
             )
             fig = boxplot_figure(part, here, methods, all_methods, f"{note}\n{title}" if note else title)
-            written += save(fig, out_dir / f"boxplot_dsc_{slug(dataset, reference, f'noise{noise:g}', structure)}")
+            written += save(fig, out_dir / f"boxplot_dsc_{slug(dataset, raters, noise, reference, structure)}")
     return written
 
 
 def write_noise_figures(summary: pd.DataFrame, out_dir: Path, note: str = "") -> list[Path]:
+    """Test DSC against the realised Average DSC of the rater pool, per dataset × raters, when two or more noise levels ran."""
     written = []
     all_methods = sorted(set(summary["method"]))
     dsc = summary[summary["metric"] == "dsc"]
-    for (dataset, reference), part in dsc.groupby(["dataset", "reference"], sort=True):
+    for (dataset, raters), part in dsc.groupby(["dataset", "raters"], sort=True):
+        reference = default_reference(dataset)
         averages = part[part["method"] == AVERAGE]
-        runs = part[part["method"] != AVERAGE]
+        runs = part[(part["method"] != AVERAGE) & (part["reference"] == reference)]
         if runs["noise"].nunique() < 2:  # one noise level: no curve to draw
             continue
         methods = main_methods(set(runs["method"])) + ([ORACLE] if ORACLE in set(runs["method"]) else [])
         for structure in ordered_structures(set(runs["structure"])):
             rows = runs[runs["structure"] == structure]
-            levels = ", ".join(f"{n:g}" for n in sorted(rows["noise"].unique()))
-            title = f"{dataset}: test DSC vs annotation noise\nreference: {reference}, structure: {structure}, rater noise levels {levels}"
+            levels = ", ".join(sorted(rows["noise"].unique()))
+            title = f"{dataset}: test DSC vs annotation noise\nraters {raters}, against {reference}, structure: {structure}, noise levels {levels}"
             fig = noise_figure(rows, averages, methods, all_methods, f"{note}\n{title}" if note else title)
-            written += save(fig, out_dir / f"noise_dsc_{slug(dataset, reference, structure)}")
+            written += save(fig, out_dir / f"noise_dsc_{slug(dataset, raters, reference, structure)}")
     return written
-
-
-# --------------------------------------------------------------------------- CLI
-
-
-def add_parser(verbs) -> None:
-    """Add `python -m bench report [--results DIR] [--out DIR]` to the CLI's subparsers."""
-    p = verbs.add_parser(
-        "report", allow_abbrev=False, help="write the paper's tables (Markdown, LaTeX) and figures (PNG, PDF) from collected results"
-    )
-    p.add_argument("--results", default="results", help="results folder holding metrics.parquet and summary.csv (default: results)")
-    p.add_argument("--out", help="folder for the tables and figures (default: RESULTS/report)")
-    p.set_defaults(func=cmd_report)
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-    results = Path(args.results)
-    out = Path(args.out) if args.out else results / "report"  # beside the results, not in the source tree
-    first = f"run `python -m bench run --results {results}` first"
-    for name in ("metrics.parquet", "summary.csv"):
-        if not (results / name).is_file():
-            raise UsageError(f"no results table {results / name}; {first}")
-    try:
-        n_rows = len(pd.read_parquet(results / "metrics.parquet", columns=["value"]))
-    except (OSError, ValueError) as e:
-        raise UsageError(f"cannot read {results / 'metrics.parquet'} ({e}); {first}") from None
-    if n_rows == 0:
-        raise UsageError(f"the results table {results / 'metrics.parquet'} is empty; {first}")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UsageError(f"cannot write the report folder {out} ({e.strerror or e}); choose another with --out") from None
-    written = render(results, out)
-    for path in written:
-        print(path)
-    print(f"{len(written)} files written to {out}/")
-    return 0

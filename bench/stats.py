@@ -1,17 +1,17 @@
 """Statistics on the long results table (DESIGN §7): per-case values and paired tests against LF-Net.
 
-Mean ± std over seeds for the tables is `bench.store.summarise`; this module adds what the tables
+Mean ± std over seeds for the tables is `bench.evaluate.tables.summarise`; this module adds what the tables
 cannot show: whether the reference method beats each other method on the same test cases.
 
 Protocol (the paper reports p < 0.05 for LF-Net against every competitor on LIDC but names no
 test; reference/methods.md §3.10):
 
-1. Per case, average each method's value over its seeds (`per_case`), so the unit of the test is
+1. Per case, average each method's value over its seeds (`bench.evaluate.tables.per_case`), so the unit of the test is
    the test case, not the (case, seed) pair, whose seeds are not independent observations.
 2. For each other method, a paired two-sided Wilcoxon signed-rank test (Wilcoxon 1945) of the
    reference method against it, on the cases both have (`paired_tests`).
 3. Holm's step-down adjustment (Holm 1979) across the comparisons of one dataset × reference ×
-   noise level, which controls the family-wise error rate without assuming independence.
+   noise level × evaluation reference, which controls the family-wise error rate without assuming independence.
 4. Effect sizes: the matched-pairs rank-biserial correlation (Kerby 2014) and the median paired
    difference, both signed so that a positive value favours the reference method.
 """
@@ -26,8 +26,8 @@ import pandas as pd
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
-GROUP = ["dataset", "reference", "noise"]
-CASE_KEYS = [*GROUP, "method", "case"]
+from bench.evaluate.tables import GROUP, per_case
+
 TEST_COLUMNS = [
     *GROUP, "structure", "metric", "reference_method", "method",
     "n", "n_nan", "n_zero", "statistic", "p", "p_holm", "effect_size", "median_diff",
@@ -36,20 +36,6 @@ TEST_COLUMNS = [
 # The oracle is trained on ground truth: an upper bound, not a competitor, so by default it is
 # left out of the comparisons (it would only enlarge the Holm family).
 DEFAULT_EXCLUDE = ("oracle",)
-
-
-def per_case(table: pd.DataFrame, metric: str, structure: str) -> pd.DataFrame:
-    """Values averaged over seeds, one row per dataset × reference × noise × method × case.
-
-    A NaN value of one seed (e.g. a metric undefined for an empty mask) is skipped in the mean;
-    the case is NaN only when every seed is NaN. `n_seeds` counts the seeds that had a value.
-
-    Returns columns dataset, reference, noise, method, case, value, n_seeds.
-    """
-    rows = table[(table["metric"] == metric) & (table["structure"] == structure)]
-    grouped = rows.groupby(CASE_KEYS, dropna=False, sort=True)["value"]
-    out = grouped.agg(value="mean", n_seeds="count").reset_index()
-    return out[[*CASE_KEYS, "value", "n_seeds"]]
 
 
 def rank_biserial(diff: np.ndarray) -> float:
@@ -131,14 +117,14 @@ def paired_tests(
 ) -> pd.DataFrame:
     """Reference method vs each other method: paired Wilcoxon on seed-averaged per-case values, Holm-adjusted.
 
-    Per dataset × reference × noise (one Holm family each), for each other method — `others`, or by
+    Per dataset × raters × noise × reference (one Holm family each), for each other method — `others`, or by
     default every other method in the table except the oracle — the cases both methods have are
     paired; pairs where either value is NaN are dropped and counted (n_nan), `n` is the number of
     pairs tested (zeros included; SciPy then discards them, counted in n_zero). See `compare_pair`
     for the test and the signs, `rank_biserial` for the effect size. A group without the reference
     method yields no rows.
 
-    Returns columns TEST_COLUMNS: dataset, reference, noise, structure, metric, reference_method,
+    Returns columns TEST_COLUMNS: dataset, raters, noise, reference, structure, metric, reference_method,
     method, n, n_nan, n_zero, statistic, p, p_holm, effect_size, median_diff.
     """
     values = per_case(table, metric, structure)

@@ -1,13 +1,16 @@
-"""Sweeps: a grid of cells, each one (dataset, reference, noise, method, seed) training run (DESIGN §1, §6)."""
+"""Sweeps: plan a grid of cells (dataset × raters × noise × method × seed) and run them (DESIGN §1, §6).
+
+`run_cell` trains one cell as a short sequence of named steps (open its folder, load its data,
+build its method, record its config, train, predict, score, mark it done); where its files go is
+`bench.store`'s business, how it is scored `bench.evaluate`'s.
+"""
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import itertools
 import os
 import platform
-import shutil
 import subprocess
 import sys
 import time
@@ -27,30 +30,15 @@ from tqdm.auto import tqdm
 import methods
 from bench import harness, store
 from bench.budget import Budget, Schedule
-from bench.metrics import score, soft_dice_iou
+from bench.data import data_fingerprint, load_splits, training_subset
+from bench.evaluate.scoring import score_predictions
+from bench.evaluate.tables import CALIBRATION, COLUMNS, with_keys
+from bench.store import Cell
 from datasets import DatasetSpec, RaterData, Splits, get_dataset, oracle_view
-from datasets import cache as data_cache
 from datasets.raters import rater_dice
 from methods.fusion import majority_vote
-from methods.staple import staple
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-@dataclass(frozen=True)
-class Cell:
-    dataset: str
-    reference: str
-    noise: float
-    method: str
-    seed: int
-
-    @property
-    def parts(self) -> tuple[str, ...]:
-        return (self.dataset, self.reference, f"noise-{self.noise:g}", self.method, f"seed-{self.seed}")
-
-    def __str__(self) -> str:
-        return "/".join(self.parts)
 
 
 @dataclass(frozen=True)
@@ -68,8 +56,8 @@ class RunOptions:
     threads: int = 1  # torch threads per cell on CPU, the same in every backend (results depend on it, not on scheduling)
 
 
-def plan(method_names: list[str], dataset: str, seeds: list[int], noise_levels: list[float], reference: str) -> list[Cell]:
-    return [Cell(dataset, reference, noise, m, s) for noise in noise_levels for m in method_names for s in seeds]
+def plan(method_names: list[str], dataset: str, raters: str, noise_levels: list[str], seeds: list[int]) -> list[Cell]:
+    return [Cell(dataset, raters, noise, m, s) for noise in noise_levels for m in method_names for s in seeds]
 
 
 def trained_method(name: str) -> tuple[str, dict]:
@@ -139,115 +127,6 @@ def hint_types(hint) -> tuple[type, ...] | None:
     return args
 
 
-def lock_path(results: Path, cell: Cell) -> Path:
-    folder = cell_dir(results, cell)
-    return folder.with_name(folder.name + ".lock")  # beside the cell folder, so --force can delete the folder under it
-
-
-@contextmanager
-def claim(results: Path, cell: Cell, wait: bool = False):
-    """Hold an exclusive lock on the cell while it runs; yields False if another process holds it (and `wait` is False).
-
-    A killed sweep never leaves a stale claim (see `store.locked`), and two sweeps into one results
-    folder train each cell once.
-    """
-    with store.locked(lock_path(results, cell), wait) as held:
-        yield held
-
-
-def cache_dir(results: Path) -> Path:
-    """Decoded datasets are cached in $BENCH_CACHE, else `<results>/cache`."""
-    return Path(os.environ.get("BENCH_CACHE") or results / "cache")
-
-
-def cell_dir(results: Path, cell: Cell) -> Path:
-    return results.joinpath("runs", *cell.parts)
-
-
-def is_done(results: Path, cell: Cell) -> bool:
-    return (cell_dir(results, cell) / "metrics.parquet").is_file()
-
-
-@lru_cache(maxsize=4)
-def data_fingerprint(dataset: str, data_root: Path, noise: float, cache_folder: Path | None = None) -> str:
-    """The fingerprint of the dataset's splits at a noise level (computed once per process)."""
-    return fingerprint(load_splits(dataset, data_root, noise, cache_folder))
-
-
-def fingerprint(splits: Splits) -> str:
-    """BLAKE2b of every split's arrays and case ids: two runs with the same fingerprint saw the same data."""
-    digest = hashlib.blake2b(digest_size=16)
-    for name in ("train", "val", "test"):
-        part = getattr(splits, name)
-        if part is None:
-            continue
-        for array in (part.images, part.raters, part.rater_valid, part.gt, part.case_ids.astype(str)):
-            if array is not None:
-                digest.update(f"{name}{array.dtype}{array.shape}".encode())
-                digest.update(np.ascontiguousarray(array).data)
-    return digest.hexdigest()
-
-
-@lru_cache(maxsize=4)
-def load_splits(dataset: str, data_root: Path, noise: float, cache_folder: Path | None = None) -> Splits:
-    """The dataset's splits at a rater noise level, from the on-disk cache when it is there."""
-    path = data_cache.cache_path(cache_folder, dataset, noise, data_root) if cache_folder is not None else None
-    splits = data_cache.load(path) if path is not None and path.is_file() else None
-    if splits is None:
-        splits = get_dataset(dataset).load(data_root, noise)
-        if path is not None:
-            data_cache.save(path, splits)
-    return splits
-
-
-def training_subset(train: RaterData, size: int | None) -> RaterData:
-    """A fixed random subset (seed 0, independent of the training seed) when the budget caps the training (or validation) set."""
-    if size is None or size >= train.n:
-        return train
-    return train.subset(np.sort(np.random.default_rng(0).permutation(train.n)[:size]))
-
-
-def reference_masks(test: RaterData, reference: str) -> np.ndarray:
-    """The evaluation reference (N, H, W) named in every result row."""
-    if reference == "gt":
-        if test.gt is None:
-            raise ValueError("reference 'gt' requested but the dataset has no ground truth")
-        return test.gt
-    if reference == "staple":  # per-image binary STAPLE of the test raters, hard at 0.5 (as staple-unet's targets)
-        if test.n_classes != 2:
-            raise ValueError("reference 'staple' fuses binary labels only; use majority")
-        return (staple(test.raters, test.rater_valid) >= 0.5).astype(np.uint8)
-    if reference == "majority":
-        raters = torch.from_numpy(test.raters).long()
-        return majority_vote(raters, torch.from_numpy(test.rater_valid), test.n_classes).numpy().astype(np.uint8)
-    raise ValueError(f"unknown evaluation reference {reference!r}")
-
-
-def score_rows(cell: Cell, probs: np.ndarray, ref: np.ndarray, test: RaterData, soft: bool = False) -> pd.DataFrame:
-    """Long rows: one per case × structure × metric, with the raw counts beside each value.
-
-    probs (N, L, H, W); ref (N, H, W) class indices. DSC and bAHD score argmax(probs) against the
-    reference; with `soft`, soft DSC / IoU (MR-Net) score the structure's probability against the
-    mean of the valid raters' structure masks (the paper's RIGA protocol).
-    """
-    pred = probs.argmax(1)
-    frames = []
-    for structure, classes in test.structures.items():
-        scores = score(np.isin(pred, classes), np.isin(ref, classes), test.spacing)
-        values = {"dsc": scores["dice"], "bahd": scores["bahd"]}
-        if soft:
-            votes = np.isin(test.raters, classes) & test.rater_valid[:, :, None, None]
-            rater_mean = votes.sum(1) / np.maximum(test.rater_valid.sum(1), 1)[:, None, None]
-            values["soft_dice"], values["soft_iou"] = soft_dice_iou(probs[:, list(classes)].sum(1), rater_mean)
-        counts = {k: scores[k] for k in store.COUNTS}
-        for metric, value in values.items():
-            frames.append(pd.DataFrame({"case": test.case_ids, "structure": structure, "metric": metric, "value": value, **counts}))
-    rows = pd.concat(frames, ignore_index=True)
-    for key in store.KEYS:
-        rows.insert(store.KEYS.index(key), key, getattr(cell, key))
-    return rows[store.COLUMNS]
-
-
 def git_commit() -> str:
     try:
         return subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, timeout=5).stdout.strip()
@@ -281,8 +160,8 @@ def mismatched(cells: list[Cell], opts: RunOptions) -> list[tuple[Cell, dict]]:
     want = option_record(opts)
     out = []
     for cell in cells:
-        if is_done(opts.results, cell) and not opts.force:
-            had = store.read_json(cell_dir(opts.results, cell) / "config.json").get("options", want)
+        if store.is_done(opts.results, cell) and not opts.force:
+            had = store.read_json(store.cell_dir(opts.results, cell) / "config.json").get("options", want)
             if had != want:
                 out.append((cell, had))
     return out
@@ -369,12 +248,12 @@ def run_cell(cell: Cell, opts: RunOptions, wait: bool = False) -> dict:
 
 
 def claim_and_run(cell: Cell, opts: RunOptions, wait: bool) -> dict:
-    if is_done(opts.results, cell) and not opts.force:
+    if store.is_done(opts.results, cell) and not opts.force:
         return {"cell": str(cell), "status": "skipped", "reason": "finished earlier"}
-    with claim(opts.results, cell, wait) as claimed:
+    with store.claim(opts.results, cell, wait) as claimed:
         if not claimed:
             return {"cell": str(cell), "status": "busy", "reason": "running in another process"}
-        if is_done(opts.results, cell) and not (opts.force and not wait):
+        if store.is_done(opts.results, cell) and not (opts.force and not wait):
             return {"cell": str(cell), "status": "skipped", "reason": "finished by another process"}
         with pinned_device(opts.device, opts.results) as device:
             if device.type == "cpu":
@@ -403,63 +282,84 @@ def pinned_device(requested: str, results: Path):
         yield torch.device("cuda", free)
 
 
-def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
-    out = cell_dir(opts.results, cell)
-    if opts.force and out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True, exist_ok=True)
-    for stale in out.rglob(".*.tmp*"):  # a process killed mid-write left it; under the claim nobody else writes here
-        stale.unlink()
-    started = time.time()
-    manifest = {
-        "cell": dataclasses.asdict(cell),
-        "status": "running",
-        "started": started,
-        "command": sys.argv,
-        "git_commit": git_commit(),
-        "versions": versions(),
-        "host": platform.node(),
-        "pid": os.getpid(),
+@dataclass(frozen=True)
+class CellData:
+    """What one cell trains, validates and is scored on (after the budget's subsets and the oracle's view)."""
+
+    dataset: DatasetSpec
+    splits: Splits
+    train: RaterData
+    val: RaterData
+    test: RaterData
+
+
+def cell_data(cell: Cell, opts: RunOptions) -> CellData:
+    splits = load_splits(cell.dataset, opts.data_root, cell.raters, cell.noise, store.cache_dir(opts.results))
+    dataset = get_dataset(cell.dataset)
+    train = training_subset(splits.train, opts.train_size or opts.budget.train_size(dataset))
+    val = training_subset(splits.val, opts.budget.val_size)
+    test = splits.test if opts.test_size is None else splits.test.subset(np.arange(min(opts.test_size, splits.test.n)))
+    if methods.split_name(cell.method)[0] == methods.ORACLE:
+        train, val = oracle_view(train), oracle_view(val)  # the oracle's own objective: ground truth is its only rater
+    return CellData(dataset, splits, train, val, test)
+
+
+def cell_config(cell: Cell, opts: RunOptions, data: CellData, method: methods.Method, schedules: dict[str, Schedule]) -> dict:
+    """config.json: everything that decides the cell's result besides its identity."""
+    return {
+        "options": option_record(opts),
+        "method": cell.method,
+        "trains": trained_method(cell.method)[0],
+        "method_config": dataclasses.asdict(method.cfg),
+        "budget": opts.budget.record(),
+        "schedules": {name: dataclasses.asdict(s) for name, s in schedules.items()},
+        "train_images": data.train.n,
+        "val_images": data.val.n,
+        "test_images": data.test.n,
+        "split_rule": data.splits.rule,
+        "rater_setting": data.splits.raters_info,
+        "precision": opts.precision,
+        "threads": opts.threads,
+        "data_spec": dataclasses.asdict(method.spec),
+        "raters": list(data.train.rater_names),
     }
+
+
+def new_manifest(cell: Cell) -> dict:
+    return {
+        "cell": dataclasses.asdict(cell), "status": "running", "started": time.time(), "command": sys.argv,
+        "git_commit": git_commit(), "versions": versions(), "host": platform.node(), "pid": os.getpid(),
+    }  # fmt: skip
+
+
+def score_cell(cell: Cell, probs: np.ndarray, test: RaterData) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The cell's long rows and reliability bins against every reference (bench.evaluate.scoring), with its KEYS."""
+    rows, bins = score_predictions(probs, test)
+    keys = dataclasses.asdict(cell)
+    return with_keys(rows, keys, COLUMNS), with_keys(bins, keys, CALIBRATION)
+
+
+def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
+    out = store.open_cell(opts.results, cell, fresh=opts.force)
+    manifest = new_manifest(cell)
     try:
-        folder = cache_dir(opts.results)
-        splits = load_splits(cell.dataset, opts.data_root, cell.noise, folder)
-        manifest.update(data_root=str(opts.data_root), data_fingerprint=data_fingerprint(cell.dataset, opts.data_root, cell.noise, folder))
-        spec_ds = get_dataset(cell.dataset)
-        train = training_subset(splits.train, opts.train_size or opts.budget.train_size(spec_ds))
-        val = training_subset(splits.val, opts.budget.val_size)
-        test = splits.test if opts.test_size is None else splits.test.subset(np.arange(min(opts.test_size, splits.test.n)))
-        manifest["raters"] = rater_stats(splits.train)
-        trains, params = trained_method(cell.method)
-        if methods.split_name(cell.method)[0] == methods.ORACLE:
-            train, val = oracle_view(train), oracle_view(val)  # the oracle's own objective: ground truth is its only rater
-        method = build_method(cell.method, cell.seed, spec_ds, train, opts.budget)
-        schedules = stage_schedules(method, trains, spec_ds, train.n, opts)
-        config = {
-            "options": option_record(opts),
-            "method": cell.method,
-            "trains": trains,
-            "method_config": dataclasses.asdict(method.cfg),
-            "budget": opts.budget.record(),
-            "schedules": {name: dataclasses.asdict(s) for name, s in schedules.items()},
-            "train_images": train.n,
-            "val_images": val.n,
-            "test_images": test.n,
-            "split_rule": splits.rule,
-            "precision": opts.precision,
-            "threads": opts.threads,
-            "data_spec": dataclasses.asdict(method.spec),
-            "raters": list(train.rater_names),
-        }
-        store.write_json(out / "config.json", config)
+        data = cell_data(cell, opts)
+        manifest.update(
+            data_root=str(opts.data_root), raters=rater_stats(data.splits.train), rater_setting=data.splits.raters_info,
+            data_fingerprint=data_fingerprint(cell.dataset, opts.data_root, cell.raters, cell.noise, store.cache_dir(opts.results)),
+        )  # fmt: skip
+        method = build_method(cell.method, cell.seed, data.dataset, data.train, opts.budget)
+        schedules = stage_schedules(method, trained_method(cell.method)[0], data.dataset, data.train.n, opts)
+        store.write_json(out / "config.json", cell_config(cell, opts, data, method, schedules))
         manifest.update(
             device=str(device), precision=str(harness.autocast_dtype(device, opts.precision) or "float32"), deviations=method.deviations(),
             threads=torch.get_num_threads(), cpu=cpu_isa(),
         )  # fmt: skip
-        if method.needs_consistent_raters and not train.rater_ids_consistent:
+        if method.needs_consistent_raters and not data.train.rater_ids_consistent:
             manifest["deviations"].append("rater slots are not consistent identities here; per-rater modelling runs per slot")
         store.write_json(out / "manifest.json", manifest)
         t0 = time.time()
+        train, val = data.train, data.val
         manifest["stages"] = harness.fit(
             method, train.images, train.raters, train.rater_valid, schedules=schedules, seed=cell.seed, device=device,
             val=(val.images, val.raters, val.rater_valid), val_gt=val.gt, precision=opts.precision,
@@ -467,21 +367,18 @@ def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
         )  # fmt: skip
         t1 = time.time()
         manifest["degenerate"] = degenerate(harness.predict_proba(method, val.images, device=device, precision=opts.precision), val)
-        probs = harness.predict_proba(method, test.images, device=device, precision=opts.precision)
-        store.write_predictions(out / "predictions.npz", probs, test.case_ids)
-        rows = score_rows(cell, probs, reference_masks(test, cell.reference), test, soft=spec_ds.soft_metrics)
-        manifest.update(
-            status="done",
-            train_seconds=round(t1 - t0, 2),
-            predict_seconds=round(time.time() - t1, 2),
-            seconds=round(time.time() - started, 2),
-        )
-        store.write_json(out / "manifest.json", manifest)
-        store.write_table(out / "metrics.parquet", rows)  # last: marks the cell done
+        probs = harness.predict_proba(method, data.test.images, device=device, precision=opts.precision)
+        store.write_predictions(out / "predictions.npz", probs, data.test.case_ids)
+        rows, bins = score_cell(cell, probs, data.test)
+        manifest.update(status="done", train_seconds=round(t1 - t0, 2), predict_seconds=round(time.time() - t1, 2),
+                        seconds=round(time.time() - manifest["started"], 2))  # fmt: skip
+        store.finish_cell(out, manifest, rows, bins)
         return {"cell": str(cell), "status": "done", "reason": ""}
     except Exception as e:  # a failed cell is recorded and the sweep goes on
         reason = f"{type(e).__name__}: {e}"
-        manifest.update(status="failed", reason=reason, traceback=traceback.format_exc(), seconds=round(time.time() - started, 2))
+        manifest.update(
+            status="failed", reason=reason, traceback=traceback.format_exc(), seconds=round(time.time() - manifest["started"], 2)
+        )
         try:
             store.write_json(out / "manifest.json", manifest)
         except OSError:
@@ -522,7 +419,7 @@ def run_sweep(
     """
     store.flock_module()  # claims need flock: without it, one clear error here rather than every cell failing
     outcomes: dict[Cell, dict] = {}
-    pending = [c for c in cells if opts.force or not is_done(opts.results, c)]
+    pending = [c for c in cells if opts.force or not store.is_done(opts.results, c)]
     for cell in cells:
         if cell not in pending:
             outcomes[cell] = {"cell": str(cell), "status": "skipped", "reason": "finished earlier"}

@@ -15,15 +15,25 @@ from pathlib import Path
 import numpy as np
 
 from datasets import choledoch, cm_folder, lidc, mnist, ms_lesion, riga
-from datasets.contract import DataError, DatasetCard, RaterData, Splits, oracle_view
+from datasets.contract import DataError, DatasetCard, RaterData, Splits, oracle_view, refuse_noise_level
+from datasets.noise import PROTOCOL, check_level, check_style
+
+#: The loader's signature: (data_root, rater style or None for the default, noise level) -> Splits.
+Loader = Callable[[Path, "str | None", str], Splits]
 
 
 @dataclass(frozen=True)
 class DatasetSpec:
-    """A registered dataset: its card, loader and the batch sizes of the two budgets."""
+    """A registered dataset: its card, loader, rater styles and the batch sizes of the two budgets.
+
+    ``load(data_root, raters=None, noise="protocol") -> Splits``: ``raters`` is one of
+    ``rater_styles`` (None: the first, the default); ``noise`` is "protocol" (the unscaled rules)
+    or a target Average DSC of the training pool as a decimal string in (0, 1), e.g. "0.45"
+    (datasets/noise.py). The loader is always the checked one (`checked_loader`).
+    """
 
     card: DatasetCard
-    load: Callable[[Path, float], Splits]  # (data_root, rater noise level) -> Splits
+    load: Loader
     paper_batch_size: int  # the paper: 128 on MNIST, 2 elsewhere
     quick_batch_size: int
     quick_train_size: int | None  # training images used by the quick budget (None: all)
@@ -34,32 +44,40 @@ class DatasetSpec:
     method_overrides: dict = field(default_factory=dict)
     # MNIST only: the paper's "training epoch for RCN is 15" (bench/budget.py reads it for the paper budget).
     mnist_rcn_reading: bool = False
-    fixed_raters: str = ""  # why the raters cannot be re-simulated ("has real raters"); set: --noise-levels other than 1 is refused
+    fixed_raters: str = ""  # why the raters cannot be re-simulated ("has real raters"); set: any level but "protocol" is refused
+    # Rater styles (datasets/noise.py STYLE_NOTES), the default first; every dataset names its own.
+    rater_styles: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        if not self.rater_styles:
+            raise ValueError(f"{self.card.name}: DatasetSpec needs rater_styles (the default first)")
         # Every caller (the CLI, sweeps, workers) gets the checked loader, not the bare adapter.
         if not getattr(self.load, "checked", False):
-            object.__setattr__(self, "load", checked_loader(self.card, self.load))
+            object.__setattr__(self, "load", checked_loader(self.card, self.load, self.rater_styles, self.fixed_raters))
 
 
-def checked_loader(card: DatasetCard, load: Callable[[Path, float], Splits]) -> Callable[[Path, float], Splits]:
+def checked_loader(card: DatasetCard, load: Loader, rater_styles: tuple[str, ...], fixed_raters: str = "") -> Loader:
     """`load` with the checks every adapter needs, so that bad input ends in one DataError and nothing else.
 
-    Before: the noise level is a finite number >= 0, and the data root is not a file. During: the
-    adapter's warnings (e.g. "found 6 of 21 scans") are held back and shown only if the load
-    succeeds, so a failing load prints its one error line alone. After: no image holds NaN or
-    infinite values and the training images are not all one constant (a backstop for what the
-    adapters check file by file).
+    Before reading anything: the rater style is one of `rater_styles` (None: the first), the
+    noise level is "protocol" or a target Average DSC in (0, 1) (passed on in its canonical
+    form, e.g. "0.450" -> "0.45"), a dataset with `fixed_raters` gets no level but "protocol",
+    and the data root is not a file. During: the adapter's warnings (e.g. "found 6 of 21
+    scans") are held back and shown only if the load succeeds, so a failing load prints its one
+    error line alone. After: no image holds NaN or infinite values and the training images are
+    not all one constant (a backstop for what the adapters check file by file).
     """
 
     @functools.wraps(load)
-    def checked(data_root: Path, noise: float) -> Splits:
-        if not math.isfinite(noise) or noise < 0:
-            raise DataError(f"{card.name}: rater noise level {noise:g} is not a finite number >= 0; use e.g. --noise-levels 1")
+    def checked(data_root: Path, raters: str | None = None, noise: str = PROTOCOL) -> Splits:
+        style = check_style(card.name, raters, rater_styles)
+        level = check_level(card.name, noise)
+        if fixed_raters:
+            refuse_noise_level(card.name, level, fixed_raters)
         if card.layout and Path(data_root).is_file():
             raise DataError(f"{card.name}: the data root {data_root} is a file; point --data-root at the folder that holds {card.layout}")
         with warnings.catch_warnings(record=True) as held:
-            splits = load(data_root, noise)
+            splits = load(data_root, style, level)
         check_images(card.name, splits)
         for w in held:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
@@ -93,16 +111,20 @@ def check_images(name: str, splits: Splits, chunk: int = 64) -> None:
 MNIST_OVERRIDES = {"lf-net": {"lam": 0.01}}
 
 
+REAL = {"fixed_raters": "has real raters", "rater_styles": ("real",)}
+
 DATASETS: dict[str, DatasetSpec] = {
-    "mnist-5k": DatasetSpec(mnist.CARD_5K, mnist.load_mnist_5k, 128, 32, None, method_overrides=MNIST_OVERRIDES, mnist_rcn_reading=True),
-    "mnist": DatasetSpec(mnist.CARD_MNIST, mnist.load_mnist, 128, 32, 600, method_overrides=MNIST_OVERRIDES, mnist_rcn_reading=True),
-    "ms-lesion": DatasetSpec(ms_lesion.CARD, ms_lesion.load_ms_lesion, 2, 8, 128),
-    "ms-lesion-real": DatasetSpec(
-        ms_lesion.CARD_REAL, ms_lesion.load_ms_lesion_real, 2, 8, 128, reference="majority", fixed_raters="has real raters"
+    "mnist-5k": DatasetSpec(
+        mnist.CARD_5K, mnist.load_mnist_5k, 128, 32, None, method_overrides=MNIST_OVERRIDES, mnist_rcn_reading=True, rater_styles=mnist.RATER_STYLES
     ),
-    "choledoch": DatasetSpec(choledoch.CARD, choledoch.load_choledoch, 2, 4, 48),
-    "lidc": DatasetSpec(lidc.CARD, lidc.load_lidc, 2, 8, 160, reference="majority", fixed_raters="has real raters"),
-    "riga": DatasetSpec(riga.CARD, riga.load_riga, 2, 4, 80, reference="majority", soft_metrics=True, fixed_raters="has real raters"),
+    "mnist": DatasetSpec(
+        mnist.CARD_MNIST, mnist.load_mnist, 128, 32, 600, method_overrides=MNIST_OVERRIDES, mnist_rcn_reading=True, rater_styles=mnist.RATER_STYLES
+    ),
+    "ms-lesion": DatasetSpec(ms_lesion.CARD, ms_lesion.load_ms_lesion, 2, 8, 128, rater_styles=("ms",)),
+    "ms-lesion-real": DatasetSpec(ms_lesion.CARD_REAL, ms_lesion.load_ms_lesion_real, 2, 8, 128, reference="majority", **REAL),
+    "choledoch": DatasetSpec(choledoch.CARD, choledoch.load_choledoch, 2, 4, 48, rater_styles=("choledoch",)),
+    "lidc": DatasetSpec(lidc.CARD, lidc.load_lidc, 2, 8, 160, reference="majority", **REAL),
+    "riga": DatasetSpec(riga.CARD, riga.load_riga, 2, 4, 80, reference="majority", soft_metrics=True, **REAL),
     "cm-folder": DatasetSpec(
         cm_folder.CARD,
         cm_folder.load_cm_folder,
@@ -112,6 +134,7 @@ DATASETS: dict[str, DatasetSpec] = {
         method_overrides=MNIST_OVERRIDES,
         mnist_rcn_reading=True,
         fixed_raters="reads its raters from files",
+        rater_styles=("files",),
     ),  # fmt: skip
 }
 

@@ -1,8 +1,9 @@
 """On-disk cache of decoded splits, so a second run starts in a second instead of re-decoding and re-simulating.
 
-A cache file is keyed by dataset, noise level, data root and a hash of the `datasets/` sources
-(a change to an adapter or to the rater simulation invalidates it). It holds only numpy arrays
-and a JSON header, loaded with `allow_pickle=False`, so a cache file cannot run code.
+A cache file is keyed by dataset, rater style, noise level, data root and a hash of the
+`datasets/` sources (a change to an adapter or to the rater simulation invalidates it). It holds
+only numpy arrays and a JSON header (the split rule, each part's metadata and
+`Splits.raters_info`), loaded with `allow_pickle=False`, so a cache file cannot run code.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from datasets.contract import DataError, RaterData, Splits
+from datasets.noise import PROTOCOL, parse_level
 
 ARRAYS = ("images", "raters", "rater_valid", "gt", "case_ids", "groups")
 PARTS = ("train", "val", "test")
@@ -29,13 +31,24 @@ def code_version() -> str:
     return digest.hexdigest()[:12]
 
 
-def cache_path(cache_dir: Path, dataset: str, noise: float, data_root: Path) -> Path:
-    root = hashlib.sha256(str(data_root.resolve()).encode()).hexdigest()[:8]
-    return cache_dir / f"{dataset}-noise{noise:g}-{root}-{code_version()}.npz"
+def cache_path(cache_dir: Path, dataset: str, raters: str | None, noise: str, data_root: Path) -> Path:
+    """The cache file of a dataset under a rater style (None: the dataset's default) and a noise level.
+
+    The level is named in its canonical form (`parse_level`: "0.450" and "0.45" share a file);
+    e.g. `mnist-5k-cm-protocol-1a2b3c4d-<code>.npz`, `mnist-5k-morpho-noise0.45-…`.
+    """
+    if raters is None:
+        from datasets import DATASETS  # lazy: the registry imports every adapter
+
+        raters = DATASETS[dataset].rater_styles[0] if dataset in DATASETS else "default"
+    level = parse_level(noise)
+    label = level if level == PROTOCOL else f"noise{level}"
+    root = hashlib.sha256(str(Path(data_root).resolve()).encode()).hexdigest()[:8]
+    return Path(cache_dir) / f"{dataset}-{raters}-{label}-{root}-{code_version()}.npz"
 
 
 def save(path: Path, splits: Splits) -> None:
-    arrays, header = {}, {"rule": splits.rule}
+    arrays, header = {}, {"rule": splits.rule, "raters_info": splits.raters_info}
     for part in PARTS:
         data: RaterData = getattr(splits, part)
         for name in ARRAYS:
@@ -80,4 +93,4 @@ def load(path: Path) -> Splits | None:
                 )
     except (OSError, ValueError, KeyError, EOFError, DataError):  # DataError: it fails today's checks
         return None
-    return Splits(**parts, rule=header["rule"])
+    return Splits(**parts, rule=header["rule"], raters_info=header["raters_info"])

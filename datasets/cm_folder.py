@@ -41,7 +41,8 @@ from pathlib import Path
 
 import numpy as np
 
-from datasets.contract import DataError, DatasetCard, RaterData, Splits, centre_fit, check_mask_values, folder_problem, refuse_noise_level
+from datasets.contract import DataError, DatasetCard, RaterData, Splits, centre_fit, check_mask_values, folder_problem
+from datasets.noise import PROTOCOL, STYLE_NOTES, check_fixed, fixed_pool_info
 from datasets.raters import RATER_NAMES
 
 #: Without a Good/ folder, the "good" rater is the GT itself (CM-UNet's loader does this).
@@ -55,13 +56,14 @@ FILE_RE = re.compile(r"^(?P<id>.+)_(?P<kind>[A-Za-z]+)\.tiff?$", re.IGNORECASE)
 
 CARD = DatasetCard(
     name="cm-folder",
-    title="Your images and raters in CM-UNet's folder layout, e.g. CM-UNet's simulated MNIST examples",
+    title="Your images and raters in CM-UNet's folder layout, e.g. CM-UNet's simulated MNIST examples (rater style files)",
     source="the layout of github.com/moucheng2017/Med-Noisy-Labels (MNIST_examples/, preprocessing/Prepare_MNIST.py)",
     licence="that of the data you bring (MNIST: LeCun, Cortes, Burges)",
     citation="Zhang et al., Disentangling human error from the ground truth in segmentation of medical images, NeurIPS 2020",
     counts="the images the folders hold, split as train / validate / test; raters good (= GT unless a Good/ folder exists), over, under, wrong (+ blank with a Blank/ folder)",
     download="CM-UNet's MNIST_examples/ folder, or your own data written in this layout",
     layout="<data-root>/cm-folder/ holding train/, validate/ and test/ (any nesting), each with GT/, Gaussian/ and one folder per rater (Over/, Under/, Wrong/, optional Good/, Blank/) of <id>_<Kind>.tif",
+    raters=STYLE_NOTES["files"],
 )
 
 
@@ -146,10 +148,14 @@ def binarise(array: np.ndarray, path: Path, raw: bool = False) -> np.ndarray:
     return mask >= scale / 2
 
 
-def load_cm_folder(data_root: Path, noise: float) -> Splits:
-    """The train / validate / test folders of `<data-root>/cm-folder/` as `Splits` (`noise` must be 1)."""
+def load_cm_folder(data_root: Path, raters: str | None = None, noise: str = PROTOCOL) -> Splits:
+    """The train / validate / test folders of `<data-root>/cm-folder/` as `Splits`.
+
+    Rater style "files" and noise level "protocol" only (the raters are what the files hold).
+    `raters_info` records the training raters' Average DSC against the files' GT.
+    """
     root = Path(data_root) / "cm-folder"
-    refuse_noise_level("cm-folder", noise, "reads its raters from files")
+    check_fixed("cm-folder", raters, noise, "files", "reads its raters from files")
     if not root.is_dir():
         raise DataError(
             f"cm-folder: {root}/ {folder_problem(root)}; put your train/, validate/ and test/ folders (CM-UNet layout) in {root}/"
@@ -206,7 +212,8 @@ def load_cm_folder(data_root: Path, noise: float) -> Splits:
             raters_simulated=True,
         )
     rule = "the folders' own train/ validate/ test/"
-    return Splits(parts["train"], parts["val"], parts["test"], rule)
+    info = fixed_pool_info("files", parts["train"].raters, parts["train"].gt)
+    return Splits(parts["train"], parts["val"], parts["test"], rule, raters_info=info)
 
 
 def _decode_part(kinds: dict[str, dict[str, Path]], image_kind: str, rater_kinds: list[str], names: tuple[str, ...]) -> dict:

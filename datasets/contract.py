@@ -37,6 +37,7 @@ class DatasetCard:
     counts: str
     download: str = ""  # where to get the files; empty for embedded data
     layout: str = ""  # where to put them under the data root
+    raters: str = ""  # the rater style(s) it offers, default first, and what each is (datasets/noise.py STYLE_NOTES)
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,11 @@ class Splits:
     val: RaterData
     test: RaterData
     rule: str
+    # How the raters were made (every loader fills it; datasets/noise.py `pool_info` / `fixed_pool_info`):
+    # {"style", "level", "target" (float or None), "strength" (float or None for real raters),
+    #  "realised_average" (the training split's Average DSC vs GT, or None without GT),
+    #  "usable" (`check_usable` of the training split, or None for real raters)}.
+    raters_info: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # An empty validation part is allowed (nothing selects on it by default); an empty train or
@@ -189,7 +195,10 @@ def oracle_view(data: RaterData) -> RaterData:
     )
 
 
-def refuse_noise_level(name: str, noise: float, why: str = "has real raters") -> None:
-    """A dataset whose raters are not simulated has no noise knob: any level but the protocol's (1) is refused in one line."""
-    if noise != 1.0:
-        raise DataError(f"{name} {why}, so there is no noise level to set (got {noise:g}); use --noise-levels 1")
+def refuse_noise_level(name: str, level: str, why: str = "has real raters") -> None:
+    """A dataset whose raters are not simulated has no noise knob: any level but "protocol" is refused in one line.
+
+    level: the noise level as given (a label such as "protocol" or "0.45"; anything else is shown as is).
+    """
+    if str(level).strip().lower() != "protocol":
+        raise DataError(f"{name} {why}, so there is no noise level to set (got {level}); use --noise-levels protocol")

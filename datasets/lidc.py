@@ -29,7 +29,8 @@ Decisions:
 - Split: the crops' train / val / test folders (patient-level by construction; a patient in two
   folders is an error). The pickle (or crops without split folders): patients shuffled with
   `DATA_SEED` and cut in the paper's 722 / 144 / 144 proportion, never by slice.
-- `noise` must be 1 (the raters are real; another level is refused rather than trained again unchanged).
+- Rater style "real" only, noise level "protocol" only (the raters are real; another level is refused rather than
+  trained again unchanged). `raters_info` records the style and level, no strength, no Average (no GT).
 """
 
 from __future__ import annotations
@@ -54,8 +55,8 @@ from datasets.contract import (
     check_mask_values,
     check_not_constant,
     folder_problem,
-    refuse_noise_level,
 )
+from datasets.noise import PROTOCOL, STYLE_NOTES, check_fixed, fixed_pool_info
 
 try:  # numpy >= 2 moved numpy.core to numpy._core; pickles name either
     from numpy._core import multiarray as _multiarray
@@ -79,7 +80,7 @@ PICKLE_SUFFIXES = (".pickle", ".pkl")
 
 CARD = DatasetCard(
     name="lidc",
-    title="LIDC-IDRI lung nodule CT crops with four real readers (no consistent reader identities)",
+    title="LIDC-IDRI lung nodule CT crops with four real readers (no consistent reader identities; rater style real)",
     source="Kohl et al. crops: gs://hpunet-data/lidc_crops/{train,val,test}.tar.gz (DeepMind hierarchical_probabilistic_unet "
     "README); or Knegt's data_lidc.pickle (stefanknegt/Probabilistic-Unet-Pytorch README)",
     licence="CC BY 3.0 (LIDC-IDRI, TCIA)",
@@ -89,6 +90,7 @@ CARD = DatasetCard(
     download="the three crop archives train.tar.gz, val.tar.gz, test.tar.gz (extract them), or data_lidc.pickle",
     layout="<data-root>/lidc/ (any nesting), e.g. lidc/train/images/LIDC-IDRI-0001/z-105.0_c0.png and "
     "lidc/train/gt/LIDC-IDRI-0001/z-105.0_c0_l0.png; or lidc/data_lidc.pickle",
+    raters=STYLE_NOTES["real"],
 )
 
 
@@ -204,7 +206,9 @@ def contiguous_splits(data: RaterData, sizes: list[int], rule: str) -> Splits:
         if size == 0:
             raise DataError(f"lidc: the {part} split is empty ({rule})")
     a, b = sizes[0], sizes[0] + sizes[1]
-    return Splits(data.subset(slice(0, a)), data.subset(slice(a, b)), data.subset(slice(b, data.n)), rule)
+    train = data.subset(slice(0, a))
+    info = fixed_pool_info("real", train.raters, train.gt)
+    return Splits(train, data.subset(slice(a, b)), data.subset(slice(b, data.n)), rule, raters_info=info)
 
 
 # ---------------------------------------------------------------------------------------
@@ -394,13 +398,13 @@ def read_pickle_slices(entries: dict[str, tuple[dict, Path]], keys: list[str]) -
 # ---------------------------------------------------------------------------------------
 
 
-def load_lidc(data_root: Path, noise: float) -> Splits:
+def load_lidc(data_root: Path, raters: str | None = None, noise: str = PROTOCOL) -> Splits:
     """`<data-root>/lidc/` → Splits: Kohl crops by their split folders, or Knegt's pickle by patient 722:144:144.
 
     The split is decided before any pixel is decoded and the images are read in train, val, test
     order into one array whose parts are views (the crops take 3.3 GB; copies would double it).
     """
-    refuse_noise_level("lidc", noise)
+    check_fixed("lidc", raters, noise)
     folder = Path(data_root) / "lidc"
     if not folder.is_dir():
         raise DataError(f"lidc: {folder}/ {folder_problem(folder, 'does not exist')}; download {CARD.download} and put them in {folder}/")

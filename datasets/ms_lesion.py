@@ -30,14 +30,21 @@ images as validation" and "five simulated raters as Zhang et al."; methods.md §
   wrong = over with alternating 100-voxel blocks of its C-order foreground deleted, twice;
   blank = zeros. Voxels outside the volume count as background. These rules are deterministic:
   there is nothing to seed.
-* **Noise**: the rules are whole passes, so `noise` scales the number of passes, rounded half up:
-  round(1·noise) erosions, round(2·noise) edge-add passes and round(2·noise) deletion passes.
-  noise 1 is the official rule, noise 0 makes every rater but blank equal GT, and the rater
-  noise grows monotonically in steps (e.g. noise 1.5 → 2 erosions, 3 edge-add passes, 3 deletions).
+* **Rater style and noise**: the style is `ms` (the only one). The rules are whole passes, so the
+  style's knob k scales the number of passes, rounded half up: round(1·k) erosions, round(2·k)
+  edge-add passes and round(2·k) deletion passes (`passes_at`). Noise level "protocol" is k = 1,
+  the official rules; k = 0 makes every rater but blank equal GT, and the rater noise grows
+  monotonically in steps (e.g. k = 1.5 → 2 erosions, 3 edge-add passes, 3 deletions). A target
+  Average DSC bisects k on [0, `KNOB_HI`] over the training slices; since the Average moves in
+  steps, a target that no step lands within 0.01 of is refused, naming the step it falls in.
   `datasets.raters.simulate_raters` (the continuous 2-D MNIST simulator) is not used: it would
   change the rater family between noise levels.
+* **Usability** (datasets/noise.py `pool_info`): a target level whose training pool is degenerate
+  is refused. The protocol is recorded and warned about, never refused: one 3-D erosion empties
+  the thin ends of most lesions, so "under" (and with it the threshold-voting mask at β = 4) is
+  empty on many lesion slices by the released rules themselves.
 * **Real raters** (`ms-lesion-real`): mask1 and mask2 as two identity-consistent raters, no GT
-  (the evaluation reference is the majority vote); the `noise` argument must be 1.
+  (the evaluation reference is the majority vote); rater style `real`, noise level "protocol" only.
 * **Split**: by subject, so no subject's time points fall in two parts (the paper's split is by
   scan). The training subjects are the subset whose scan count is closest to the paper's 10 of
   21 (ties: fewer training scans, then the first subjects by name): on ISBI (4, 4, 5, 4, 4 time
@@ -68,7 +75,17 @@ from datasets.contract import (
     check_mask_values,
     check_not_constant,
     folder_problem,
-    refuse_noise_level,
+)
+from datasets.noise import (
+    PROTOCOL,
+    STYLE_NOTES,
+    average_dsc,
+    check_fixed,
+    check_level,
+    check_style,
+    choose_strength,
+    fixed_pool_info,
+    pool_info,
 )
 from datasets.raters import RATER_NAMES
 
@@ -92,6 +109,8 @@ UNDER_EROSIONS = 1
 OVER_EDGE_PASSES = 2
 WRONG_DELETION_PASSES = 2
 WRONG_BLOCK = 100
+#: Top of the knob's bisection bracket for a target level: 4 erosions, 8 edge-add and 8 deletion passes.
+KNOB_HI = 4.0
 
 IMAGE_RE = re.compile(r"^(?P<subject>(?:training|test)\d{2})_(?P<tp>\d{2})_(?P<contrast>flair|mprage|pd|t2)_pp\.nii(?:\.gz)?$")
 MASK_RE = re.compile(r"^(?P<subject>training\d{2})_(?P<tp>\d{2})_mask(?P<rater>[12])\.nii(?:\.gz)?$")
@@ -109,23 +128,26 @@ _COUNTS = (
 
 CARD = DatasetCard(
     name="ms-lesion",
-    title=f"ISBI 2015 MS lesions, FLAIR axial slices, five simulated raters from the GT = {GT_RATER} (the paper)",
+    title=f"ISBI 2015 MS lesions, FLAIR axial slices, five simulated raters from the GT = {GT_RATER} (the paper; "
+    "rater style ms: CM-UNet's released MS rules)",
     source=_SOURCE,
     licence=_LICENCE,
     citation=_CITATION + "; raters after Zhang et al., NeurIPS 2020 (CM-UNet), rules of their released MS data",
     counts=_COUNTS + "; 5 raters (good, over, under, wrong, blank)",
     download=_DOWNLOAD,
     layout=_LAYOUT,
+    raters=STYLE_NOTES["ms"],
 )
 CARD_REAL = DatasetCard(
     name="ms-lesion-real",
-    title="ISBI 2015 MS lesions, FLAIR axial slices, the two real raters (mask1, mask2), no GT (reference: majority)",
+    title="ISBI 2015 MS lesions, FLAIR axial slices, the two real raters (mask1, mask2; rater style real), no GT (reference: majority)",
     source=_SOURCE,
     licence=_LICENCE,
     citation=_CITATION,
     counts=_COUNTS + "; 2 real raters",
     download=_DOWNLOAD,
     layout=_LAYOUT,
+    raters=STYLE_NOTES["real"],
 )
 
 
@@ -184,7 +206,7 @@ def delete_blocks(mask: np.ndarray, passes: int = WRONG_DELETION_PASSES, block: 
 
 
 def passes_at(noise: float) -> tuple[int, int, int]:
-    """(erosions, edge-add passes, deletion passes) at a noise level: the official counts × noise, rounded half up."""
+    """(erosions, edge-add passes, deletion passes) at knob value `noise` (1: the protocol): the official counts × noise, rounded half up."""
     if not np.isfinite(noise) or noise < 0:
         raise ValueError(f"noise must be finite and >= 0, got {noise}")
 
@@ -195,7 +217,7 @@ def passes_at(noise: float) -> tuple[int, int, int]:
 
 
 def simulate_ms_raters(gt: np.ndarray, noise: float = 1.0) -> np.ndarray:
-    """The five MS raters of one 3-D GT volume: (X, Y, Z) -> (5, X, Y, Z) uint8 in {0, 1}.
+    """The five MS raters of one 3-D GT volume at knob value `noise` (1: the protocol): (X, Y, Z) -> (5, X, Y, Z) uint8 in {0, 1}.
 
     Order `RATER_NAMES` (good, over, under, wrong, blank). The array must be in nibabel's
     (x, y, z) order: "wrong" depends on the C order of the voxels.
@@ -336,23 +358,25 @@ def choose_val_scans(train_scans: list[str], fraction: float = VAL_FRACTION) -> 
 # ---------------------------------------------------------------------------------------
 
 
-def load_ms_lesion(data_root: Path, noise: float, gt_rater: str = GT_RATER) -> Splits:
-    """`ms-lesion`: FLAIR slices, the five simulated raters made from `gt_rater`'s 3-D masks, and GT."""
-    return _load(data_root, noise, simulated=True, gt_rater=gt_rater)
+def load_ms_lesion(data_root: Path, raters: str | None = None, noise: str = PROTOCOL, gt_rater: str = GT_RATER) -> Splits:
+    """`ms-lesion`: FLAIR slices, the five simulated raters (style `ms`) made from `gt_rater`'s 3-D masks, and GT."""
+    style, level = check_style("ms-lesion", raters, ("ms",)), check_level("ms-lesion", noise)
+    return _load(data_root, level, simulated=True, gt_rater=gt_rater, style=style)
 
 
-def load_ms_lesion_real(data_root: Path, noise: float) -> Splits:
-    """`ms-lesion-real`: FLAIR slices and the two real raters (mask1, mask2); no GT."""
-    refuse_noise_level("ms-lesion-real", noise)
-    return _load(data_root, noise, simulated=False, gt_rater=GT_RATER)
+def load_ms_lesion_real(data_root: Path, raters: str | None = None, noise: str = PROTOCOL) -> Splits:
+    """`ms-lesion-real`: FLAIR slices and the two real raters (mask1, mask2); no GT; style `real`, level "protocol" only."""
+    check_fixed("ms-lesion-real", raters, noise)
+    return _load(data_root, PROTOCOL, simulated=False, gt_rater=GT_RATER, style="real")
 
 
 def _load(
     data_root: Path,
-    noise: float,
+    level: str,
     *,
     simulated: bool,
     gt_rater: str,
+    style: str,
     contrasts: tuple[str, ...] | None = None,
     slices: str | None = None,
 ) -> Splits:
@@ -362,8 +386,6 @@ def _load(
         raise DataError(f"ms-lesion: unknown GT rater {gt_rater!r}; choose one of {', '.join(GT_RATERS)}")
     if slices not in ("lesion", "brain"):
         raise DataError(f"ms-lesion: unknown slice rule {slices!r}; choose 'lesion' or 'brain'")
-    if simulated:
-        passes_at(noise)  # validates noise before the slow part
     root = Path(data_root) / "ms-lesion"
     if not root.is_dir():
         raise DataError(
@@ -387,7 +409,7 @@ def _load(
 
     parts, target, spacing = [], None, None
     for scan in scans:
-        part = _slices_of(scan, contrasts, simulated, gt_rater, noise, slices, target)
+        part = _slices_of(scan, contrasts, simulated, gt_rater, slices, target)
         if target is None:
             target, spacing, first = part["xy"], part["spacing"], scan
         elif not np.allclose(part["spacing"], spacing, rtol=1e-3):
@@ -399,20 +421,62 @@ def _load(
         raise DataError(
             f"ms-lesion: no axial slice of the {len(scans)} scans under {root}/ is kept (rule {slices!r}): are the masks empty?"
         )
+    case_ids = np.concatenate([p["ids"] for p in parts])
+    groups = np.concatenate([p["groups"] for p in parts])
+    (train, val, test), rule = _split(case_ids, groups, scans, slices)
+    if len(train) == 0:
+        raise DataError(f"ms-lesion: the train split is empty ({rule}); add data so that every part gets images")
 
+    if simulated:
+        gt = np.concatenate([p["gt"] for p in parts])
+        strength, raters, info = _simulate(parts, gt, train, style, level)
+    else:
+        gt, raters = None, np.concatenate([p["raters"] for p in parts])
     data = RaterData(
         images=np.concatenate([p["images"] for p in parts]),
-        raters=np.concatenate([p["raters"] for p in parts]),
-        rater_valid=np.ones((sum(len(p["ids"]) for p in parts), len(RATER_NAMES) if simulated else len(REAL_RATER_NAMES)), dtype=bool),
-        gt=np.concatenate([p["gt"] for p in parts]) if simulated else None,
-        case_ids=np.concatenate([p["ids"] for p in parts]),
-        groups=np.concatenate([p["groups"] for p in parts]),
+        raters=raters,
+        rater_valid=np.ones((len(case_ids), len(RATER_NAMES) if simulated else len(REAL_RATER_NAMES)), dtype=bool),
+        gt=gt,
+        case_ids=case_ids,
+        groups=groups,
         rater_names=RATER_NAMES if simulated else REAL_RATER_NAMES,
         rater_ids_consistent=True,
         raters_simulated=simulated,
         spacing=(spacing[1], spacing[0]),  # rows run along y, columns along x
     )
-    return _split(data, scans, slices)
+    train_data = data.subset(train)
+    if not simulated:
+        info = fixed_pool_info(style, train_data.raters, None)
+    return Splits(train=train_data, val=data.subset(val), test=data.subset(test), rule=rule, raters_info=info)
+
+
+def _simulate(parts: list[dict], gt: np.ndarray, train: np.ndarray, style: str, level: str) -> tuple[float, np.ndarray, dict]:
+    """The five raters of every kept slice at the level's knob value -> (knob, raters (K, 5, Y, X), raters_info).
+
+    parts: one dict per scan with its 3-D GT volume "gt3d" and kept slices "keep"; gt: the GT
+    slices of all scans (K, Y, X); train: the indices of the training slices, whole scans.
+    The Average of the training slices at a knob value depends only on the pass counts, so it
+    is measured once per distinct `passes_at` during the bisection.
+    """
+    bounds = np.cumsum([0] + [len(p["ids"]) for p in parts])
+    train_parts = [p for p, start in zip(parts, bounds[:-1]) if len(p["ids"]) and np.isin(start, train)]
+
+    def raters_of(part: dict, knob: float) -> np.ndarray:
+        # (5, X, Y, Z) -> (K, 5, Y, X): one image per kept z, rows along y.
+        return np.ascontiguousarray(np.transpose(simulate_ms_raters(part["gt3d"], knob)[..., part["keep"]], (3, 0, 2, 1)))
+
+    measured: dict[tuple[int, int, int], float] = {}
+
+    def average(knob: float) -> float:
+        passes = passes_at(knob)
+        if passes not in measured:
+            measured[passes] = average_dsc(np.concatenate([raters_of(p, knob) for p in train_parts]), gt[train])
+        return measured[passes]
+
+    strength, _ = choose_strength("ms-lesion", style, level, average, hi=KNOB_HI, searched_on="the training slices")
+    raters = np.concatenate([raters_of(p, strength) for p in parts])
+    info = pool_info("ms-lesion", style, level, strength, raters[train], gt[train], refuse=level != PROTOCOL)
+    return strength, raters, info
 
 
 def _slices_of(
@@ -420,11 +484,12 @@ def _slices_of(
     contrasts: tuple[str, ...],
     simulated: bool,
     gt_rater: str,
-    noise: float,
     slices: str,
     target: tuple[int, int] | None,
 ) -> dict:
-    """Decode one scan and cut its kept axial slices: images (K, C, Y, X), raters (K, R, Y, X), gt (K, Y, X)."""
+    """Decode one scan and cut its kept axial slices: images (K, C, Y, X), gt (K, Y, X) and, for the
+    simulated raters, the 3-D GT volume "gt3d" (X, Y, Z) and the kept z "keep"; for the real raters,
+    raters (K, 2, Y, X)."""
     volumes, spacing, shape, shape_from = [], None, None, None
     for contrast in contrasts:
         volume, zooms = read_nifti(scan.images[contrast])
@@ -453,33 +518,35 @@ def _slices_of(
         keep = np.flatnonzero(np.any([(v != 0).any(axis=(0, 1)) for v in volumes], axis=0))
     image = np.stack([zscore_brain(v) for v in volumes])  # (C, X, Y, Z)
 
-    if simulated:
-        gt = gt_volume(mask1, mask2, gt_rater)
-        raters = simulate_ms_raters(gt, noise)  # 3-D first, then sliced, as the official data
-    else:
-        gt = None
-        raters = np.stack([mask1, mask2]).astype(np.uint8)
     # (…, X, Y, Z) -> (K, …, Y, X): one image per kept z, rows along y.
-    return {
+    out = {
         "images": np.ascontiguousarray(np.transpose(image[..., keep], (3, 0, 2, 1))),
-        "raters": np.ascontiguousarray(np.transpose(raters[..., keep], (3, 0, 2, 1))),
-        "gt": None if gt is None else np.ascontiguousarray(np.transpose(gt[..., keep], (2, 1, 0))).astype(np.uint8),
         "ids": np.array([f"{scan.scan_id}_z{z:03d}" for z in keep]),
         "groups": np.array([scan.subject] * len(keep)),
         "xy": tuple(target),
         "spacing": spacing,
+        "keep": keep,
     }
+    if simulated:
+        # The raters are simulated on the 3-D volume and then sliced, as the official data (`_simulate`).
+        gt = gt_volume(mask1, mask2, gt_rater)
+        out["gt3d"] = gt
+        out["gt"] = np.ascontiguousarray(np.transpose(gt[..., keep], (2, 1, 0))).astype(np.uint8)
+    else:
+        out["raters"] = np.ascontiguousarray(np.transpose(np.stack([mask1, mask2]).astype(np.uint8)[..., keep], (3, 0, 2, 1)))
+    return out
 
 
-def _split(data: RaterData, scans: list[Scan], slices: str) -> Splits:
+def _split(case_ids: np.ndarray, groups: np.ndarray, scans: list[Scan], slices: str) -> tuple[list[np.ndarray], str]:
+    """Slice indices of train, val and test (each part whole scans) and the rule that made them."""
     counts: dict[str, int] = {}
     for scan in scans:
         counts[scan.subject] = counts.get(scan.subject, 0) + 1
     train_subjects = choose_train_subjects(counts)
     train_scans = [s.scan_id for s in scans if s.subject in train_subjects]
     val_scans = choose_val_scans(train_scans)
-    scan_of = np.array([c.rsplit("_z", 1)[0] for c in data.case_ids])
-    in_train = np.isin(data.groups, train_subjects)
+    scan_of = np.array([c.rsplit("_z", 1)[0] for c in case_ids])
+    in_train = np.isin(groups, train_subjects)
     in_val = np.isin(scan_of, val_scans)
     test_subjects = sorted(set(counts) - set(train_subjects))
     n_test = sum(counts[s] for s in test_subjects)
@@ -492,9 +559,5 @@ def _split(data: RaterData, scans: list[Scan], slices: str) -> Splits:
         f"the subject-level split closest to the paper's 10/11 scans; val = scans {', '.join(val_scans) or 'none'} "
         f"({VAL_FRACTION:.0%} of the training scans, seed {DATA_SEED}); axial {kept}"
     )
-    return Splits(
-        train=data.subset(np.flatnonzero(in_train & ~in_val)),
-        val=data.subset(np.flatnonzero(in_train & in_val)),
-        test=data.subset(np.flatnonzero(~in_train)),
-        rule=rule,
-    )
+    index = [np.flatnonzero(in_train & ~in_val), np.flatnonzero(in_train & in_val), np.flatnonzero(~in_train)]
+    return index, rule

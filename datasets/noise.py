@@ -1,118 +1,164 @@
-"""Rater noise in the paper's units, for any rater style.
+"""Rater styles and rater noise in the paper's units.
 
-The LF-Net paper reports the noise of a simulated rater pool as its "Average" row: each
-rater's mean Dice with GT, averaged over the pool of five raters, good and blank included
-(good counts 1, blank 0). At the protocol's noise level that is about 0.49 on mnist-5k for
-both styles; the range reachable by either style's knob is about [0.25, 0.80] (0.80: the
-four non-blank raters equal GT; the floor: over fills the image, under and wrong vanish).
+**Styles.** A dataset's raters come in one or more styles (``DatasetSpec.rater_styles``, the
+first is the default; ``STYLE_NOTES`` says what each is):
 
-* ``average_dsc`` measures it.
-* ``strength_for_target`` finds, by bisection, the knob value (``strength`` of the ``cm``
-  style, ``noise`` of the ``morpho`` style) whose pool has a given Average; ``simulator``
-  wraps either style as the ``simulate(strength)`` callable it needs.
-* ``check_usable`` / ``require_usable`` refuse pools that a method cannot learn from: a
-  non-blank rater that is empty in many images, or images where the threshold-voting mask
-  (LF-Net eq. 1, β = R - 1) has no foreground pixel.
+* ``cm``: CM-UNet's released MNIST rules (datasets/raters_cm.py), knob ``strength``;
+* ``morpho``: this project's own Morpho-MNIST-style disk morphology (datasets/raters.py),
+  knob ``noise``;
+* ``ms``: CM-UNet's released MS lesion rules in 3-D (datasets/ms_lesion.py), knob = a
+  multiplier of the number of passes;
+* ``choledoch``: the ``morpho`` rules with radii × 4 (datasets/choledoch.py), knob ``noise``;
+* ``real`` / ``files``: real raters, or rater masks read from files: no knob.
+
+Every knob is 1 at the protocol (the unscaled rules) and 0 where every non-blank rater
+equals GT.
+
+**Levels.** A noise level is a string: ``"protocol"`` (knob 1) or a target **Average DSC**
+of the rater pool, a decimal in (0, 1) such as ``"0.45"`` (``parse_level``). The LF-Net
+paper reports a simulated pool's noise as its "Average" row: each rater's mean Dice with
+GT (per image, then averaged over images), averaged over the five raters, good and blank
+included (good counts 1, blank 0 where GT has foreground). That is ``average_dsc``; on
+mnist-5k it is 0.494 at the protocol for both MNIST styles and it falls monotonically
+from 0.80 (knob 0) towards about 0.25 (over fills the image, under and wrong vanish) as the
+knob grows.
+
+**From a target to a knob value.** ``choose_strength`` bisects the knob on the training
+split (``strength_for_target``, tolerance ``TOLERANCE`` = 0.01 of Average DSC) and refuses
+a target outside the reachable range, or one the knob jumps over (the MS knob moves in
+whole passes). ``pool_info`` then measures the training pool that the loader simulated at
+that knob value, refuses it when it is degenerate (``require_usable``: a non-blank rater
+empty in more than 5 % of the images, or a threshold-voting mask, LF-Net eq. 1 at
+β = R − 1, with no foreground in more than 5 %), and returns the record that
+``Splits.raters_info`` holds.
 """
 
 from __future__ import annotations
 
+import math
+import warnings
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from datasets.contract import DataError, refuse_noise_level
 from datasets.raters import RATER_NAMES, rater_dice, simulate_raters
 from datasets.raters_cm import simulate_raters_cm
 
 __all__ = [
     "DEFAULT_HI",
+    "PROTOCOL",
     "STYLES",
+    "STYLE_NOTES",
+    "TOLERANCE",
     "USABLE_MINIMUM",
+    "XTOL",
     "average_dsc",
+    "check_fixed",
+    "check_level",
+    "check_style",
     "check_usable",
+    "choose_strength",
+    "fixed_pool_info",
+    "level_target",
+    "parse_level",
+    "pool_info",
     "require_usable",
     "simulator",
+    "strength_for_average",
     "strength_for_target",
     "threshold_vote_foreground",
 ]
 
-#: Rater styles and the function behind each.
+#: The level of the unscaled rules (every knob = 1).
+PROTOCOL = "protocol"
+#: Rater styles of MNIST-like digits, simulated by ``simulator``.
 STYLES = ("morpho", "cm")
-#: Default top of the bisection bracket: both styles are within 0.003 of their floor there.
+#: What each rater style is, for the dataset cards and messages.
+STYLE_NOTES = {
+    "cm": "cm = CM-UNet's released MNIST rules (under = one cross erosion of GT, over = two edge-add passes on raw > 0, "
+    "wrong = a thickened digit with cuts, calibrated to the release)",
+    "morpho": "morpho = this project's own Morpho-MNIST-style disk morphology (4x supersampled, per-image jitter)",
+    "ms": "ms = CM-UNet's released MS lesion rules in 3-D (one 6-connected erosion, two edge-add passes, "
+    "alternating 100-voxel deletions twice)",
+    "choledoch": "choledoch = this project's morpho rules with radii x4 (the MNIST radii barely touch 256x320 cancer regions)",
+    "real": "real = the dataset's own human raters (no noise knob)",
+    "files": "files = rater masks read from your files (no noise knob)",
+}
+#: Default top of the bisection bracket (knob units): the cm style is within 0.003 of its floor there.
 DEFAULT_HI = 8.0
+#: Tolerance of a target level, in Average DSC.
+TOLERANCE = 0.01
+#: The bisection stops when the bracket is narrower than this (knob units): the knob jumps there.
+XTOL = 1e-3
 #: Smallest share (of images) that ``require_usable`` accepts.
 USABLE_MINIMUM = 0.95
 
 
+# ---------------------------------------------------------------------------------------
+# Styles and levels
+# ---------------------------------------------------------------------------------------
+
+
+def check_style(name: str, raters: str | None, styles: Sequence[str]) -> str:
+    """The rater style to use: ``raters``, or the first of ``styles`` when None; DataError (one line) for any other."""
+    style = styles[0] if raters is None else raters
+    if style not in styles:
+        raise DataError(f"{name}: unknown rater style {style!r}; this dataset has {', '.join(styles)}")
+    return style
+
+
+def parse_level(text: str | float) -> str:
+    """A noise level as given on the command line -> its canonical label: "protocol" or f"{target:g}".
+
+    Accepted: "protocol" (any case, spaces ignored) or a target Average DSC strictly between 0
+    and 1 ("0.45", ".45", "4.5e-1" -> "0.45"). Raises ValueError (one line) for anything else:
+    not a number, NaN, infinite, or outside (0, 1); "1" too, the old spelling of the protocol.
+    """
+    raw = str(text).strip()
+    if raw.lower() == PROTOCOL:
+        return PROTOCOL
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"noise level {raw!r} is neither 'protocol' nor a number; give 'protocol' or a target Average DSC in (0, 1), e.g. 0.45") from None
+    if not (math.isfinite(value) and 0 < value < 1):
+        hint = " ('protocol' is the unscaled rules, the old level 1)" if value == 1 else ""
+        raise ValueError(f"noise level {raw} is not 'protocol' or a target Average DSC strictly between 0 and 1{hint}; e.g. 0.45")
+    return f"{value:g}"
+
+
+def check_level(name: str, level: str | float) -> str:
+    """``parse_level`` for a dataset: its ValueError becomes a DataError naming the dataset."""
+    try:
+        return parse_level(level)
+    except ValueError as e:
+        raise DataError(f"{name}: {e}") from None
+
+
+def check_fixed(name: str, raters: str | None, noise: str, style: str = "real", why: str = "has real raters") -> None:
+    """The checks of a dataset without a noise knob: style ``style`` (or None), level "protocol" only; DataError otherwise."""
+    check_style(name, raters, (style,))
+    refuse_noise_level(name, check_level(name, noise), why)
+
+
+def level_target(level: str) -> float | None:
+    """The target Average DSC of a canonical level, or None for the protocol."""
+    return None if level == PROTOCOL else float(level)
+
+
+# ---------------------------------------------------------------------------------------
+# Measuring a pool
+# ---------------------------------------------------------------------------------------
+
+
 def average_dsc(raters: np.ndarray, gt: np.ndarray) -> float:
-    """The pool's Average DSC: raters (N, R, H, W), gt (N, H, W) -> mean over raters of each rater's mean Dice."""
+    """The pool's Average DSC: raters (N, R, H, W), gt (N, H, W) -> mean over raters of each rater's mean Dice.
+
+    Dice per image = 2|A ∩ B| / (|A| + |B|), 1 where both are empty (``rater_dice``); a rater of
+    class indices counts every non-zero class as foreground.
+    """
     return float(rater_dice(raters, gt).mean())
-
-
-def simulator(
-    style: str,
-    gt: np.ndarray,
-    *,
-    raw: np.ndarray | None = None,
-    seed: int,
-    keys: np.ndarray | None = None,
-) -> Callable[[float], np.ndarray]:
-    """``simulate(strength) -> (N, 5, H, W)`` for a style: "cm" (``strength``) or "morpho" (``noise``).
-
-    raw: the raw digits (N, H, W), used by "cm" only (its over rule starts from raw > 0).
-    """
-    if style == "cm":
-        return lambda strength: simulate_raters_cm(gt, raw, seed=seed, strength=strength, keys=keys)
-    if style == "morpho":
-        return lambda strength: simulate_raters(gt, seed=seed, noise=strength, keys=keys)
-    raise ValueError(f"unknown rater style {style!r}; choose one of {', '.join(STYLES)}")
-
-
-def strength_for_target(
-    simulate: Callable[[float], np.ndarray],
-    gt: np.ndarray,
-    target: float,
-    *,
-    tol: float = 0.01,
-    lo: float = 0.0,
-    hi: float = DEFAULT_HI,
-    max_steps: int = 40,
-) -> tuple[float, float]:
-    """The knob value whose pool has Average DSC ``target`` within ``tol``: -> (strength, realised Average).
-
-    simulate(strength) returns the raters (N, R, H, W) of the digits whose GT is gt (N, H, W).
-    The Average must be monotone in the strength over [lo, hi] (both styles' Average falls as
-    it grows). Raises ValueError (one line) when the target is outside the range reachable
-    on [lo, hi], or when no strength within ``max_steps`` halvings lands within tol.
-    """
-    if not tol > 0:
-        raise ValueError(f"tol must be > 0, got {tol}")
-    if not lo < hi:
-        raise ValueError(f"need lo < hi, got lo={lo}, hi={hi}")
-    f_lo = average_dsc(simulate(lo), gt)
-    f_hi = average_dsc(simulate(hi), gt)
-    low, high = min(f_lo, f_hi), max(f_lo, f_hi)
-    if not low - tol <= target <= high + tol:
-        raise ValueError(
-            f"target Average DSC {target:.3f} is outside the reachable range [{low:.3f}, {high:.3f}] "
-            f"(strength {lo:g} to {hi:g}, tolerance {tol:g})"
-        )
-    best = min(((lo, f_lo), (hi, f_hi)), key=lambda sf: abs(sf[1] - target))
-    if abs(best[1] - target) <= tol:
-        return best
-    falling = f_lo >= f_hi
-    for _ in range(max_steps):
-        mid = 0.5 * (lo + hi)
-        f_mid = average_dsc(simulate(mid), gt)
-        if abs(f_mid - target) <= tol:
-            return mid, f_mid
-        if (f_mid > target) == falling:
-            lo, f_lo = mid, f_mid
-        else:
-            hi, f_hi = mid, f_mid
-    raise ValueError(
-        f"no strength gives Average DSC {target:.3f} within {tol:g}: it jumps from {f_lo:.3f} to {f_hi:.3f} between strengths {lo:g} and {hi:g}"
-    )
 
 
 def threshold_vote_foreground(raters: np.ndarray, rater_valid: np.ndarray | None = None, beta: int | None = None) -> np.ndarray:
@@ -144,15 +190,19 @@ def check_usable(
     beta: int | None = None,
     *,
     names: Sequence[str] | None = None,
+    gt: np.ndarray | None = None,
 ) -> dict:
     """How usable a rater pool is: raters (N, R, H, W) class indices, rater_valid (N, R) bool.
 
-    Returns a dict:
-      "nonempty": {name: share of the images (where that rater is valid) in which it has any
-        foreground pixel}, for every rater not named "blank";
-      "tv_foreground": share of the images whose threshold-voting mask at beta (default
-        R - 1) holds a foreground pixel;
-      "beta", "n_images".
+    Returns a dict (JSON-ready):
+      "nonempty": {name: share of the counted images (where that rater is valid) in which it
+        has any foreground pixel}, for every rater not named "blank";
+      "tv_foreground": share of the counted images whose threshold-voting mask at beta
+        (default R - 1) holds a foreground pixel;
+      "beta"; "n_images": how many images were counted; "counted": which.
+    gt (N, H, W), when given, restricts the count to the images whose GT has a foreground
+    pixel: where GT is empty an empty rater mask is right, not degenerate (MS lesion slices
+    kept for the other rater's lesion). Without gt every image counts.
     names default to RATER_NAMES for a pool of five, else "rater0", "rater1", ...
     A share is NaN where no image counts (a rater never valid, or no images).
     """
@@ -167,20 +217,37 @@ def check_usable(
         names = RATER_NAMES if r == len(RATER_NAMES) else tuple(f"rater{k}" for k in range(r))
     if len(names) != r:
         raise ValueError(f"{len(names)} names for {r} raters")
+    if gt is None:
+        counted, which = np.ones(n, dtype=bool), "all images"
+    else:
+        gt = np.asarray(gt)
+        if gt.shape != (n, *raters.shape[2:]):
+            raise ValueError(f"gt must have shape {(n, *raters.shape[2:])}, got {gt.shape}")
+        counted, which = (gt > 0).reshape(n, -1).any(axis=1), "images with GT foreground"
     beta = r - 1 if beta is None else int(beta)
     filled = (raters > 0).reshape(n, r, -1).any(axis=2)  # (N, R)
     nonempty = {}
     for k, name in enumerate(names):
         if name != "blank":
-            count = valid[:, k].sum()
-            nonempty[name] = float((filled[:, k] & valid[:, k]).sum() / count) if count else float("nan")
+            mine = valid[:, k] & counted
+            count = mine.sum()
+            nonempty[name] = float((filled[:, k] & mine).sum() / count) if count else float("nan")
     tv = threshold_vote_foreground(raters, valid, beta).reshape(n, -1).any(axis=1)
     return {
         "nonempty": nonempty,
-        "tv_foreground": float(tv.mean()) if n else float("nan"),
+        "tv_foreground": float(tv[counted].mean()) if counted.any() else float("nan"),
         "beta": beta,
-        "n_images": n,
+        "n_images": int(counted.sum()),
+        "counted": which,
     }
+
+
+def usable_problems(report: dict, minimum: float = USABLE_MINIMUM) -> list[str]:
+    """The shares of a ``check_usable`` report below ``minimum``, each as a phrase with its figure."""
+    problems = [f"{name} is non-empty in {share:.1%} of images" for name, share in report["nonempty"].items() if share < minimum]
+    if report["tv_foreground"] < minimum:
+        problems.append(f"the threshold-voting mask (beta={report['beta']}) has foreground in {report['tv_foreground']:.1%} of images")
+    return problems
 
 
 def require_usable(
@@ -189,13 +256,183 @@ def require_usable(
     beta: int | None = None,
     *,
     names: Sequence[str] | None = None,
+    gt: np.ndarray | None = None,
     minimum: float = USABLE_MINIMUM,
 ) -> dict:
     """``check_usable``, raising ValueError (one line, with the measured shares) when any share is below ``minimum``."""
-    report = check_usable(raters, rater_valid, beta, names=names)
-    problems = [f"{name} is non-empty in {share:.1%} of images" for name, share in report["nonempty"].items() if share < minimum]
-    if report["tv_foreground"] < minimum:
-        problems.append(f"the threshold-voting mask (beta={report['beta']}) has foreground in {report['tv_foreground']:.1%} of images")
+    report = check_usable(raters, rater_valid, beta, names=names, gt=gt)
+    problems = usable_problems(report, minimum)
     if problems:
         raise ValueError(f"degenerate rater pool: {'; '.join(problems)} (each must be >= {minimum:.0%})")
     return report
+
+
+# ---------------------------------------------------------------------------------------
+# From a target Average DSC to a knob value
+# ---------------------------------------------------------------------------------------
+
+
+def simulator(
+    style: str,
+    gt: np.ndarray,
+    *,
+    raw: np.ndarray | None = None,
+    seed: int,
+    keys: np.ndarray | None = None,
+) -> Callable[[float], np.ndarray]:
+    """``simulate(strength) -> (N, 5, H, W)`` for a style: "cm" (``strength``) or "morpho" (``noise``).
+
+    raw: the raw digits (N, H, W), used by "cm" only (its over rule starts from raw > 0).
+    """
+    if style == "cm":
+        return lambda strength: simulate_raters_cm(gt, raw, seed=seed, strength=strength, keys=keys)
+    if style == "morpho":
+        return lambda strength: simulate_raters(gt, seed=seed, noise=strength, keys=keys)
+    raise ValueError(f"unknown rater style {style!r}; choose one of {', '.join(STYLES)}")
+
+
+def strength_for_target(
+    simulate: Callable[[float], np.ndarray],
+    gt: np.ndarray,
+    target: float,
+    *,
+    tol: float = TOLERANCE,
+    lo: float = 0.0,
+    hi: float = DEFAULT_HI,
+    max_steps: int = 40,
+    xtol: float = XTOL,
+) -> tuple[float, float]:
+    """The knob value whose pool has Average DSC ``target`` within ``tol``: -> (strength, realised Average).
+
+    simulate(strength) returns the raters (N, R, H, W) of the images whose GT is gt (N, H, W).
+    See ``strength_for_average`` for the search and its errors.
+    """
+    return strength_for_average(lambda s: average_dsc(simulate(s), gt), target, tol=tol, lo=lo, hi=hi, max_steps=max_steps, xtol=xtol)
+
+
+def strength_for_average(
+    average: Callable[[float], float],
+    target: float,
+    *,
+    tol: float = TOLERANCE,
+    lo: float = 0.0,
+    hi: float = DEFAULT_HI,
+    max_steps: int = 40,
+    xtol: float = XTOL,
+) -> tuple[float, float]:
+    """Bisection of a monotone knob: average(strength) -> Average DSC; returns (strength, realised Average).
+
+    The Average must be monotone in the strength over [lo, hi] (every style's falls as it
+    grows). The ends are measured first: a target more than ``tol`` outside their range is
+    refused. Then the bracket is halved until the midpoint's Average is within ``tol`` of
+    the target. Raises ValueError (one line) for a target outside the reachable range, or
+    when the bracket shrinks below ``xtol`` (or ``max_steps`` halvings pass) without landing
+    within tol: the Average jumps over the target there (a knob that moves in whole passes).
+    """
+    if not tol > 0:
+        raise ValueError(f"tol must be > 0, got {tol}")
+    if not lo < hi:
+        raise ValueError(f"need lo < hi, got lo={lo}, hi={hi}")
+    f_lo, f_hi = average(lo), average(hi)
+    low, high = min(f_lo, f_hi), max(f_lo, f_hi)
+    if not low - tol <= target <= high + tol:
+        raise ValueError(
+            f"target Average DSC {target:.3f} is outside the reachable range [{low:.3f}, {high:.3f}] "
+            f"(strength {lo:g} to {hi:g}, tolerance {tol:g})"
+        )
+    best = min(((lo, f_lo), (hi, f_hi)), key=lambda sf: abs(sf[1] - target))
+    if abs(best[1] - target) <= tol:
+        return best
+    falling = f_lo >= f_hi
+    for _ in range(max_steps):
+        if hi - lo < xtol:
+            break
+        mid = 0.5 * (lo + hi)
+        f_mid = average(mid)
+        if abs(f_mid - target) <= tol:
+            return mid, f_mid
+        if (f_mid > target) == falling:
+            lo, f_lo = mid, f_mid
+        else:
+            hi, f_hi = mid, f_mid
+    raise ValueError(
+        f"no strength gives Average DSC {target:.3f} within {tol:g}: it jumps from {f_lo:.3f} to {f_hi:.3f} between strengths {lo:g} and {hi:g}"
+    )
+
+
+def choose_strength(
+    name: str,
+    style: str,
+    level: str,
+    average: Callable[[float], float],
+    *,
+    protocol: float = 1.0,
+    hi: float = DEFAULT_HI,
+    searched_on: str = "the training split",
+) -> tuple[float, float | None]:
+    """The knob value of a canonical level -> (strength, target or None).
+
+    "protocol" gives ``protocol`` without measuring anything. A target goes through
+    ``strength_for_average`` on [0, hi] with ``TOLERANCE``; average(strength) is the
+    Average DSC of the pool simulated on ``searched_on`` (the training split, or a fixed
+    part of it). Its ValueError becomes a DataError naming the dataset, the style and the level.
+    """
+    target = level_target(level)
+    if target is None:
+        return protocol, None
+    try:
+        strength, _ = strength_for_average(average, target, tol=TOLERANCE, hi=hi)
+    except ValueError as e:
+        raise DataError(f"{name}: noise level {level} ({style} raters, measured on {searched_on}): {e}") from None
+    return strength, target
+
+
+def pool_info(
+    name: str,
+    style: str,
+    level: str,
+    strength: float,
+    raters: np.ndarray,
+    gt: np.ndarray,
+    rater_valid: np.ndarray | None = None,
+    *,
+    names: Sequence[str] | None = None,
+    refuse: bool = True,
+) -> dict:
+    """``Splits.raters_info`` of a simulated pool, measured on the training split; refuses a degenerate one.
+
+    raters (N, R, H, W) and gt (N, H, W) are the training split's. Returns {"style", "level",
+    "target" (float or None), "strength", "realised_average" (``average_dsc``), "usable"
+    (``check_usable`` over the images with GT foreground)}. When the pool is degenerate
+    (``usable_problems``) it raises DataError (one line, with the measured shares), or, with
+    ``refuse=False`` (a released rule set that is sparse by nature), warns and records it.
+    """
+    report = check_usable(raters, rater_valid, names=names, gt=gt)
+    realised = average_dsc(raters, gt)
+    problems = usable_problems(report)
+    if problems:
+        what = f"{name}: noise level {level} ({style} raters, strength {strength:.4g}, training Average DSC {realised:.3f})"
+        detail = f"{'; '.join(problems)} (each must be >= {USABLE_MINIMUM:.0%})"
+        if refuse:
+            raise DataError(f"{what} gives a degenerate rater pool: {detail}; choose a higher target Average DSC (less noise)")
+        warnings.warn(f"{what}: the rater pool is sparse: {detail}", stacklevel=3)
+    return {
+        "style": style,
+        "level": level,
+        "target": level_target(level),
+        "strength": float(strength),
+        "realised_average": realised,
+        "usable": report,
+    }
+
+
+def fixed_pool_info(style: str, raters: np.ndarray, gt: np.ndarray | None) -> dict:
+    """``Splits.raters_info`` of raters that have no knob (real raters, files): level "protocol", no strength, no usability check."""
+    return {
+        "style": style,
+        "level": PROTOCOL,
+        "target": None,
+        "strength": None,
+        "realised_average": None if gt is None else average_dsc(raters, gt),
+        "usable": None,
+    }

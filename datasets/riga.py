@@ -66,7 +66,8 @@ import pandas as pd
 from PIL import Image, UnidentifiedImageError
 from scipy import ndimage as ndi
 
-from datasets.contract import DataError, DatasetCard, RaterData, Splits, folder_problem, refuse_noise_level, split_by_group
+from datasets.contract import DataError, DatasetCard, RaterData, Splits, folder_problem, split_by_group
+from datasets.noise import PROTOCOL, STYLE_NOTES, check_fixed, fixed_pool_info
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +95,7 @@ CSV_RE = re.compile(r"^glaucoma_multirater_(\w+)\.csv$", re.IGNORECASE)
 
 CARD = DatasetCard(
     name="riga",
-    title="RIGA: optic disc and cup by six ophthalmologists (BinRushed, MESSIDOR, Magrabia)",
+    title="RIGA: optic disc and cup by six ophthalmologists (BinRushed, MESSIDOR, Magrabia; rater style real)",
     source="Almazroa et al., University of Michigan Deep Blue Data (raw release, marked copies); "
     "or MR-Net's preprocessed DiscRegion crops (links in the README of github.com/jiwei0921/MRNet)",
     licence="see the Deep Blue landing page (not verified); MESSIDOR images are under the MESSIDOR licence",
@@ -106,6 +107,7 @@ CARD = DatasetCard(
     layout="<data-root>/riga/ (unzipped as is; any nesting), e.g. riga/MESSIDOR/image1prime.tif, "
     "riga/BinRushed/BinRushed2/image1-3.jpg, riga/Magrabia/MagrabiaMale/Image1-1.tif; "
     "or riga/DiscRegion/Glaucoma_multirater_Magrabia.csv with its image and mask folders",
+    raters=STYLE_NOTES["real"],
 )
 
 
@@ -474,12 +476,13 @@ def build(cases: list[Case], raw: bool, part: str = "") -> RaterData:
     )
 
 
-def load_riga(data_root: Path, noise: float) -> Splits:
+def load_riga(data_root: Path, raters: str | None = None, noise: str = PROTOCOL) -> Splits:
     """RIGA splits: train/val from BinRushed + MESSIDOR (90/10 by image, seed 0), test Magrabia.
 
-    `noise` must be 1: the six raters are real (another level is refused rather than trained again unchanged).
+    Rater style "real" and noise level "protocol" only: the six raters are real (another level is
+    refused rather than trained again unchanged).
     """
-    refuse_noise_level("riga", noise)
+    check_fixed("riga", raters, noise)
     root = Path(data_root) / "riga"
     if not root.is_dir():
         raise DataError(f"riga: {root}/ {folder_problem(root)}; download RIGA ({CARD.download}) and unzip it into {root}/")
@@ -513,4 +516,5 @@ def load_riga(data_root: Path, noise: float) -> Splits:
     if len(val) == 0 or len(train) == 0:
         raise DataError(f"riga: {train_all.n} training image(s) under {root}/ cannot give both a train and a val part")
     rule = f"MR-Net: train BinRushed+MESSIDOR, test Magrabia; val = {fraction:.0%} of the training images by image (seed {DATA_SEED}); {version}"
-    return Splits(train_all.subset(train), train_all.subset(val), test, rule)
+    train_part = train_all.subset(train)
+    return Splits(train_part, train_all.subset(val), test, rule, raters_info=fixed_pool_info("real", train_part.raters, None))

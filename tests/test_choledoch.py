@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 from datasets.choledoch import (
+    DATA_SEED,
     NAME,
+    NOISE_SCALE,
     SIZE,
     find_scenes,
     load_choledoch,
@@ -15,9 +17,11 @@ from datasets.choledoch import (
     read_envi_header,
     resize_bands,
     resize_nearest,
+    scene_key,
 )
 from datasets.contract import DataError
-from datasets.raters import RATER_NAMES
+from datasets.noise import average_dsc
+from datasets.raters import RATER_NAMES, simulate_raters
 from tests.fixtures.make_choledoch import make_choledoch
 
 # The fixture has 9 scenes, not the paper's 538; that warning is tested once, below.
@@ -38,7 +42,7 @@ def spectr(tmp_path):
 def full_size(tmp_path_factory):
     """The fixture loaded at the working size 256×320, once for the module (about 4 s)."""
     root = tmp_path_factory.mktemp("choledoch")
-    return make_choledoch(root, "spectr"), load_choledoch(root, noise=1.0)
+    return make_choledoch(root, "spectr"), load_choledoch(root)
 
 
 def test_envi_reader_returns_stored_cube_for_every_interleave_type_and_byte_order(spectr):
@@ -69,7 +73,7 @@ def test_envi_reader_agrees_with_spectral_python(spectr):
 def test_both_layouts_load_the_written_arrays_at_native_size(tmp_path, layout):
     fixture = make_choledoch(tmp_path, layout)
     scenes = find_scenes(fixture["folder"])
-    data = read_choledoch(scenes, noise=1.0, size=None)
+    data = read_choledoch(scenes, size=None)
     folds = [s.fold for s in scenes]
     assert list(data.case_ids) == fixture["names"]  # the blank reference is not a scene; `-L` is dropped
     assert data.images.shape == (9, 60, 32, 40) and data.images.dtype == np.float32 and data.in_channels == 60
@@ -104,17 +108,44 @@ def test_load_at_working_size_splits_by_slide(full_size):
         assert (under <= gt).all() and (gt <= over).all() and over.sum() > gt.sum() > under.sum()
 
 
+def test_protocol_raters_are_the_morpho_rules_at_four_times_the_radii(full_size):
+    _, splits = full_size
+    train = splits.train
+    np.testing.assert_array_equal(train.raters, simulate_raters(train.gt, seed=DATA_SEED, noise=NOISE_SCALE, keys=scene_keys_of(train)))
+    info = splits.raters_info
+    assert (info["style"], info["level"], info["target"], info["strength"]) == ("choledoch", "protocol", None, 1.0)
+    assert info["realised_average"] == pytest.approx(average_dsc(train.raters, train.gt))
+    assert info["usable"]["tv_foreground"] == 1.0
+
+
+def scene_keys_of(data) -> np.ndarray:
+    return np.array([scene_key(name) for name in data.case_ids], dtype=np.int64)
+
+
+def test_a_target_level_bisects_the_knob_on_the_training_scenes(spectr, tmp_path):
+    splits = load_choledoch(tmp_path, noise="0.65", size=None)
+    info = splits.raters_info
+    assert (info["style"], info["level"], info["target"]) == ("choledoch", "0.65", 0.65)
+    assert abs(info["realised_average"] - 0.65) <= 0.01 and 0 < info["strength"] < 1  # 32×40 scenes: milder than the protocol
+    for part in (splits.train, splits.test):  # every split at the knob found on train
+        np.testing.assert_array_equal(part.raters, simulate_raters(part.gt, seed=DATA_SEED, noise=info["strength"] * NOISE_SCALE, keys=scene_keys_of(part)))
+    with pytest.raises(DataError, match=r"choledoch: noise level 0.9 .*outside the reachable range \[0\.\d{3}, 0\.800\]"):
+        load_choledoch(tmp_path, noise="0.9", size=None)
+    with pytest.raises(DataError, match="choledoch: unknown rater style 'cm'; this dataset has choledoch"):
+        load_choledoch(tmp_path, "cm")
+
+
 def test_a_count_unlike_the_papers_warns(spectr, tmp_path):
     with pytest.warns(UserWarning, match=r"found 9 labelled scenes .* has 538"):
-        load_choledoch(tmp_path, noise=0.0, size=None)
+        load_choledoch(tmp_path, size=None, noise="0.7")  # 32×40 scenes: the protocol's radii leave a degenerate pool
 
 
 def test_test_fold_follows_four_fold_json(spectr, tmp_path):
-    splits = load_choledoch(tmp_path, noise=1.0, size=None, test_fold=2)
+    splits = load_choledoch(tmp_path, size=None, test_fold=2)
     assert sorted(splits.test.case_ids) == sorted(n for n, k in spectr["folds"].items() if k == 2)
     assert "fold 2" in splits.rule and splits.train.n + splits.val.n == 7
     with pytest.raises(DataError, match="no scene of fold 5"):
-        load_choledoch(tmp_path, noise=1.0, size=None, test_fold=5)
+        load_choledoch(tmp_path, size=None, test_fold=5)
 
 
 @pytest.mark.parametrize(
@@ -154,34 +185,34 @@ def test_resizing_rules():
 
 def test_missing_root_says_what_to_download(tmp_path):
     with pytest.raises(DataError, match=r"choledoch/ does not exist; download .*Kaggle"):
-        load_choledoch(tmp_path, noise=1.0)
+        load_choledoch(tmp_path)
 
 
 def test_no_scenes(tmp_path):
     (tmp_path / "choledoch" / "MDC").mkdir(parents=True)
     with pytest.raises(DataError, match=r"no scene headers"):
-        load_choledoch(tmp_path, noise=1.0)
+        load_choledoch(tmp_path)
 
 
 def test_missing_data_file(spectr, tmp_path):
     hdr = spectr["hdrs"]["032414c-20x-roi3"]
     hdr.with_suffix(".img").unlink()
     with pytest.raises(DataError, match=r"032414c-20x-roi3.hdr: its ENVI data file .* is missing"):
-        load_choledoch(tmp_path, noise=1.0, size=None)
+        load_choledoch(tmp_path, size=None)
 
 
 def test_truncated_data_file(spectr, tmp_path):
     raw = spectr["hdrs"]["050625-20x-roi4"].with_suffix(".raw")
     raw.write_bytes(raw.read_bytes()[:-10])
     with pytest.raises(DataError, match=r"050625-20x-roi4.raw: truncated"):
-        load_choledoch(tmp_path, noise=1.0, size=None)
+        load_choledoch(tmp_path, size=None)
 
 
 def test_not_an_envi_header(spectr, tmp_path):
     hdr = spectr["hdrs"]["050625-20x-roi4"]
     hdr.write_text("samples = 40\n")
     with pytest.raises(DataError, match=r"050625-20x-roi4.hdr: not an ENVI header"):
-        load_choledoch(tmp_path, noise=1.0, size=None)
+        load_choledoch(tmp_path, size=None)
 
 
 @pytest.mark.parametrize(
@@ -197,13 +228,13 @@ def test_bad_header_field_is_named(spectr, tmp_path, line, edited, message):
     hdr = spectr["hdrs"]["050625-20x-roi4"]
     hdr.write_text(hdr.read_text().replace(line, edited))
     with pytest.raises(DataError, match=message):
-        load_choledoch(tmp_path, noise=1.0, size=None)
+        load_choledoch(tmp_path, size=None)
 
 
 def test_missing_mask(spectr, tmp_path):
     (spectr["folder"] / "MDC" / "Mask" / "042145-20x-roi1.png").unlink()
     with pytest.raises(DataError, match=r"042145-20x-roi1.hdr has no mask PNG"):
-        load_choledoch(tmp_path, noise=1.0, size=None)
+        load_choledoch(tmp_path, size=None)
 
 
 def test_mask_shape_mismatch(spectr, tmp_path):
@@ -211,7 +242,7 @@ def test_mask_shape_mismatch(spectr, tmp_path):
 
     Image.fromarray(np.zeros((16, 20), dtype=np.uint8)).save(spectr["folder"] / "MDC" / "Mask" / "042145-20x-roi1.png")
     with pytest.raises(DataError, match=r"042145-20x-roi1.png: mask is 16×20 but 042145-20x-roi1.hdr is 32×40"):
-        load_choledoch(tmp_path, noise=1.0, size=None)
+        load_choledoch(tmp_path, size=None)
 
 
 def test_colour_image_is_not_a_mask(spectr, tmp_path):
@@ -220,14 +251,14 @@ def test_colour_image_is_not_a_mask(spectr, tmp_path):
     noise = np.random.default_rng(0).integers(0, 255, (32, 40), dtype=np.uint8)
     Image.fromarray(noise).save(spectr["folder"] / "MDC" / "Mask" / "042145-20x-roi1.png")
     with pytest.raises(DataError, match=r"042145-20x-roi1.png: not a label mask"):
-        load_choledoch(tmp_path, noise=1.0, size=None)
+        load_choledoch(tmp_path, size=None)
 
 
 def test_scene_listed_in_folds_but_missing(spectr, tmp_path):
     hdr = spectr["hdrs"]["050031-20x-roi3"]
     hdr.unlink()
     with pytest.raises(DataError, match=r"050031-20x-roi3.hdr, listed in .*four_fold.json, is not under"):
-        load_choledoch(tmp_path, noise=1.0, size=None)
+        load_choledoch(tmp_path, size=None)
 
 
 def test_mixed_sizes_need_a_working_size(spectr, tmp_path):
@@ -239,4 +270,4 @@ def test_mixed_sizes_need_a_working_size(spectr, tmp_path):
 
     Image.fromarray(np.zeros((16, 20), dtype=np.uint8)).save(spectr["folder"] / "MDC" / "Mask" / "050625-20x-roi4.png")
     with pytest.raises(DataError, match=r"050625-20x-roi4.hdr: 16×20, but .* is 32×40"):
-        load_choledoch(tmp_path, noise=1.0, size=None)
+        load_choledoch(tmp_path, size=None)

@@ -5,6 +5,7 @@ import pytest
 from conftest import run_cli
 from test_datasets import make_mnist
 
+RATERS = ("good", "over", "under", "wrong", "blank")
 TINY = ["--max-steps", "2", "--train-size", "48", "--test-size", "24", "--no-progress"]
 
 
@@ -15,11 +16,15 @@ def test_tiny_sweep_writes_cells_table_and_summary_then_skips_on_rerun(tmp_path)
     assert first.returncode == 0, first.stderr
     assert "mv-unet" in first.stdout and "average" in first.stdout and "DSC (%)" in first.stdout
     table = pd.read_parquet(results / "metrics.parquet")
-    assert len(table) == 3 * 2 * 24 * 2  # methods × seeds × cases × metrics
-    assert not table.duplicated(["method", "seed", "case", "metric"]).any()
-    assert set(table["reference"]) == {"gt"} and set(table["noise"]) == {1.0}
-    cell = results / "runs" / "mnist-5k" / "gt" / "noise-1" / "mv-unet" / "seed-0"
-    for name in ("config.json", "manifest.json", "train_log.csv", "predictions.npz", "metrics.parquet"):
+    hard = {(ref, m) for ref in ("gt", "majority", "staple", *(f"rater:{r}" for r in RATERS)) for m in ("dsc", "bahd")}
+    every = hard | {("gt", "ece"), ("rater-mean", "soft_dice"), ("rater-mean", "soft_iou"), ("rater-mean", "ece"),
+                    ("raters", "ged"), ("raters", "dice_match"), ("raters", "dice_max")}  # fmt: skip
+    counts = table.groupby(["reference", "metric"]).size()
+    assert set(counts.index) == every and (counts == 3 * 2 * 24).all()  # every reference, each methods × seeds × cases
+    assert not table.duplicated(["method", "seed", "reference", "case", "metric"]).any()
+    assert set(table["raters"]) == {"cm"} and set(table["noise"]) == {"protocol"}
+    cell = results / "runs" / "mnist-5k" / "cm" / "protocol" / "mv-unet" / "seed-0"
+    for name in ("config.json", "manifest.json", "train_log.csv", "predictions.npz", "calibration.parquet", "metrics.parquet"):
         assert (cell / name).is_file(), name
     summary = pd.read_csv(results / "summary.csv")
     assert {"average", "mv-unet", "qmv-unet", "oracle"} <= set(summary["method"])
@@ -30,7 +35,16 @@ def test_tiny_sweep_writes_cells_table_and_summary_then_skips_on_rerun(tmp_path)
 
 def test_dry_run_lists_cells_and_writes_nothing(tmp_path):
     out = run_cli(
-        "run", "--methods", "mv-unet,oracle", "--seeds", "0,1", "--noise-levels", "0.5,1", "--dry-run", "--results", str(tmp_path / "r")
+        "run",
+        "--methods",
+        "mv-unet,oracle",
+        "--seeds",
+        "0,1",
+        "--noise-levels",
+        "protocol,0.6",
+        "--dry-run",
+        "--results",
+        str(tmp_path / "r"),
     )
     assert out.returncode == 0
     assert out.stdout.count("to run") == 8 and "8 of 8 cells would run" in out.stdout
@@ -42,7 +56,8 @@ def test_mnist_adapter_runs_from_the_cli(tmp_path):
     out = run_cli("run", "--dataset", "mnist", "--data-root", str(tmp_path / "data"), "--methods", "mv-unet,qmv-unet", "--seeds", "0",
                   "--results", str(tmp_path / "r"), "--max-steps", "2", "--no-progress")  # fmt: skip
     assert out.returncode == 0, out.stderr
-    assert len(pd.read_parquet(tmp_path / "r" / "metrics.parquet")) == 2 * 20 * 2
+    table = pd.read_parquet(tmp_path / "r" / "metrics.parquet")
+    assert len(table[(table["reference"] == "gt") & (table["metric"] == "dsc")]) == 2 * 20  # methods × test cases
 
 
 @pytest.mark.parametrize(
@@ -51,8 +66,13 @@ def test_mnist_adapter_runs_from_the_cli(tmp_path):
         (["--methods", "mv-unet,nope"], "unknown method 'nope'; known: mv-unet"),
         (["--dataset", "lidc-x"], "unknown dataset 'lidc-x'; known: mnist-5k"),
         (["--seeds", "0,one"], "--seeds '0,one': expected comma-separated ints"),
-        (["--noise-levels", "1,high"], "--noise-levels '1,high': expected comma-separated floats"),
-        (["--noise-levels", "-1"], "--noise-levels must be finite and ≥ 0"),
+        (["--noise-levels", "protocol,high"], "--noise-levels: "),
+        (["--noise-levels", "1.5"], "--noise-levels: "),
+        (["--raters", "wobbly"], "--raters wobbly: mnist-5k has rater style(s) cm, morpho"),
+        (
+            ["--dataset", "lidc", "--noise-levels", "0.5"],
+            "lidc has real raters, so there is no noise level to set; use --noise-levels protocol",
+        ),
         (["--max-steps", "0"], "--max-steps must be ≥ 1"),
         (["--dataset", "mnist", "--data-root", "{tmp}/empty"], "mnist: missing train-images-idx3-ubyte.gz"),
         (["--results", "{tmp}/file.txt/results"], "cannot write the results folder"),

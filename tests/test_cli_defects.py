@@ -18,6 +18,8 @@ from test_protocol import Scripted, rule, tiny
 import methods
 from bench import cli, harness, report, store, sweep
 from bench.budget import BUDGETS
+from bench.cli import report as report_verb
+from bench.cli import run as run_verb
 from datasets import get_dataset
 
 try:
@@ -75,7 +77,10 @@ def test_set_with_a_wrong_type_is_one_line_before_any_cell(tmp_path, capsys):
     [
         (["--seeds", "0,0"], "error: --seeds 0,0: 0 given more than once; list each value once\n"),
         (["--seeds", "2,1,2,1"], "error: --seeds 2,1,2,1: 1, 2 given more than once; list each value once\n"),
-        (["--noise-levels", "1,0.5,1.0"], "error: --noise-levels 1,0.5,1.0: 1 given more than once; list each value once\n"),
+        (
+            ["--noise-levels", "0.5,protocol,0.50"],
+            "error: --noise-levels 0.5,protocol,0.50: 0.5 given more than once; list each value once\n",
+        ),
     ],
 )
 def test_duplicate_seeds_or_noise_levels_are_refused(flags, expected, tmp_path, capsys):
@@ -94,7 +99,7 @@ def subparsers(parser):
 def test_every_parser_refuses_abbreviations():
     parser = cli.build_parser()
     verbs = subparsers(parser)
-    assert set(verbs) == {"list", "run", "report", "paper", "perf"}
+    assert set(verbs) == {"list", "run", "report", "paper", "rescore", "perf"}
     assert not parser.allow_abbrev and not any(p.allow_abbrev for p in verbs.values())
 
 
@@ -108,14 +113,14 @@ def test_report_parser_refuses_abbreviations_under_a_plain_argparse_parent():
     import argparse
 
     parser = argparse.ArgumentParser()
-    report.add_parser(parser.add_subparsers(dest="verb"))
+    report_verb.add_parser(parser.add_subparsers(dest="verb"))
     with pytest.raises(SystemExit):
         parser.parse_args(["report", "--res", "x"])
 
 
 # --------------------------------------------------------------------------- 4. progress: bars on a terminal, one line per cell otherwise
 
-CELLS = [sweep.Cell("mnist-5k", "gt", 1.0, "mv-unet", s) for s in (0, 1)]
+CELLS = [sweep.Cell("mnist-5k", "cm", "protocol", "mv-unet", s) for s in (0, 1)]
 OUTCOMES = [
     {"cell": str(CELLS[1]), "status": "done", "reason": "", "seconds": 24.2},
     {"cell": str(CELLS[0]), "status": "failed", "reason": "ValueError: bad", "seconds": 3.0},
@@ -134,8 +139,8 @@ def test_without_a_terminal_each_finished_cell_prints_one_plain_line_and_no_bar(
     out, err = capsys.readouterr()
     assert [o["status"] for o in outcomes] == ["failed", "done"]
     assert out.splitlines() == [
-        "cell 1/2 done: mnist-5k/gt/noise-1/mv-unet/seed-1 (done, 24 s)",
-        "cell 2/2 done: mnist-5k/gt/noise-1/mv-unet/seed-0 (failed: ValueError: bad, 3 s)",
+        "cell 1/2 done: mnist-5k/cm/protocol/mv-unet/seed-1 (done, 24 s)",
+        "cell 2/2 done: mnist-5k/cm/protocol/mv-unet/seed-0 (failed: ValueError: bad, 3 s)",
     ]
     assert err == ""  # no bar, no cursor escapes
 
@@ -145,7 +150,7 @@ def test_on_a_terminal_the_sweep_shows_a_bar_and_no_per_cell_lines(tmp_path, mon
     fake_sweep(tmp_path, monkeypatch, progress=True)
     out, err = capsys.readouterr()
     assert "sweep" in err and "2/2" in err
-    assert out.splitlines() == ["cell mnist-5k/gt/noise-1/mv-unet/seed-0 failed: ValueError: bad"]
+    assert out.splitlines() == ["cell mnist-5k/cm/protocol/mv-unet/seed-0 failed: ValueError: bad"]
 
 
 def test_on_a_terminal_no_progress_hides_the_bar(tmp_path, monkeypatch, capsys):
@@ -157,8 +162,8 @@ def test_on_a_terminal_no_progress_hides_the_bar(tmp_path, monkeypatch, capsys):
 
 def test_run_cell_reports_its_seconds(tmp_path):
     opts = sweep.RunOptions(results=tmp_path, data_root=tmp_path, budget=BUDGETS["quick"])
-    (sweep.cell_dir(tmp_path, CELLS[0]) / "metrics.parquet").parent.mkdir(parents=True)
-    (sweep.cell_dir(tmp_path, CELLS[0]) / "metrics.parquet").touch()
+    (store.cell_dir(tmp_path, CELLS[0]) / "metrics.parquet").parent.mkdir(parents=True)
+    (store.cell_dir(tmp_path, CELLS[0]) / "metrics.parquet").touch()
     outcome = sweep.run_cell(CELLS[0], opts)
     assert outcome["status"] == "skipped" and outcome["seconds"] >= 0
 
@@ -239,7 +244,7 @@ def test_store_imports_without_fcntl_and_claims_say_what_system_they_need(tmp_pa
         pass
     assert not (tmp_path / "x.lock").exists()
     opts = sweep.RunOptions(results=tmp_path / "r", data_root=tmp_path, budget=BUDGETS["quick"])
-    monkeypatch.setattr(cli, "cmd_run", lambda args: len(sweep.run_sweep(CELLS, opts)))
+    monkeypatch.setattr(run_verb, "cmd_run", lambda args: len(sweep.run_sweep(CELLS, opts)))
     code, out, err = run_main(["run"], capsys)
     assert code == 2 and err.startswith("error: claiming cells needs a POSIX system (Linux, macOS)") and err.count("\n") == 1, err
     assert not (tmp_path / "r").exists()  # refused before any cell

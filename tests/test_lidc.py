@@ -21,7 +21,7 @@ def all_parts(splits):
 
 def test_crops_load_the_written_arrays_with_their_own_split(tmp_path):
     expected = make_lidc_crops(tmp_path)
-    splits = load_lidc(tmp_path, noise=1.0)
+    splits = load_lidc(tmp_path)
     seen = []
     for part_name, part in zip(("train", "val", "test"), all_parts(splits)):
         assert part.images.shape == (part.n, 1, 180, 180) and part.images.dtype == np.float32
@@ -38,11 +38,14 @@ def test_crops_load_the_written_arrays_with_their_own_split(tmp_path):
     assert list(splits.train.case_ids) == ["LIDC-IDRI-0001/z--52.5_c0", "LIDC-IDRI-0001/z-105.0_c0", "LIDC-IDRI-0001/z-105.0_c1"]
     assert "own train/val/test folders" in splits.rule
     assert splits.train.images.base is splits.test.images.base  # parts are views of one array, not copies
+    info = splits.raters_info
+    assert info["style"] == "real" and info["level"] == "protocol" and info["target"] is None
+    assert info["strength"] is None and info["realised_average"] is None and info["usable"] is None
 
 
 def test_empty_reader_masks_are_valid_votes_and_one_based_names_are_read(tmp_path):
     make_lidc_crops(tmp_path)
-    splits = load_lidc(tmp_path, noise=1.0)
+    splits = load_lidc(tmp_path)
     train = splits.train
     i = list(train.case_ids).index(EMPTY_TWO)
     assert train.raters[i, :2].any(axis=(1, 2)).all() and not train.raters[i, 2:].any()
@@ -53,7 +56,7 @@ def test_empty_reader_masks_are_valid_votes_and_one_based_names_are_read(tmp_pat
 
 def test_pickles_are_merged_and_split_by_patient(tmp_path):
     expected = make_lidc_pickle(tmp_path)  # two files, pickle protocols 4 and 2
-    splits = load_lidc(tmp_path, noise=1.0)
+    splits = load_lidc(tmp_path)
     parts = all_parts(splits)
     assert sorted(np.concatenate([p.case_ids for p in parts])) == sorted(expected)
     patients = [set(p.groups) for p in parts]
@@ -70,7 +73,7 @@ def test_pickles_are_merged_and_split_by_patient(tmp_path):
 def test_a_count_unlike_the_release_warns(tmp_path):
     make_lidc_crops(tmp_path)
     with pytest.warns(UserWarning, match=r"found 7 images \(crops\) .* full release has 12816"):
-        load_lidc(tmp_path, noise=1.0)
+        load_lidc(tmp_path)
 
 
 def test_protocol_5_pickle_loads(tmp_path):
@@ -84,7 +87,7 @@ def test_protocol_5_pickle_loads(tmp_path):
 def test_both_layouts_prefer_the_crops(tmp_path):
     make_lidc_crops(tmp_path)
     make_lidc_pickle(tmp_path)
-    splits = load_lidc(tmp_path, noise=1.0)
+    splits = load_lidc(tmp_path)
     assert splits.train.images.shape[2:] == (180, 180)
     assert "data_lidc.pickle" in splits.rule and "ignored" in splits.rule
 
@@ -140,7 +143,7 @@ def test_malicious_pickle_is_refused_and_runs_nothing(tmp_path, payload, refused
     content = {"LIDC-IDRI-0001_s1": {"image": np.zeros((4, 4)), "masks": [payload(f"touch {marker}")], "series_uid": "x"}}
     (folder / "data_lidc.pickle").write_bytes(pickle.dumps(content, protocol=protocol))
     with pytest.raises(DataError, match=rf"data_lidc.pickle: refused to unpickle the global {refused}"):
-        load_lidc(tmp_path, noise=1.0)
+        load_lidc(tmp_path)
     assert not marker.exists()
 
 
@@ -164,21 +167,21 @@ def test_codecs_encode_only_with_latin1(tmp_path):
 
 def test_missing_root_says_what_to_download(tmp_path):
     with pytest.raises(DataError, match=r"lidc/ does not exist; download .*train.tar.gz"):
-        load_lidc(tmp_path, noise=1.0)
+        load_lidc(tmp_path)
 
 
 def test_unextracted_archives_say_extract(tmp_path):
     (tmp_path / "lidc").mkdir()
     (tmp_path / "lidc" / "train.tar.gz").write_bytes(b"\x1f\x8b")
     with pytest.raises(DataError, match=r"no crops .* under .*lidc/; extract train.tar.gz"):
-        load_lidc(tmp_path, noise=1.0)
+        load_lidc(tmp_path)
 
 
 def test_missing_reader_mask(tmp_path):
     make_lidc_crops(tmp_path)
     next((tmp_path / "lidc").rglob("z-12.5_c0_l2.png")).unlink()
     with pytest.raises(DataError, match=r"z-12.5_c0.png lacks the reader mask .*z-12.5_c0_l2.png"):
-        load_lidc(tmp_path, noise=1.0)
+        load_lidc(tmp_path)
 
 
 def test_mask_shape_mismatch(tmp_path):
@@ -186,7 +189,7 @@ def test_mask_shape_mismatch(tmp_path):
     path = next((tmp_path / "lidc").rglob("z-14.0_c0_l1.png"))
     Image.fromarray(np.zeros((90, 90), dtype=np.uint8)).save(path)
     with pytest.raises(DataError, match=r"z-14.0_c0_l1.png: mask is 90×90 but z-14.0_c0.png is 180×180"):
-        load_lidc(tmp_path, noise=1.0)
+        load_lidc(tmp_path)
 
 
 def test_truncated_png(tmp_path):
@@ -194,7 +197,7 @@ def test_truncated_png(tmp_path):
     path = next((tmp_path / "lidc").rglob("images/*/z-14.0_c0.png"))
     path.write_bytes(path.read_bytes()[:100])
     with pytest.raises(DataError, match=r"z-14.0_c0.png: unreadable PNG"):
-        load_lidc(tmp_path, noise=1.0)
+        load_lidc(tmp_path)
 
 
 def test_missing_split_folder(tmp_path):
@@ -202,7 +205,7 @@ def test_missing_split_folder(tmp_path):
     val = next(p for p in (tmp_path / "lidc").rglob("val") if p.is_dir())
     val.rename(val.with_name("holdout"))
     with pytest.raises(DataError, match=r"not under a train/, val/ or test/ folder"):
-        load_lidc(tmp_path, noise=1.0)
+        load_lidc(tmp_path)
 
 
 def test_patient_in_two_split_folders(tmp_path):
@@ -211,7 +214,7 @@ def test_patient_in_two_split_folders(tmp_path):
     for kind in ("images", "gt"):
         (val / kind / "LIDC-IDRI-0002").rename(val / kind / "LIDC-IDRI-0001")
     with pytest.raises(DataError, match=r"patient LIDC-IDRI-0001 has crops in both train/ and val/"):
-        load_lidc(tmp_path, noise=1.0)
+        load_lidc(tmp_path)
 
 
 def test_truncated_pickle(tmp_path):
@@ -219,14 +222,14 @@ def test_truncated_pickle(tmp_path):
     path = tmp_path / "lidc" / "data_lidc.pickle"
     path.write_bytes(path.read_bytes()[:-200])
     with pytest.raises(DataError, match=r"data_lidc.pickle: unreadable or truncated pickle"):
-        load_lidc(tmp_path, noise=1.0)
+        load_lidc(tmp_path)
 
 
 def test_pickle_of_the_wrong_structure(tmp_path):
     (tmp_path / "lidc").mkdir()
     (tmp_path / "lidc" / "data_lidc.pickle").write_bytes(pickle.dumps([1, 2, 3]))
     with pytest.raises(DataError, match=r"data_lidc.pickle: holds a list, expected Knegt's dict"):
-        load_lidc(tmp_path, noise=1.0)
+        load_lidc(tmp_path)
 
 
 def test_pickle_entry_with_three_masks(tmp_path):
@@ -234,7 +237,7 @@ def test_pickle_entry_with_three_masks(tmp_path):
     entry = {"image": np.zeros((8, 8)), "masks": [np.zeros((8, 8), np.uint8)] * 3, "series_uid": "1"}
     (tmp_path / "lidc" / "data_lidc.pickle").write_bytes(pickle.dumps({f"P{i}_s": entry for i in range(3)}))
     with pytest.raises(DataError, match=r"data_lidc.pickle: entry 'P0_s' has 3 masks, expected 4"):
-        load_lidc(tmp_path, noise=1.0)
+        load_lidc(tmp_path)
 
 
 def test_pickle_image_outside_unit_range(tmp_path):
@@ -242,14 +245,14 @@ def test_pickle_image_outside_unit_range(tmp_path):
     entry = {"image": np.full((8, 8), 300.0), "masks": [np.zeros((8, 8), np.uint8)] * 4, "series_uid": "1"}
     (tmp_path / "lidc" / "data_lidc.pickle").write_bytes(pickle.dumps({"P0_s": entry}))
     with pytest.raises(DataError, match=r"entry 'P0_s' has image values in \[300, 300\], expected \[0, 1\]"):
-        load_lidc(tmp_path, noise=1.0)
+        load_lidc(tmp_path)
 
 
 def test_duplicate_keys_across_pickles(tmp_path):
     make_lidc_pickle(tmp_path)
     (tmp_path / "lidc" / "copy.pickle").write_bytes((tmp_path / "lidc" / "data_lidc.pickle").read_bytes())
     with pytest.raises(DataError, match=r"key 'LIDC-IDRI-0101_slice10' is in both .* keep one copy"):
-        load_lidc(tmp_path, noise=1.0)
+        load_lidc(tmp_path)
 
 
 def test_too_few_patients_for_a_split(tmp_path):
@@ -257,11 +260,11 @@ def test_too_few_patients_for_a_split(tmp_path):
     entry = {"image": np.zeros((8, 8)), "masks": [np.zeros((8, 8), np.uint8)] * 4, "series_uid": "1"}
     (tmp_path / "lidc" / "data_lidc.pickle").write_bytes(pickle.dumps({"P0_a": entry, "P1_a": entry}))
     with pytest.raises(DataError, match=r"2 patient\(s\) are too few"):
-        load_lidc(tmp_path, noise=1.0)
+        load_lidc(tmp_path)
 
 
 def test_real_raters_refuse_a_noise_level(tmp_path):
-    from datasets.lidc import load_lidc
-
-    with pytest.raises(DataError, match=r"lidc has real raters, so there is no noise level to set \(got 0.5\)"):
-        load_lidc(tmp_path, 0.5)
+    with pytest.raises(DataError, match=r"lidc has real raters, so there is no noise level to set \(got 0.5\); use --noise-levels protocol"):
+        load_lidc(tmp_path, noise="0.5")
+    with pytest.raises(DataError, match=r"lidc: unknown rater style 'morpho'; this dataset has real"):
+        load_lidc(tmp_path, "morpho")

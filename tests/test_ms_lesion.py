@@ -19,11 +19,16 @@ from datasets.ms_lesion import (
     passes_at,
     simulate_ms_raters,
 )
+from datasets.noise import average_dsc
 from datasets.raters import RATER_NAMES
 from tests.fixtures.make_ms_lesion import make_ms_lesion, make_ms_lesion_from_real
 
 # The fixtures hold 6 (or fewer) of the challenge's 21 scans; the loader says so.
-pytestmark = pytest.mark.filterwarnings("ignore:ms-lesion. found")
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:ms-lesion. found"),
+    # One 3-D erosion empties the fixture's small lesions on many slices: the protocol pool is sparse (tested below).
+    pytest.mark.filterwarnings("ignore:ms-lesion. noise level protocol .* the rater pool is sparse"),
+]
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +39,7 @@ def fixture(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def splits(fixture) -> Splits:
-    return load_ms_lesion(fixture[0], 1.0)
+    return load_ms_lesion(fixture[0])
 
 
 def slices(volume: np.ndarray, keep: np.ndarray) -> np.ndarray:
@@ -181,7 +186,7 @@ def test_ms_lesion_loads_slices_raters_and_gt(fixture, splits):
 
 def test_ms_lesion_real_exposes_the_two_raters_without_gt(fixture, splits):
     root, fx = fixture
-    real = load_ms_lesion_real(root, 1.0)
+    real = load_ms_lesion_real(root)
     assert real.rule == splits.rule
     for part, sim in ((real.train, splits.train), (real.val, splits.val), (real.test, splits.test)):
         assert part.gt is None and part.rater_names == ("mask1", "mask2") and not part.raters_simulated
@@ -189,29 +194,78 @@ def test_ms_lesion_real_exposes_the_two_raters_without_gt(fixture, splits):
         np.testing.assert_array_equal(part.images, sim.images)
     rows = rows_of(real.test, "training03_02")  # masks written as {0, 255}
     np.testing.assert_array_equal(real.test.raters[rows], expected_scan(fx["scans"]["training03_02"])["real"])
-    with pytest.raises(DataError, match="real raters.*noise-levels 1"):
-        load_ms_lesion_real(root, 2.0)
+    assert real.raters_info == {
+        "style": "real",
+        "level": "protocol",
+        "target": None,
+        "strength": None,
+        "realised_average": None,
+        "usable": None,
+    }
+    with pytest.raises(DataError, match=r"ms-lesion-real has real raters, so there is no noise level to set \(got 0.5\); use --noise-levels protocol"):
+        load_ms_lesion_real(root, noise="0.5")
+    with pytest.raises(DataError, match="ms-lesion-real: unknown rater style 'ms'; this dataset has real"):
+        load_ms_lesion_real(root, "ms")
 
 
-def test_gt_rater_option_and_noise(fixture):
+def test_gt_rater_option(fixture):
     root, fx = fixture
-    union = load_ms_lesion(root, 1.0, gt_rater="union")
+    union = load_ms_lesion(root, gt_rater="union")
     rows = rows_of(union.test, "training02_01")
     want = expected_scan(fx["scans"]["training02_01"], gt_key="union")
     np.testing.assert_array_equal(union.test.gt[rows], want["gt"])
     np.testing.assert_array_equal(union.test.raters[rows], want["raters"])
-    noisy = load_ms_lesion(root, 2.0)
-    rows = rows_of(noisy.test, "training02_01")
-    np.testing.assert_array_equal(noisy.test.raters[rows], expected_scan(fx["scans"]["training02_01"], noise=2.0)["raters"])
     with pytest.raises(DataError, match="unknown GT rater 'mask3'"):
-        load_ms_lesion(root, 1.0, gt_rater="mask3")
+        load_ms_lesion(root, gt_rater="mask3")
+
+
+def test_protocol_pool_is_recorded_and_its_sparseness_warned_not_refused(fixture):
+    root, _ = fixture
+    with pytest.warns(UserWarning, match=r"ms-lesion: noise level protocol \(ms raters, strength 1, .*\): the rater pool is sparse: under is non-empty in \d+\.\d% of images"):
+        splits = load_ms_lesion(root)
+    info = splits.raters_info
+    assert (info["style"], info["level"], info["target"], info["strength"]) == ("ms", "protocol", None, 1.0)
+    assert info["realised_average"] == pytest.approx(average_dsc(splits.train.raters, splits.train.gt))
+    usable = info["usable"]
+    assert usable["counted"] == "images with GT foreground" and usable["n_images"] == splits.train.gt.any(axis=(1, 2)).sum()
+    assert usable["nonempty"]["good"] == 1.0 and usable["nonempty"]["under"] < 0.95  # slices with empty GT do not count
+
+
+def test_a_target_level_reached_by_a_whole_step(fixture):
+    root, fx = fixture
+    # On the fixture's training slices the Average moves in steps: 0.822 (no pass), 0.590 (one edge-add
+    # and one deletion pass, knob 0.25), 0.459 (plus one erosion, knob 0.5), ...
+    splits = load_ms_lesion(root, noise="0.59")
+    info = splits.raters_info
+    assert (info["level"], info["target"], info["strength"]) == ("0.59", 0.59, 0.25)
+    assert abs(info["realised_average"] - 0.59) <= 0.01
+    assert info["realised_average"] == pytest.approx(average_dsc(splits.train.raters, splits.train.gt))
+    assert min(info["usable"]["nonempty"].values()) >= 0.95 and info["usable"]["tv_foreground"] >= 0.95
+    rows = rows_of(splits.test, "training02_01")  # every split is simulated at the knob found on train
+    np.testing.assert_array_equal(splits.test.raters[rows], expected_scan(fx["scans"]["training02_01"], noise=0.25)["raters"])
+    again = load_ms_lesion(root, noise="0.590")
+    np.testing.assert_array_equal(again.train.raters, splits.train.raters)
+
+
+@pytest.mark.parametrize(
+    "level, refused",
+    [
+        ("0.7", r"ms-lesion: noise level 0.7 \(ms raters, measured on the training slices\): no strength gives Average DSC 0.700 within 0.01: it jumps from 0.822 to 0.590"),
+        ("0.3", r"ms-lesion: noise level 0.3 \(ms raters, strength \d.*\) gives a degenerate rater pool: under is non-empty in \d+\.\d% of images"),
+        ("0.1", r"ms-lesion: noise level 0.1 .*outside the reachable range \[0\.\d{3}, 0\.822\]"),
+    ],
+)
+def test_unreachable_or_degenerate_levels_are_refused(fixture, level, refused):
+    with pytest.raises(DataError, match=refused) as info:
+        load_ms_lesion(fixture[0], noise=level)
+    assert "\n" not in str(info.value)
 
 
 def test_all_four_contrasts_stack_in_a_fixed_order(fixture, monkeypatch):
     root, fx = fixture
     monkeypatch.setattr(ms_lesion, "CONTRASTS", ALL_CONTRASTS)
     monkeypatch.setattr(ms_lesion, "SLICES", "brain")
-    splits = load_ms_lesion(root, 1.0)
+    splits = load_ms_lesion(root)
     assert splits.test.images.shape[1] == 4
     scan = fx["scans"]["training02_02"]
     brain_z = np.flatnonzero((scan["flair"] != 0).any(axis=(0, 1)))
@@ -229,7 +283,7 @@ def test_real_nifti_from_nibabel_loads(tmp_path):
     if not source.is_file():
         pytest.skip("nibabel's test data are not installed")
     fx = make_ms_lesion_from_real(tmp_path, source)
-    splits = load_ms_lesion(tmp_path, 1.0)
+    splits = load_ms_lesion(tmp_path)
     assert splits.test.images.shape[1:] == (1, 41, 33) and splits.test.spacing == (2.0, 2.0)
     assert splits.val.n == 0 and splits.train.n > 0  # one training scan: nothing left for val
     mask1, mask2 = fx["scans"]["training02_01"]["mask1"], fx["scans"]["training02_01"]["mask2"]
@@ -263,7 +317,7 @@ def test_realistic_mni152_volume(tmp_path):
         ):
             (folder / name).parent.mkdir(parents=True, exist_ok=True)
             nib.save(nib.Nifti1Image(volume.astype(np.float32 if volume.dtype != bool else np.uint8), np.eye(4)), str(folder / name))
-    splits = load_ms_lesion(tmp_path, 1.0)
+    splits = load_ms_lesion(tmp_path)
     assert splits.test.images.shape[1:] == (1, 217, 181) and splits.train.n > 0
 
 
@@ -279,26 +333,26 @@ def small(tmp_path):
 
 def test_scan_count_far_from_the_challenges_is_a_warning(small):
     with pytest.warns(UserWarning, match=r"found 2 training scans under .*, the challenge has 21"):
-        load_ms_lesion(small[0], 1.0)
+        load_ms_lesion(small[0])
 
 
 def test_missing_root_says_where_to_put_the_data(tmp_path):
     with pytest.raises(DataError, match=r"ms-lesion/ not found; download .* unpack it into"):
-        load_ms_lesion(tmp_path, 1.0)
+        load_ms_lesion(tmp_path)
 
 
 def test_no_matching_files(tmp_path):
     (tmp_path / "ms-lesion" / "other").mkdir(parents=True)
     (tmp_path / "ms-lesion" / "other" / "brain.nii").write_bytes(b"")
     with pytest.raises(DataError, match="no files named trainingNN_TT_flair_pp"):
-        load_ms_lesion(tmp_path, 1.0)
+        load_ms_lesion(tmp_path)
 
 
 def test_missing_rater_mask_is_named(small):
     root, fx = small
     fx["paths"]["training02_01"]["mask2"].unlink()
     with pytest.raises(DataError, match=r"training02_01 has no training02_01_mask2.nii\[.gz\]"):
-        load_ms_lesion(root, 1.0)
+        load_ms_lesion(root)
 
 
 def test_image_mask_shape_mismatch_is_named(small):
@@ -306,7 +360,7 @@ def test_image_mask_shape_mismatch_is_named(small):
     path = fx["paths"]["training01_01"]["mask1"]
     nib.save(nib.Nifti1Image(np.zeros((30, 40, 32), dtype=np.uint8), np.eye(4)), str(path))
     with pytest.raises(DataError, match=r"mask .*training01_01_mask1.nii is \(30, 40, 32\), image .* is \(32, 40, 32\)"):
-        load_ms_lesion(root, 1.0)
+        load_ms_lesion(root)
 
 
 @pytest.mark.parametrize("scan", ["training01_01", "training02_01"])  # .nii and .nii.gz
@@ -317,7 +371,7 @@ def test_truncated_file_is_named(small, scan):
     cut = raw[: len(raw) // 2]
     path.write_bytes(gzip.compress(cut)[:-20] if path.suffix == ".gz" else cut)
     with pytest.raises(DataError, match=rf"{path.name}: unreadable or truncated NIfTI"):
-        load_ms_lesion(root, 1.0)
+        load_ms_lesion(root)
 
 
 def test_duplicate_file_is_named(small):
@@ -325,7 +379,7 @@ def test_duplicate_file_is_named(small):
     path = fx["paths"]["training01_01"]["flair"]
     (path.parent / (path.name + ".gz")).write_bytes(gzip.compress(path.read_bytes()))
     with pytest.raises(DataError, match="two files for training01_01 flair"):
-        load_ms_lesion(root, 1.0)
+        load_ms_lesion(root)
 
 
 def test_voxel_size_mismatch_is_named(small):
@@ -335,7 +389,7 @@ def test_voxel_size_mismatch_is_named(small):
         image = nib.load(str(path))
         nib.save(nib.Nifti1Image(np.asarray(image.dataobj), np.diag([2.0, 2.0, 2.0, 1.0])), str(path))
     with pytest.raises(DataError, match=r"training02_01_flair_pp.nii.gz has voxel size \(2.0, 2.0, 2.0\) mm"):
-        load_ms_lesion(root, 1.0)
+        load_ms_lesion(root)
 
 
 def test_other_in_plane_sizes_are_cropped_or_padded(small):
@@ -344,7 +398,7 @@ def test_other_in_plane_sizes_are_cropped_or_padded(small):
         path = fx["paths"]["training02_01"][key]
         volume = np.asarray(nib.load(str(path)).dataobj)
         nib.save(nib.Nifti1Image(np.pad(volume, ((2, 2), (0, 0), (0, 0)))[:, 1:-1], np.diag([1.0, 1.2, 2.0, 1.0])), str(path))
-    splits = load_ms_lesion(root, 1.0)
+    splits = load_ms_lesion(root)
     assert splits.test.images.shape[2:] == (40, 32)
     want = expected_scan(fx["scans"]["training02_01"])
     np.testing.assert_array_equal(splits.test.gt[:, 1:-1], want["gt"][:, 1:-1])  # rows 0 and 39 were cropped away

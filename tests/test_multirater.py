@@ -13,7 +13,7 @@ from itertools import permutations
 import numpy as np
 import pytest
 
-from bench.evaluate import (
+from bench.evaluate.multirater import (
     EMPTY_RULES,
     dice_match,
     dice_max,

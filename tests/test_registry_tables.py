@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from bench import report
+from bench.evaluate.tables import SUMMARY
 from methods import registry
 
 
@@ -20,17 +21,16 @@ def toy():
 
 
 def summary(methods_here: list[str]) -> pd.DataFrame:
-    rows = [("toy", "gt", 1.0, m, "foreground", "dsc", 0.5 + 0.01 * i, 0.01, 3, 10) for i, m in enumerate(methods_here)]
-    return pd.DataFrame(
-        rows, columns=["dataset", "reference", "noise", "method", "structure", "metric", "mean", "std", "n_seeds", "n_cases"]
-    )
+    rows = [("toy", "cm", "protocol", "gt", m, "foreground", "dsc", 0.5 + 0.01 * i, 0.01, 3, 10) for i, m in enumerate(methods_here)]
+    return pd.DataFrame(rows, columns=SUMMARY)
 
 
 def test_a_registered_method_appears_in_table1_under_its_display_name(toy, tmp_path):
     part = summary(["lf-net", "toy-net", "mv-unet", "lf-net-s", "oracle"])
-    (stem, table), *rest = report.group_tables(part, "toy", "gt", 1.0)
-    assert stem.startswith("table1_") and table.labels == ["MV-UNet", "LF-Net", "Toy-Net", "Oracle"]  # registration order
-    assert [t.labels for s, t in rest if s.startswith("table4_")] == [["S", "S+TV+SLS+RCLS"]]
+    (stem, table), *rest = report.group_tables(part, ("toy", "cm", "protocol", "gt"))
+    assert stem == "table1_toy_cm_protocol_gt_foreground"
+    assert table.labels == ["MV-UNet", "LF-Net", "Toy-Net", "Oracle"]  # registration order
+    assert [(s, t.labels) for s, t in rest if s.startswith("table4_")] == [("table4_toy_cm_protocol_gt", ["S", "S+TV+SLS+RCLS"])]
     assert report.display("toy-net") == "Toy-Net" and report.table_of("toy-net") == "main"
 
 

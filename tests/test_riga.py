@@ -25,7 +25,7 @@ def load(root, quiet: bool = True):
         warnings.filterwarnings("ignore", message=".*incomplete download")
         if quiet:
             warnings.filterwarnings("ignore", message=".*image48: marked copies but no image48prime")
-        return riga.load_riga(root, 1.0)
+        return riga.load_riga(root)
 
 
 @pytest.fixture(scope="module")
@@ -258,13 +258,13 @@ def test_mrnet_mask_of_other_size_is_named(tmp_path):
 
 def test_missing_root_says_where_to_put_the_files(tmp_path):
     with pytest.raises(DataError, match=r"riga/ not found; download RIGA"):
-        riga.load_riga(tmp_path, 1.0)
+        riga.load_riga(tmp_path)
 
 
 def test_empty_root_says_what_is_expected(tmp_path):
     (tmp_path / "riga" / "docs").mkdir(parents=True)
     with pytest.raises(DataError, match=r"no imageNprime.<tif\|jpg> or Glaucoma_multirater_\*.csv under"):
-        riga.load_riga(tmp_path, 1.0)
+        riga.load_riga(tmp_path)
 
 
 def test_missing_rater_file_is_named(raw_copy):
@@ -305,12 +305,27 @@ def test_cache_is_keyed_by_file_contents(raw_copy, tmp_path, monkeypatch):
     assert not part.rater_valid[i, 0]
 
 
-def test_real_raters_refuse_a_noise_level(tmp_path, capsys):
-    from bench import cli
+def test_real_raters_refuse_a_noise_level_and_another_style(tmp_path):
+    from datasets import get_dataset
 
-    assert (
-        cli.main(["run", "--dataset", "riga", "--noise-levels", "1,2", "--data-root", str(tmp_path), "--results", str(tmp_path / "r")]) == 2
-    )
-    err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["error: riga has real raters, so there is no noise level to set (got 2); use --noise-levels 1"], err
-    assert not (tmp_path / "r" / "runs").exists()
+    spec = get_dataset("riga")
+    assert spec.rater_styles == ("real",) and spec.fixed_raters
+    # Refused before anything is read: tmp_path holds no riga/ folder, which would be the error otherwise.
+    with pytest.raises(DataError, match=r"^riga has real raters, so there is no noise level to set \(got 0\.45\); use --noise-levels protocol$"):
+        spec.load(tmp_path, None, "0.45")
+    with pytest.raises(DataError, match=r"riga: unknown rater style 'cm'; this dataset has real"):
+        spec.load(tmp_path, "cm", "protocol")
+    with pytest.raises(DataError, match="no noise level to set"):
+        riga.load_riga(tmp_path, noise="0.45")
+
+
+def test_raters_info_records_real_raters(raw):
+    splits = load(raw[0])
+    assert splits.raters_info == {
+        "style": "real",
+        "level": "protocol",
+        "target": None,
+        "strength": None,
+        "realised_average": None,
+        "usable": None,
+    }

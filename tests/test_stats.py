@@ -7,16 +7,20 @@ from scipy import stats as sps
 from statsmodels.stats.multitest import multipletests
 
 from bench import stats
-from bench.store import COLUMNS
+from bench.evaluate import tables
+from bench.evaluate.tables import COLUMNS
 
 
-def long_table(values: dict[str, np.ndarray], dataset="toy", noise=1.0, metric="dsc", structure="foreground") -> pd.DataFrame:
-    """Long rows from {method: (n_seeds, n_cases) array}; counts are irrelevant here and left at 0."""
+def long_table(
+    values: dict[str, np.ndarray], dataset="toy", noise="protocol", metric="dsc", structure="foreground", raters="cm", reference="gt"
+) -> pd.DataFrame:
+    """Long rows from {method: (n_seeds, n_cases) array}; counts and distance sums are irrelevant here (0 and NaN)."""
     rows = []
     for method, grid in values.items():
         for seed, per_case in enumerate(np.atleast_2d(grid)):
             for case, value in enumerate(per_case):
-                rows.append((dataset, "gt", noise, method, seed, f"c{case:02d}", structure, metric, value, 0, 0, 0, 0, 0))
+                rows.append((dataset, raters, noise, method, seed, reference, f"c{case:02d}", structure, metric, value,
+                             0, 0, 0, 0, 0, np.nan, np.nan))  # fmt: skip
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -38,11 +42,17 @@ def fixed_table() -> pd.DataFrame:
 
 def test_per_case_averages_seeds_and_skips_nan():
     table = long_table({"a": np.array([[0.2, 0.4], [0.4, np.nan], [0.6, np.nan]])})
-    out = stats.per_case(table, "dsc", "foreground").set_index("case")
-    assert out.loc["c00", "value"] == pytest.approx(0.4)
-    assert out.loc["c01", "value"] == pytest.approx(0.4)  # the two NaN seeds are skipped
-    assert list(out["n_seeds"]) == [3, 1]
-    assert stats.per_case(table, "bahd", "foreground").empty
+    other_reference = long_table({"a": np.array([[0.9, 0.9]])}, reference="majority")  # the same cell scored against another reference
+    out = tables.per_case(pd.concat([table, other_reference]), "dsc", "foreground")
+    assert list(out.columns) == ["dataset", "raters", "noise", "reference", "method", "case", "value", "n_seeds"]
+    gt = out[out["reference"] == "gt"].set_index("case")
+    assert gt.loc["c00", "value"] == pytest.approx(0.4)
+    assert gt.loc["c01", "value"] == pytest.approx(0.4)  # the two NaN seeds are skipped
+    assert list(gt["n_seeds"]) == [3, 1]
+    majority = out[out["reference"] == "majority"].set_index("case")
+    assert list(majority["value"]) == pytest.approx([0.9, 0.9]) and list(majority["n_seeds"]) == [1, 1]  # references never mixed
+    assert tables.per_case(table, "bahd", "foreground").empty
+    assert stats.per_case is tables.per_case and stats.GROUP == tables.GROUP  # stats tests on the same per-case view
 
 
 def test_p_values_match_scipy_and_statsmodels():
@@ -110,14 +120,22 @@ def test_only_shared_cases_are_paired():
 
 def test_groups_are_separate_holm_families_and_degenerate_cases():
     rng = np.random.default_rng(0)
-    a = long_table({"lf-net": rng.uniform(size=(1, 12)), "mv-unet": rng.uniform(size=(1, 12))}, noise=0.5)
+    lf, mv = rng.uniform(size=(1, 12)), rng.uniform(size=(1, 12))
+    a = long_table({"lf-net": lf, "mv-unet": mv}, noise="0.45")
+    a_majority = long_table({"lf-net": lf, "mv-unet": mv + 0.01}, noise="0.45", reference="majority")  # another reference
     same = np.full((1, 5), 0.5)
-    b = long_table({"lf-net": same, "mv-unet": same}, noise=1.0)  # all differences zero: test undefined
+    b = long_table({"lf-net": same, "mv-unet": same})  # noise "protocol"; all differences zero: test undefined
     c = long_table({"mv-unet": same}, dataset="other")  # no reference method: no rows
-    out = stats.paired_tests(pd.concat([a, b, c]), "dsc", "foreground")
-    assert list(zip(out["dataset"], out["noise"])) == [("toy", 0.5), ("toy", 1.0)]
-    first, second = out.iloc[0], out.iloc[1]
+    out = stats.paired_tests(pd.concat([a, a_majority, b, c]), "dsc", "foreground")
+    assert list(zip(out["dataset"], out["raters"], out["noise"], out["reference"])) == [
+        ("toy", "cm", "0.45", "gt"),
+        ("toy", "cm", "0.45", "majority"),
+        ("toy", "cm", "protocol", "gt"),
+    ]
+    first, majority, second = out.iloc[0], out.iloc[1], out.iloc[2]
     assert first["p_holm"] == pytest.approx(first["p"])  # a family of one: Holm leaves p unchanged
+    assert majority["p_holm"] == pytest.approx(majority["p"])  # each reference is its own family
+    assert majority["p"] == pytest.approx(sps.wilcoxon(lf[0], mv[0] + 0.01).pvalue) and majority["p"] != first["p"]
     assert np.isnan(second["p"]) and np.isnan(second["p_holm"]) and np.isnan(second["effect_size"])
     assert second["n"] == 5 and second["n_zero"] == 5 and second["median_diff"] == 0
     assert list(out.columns) == stats.TEST_COLUMNS

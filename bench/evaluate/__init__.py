@@ -1,33 +1,10 @@
-"""Evaluation: metrics against every reference.
+"""Evaluation: every cell's predictions scored against every reference, and the tables built from the scores.
 
-Each prediction is scored against every reference a case has (gt, majority,
-STAPLE, each rater, the rater mean). Single-mask metrics (DSC, bAHD, soft
-DSC/IoU) live in :mod:`bench.metrics`; :mod:`bench.evaluate.multirater` holds
-the metrics that read several raters or several predictions at once (GED,
-Hungarian-matched Dice, Dice_max, per-rater Dice, soft Dice/IoU at thresholds,
-ECE), each with its empty-pair rule named and selectable (:data:`EMPTY_RULES`).
+- `bench.evaluate.tables`: the long table's schema (`COLUMNS`, `CALIBRATION`), `summarise` (mean ±
+  std over seeds) and `per_case` (seed-averaged values per case, for paired tests).
+- `bench.evaluate.scoring`: the references of a test split (gt, majority, STAPLE, each rater, the
+  rater mean, the rater set) and `score_predictions`, which fills one cell's rows.
+- `bench.evaluate.multirater`: the metrics that read several raters or samples at once (GED,
+  Dice_match, Dice_max, per-rater Dice, soft Dice/IoU at thresholds, ECE), each with its empty-pair
+  rule named; single-mask metrics (DSC, bAHD, soft DSC/IoU) are in `bench.metrics`.
 """
-
-from bench.evaluate.multirater import (
-    EMPTY_RULES,
-    dice_match,
-    dice_max,
-    ece,
-    ged,
-    iou_distance,
-    per_rater_dice,
-    reliability,
-    soft_dice_iou_at,
-)
-
-__all__ = [
-    "EMPTY_RULES",
-    "dice_match",
-    "dice_max",
-    "ece",
-    "ged",
-    "iou_distance",
-    "per_rater_dice",
-    "reliability",
-    "soft_dice_iou_at",
-]

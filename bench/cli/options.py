@@ -1,18 +1,21 @@
-"""Command-line options shared by the verbs (`run`, `paper`, `report`): parsing, checks and the run options.
+"""What the verbs share: `UsageError`, list parsing, the run options, and `SweepSpec`, the cells one sweep trains.
 
-Kept apart from `bench.cli` so that the verbs' modules can use them without importing the CLI
-(the import graph inside `bench/` stays one-way).
+Only light modules are imported at the top, so `python -m bench --help` answers without loading
+torch; the verbs import the run side (sweeps, store, datasets, methods) when they run.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
+import time
+import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import methods
-from bench.budget import BUDGETS
+BUDGET_NAMES = ("quick", "plateau", "paper", "paper-rcl15")  # bench.budget.BUDGETS (a test keeps them equal)
 
 
 class UsageError(Exception):
@@ -33,6 +36,8 @@ def parse_list(text: str, kind: type, flag: str) -> list:
 
 def parse_methods(text: str, has_gt: bool = True) -> list[str]:
     """`all` = the paper's methods plus the oracle (where the dataset has ground truth to train it); `ablation` = LF-Net's ablation rows; or a list."""
+    import methods
+
     if text == "all":
         return [*methods.method_names("main"), *([methods.ORACLE] if has_gt else [])]
     if text == "ablation":  # Table IV: the full model and its ablation variants
@@ -49,6 +54,8 @@ def parse_methods(text: str, has_gt: bool = True) -> list[str]:
 
 def parse_sets(values: list[str] | None, names: list[str]) -> dict[str, dict[str, list]]:
     """`--set lf-net.beta=3,4 --set lf-net.lam=0.01` -> {"lf-net": {"beta": [3, 4], "lam": [0.01]}}."""
+    import methods
+
     grid: dict[str, dict[str, list]] = {}
     for text in values or []:
         target, sep, raw = text.partition("=")
@@ -61,6 +68,114 @@ def parse_sets(values: list[str] | None, names: list[str]) -> dict[str, dict[str
             raise UsageError(f"--set {text!r}: {method}.{param} is set twice; give all its values in one --set")
         grid.setdefault(method, {})[param] = [methods.parse_value(v) for v in raw.split(",") if v.strip()]
     return grid
+
+
+def refuse_twice(flag: str, text: str, values: list) -> None:
+    twice = sorted({str(v) for v in values if values.count(v) > 1})
+    if twice:  # each would plan the same cell twice
+        raise UsageError(f"{flag} {text}: {', '.join(twice)} given more than once; list each value once")
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """The cells of one sweep, from `run`'s flags or a recipe's setting: checked, expanded and without duplicates.
+
+    `methods` holds the expanded names (a `--set` value becomes its own cell, `lf-net@beta=3`);
+    `raters` is the dataset's rater style (its default when none is given); `noise_levels` are
+    canonical labels ("protocol", or a target Average DSC such as "0.45").
+    """
+
+    dataset: str
+    raters: str
+    noise_levels: tuple[str, ...]
+    methods: tuple[str, ...]
+    seeds: tuple[int, ...]
+    sets: dict = field(default_factory=dict, compare=False)
+
+    @classmethod
+    def build(
+        cls, dataset: str, methods_text: str, seeds: list[int], noise_levels: list[str], sets: list[str] | None = None,
+        raters: str | None = None, seeds_text: str = "", noise_text: str = "",
+    ) -> SweepSpec:  # fmt: skip
+        import methods
+        from bench import sweep
+        from datasets import get_dataset
+        from datasets.noise import parse_level
+
+        spec = get_dataset(dataset)
+        style = raters or spec.rater_styles[0]
+        if style not in spec.rater_styles:
+            raise UsageError(f"--raters {style}: {dataset} has rater style(s) {', '.join(spec.rater_styles)}")
+        try:
+            levels = [parse_level(str(n)) for n in noise_levels]
+        except ValueError as e:
+            raise UsageError(f"--noise-levels: {e}") from None
+        if spec.fixed_raters and any(level != "protocol" for level in levels):
+            raise UsageError(f"{dataset} {spec.fixed_raters}, so there is no noise level to set; use --noise-levels protocol")
+        if any(s < 0 for s in seeds):
+            raise UsageError(f"--seeds must be ≥ 0, got {seeds_text or seeds}")
+        refuse_twice("--seeds", seeds_text or str(seeds), list(seeds))
+        refuse_twice("--noise-levels", noise_text or str(noise_levels), levels)
+        names = parse_methods(methods_text, has_gt=spec.reference == "gt")
+        names = sweep.expand_params(names, parse_sets(sets, names), spec)
+        if spec.reference != "gt" and any(methods.split_name(n)[0] == methods.ORACLE for n in names):
+            raise UsageError(
+                f"the oracle trains on ground truth and {dataset} has none (reference: {spec.reference}); drop oracle from --methods"
+            )
+        return cls(dataset, style, tuple(levels), tuple(names), tuple(seeds), dict(sets or {}))
+
+    def cells(self) -> list:
+        from bench import sweep
+
+        return sweep.plan(list(self.methods), self.dataset, self.raters, list(self.noise_levels), list(self.seeds))
+
+
+def execute(cells: list, args: argparse.Namespace, results: Path, root: Path, force: bool = False) -> list[dict]:
+    """Run `cells` (finished ones are skipped unless `force`) with the run options in `args`, then collect the results folder.
+
+    Checks first, in one line each, before anything trains: the results folder is writable, the
+    device exists, finished cells ran with the same options, the data loads and every method can
+    run on it. Returns one outcome per cell (see `bench.sweep.run_sweep`).
+    """
+    from bench import harness, store, sweep
+
+    check_writable(results)
+    harness.resolve_device(args.device)  # --device cuda without a GPU fails here, not in every cell
+    opts = run_options(args, results, root, force=force)
+    check_options(cells, opts)
+    # Adapters with their own per-file caches (RIGA's derived masks) use the same folder.
+    os.environ.setdefault("BENCH_CACHE", str(store.cache_dir(results).absolute()))
+    pending = [c for c in cells if force or not store.is_done(results, c)]
+    backend, n_jobs = sweep.resolve_backend(args.backend, args.n_jobs, len(pending), args.device)
+    groups = list(dict.fromkeys((c.dataset, c.raters, c.noise) for c in pending))
+    # A missing dataset fails here, once; parallel workers then read the decoded splits from the cache. The adapters'
+    # warnings (an incomplete download) are shown only if the run goes ahead, so a refusal stays one line.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for key in groups if backend != "sequential" else groups[:1]:  # a sequential run loads the others when it gets there
+            started = time.time()
+            splits = sweep.load_splits(*key[:1], root, *key[1:], store.cache_dir(results))
+            if time.time() - started > 30:
+                print(f"decoded {'/'.join(key)} in {time.time() - started:.0f} s (cached for the next run)", file=sys.stderr)
+            check_compatible({c.method for c in pending if c.dataset == key[0]}, key[0], splits.train, opts.budget)
+    for w in caught:
+        warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    outcomes = sweep.run_sweep(cells, opts, backend, n_jobs, args.scheduler) if cells else []
+    if cells:
+        store.collect(results)
+    return outcomes
+
+
+def check_compatible(names: set[str], dataset: str, train, budget) -> None:
+    """Build each method once on the data's shape, so a method that cannot run on it fails here, not in every cell."""
+    from bench import sweep
+    from datasets import get_dataset
+
+    for name in sorted(names):
+        try:
+            sweep.build_method(name, 0, get_dataset(dataset), train, budget)
+        except (ValueError, TypeError) as e:
+            raise UsageError(f"{name} cannot run on {dataset}: {e}") from None
 
 
 def check_options(cells, opts) -> None:
@@ -100,7 +215,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--budget",
         default="quick",
-        choices=list(BUDGETS),
+        choices=BUDGET_NAMES,
         help="quick (laptop CPU, early stopping), plateau (early stopping, no practical cap: the recommended comparison), "
         "paper (the paper's fixed epochs), paper-rcl15 (paper, other reading of MNIST's 'RCN epoch 15')",
     )
@@ -129,6 +244,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
 
 
 def check_run_options(args: argparse.Namespace) -> None:
+    """The numeric run options are ≥ 1 and --scheduler goes with --backend dask."""
     for flag, value in (
         ("--max-steps", args.max_steps),
         ("--threads", args.threads),
@@ -144,6 +260,7 @@ def check_run_options(args: argparse.Namespace) -> None:
 
 def run_options(args: argparse.Namespace, results: Path, root: Path, force: bool = False):
     from bench import sweep
+    from bench.budget import BUDGETS
 
     return sweep.RunOptions(
         results=results, data_root=root, budget=BUDGETS[args.budget], max_steps=args.max_steps, device=args.device,

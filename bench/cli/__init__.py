@@ -1,0 +1,61 @@
+"""Command line: `python -m bench list|run|report|paper|rescore|perf` (DESIGN §8).
+
+One module per verb (`add_parser` + its command); `options` holds what the verbs share. Bad input
+ends with one line on stderr and exit 2. Only argparse is loaded to parse, so `--help` is instant;
+each verb imports the run side when it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from bench.cli import listing, paper, perf, report, rescore, run
+from bench.cli.options import UsageError
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with the project's one-line errors (`error: …`, exit 2) instead of a usage block, and no abbreviated flags
+    (`--seed 0` is an error, not `--seeds 0`)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str):
+        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(
+        prog="python -m bench",
+        description="Benchmark of segmentation from noisy multi-rater labels (LF-Net and baselines). "
+        "With no verb, `run` with its defaults: every method on the embedded mnist-5k, three seeds.",
+    )
+    verbs = parser.add_subparsers(dest="verb", parser_class=Parser)
+    for verb in (listing, run, report, paper, rescore, perf):
+        verb.add_parser(verbs)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.verb is None:  # `python -m bench` alone runs the embedded default
+        args = parser.parse_args(["run", *(argv or [])])
+    import methods
+    from bench import store
+    from bench.harness import DeviceError
+    from datasets import DataError
+
+    try:
+        return args.func(args)
+    except (UsageError, DataError, methods.UnknownMethodError, DeviceError, store.PlatformError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # the results folder became unwritable (full, read-only) outside a cell
+        print(f"error: {e}; finished cells are kept, rerun the same command once it is fixed", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted: finished cells are kept; rerun the same command to resume", file=sys.stderr)
+        return 130

@@ -1,0 +1,88 @@
+"""`python -m bench paper`: run the sweeps behind the paper's tables and figures, then render them (see `bench.paper`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from bench.cli.options import SweepSpec, UsageError, add_run_options, check_run_options, check_writable, data_root, execute
+
+
+def add_parser(verbs) -> None:
+    p = verbs.add_parser(
+        "paper", allow_abbrev=False, help="run the sweeps behind the paper's tables and figures (resuming) and render them"
+    )
+    p.add_argument("--only", help="comma list of recipe names (default: every recipe)")
+    p.add_argument("--recipes", help="folder of recipe files (default: paper_figures/recipes)")
+    p.add_argument("--out", help="output folder; files go to OUT/BUDGET/RECIPE/ (default: RESULTS/paper)")
+    p.add_argument("--dry-run", action="store_true", help="list each recipe's cells and whether they are done, and stop")
+    add_run_options(p)  # --budget quick runs the recipes' labelled stand-ins; --max-steps etc. label outputs as smoke runs
+    p.set_defaults(func=cmd_paper)
+
+
+def recipe_cells(setting) -> list:
+    """The cells a recipe's setting needs: `run` with the same methods, seeds, raters, noise levels and --set plans the same."""
+    if not setting.methods:
+        return []
+    sets = [f"{k}={','.join(map(str, v))}" for k, v in setting.sets.items()]
+    return SweepSpec.build(setting.dataset, setting.methods, list(setting.seeds), list(setting.noise_levels), sets, setting.raters).cells()
+
+
+def cmd_paper(args: argparse.Namespace) -> int:
+    from bench import data, paper, store
+    from datasets import DataError
+
+    check_run_options(args)
+    folder = Path(args.recipes) if args.recipes else paper.RECIPES
+    if not folder.is_dir():
+        raise UsageError(f"no recipe folder {folder}")
+    try:
+        recipes = paper.load_recipes(folder)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    chosen = list(recipes) if not args.only else [n.strip() for n in args.only.split(",") if n.strip()]
+    for name in chosen:
+        if name not in recipes:
+            raise UsageError(f"unknown recipe {name!r}; known: {', '.join(recipes)}")
+    results, root = Path(args.results).absolute(), data_root(args.data_root).absolute()
+    out_root = (Path(args.out) if args.out else results / "paper") / args.budget
+    plans, skipped = {}, {}
+    for name in chosen:
+        setting = recipes[name].setting(args.budget)
+        try:
+            plans[name] = recipe_cells(setting)
+            if plans[name] and not args.dry_run and not all(store.is_done(results, c) for c in plans[name]):
+                c = plans[name][0]
+                data.load_splits(c.dataset, root, c.raters, c.noise, store.cache_dir(results))
+        except DataError as e:
+            plans.pop(name, None)
+            skipped[name] = str(e)
+            print(f"skipped {name}: {e}", file=sys.stderr)
+    cells = list(dict.fromkeys(c for name in plans for c in plans[name]))
+    if args.dry_run:
+        for name, plan in plans.items():
+            todo = sum(not store.is_done(results, c) for c in plan)
+            print(f"{name}: {len(plan)} cells, {todo} to run ({recipes[name].setting(args.budget).dataset})")
+        print(f"{sum(not store.is_done(results, c) for c in cells)} of {len(cells)} distinct cells would run")
+        return 0
+    check_writable(results)
+    outcomes = execute(cells, args, results, root)
+    failed = [o for o in outcomes if o["status"] == "failed"]
+    smoke = ", ".join(f"{flag} {v}" for flag, v in (("--max-steps", args.max_steps), ("--train-size", args.train_size),
+                                                      ("--test-size", args.test_size)) if v is not None)  # fmt: skip
+    for name in chosen:
+        out = out_root / name
+        out.mkdir(parents=True, exist_ok=True)
+        if name in skipped:
+            paper.write_readme(recipes[name], args.budget, out, [], skipped[name], smoke)
+            continue
+        written = paper.render_recipe(recipes[name], args.budget, plans[name], results, root, out, smoke)
+        paper.write_readme(recipes[name], args.budget, out, written, smoke=smoke)
+        label = "quick stand-in" if args.budget == "quick" else "paper setting"
+        print(f"{name} ({label}): {len(written)} files in {out}/")
+    for o in failed:
+        print(f"failed: {o['cell']}: {o['reason']}", file=sys.stderr)
+    print(f"{len(chosen) - len(skipped)} of {len(chosen)} recipes rendered, {len(skipped)} skipped (dataset absent), "
+          f"{len(failed)} cells failed; outputs in {out_root}/")  # fmt: skip
+    return 1 if failed else 0

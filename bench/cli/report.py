@@ -1,0 +1,46 @@
+"""`python -m bench report`: the paper's tables and figures from a collected results folder (see `bench.report`)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from bench.cli.options import UsageError
+
+
+def add_parser(verbs) -> None:
+    """Add `python -m bench report [--results DIR] [--out DIR]` to the CLI's subparsers."""
+    p = verbs.add_parser(
+        "report", allow_abbrev=False, help="write the paper's tables (Markdown, LaTeX) and figures (PNG, PDF) from collected results"
+    )
+    p.add_argument("--results", default="results", help="results folder holding metrics.parquet and summary.csv (default: results)")
+    p.add_argument("--out", help="folder for the tables and figures (default: RESULTS/report)")
+    p.set_defaults(func=cmd_report)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from bench import report
+
+    results = Path(args.results)
+    out = Path(args.out) if args.out else results / "report"  # beside the results, not in the source tree
+    first = f"run `python -m bench run --results {results}` first"
+    for name in ("metrics.parquet", "summary.csv"):
+        if not (results / name).is_file():
+            raise UsageError(f"no results table {results / name}; {first}")
+    try:
+        n_rows = len(pd.read_parquet(results / "metrics.parquet", columns=["value"]))
+    except (OSError, ValueError) as e:
+        raise UsageError(f"cannot read {results / 'metrics.parquet'} ({e}); {first}") from None
+    if n_rows == 0:
+        raise UsageError(f"the results table {results / 'metrics.parquet'} is empty; {first}")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"cannot write the report folder {out} ({e.strerror or e}); choose another with --out") from None
+    written = report.render(results, out)
+    for path in written:
+        print(path)
+    print(f"{len(written)} files written to {out}/")
+    return 0

@@ -1,0 +1,48 @@
+"""`python -m bench rescore`: score finished cells again from their saved predictions, without training.
+
+Fills in metrics added since a cell ran, and moves cells of results folders written before every
+reference was scored (`runs/<dataset>/<reference>/noise-<x>/<method>/seed-<s>`) to the current
+layout first (see `bench.rescore`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from bench.cli.options import UsageError, check_writable, data_root
+
+
+def add_parser(verbs) -> None:
+    p = verbs.add_parser(
+        "rescore",
+        allow_abbrev=False,
+        help="score finished cells again from their predictions (new metrics, old results folders), without training",
+    )
+    p.add_argument("--results", default="results", help="results folder (default: results)")
+    p.add_argument("--data-root", help="folder holding the datasets (default: $BENCH_DATA, else ./data)")
+    p.add_argument("--no-progress", action="store_true", help="print one line per cell instead of a progress bar")
+    p.set_defaults(func=cmd_rescore)
+
+
+def cmd_rescore(args: argparse.Namespace) -> int:
+    from bench import rescore, store
+
+    results = Path(args.results).absolute()
+    if not (results / "runs").is_dir():
+        raise UsageError(f"no cells in {results}/runs; run `python -m bench run --results {results}` first")
+    check_writable(results)
+    moved, left = rescore.migrate(results)
+    for old, new in moved:
+        print(f"moved {old.relative_to(results)} -> {new.relative_to(results)}")
+    for old, why in left:
+        print(f"left {old.relative_to(results)}: {why}", file=sys.stderr)
+    outcomes = rescore.rescore_all(results, data_root(args.data_root).absolute(), progress=not args.no_progress)
+    failed = [(cell, why) for cell, why in outcomes if why]
+    for cell, why in failed:
+        print(f"failed: {cell}: {why}", file=sys.stderr)
+    store.collect(results)
+    print(f"{len(outcomes) - len(failed)} of {len(outcomes)} cells re-scored, {len(moved)} moved from the old layout, "
+          f"{len(left)} left in place; tables in {results}/ (metrics.parquet, summary.csv)")  # fmt: skip
+    return 1 if failed else 0

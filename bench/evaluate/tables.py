@@ -1,0 +1,85 @@
+"""The long results table's schema, its summary over seeds and its per-case view.
+
+One row per cell × reference × case × structure × metric (`COLUMNS`): the cell's KEYS, what the
+prediction was scored against (`reference`), the value and, for hard-mask metrics, the raw counts
+and bAHD's directed distance sums, so another Dice or bAHD empty-mask convention is a
+recomputation. `CALIBRATION` is the companion table of reliability bins (one row per cell ×
+reference × structure × bin).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+KEYS = ["dataset", "raters", "noise", "method", "seed"]  # a cell: one training run
+COUNTS = ["tp", "fp", "fn", "n_gt", "n_pred"]
+SUMS = ["gt_to_pred_sum", "pred_to_gt_sum"]  # bAHD's directed distance sums (NaN where the target set is empty)
+COLUMNS = [*KEYS, "reference", "case", "structure", "metric", "value", *COUNTS, *SUMS]
+CALIBRATION = [*KEYS, "reference", "structure", "bin", "count", "confidence", "observed"]
+STRUCTURE_ORDER = ["foreground", "disc", "cup"]
+# A table's group: one dataset, rater style and noise level, scored against one reference.
+GROUP = ["dataset", "raters", "noise", "reference"]
+SUMMARY = [*GROUP, "method", "structure", "metric", "mean", "std", "n_seeds", "n_cases"]
+
+
+def with_keys(frame: pd.DataFrame, keys: dict, columns: list[str]) -> pd.DataFrame:
+    """`frame` with the cell's KEYS in front, in the order of `columns`."""
+    frame = frame.copy()
+    for key in KEYS:
+        frame[key] = keys[key]
+    return frame[columns]
+
+
+def summarise(table: pd.DataFrame, averages: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Mean over cases per seed, then mean ± sample std over seeds, per GROUP × method × structure × metric.
+
+    `averages` (store.rater_averages: dataset, raters, noise, dsc) adds the paper's "Average" row
+    (method "average", reference "gt"): the raters' mean DSC vs GT on the training split.
+    """
+    group = [*GROUP, "method", "structure", "metric"]
+    per_seed = table.groupby([*group, "seed"], dropna=False)["value"].mean().reset_index()
+    out = per_seed.groupby(group, dropna=False)["value"].agg(mean="mean", std="std", n_seeds="count").reset_index()
+    n_cases = table.groupby(group, dropna=False)["case"].nunique().rename("n_cases").reset_index()
+    out = out.merge(n_cases, on=group, how="left")
+    if averages is not None and len(averages):
+        avg = averages.assign(
+            reference="gt", method="average", structure="foreground", metric="dsc", mean=averages["dsc"], std=np.nan, n_seeds=0,
+            n_cases=0,
+        )  # fmt: skip
+        out = pd.concat([avg[out.columns], out], ignore_index=True)
+    return out[SUMMARY]
+
+
+CASE_KEYS = [*GROUP, "method", "case"]
+
+
+def per_case(table: pd.DataFrame, metric: str, structure: str) -> pd.DataFrame:
+    """Values averaged over seeds, one row per GROUP × method × case.
+
+    A NaN value of one seed (e.g. a metric undefined for an empty mask) is skipped in the mean;
+    the case is NaN only when every seed is NaN. `n_seeds` counts the seeds that had a value.
+
+    Returns columns dataset, raters, noise, reference, method, case, value, n_seeds.
+    """
+    rows = table[(table["metric"] == metric) & (table["structure"] == structure)]
+    grouped = rows.groupby(CASE_KEYS, dropna=False, sort=True)["value"]
+    out = grouped.agg(value="mean", n_seeds="count").reset_index()
+    return out[[*CASE_KEYS, "value", "n_seeds"]]
+
+
+def pooled_bins(calibration: pd.DataFrame) -> pd.DataFrame:
+    """Reliability bins pooled over seeds (and cases): per GROUP × method × structure × bin, count-weighted means."""
+    group = [*GROUP, "method", "structure", "bin"]
+    c = calibration.assign(
+        wc=calibration["confidence"].fillna(0) * calibration["count"], wo=calibration["observed"].fillna(0) * calibration["count"]
+    )
+    out = c.groupby(group, dropna=False)[["count", "wc", "wo"]].sum().reset_index()
+    n = out["count"].where(out["count"] > 0)
+    return out.assign(confidence=out["wc"] / n, observed=out["wo"] / n).drop(columns=["wc", "wo"])
+
+
+def ordered_structures(names) -> list[str]:
+    """Structures in the tables' order (foreground, disc, cup), then any other by name."""
+    names = set(names)
+    return [s for s in STRUCTURE_ORDER if s in names] + sorted(names - set(STRUCTURE_ORDER))

@@ -1,0 +1,95 @@
+"""Score finished cells again from their saved predictions, and move cells of old results folders to the current layout.
+
+Training never depends on the evaluation reference, so a cell scored against one reference needs no
+retraining to be scored against all of them: its `predictions.npz` and its dataset's test split are enough.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from bench import data, store, sweep
+from datasets import DataError, get_dataset
+
+# The rater style each dataset's simulated raters had before styles were named: MNIST's disk morphology.
+OLD_STYLE = {"mnist": "morpho", "mnist-5k": "morpho"}
+
+
+def migrate(results: Path) -> tuple[list[tuple[Path, Path]], list[tuple[Path, str]]]:
+    """Move each old-layout cell (`runs/<dataset>/<reference>/noise-<x>/<method>/seed-<s>`) to its current path.
+
+    An old cell trained at noise 1 (the protocol) becomes `runs/<dataset>/<style>/protocol/…`; its
+    manifest's cell record is rewritten. Cells at another noise level (the old radius scale, which
+    is not a target Average DSC) and second copies of one training (the same cell under two
+    references) are left where they are. Returns (moved: (old, new)), (left: (old, why)).
+    """
+    moved, left = [], []
+    for old in store.old_layout_cells(results):
+        info = store.read_json(old / "manifest.json")
+        cell = info["cell"]
+        if float(cell["noise"]) != 1.0:
+            left.append((old, f"noise {cell['noise']} was a radius scale, not a target Average DSC; retrain it with --noise-levels"))
+            continue
+        try:
+            style = OLD_STYLE.get(cell["dataset"]) or get_dataset(cell["dataset"]).rater_styles[0]
+        except DataError as e:
+            left.append((old, str(e)))
+            continue
+        new_cell = store.Cell(cell["dataset"], style, "protocol", cell["method"], int(cell["seed"]))
+        new = store.cell_dir(results, new_cell)
+        if new.exists():
+            left.append((old, f"the same training is already at {new.relative_to(results)}"))
+            continue
+        new.parent.mkdir(parents=True, exist_ok=True)
+        os.rename(old, new)
+        store.lock_path(results, new_cell).unlink(missing_ok=True)
+        old.with_name(old.name + ".lock").unlink(missing_ok=True)
+        info["cell"] = dataclasses.asdict(new_cell)
+        info.setdefault("moved_from", str(old.relative_to(results)))
+        store.write_json(new / "manifest.json", info)
+        moved.append((old, new))
+    return moved, left
+
+
+def rescore_cell(results: Path, folder: Path, info: dict, data_root: Path) -> None:
+    """Score one finished cell against every reference from its predictions; rewrites its metrics and reliability bins."""
+    cell = store.cell_of(info)
+    splits = data.load_splits(cell.dataset, data_root, cell.raters, cell.noise, store.cache_dir(results))
+    probs, case_ids = store.read_predictions(folder)
+    where = {c: i for i, c in enumerate(splits.test.case_ids)}
+    missing = [c for c in case_ids if c not in where]
+    if missing:
+        raise ValueError(f"{len(missing)} predicted case(s) (e.g. {missing[0]}) are not in {cell.dataset}'s test split; "
+                         "the data changed since the cell ran: retrain it with --force")  # fmt: skip
+    test = splits.test.subset(np.array([where[c] for c in case_ids]))
+    rows, bins = sweep.score_cell(cell, probs, test)
+    info["rescored"] = time.time()
+    store.finish_cell(folder, info, rows, bins)
+
+
+def rescore_all(results: Path, data_root: Path, progress: bool = True) -> list[tuple[str, str]]:
+    """Re-score every finished cell (skipping one another process holds); returns (cell, error or "") per cell."""
+    cells = list(store.manifests(results))
+    out = []
+    bars = progress and sys.stderr.isatty()
+    for folder, info in tqdm(cells, desc="rescore", unit="cell", disable=not bars):
+        cell = store.cell_of(info)
+        with store.claim(results, cell) as held:
+            if not held:
+                out.append((str(cell), "running in another process"))
+                continue
+            try:
+                rescore_cell(results, folder, info, data_root)
+                out.append((str(cell), ""))
+            except (DataError, ValueError, OSError) as e:
+                out.append((str(cell), f"{type(e).__name__}: {e}"))
+        if not bars:
+            print(f"rescored {cell}" + (f" ({out[-1][1]})" if out[-1][1] else ""), flush=True)
+    return out
