@@ -22,7 +22,7 @@ import torch
 from tqdm.auto import tqdm
 
 from bench.budget import Schedule
-from bench.store import atomic
+from bench.store import atomic, checkpoint_path
 from methods.base import Method, StepContext
 
 
@@ -347,10 +347,6 @@ class StageRun:
             "gen": self.gen.get_state(), "stop": dataclasses.asdict(self.stop), "step": self.step, "epoch": self.epoch,
             "offset": self.offset, "best": self.best_state, "seconds": time.perf_counter() - self.started,
         }  # fmt: skip
-
-
-def checkpoint_path(checkpoint_dir: Path, k: int, name: str, partial: bool = False) -> Path:
-    return checkpoint_dir / f"stage-{k}-{name}{'.partial' if partial else ''}.pt"
 
 
 def save_checkpoint(method: Method, k: int, name: str, checkpoint_dir: Path | None, partial: dict | None = None) -> None:

@@ -106,6 +106,11 @@ def cell_of(info: dict) -> Cell:
     return Cell(**{k: info["cell"][k] for k in KEYS})
 
 
+def checkpoint_path(checkpoint_dir: Path, k: int, name: str, partial: bool = False) -> Path:
+    """Stage k's weights (`stage-<k>-<name>.pt`), or the state of that stage in progress (`.partial.pt`)."""
+    return checkpoint_dir / f"stage-{k}-{name}{'.partial' if partial else ''}.pt"
+
+
 def read_predictions(folder: Path) -> tuple[np.ndarray, np.ndarray]:
     """A cell's test probabilities (N, L, H, W) float32 in [0, 1] and case ids, as `write_predictions` stored them."""
     path = folder / "predictions.npz"
@@ -294,7 +299,6 @@ def load_trained(cell_dir: Path):
     import torch
 
     import methods
-    from bench.harness import checkpoint_path
 
     cell_dir = Path(cell_dir)
     config_path = cell_dir / "config.json"

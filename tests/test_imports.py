@@ -1,6 +1,9 @@
 """The import graph inside bench/ is one-way (DESIGN §1): no module imports, even inside a function, one that imports it back."""
 
 import ast
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 from conftest import REPO
@@ -50,10 +53,30 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str]:
 
 def test_no_import_circle_inside_bench():
     graph = bench_graph()
-    assert {"bench.cli", "bench.options", "bench.harness", "bench.sweep"} <= set(graph)
+    assert {"bench.cli", "bench.cli.options", "bench.harness", "bench.sweep", "bench.store", "bench.evaluate.scoring"} <= set(graph)
     assert find_cycle(graph) == [], " -> ".join(find_cycle(graph))
 
 
 def test_the_cycle_finder_finds_a_cycle():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_cli_parses_without_the_run_side_and_only_it_uses_argparse():
+    """`--help` stays instant: parsing imports neither torch, pandas nor the verbs' run side; argparse stays inside bench/cli/."""
+    code = "import sys; from bench.cli import build_parser; build_parser(); print(sorted(m for m in ('torch', 'pandas', 'methods', 'datasets', 'bench.sweep') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True).stdout
+    assert out.strip() == "[]"
+    users = sorted(
+        str(p.relative_to(REPO))
+        for p in (REPO / "bench").rglob("*.py")
+        if re.search(r"^import argparse|^from argparse", p.read_text(), re.M)
+    )
+    assert users and all(u.startswith("bench/cli/") for u in users), users
+
+
+def test_the_cli_budget_names_are_the_budgets():
+    from bench.budget import BUDGETS
+    from bench.cli.options import BUDGET_NAMES
+
+    assert tuple(BUDGETS) == BUDGET_NAMES

@@ -8,6 +8,7 @@ from conftest import run_cli
 
 import methods
 from bench import cli, sweep
+from bench.evaluate.scoring import reference_mask
 from datasets import get_dataset
 
 
@@ -69,23 +70,23 @@ def test_bad_set_and_backend_flags_get_one_line(tmp_path, capsys, args, message)
 def test_dry_run_lists_one_cell_per_value(tmp_path):
     out = run_cli("run", "--methods", "mv-unet,lf-net", "--set", "lf-net.beta=2,3", "--seeds", "0", "--dry-run", "--results", str(tmp_path))
     assert out.returncode == 0, out.stderr
-    assert "mnist-5k/gt/noise-1/lf-net@beta=2/seed-0" in out.stdout and "lf-net@beta=3/seed-0" in out.stdout
+    assert "mnist-5k/cm/protocol/lf-net@beta=2/seed-0" in out.stdout and "lf-net@beta=3/seed-0" in out.stdout
     assert "3 of 3 cells would run" in out.stdout
 
 
 def test_staple_reference_of_agreeing_raters_is_their_mask_and_gt_needs_ground_truth(tiny_data, tmp_path, capsys):
     agreeing = dataclasses.replace(tiny_data, raters=np.repeat(tiny_data.gt[:, None], 3, axis=1), rater_valid=np.ones((8, 3), bool))
-    np.testing.assert_array_equal(sweep.reference_masks(agreeing, "staple"), tiny_data.gt)
-    assert sweep.reference_masks(tiny_data, "staple").shape == tiny_data.gt.shape
+    np.testing.assert_array_equal(reference_mask(agreeing, "staple"), tiny_data.gt)
+    assert reference_mask(tiny_data, "staple").shape == tiny_data.gt.shape
     assert (
         cli.main(["run", "--dataset", "lidc", "--methods", "all", "--reference", "gt", "--dry-run", "--results", str(tmp_path / "r")]) == 2
     )
     assert "lidc has no ground truth; --reference majority or staple" in capsys.readouterr().err
     assert cli.main(["run", "--methods", "mv-unet", "--reference", "staple", "--seeds", "0", "--dry-run", "--results", str(tmp_path)]) == 0
-    assert "mnist-5k/staple/noise-1/mv-unet/seed-0" in capsys.readouterr().out
+    assert "mnist-5k/cm/protocol/mv-unet/seed-0" in capsys.readouterr().out  # the reference is not part of a cell
 
 
 def test_all_methods_on_a_dataset_without_ground_truth_leaves_out_the_oracle(tmp_path, capsys):
     assert cli.main(["run", "--dataset", "lidc", "--seeds", "0", "--dry-run", "--results", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "lidc/majority/noise-1/lf-net/seed-0" in out and "oracle" not in out and "9 of 9 cells would run" in out
+    assert "lidc/real/protocol/lf-net/seed-0" in out and "oracle" not in out and "9 of 9 cells would run" in out

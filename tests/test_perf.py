@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from bench import harness, perf
+from bench.cli import perf as perf_verb
 
 
 @pytest.fixture(scope="module")
@@ -113,9 +114,9 @@ def test_step_flops_matches_a_hand_estimate(one_thread):
 
 def test_cli_hook_parses():
     parser = argparse.ArgumentParser(prog="python -m bench")
-    perf.add_parser(parser.add_subparsers(dest="verb"))
+    perf_verb.add_parser(parser.add_subparsers(dest="verb"))
     args = parser.parse_args(["perf"])
-    assert (args.out, args.steps, args.device, args.quick, args.func) == ("results/perf.json", None, "auto", False, perf.cmd_perf)
+    assert (args.out, args.steps, args.device, args.quick, args.func) == ("results/perf.json", None, "auto", False, perf_verb.cmd_perf)
     args = parser.parse_args(["perf", "--out", "x/p.json", "--steps", "7", "--device", "cpu", "--quick"])
     assert (args.out, args.steps, args.device, args.quick) == ("x/p.json", 7, "cpu", True)
     for bad in (["perf", "--steps", "0"], ["perf", "--steps", "two"], ["perf", "--device", "tpu"]):

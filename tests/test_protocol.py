@@ -234,21 +234,22 @@ def test_degenerate_predictions_are_flagged_unless_the_raters_agree():
 
 
 def test_the_printed_table_says_how_cells_stopped_and_flags_degenerate_rows():
-    from bench.cli import format_table
+    from bench.cli.run import format_table
 
     summary = pd.DataFrame(
-        [("lidc", "majority", 1.0, m, "foreground", "dsc", 0.5, 0.1, 3, 10) for m in ("mv-unet", "lf-net")],
-        columns=["dataset", "reference", "noise", "method", "structure", "metric", "mean", "std", "n_seeds", "n_cases"],
+        [("lidc", "real", "protocol", "majority", m, "foreground", "dsc", 0.5, 0.1, 3, 10) for m in ("mv-unet", "lf-net")],
+        columns=["dataset", "raters", "noise", "reference", "method", "structure", "metric", "mean", "std", "n_seeds", "n_cases"],
     )
     outcomes = pd.DataFrame(
-        [("lidc", "majority", 1.0, "mv-unet", s, "plateau", f, 0.9, 0.0) for s, f in ((0, "empty"), (1, "empty"), (2, ""))]
-        + [("lidc", "majority", 1.0, "lf-net", s, "plateau+cap", "", 0.1, 0.0) for s in range(3)],
-        columns=["dataset", "reference", "noise", "method", "seed", "stops", "flag", "empty_share", "full_share"],
+        [("lidc", "real", "protocol", "mv-unet", s, "plateau", f, 0.9, 0.0) for s, f in ((0, "empty"), (1, "empty"), (2, ""))]
+        + [("lidc", "real", "protocol", "lf-net", s, "plateau+cap", "", 0.1, 0.0) for s in range(3)],
+        columns=["dataset", "raters", "noise", "method", "seed", "stops", "flag", "empty_share", "full_share"],
     )
     lines = format_table(summary, ["mv-unet", "lf-net"], outcomes).splitlines()
     mv, lf = next(x for x in lines if x.startswith("mv-unet")), next(x for x in lines if x.startswith("lf-net"))
     assert "plateau 3/3" in mv and mv.endswith("empty 2/3")
     assert "plateau+cap 3/3" in lf and "empty" not in lf
+    assert any("scored against majority" in x for x in lines)
 
 
 def test_a_cell_records_its_threads_isa_stops_and_flag(tmp_path):
@@ -269,5 +270,5 @@ def test_a_cell_records_its_threads_isa_stops_and_flag(tmp_path):
     assert set(logs["method"]) == {"mv-unet"} and list(logs["event"]) == ["eval", "stop"]
     assert cli.main(["report", "--results", str(results), "--out", str(tmp_path / "report")]) == 0
     for stem in ("learning_curves", "diagnostic_gt_dsc"):
-        png = tmp_path / "report" / f"{stem}_mnist-5k_gt_noise1.png"
+        png = tmp_path / "report" / f"{stem}_mnist-5k_cm_protocol.png"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png

@@ -12,7 +12,7 @@ import sys
 import tempfile
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 BUDGET_NAMES = ("quick", "plateau", "paper", "paper-rcl15")  # bench.budget.BUDGETS (a test keeps them equal)
@@ -90,7 +90,6 @@ class SweepSpec:
     noise_levels: tuple[str, ...]
     methods: tuple[str, ...]
     seeds: tuple[int, ...]
-    sets: dict = field(default_factory=dict, compare=False)
 
     @classmethod
     def build(
@@ -122,7 +121,7 @@ class SweepSpec:
             raise UsageError(
                 f"the oracle trains on ground truth and {dataset} has none (reference: {spec.reference}); drop oracle from --methods"
             )
-        return cls(dataset, style, tuple(levels), tuple(names), tuple(seeds), dict(sets or {}))
+        return cls(dataset, style, tuple(levels), tuple(names), tuple(seeds))
 
     def cells(self) -> list:
         from bench import sweep
