@@ -332,7 +332,7 @@ def group_tables(part: pd.DataFrame, group: tuple) -> list[tuple[str, Table]]:
             out.append((f"{'table2' if real else 'table1'}_{base}_{slug(structure)}", table))
         soft = [soft_column(s, k) for s in ordered_structures({s for s, _ in pairs}) for k in ("soft_dice", "soft_iou") if (s, k) in pairs]
         if soft and soft_metrics(dataset):
-            title = group_title("soft DSC and soft IoU (%) ↑ against the rater mean", group)
+            title = group_title("soft DSC and soft IoU (%) ↑", (dataset, raters, noise, "the rater mean"))
             out.append(
                 (f"table3_{slug(dataset, raters, noise)}", build_table(part, soft, main, title, "Methods", "main", compete_all=False))
             )
@@ -530,13 +530,20 @@ def write_learning_curves(logs: pd.DataFrame, out_dir: Path, note: str = "") -> 
     return written
 
 
+def figure_methods(names) -> list[str]:
+    """The methods a per-method figure shows, in table order: the paper's, the Oracle, then LF-Net's ablations."""
+    return list(dict.fromkeys([*main_methods(names), *([ORACLE] if ORACLE in names else []), *ablation_methods(names)]))
+
+
 def write_rater_heatmaps(summary: pd.DataFrame, out_dir: Path, note: str = "") -> list[Path]:
     """Per dataset × raters × noise × structure: each method's DSC against each rater alone (method × rater heat map)."""
     written = []
     per_rater = summary[summary["reference"].str.startswith("rater:") & (summary["metric"] == "dsc")]
     for (dataset, raters, noise, structure), part in per_rater.groupby(["dataset", "raters", "noise", "structure"], sort=True):
         names = set(part["method"])
-        order = list(dict.fromkeys([*main_methods(names), *([ORACLE] if ORACLE in names else []), *ablation_methods(names)]))
+        order = figure_methods(names)
+        if not order:  # only parameter cells (lf-net@beta=2): their figures are the parameter curves
+            continue
         rater_names = list(dict.fromkeys(r.removeprefix("rater:") for r in part["reference"]))
         title = f"{dataset} (raters {raters}, noise {noise}, {structure}): test DSC against each rater, mean over seeds"
         fig = figures.rater_heatmap_figure(part, order, rater_names, f"{note}\n{title}" if note else title, {m: display(m) for m in order})
@@ -552,7 +559,9 @@ def write_reliability(calibration: pd.DataFrame, out_dir: Path, note: str = "") 
     bins = tables.pooled_bins(calibration)
     for (dataset, raters, noise, structure), part in bins.groupby(["dataset", "raters", "noise", "structure"], sort=True):
         names = set(part["method"])
-        order = list(dict.fromkeys([*main_methods(names), *([ORACLE] if ORACLE in names else []), *ablation_methods(names)]))
+        order = figure_methods(names)
+        if not order:  # only parameter cells (lf-net@beta=2): their figures are the parameter curves
+            continue
         every = sorted(names)
         title = f"{dataset} (raters {raters}, noise {noise}, {structure}): reliability of the foreground probability"
         fig = figures.reliability_figure(part, order, {m: method_color(m, every) for m in order}, f"{note}\n{title}" if note else title,

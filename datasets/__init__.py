@@ -115,10 +115,24 @@ REAL = {"fixed_raters": "has real raters", "rater_styles": ("real",)}
 
 DATASETS: dict[str, DatasetSpec] = {
     "mnist-5k": DatasetSpec(
-        mnist.CARD_5K, mnist.load_mnist_5k, 128, 32, None, method_overrides=MNIST_OVERRIDES, mnist_rcn_reading=True, rater_styles=mnist.RATER_STYLES
+        mnist.CARD_5K,
+        mnist.load_mnist_5k,
+        128,
+        32,
+        None,
+        method_overrides=MNIST_OVERRIDES,
+        mnist_rcn_reading=True,
+        rater_styles=mnist.RATER_STYLES,
     ),
     "mnist": DatasetSpec(
-        mnist.CARD_MNIST, mnist.load_mnist, 128, 32, 600, method_overrides=MNIST_OVERRIDES, mnist_rcn_reading=True, rater_styles=mnist.RATER_STYLES
+        mnist.CARD_MNIST,
+        mnist.load_mnist,
+        128,
+        32,
+        600,
+        method_overrides=MNIST_OVERRIDES,
+        mnist_rcn_reading=True,
+        rater_styles=mnist.RATER_STYLES,
     ),
     "ms-lesion": DatasetSpec(ms_lesion.CARD, ms_lesion.load_ms_lesion, 2, 8, 128, rater_styles=("ms",)),
     "ms-lesion-real": DatasetSpec(ms_lesion.CARD_REAL, ms_lesion.load_ms_lesion_real, 2, 8, 128, reference="majority", **REAL),

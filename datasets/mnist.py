@@ -124,13 +124,16 @@ def simulate(style: str, digits: np.ndarray, keys: np.ndarray, strength: float) 
     return simulate_raters(gt, seed=DATA_SEED, noise=strength, keys=keys)
 
 
-def build(digits: np.ndarray, keys: np.ndarray, style: str, strength: float, prefix: str) -> RaterData:
-    """Digits uint8 (N, 28, 28) → RaterData with noisy inputs, GT and the five raters of `style` at knob value `strength`."""
+def build(digits: np.ndarray, keys: np.ndarray, style: str, strength: float, prefix: str, raters: np.ndarray | None = None) -> RaterData:
+    """Digits uint8 (N, 28, 28) → RaterData with noisy inputs, GT and the five raters of `style` at knob value `strength`.
+
+    raters: those raters when already simulated (the bisection's last pool), else simulated here.
+    """
     gt = (digits >= 128).astype(np.uint8)  # ≥ 0.5 of the 0–255 range
     ids = np.array([f"{prefix}-{k:05d}" for k in keys])
     return RaterData(
         images=noisy_inputs(digits, keys),
-        raters=simulate(style, digits, keys, strength),
+        raters=simulate(style, digits, keys, strength) if raters is None else raters,
         rater_valid=np.ones((len(gt), len(RATER_NAMES)), dtype=bool),
         gt=gt,
         case_ids=ids,
@@ -159,17 +162,20 @@ def build_splits(
     """
     train_digits, train_keys, _ = parts["train"]
     search = slice(None) if search_size is None else slice(0, search_size)
-    searched_on = "the training split" if search_size is None or search_size >= len(train_digits) else f"the first {search_size} training digits"
-    search_gt = (train_digits[search] >= 128).astype(np.uint8)
-    strength, _ = choose_strength(
-        name,
-        style,
-        level,
-        lambda s: average_dsc(simulate(style, train_digits[search], train_keys[search], s), search_gt),
-        hi=STYLE_HI[style],
-        searched_on=searched_on,
+    searched_on = (
+        "the training split" if search_size is None or search_size >= len(train_digits) else f"the first {search_size} training digits"
     )
-    train = build(*parts["train"][:2], style, strength, parts["train"][2])
+    search_gt = (train_digits[search] >= 128).astype(np.uint8)
+    pools: dict[float, np.ndarray] = {}  # the last pool measured, reused when the search ran on the whole split
+
+    def average(strength: float) -> float:
+        pools.clear()
+        pools[strength] = simulate(style, train_digits[search], train_keys[search], strength)
+        return average_dsc(pools[strength], search_gt)
+
+    strength, _ = choose_strength(name, style, level, average, hi=STYLE_HI[style], searched_on=searched_on)
+    reuse = pools.get(strength) if len(search_gt) == len(train_digits) else None
+    train = build(*parts["train"][:2], style, strength, parts["train"][2], raters=reuse)
     info = pool_info(name, style, level, strength, train.raters, train.gt)
     val, test = (build(*parts[part][:2], style, strength, parts[part][2]) for part in ("val", "test"))
     return Splits(train, val, test, rule, raters_info=info)

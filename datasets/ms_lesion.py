@@ -458,8 +458,9 @@ def _simulate(parts: list[dict], gt: np.ndarray, train: np.ndarray, style: str, 
     The Average of the training slices at a knob value depends only on the pass counts, so it
     is measured once per distinct `passes_at` during the bisection.
     """
-    bounds = np.cumsum([0] + [len(p["ids"]) for p in parts])
-    train_parts = [p for p, start in zip(parts, bounds[:-1]) if len(p["ids"]) and np.isin(start, train)]
+    starts = np.cumsum([0] + [len(p["ids"]) for p in parts])[:-1]
+    in_train = set(train.tolist())
+    train_parts = [p for p, start in zip(parts, starts) if len(p["ids"]) and int(start) in in_train]
 
     def raters_of(part: dict, knob: float) -> np.ndarray:
         # (5, X, Y, Z) -> (K, 5, Y, X): one image per kept z, rows along y.

@@ -55,7 +55,9 @@ def test_fusion_baselines_run_on_every_adapter(tmp_path, name):
     if name.startswith("riga"):
         assert {"disc", "cup"} == set(table["structure"]) and {"soft_dice", "soft_iou"} <= set(table["metric"])
     headline = {r for r in table["reference"] if not r.startswith(("rater:", "rater-"))}
-    if name.split("-")[0] in ("lidc", "riga") or name == "ms-lesion-real":  # no ground truth: the fused raters and the rater set, never "gt"
+    if (
+        name.split("-")[0] in ("lidc", "riga") or name == "ms-lesion-real"
+    ):  # no ground truth: the fused raters and the rater set, never "gt"
         assert headline == ({"majority", "raters"} if name.startswith("riga") else {"majority", "staple", "raters"})
     else:
         assert {"gt", "majority", "raters"} <= headline

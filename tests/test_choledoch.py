@@ -28,6 +28,11 @@ from tests.fixtures.make_choledoch import make_choledoch
 pytestmark = pytest.mark.filterwarnings("ignore:choledoch. found:UserWarning")
 
 
+# At the fixture's stored 32×40 the protocol's radii (pixels of the 256×320 working grid) leave a
+# degenerate pool, which is refused; loads at that size ask for a milder level.
+MILD = "0.7"
+
+
 def zscore(cube: np.ndarray) -> np.ndarray:
     x = cube.astype(np.float64)
     return (x - x.mean(axis=(1, 2), keepdims=True)) / x.std(axis=(1, 2), keepdims=True)
@@ -128,20 +133,26 @@ def test_a_target_level_bisects_the_knob_on_the_training_scenes(spectr, tmp_path
     assert (info["style"], info["level"], info["target"]) == ("choledoch", "0.65", 0.65)
     assert abs(info["realised_average"] - 0.65) <= 0.01 and 0 < info["strength"] < 1  # 32×40 scenes: milder than the protocol
     for part in (splits.train, splits.test):  # every split at the knob found on train
-        np.testing.assert_array_equal(part.raters, simulate_raters(part.gt, seed=DATA_SEED, noise=info["strength"] * NOISE_SCALE, keys=scene_keys_of(part)))
+        np.testing.assert_array_equal(
+            part.raters, simulate_raters(part.gt, seed=DATA_SEED, noise=info["strength"] * NOISE_SCALE, keys=scene_keys_of(part))
+        )
     with pytest.raises(DataError, match=r"choledoch: noise level 0.9 .*outside the reachable range \[0\.\d{3}, 0\.800\]"):
         load_choledoch(tmp_path, noise="0.9", size=None)
     with pytest.raises(DataError, match="choledoch: unknown rater style 'cm'; this dataset has choledoch"):
         load_choledoch(tmp_path, "cm")
+    # The protocol itself is refused where its pool is degenerate, with the measured share.
+    refused = r"choledoch: noise level protocol \(choledoch raters, strength 1, .*\) gives a degenerate rater pool: .*foreground in \d+\.\d% of images"
+    with pytest.raises(DataError, match=refused):
+        load_choledoch(tmp_path, size=None)
 
 
 def test_a_count_unlike_the_papers_warns(spectr, tmp_path):
     with pytest.warns(UserWarning, match=r"found 9 labelled scenes .* has 538"):
-        load_choledoch(tmp_path, size=None, noise="0.7")  # 32×40 scenes: the protocol's radii leave a degenerate pool
+        load_choledoch(tmp_path, noise=MILD, size=None)
 
 
 def test_test_fold_follows_four_fold_json(spectr, tmp_path):
-    splits = load_choledoch(tmp_path, size=None, test_fold=2)
+    splits = load_choledoch(tmp_path, noise=MILD, size=None, test_fold=2)
     assert sorted(splits.test.case_ids) == sorted(n for n, k in spectr["folds"].items() if k == 2)
     assert "fold 2" in splits.rule and splits.train.n + splits.val.n == 7
     with pytest.raises(DataError, match="no scene of fold 5"):

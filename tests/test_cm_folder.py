@@ -172,7 +172,10 @@ def test_duplicate_file_is_named(fresh):
 
 
 def test_noise_is_fixed(written):
-    with pytest.raises(DataError, match=r"cm-folder reads its raters from files, so there is no noise level to set \(got 0.5\); use --noise-levels protocol"):
+    with pytest.raises(
+        DataError,
+        match=r"cm-folder reads its raters from files, so there is no noise level to set \(got 0.5\); use --noise-levels protocol",
+    ):
         load_cm_folder(written[0], noise="0.5")
     with pytest.raises(DataError, match="cm-folder: unknown rater style 'cm'; this dataset has files"):
         load_cm_folder(written[0], "cm")

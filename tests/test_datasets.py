@@ -31,7 +31,7 @@ def make_mnist(root, n_train=40, n_test=20):
 
 def test_mnist_idx_files_load_with_gt_raters_and_split(tmp_path):
     digits = make_mnist(tmp_path)
-    splits = load_mnist(tmp_path, noise=1.0)
+    splits = load_mnist(tmp_path)
     assert (splits.train.n, splits.val.n, splits.test.n) == (32, 8, 20)
     test = splits.test
     np.testing.assert_array_equal(test.gt, (digits[40:] >= 128).astype(np.uint8))
@@ -44,7 +44,7 @@ def test_mnist_idx_files_load_with_gt_raters_and_split(tmp_path):
 
 def test_mnist_missing_files_name_what_and_where(tmp_path):
     with pytest.raises(DataError, match=r"missing train-images-idx3-ubyte.gz.*t10k-labels.*put them in"):
-        load_mnist(tmp_path, noise=1.0)
+        load_mnist(tmp_path)
 
 
 def test_mnist_truncated_file_is_named(tmp_path):
@@ -52,7 +52,7 @@ def test_mnist_truncated_file_is_named(tmp_path):
     path = tmp_path / "mnist" / "t10k-images-idx3-ubyte"
     path.write_bytes(path.read_bytes()[:-100])
     with pytest.raises(DataError, match="t10k-images-idx3-ubyte: truncated"):
-        load_mnist(tmp_path, noise=1.0)
+        load_mnist(tmp_path)
 
 
 def test_mnist_bad_magic_is_named(tmp_path):
@@ -60,7 +60,7 @@ def test_mnist_bad_magic_is_named(tmp_path):
     path = tmp_path / "mnist" / "t10k-labels-idx1-ubyte"
     path.write_bytes(b"\x00\x00\x09\x99" + path.read_bytes()[4:])
     with pytest.raises(DataError, match="t10k-labels-idx1-ubyte: not an IDX file"):
-        load_mnist(tmp_path, noise=1.0)
+        load_mnist(tmp_path)
 
 
 def test_split_by_group_keeps_groups_whole_and_is_deterministic():

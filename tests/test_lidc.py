@@ -264,7 +264,9 @@ def test_too_few_patients_for_a_split(tmp_path):
 
 
 def test_real_raters_refuse_a_noise_level(tmp_path):
-    with pytest.raises(DataError, match=r"lidc has real raters, so there is no noise level to set \(got 0.5\); use --noise-levels protocol"):
+    with pytest.raises(
+        DataError, match=r"lidc has real raters, so there is no noise level to set \(got 0.5\); use --noise-levels protocol"
+    ):
         load_lidc(tmp_path, noise="0.5")
     with pytest.raises(DataError, match=r"lidc: unknown rater style 'morpho'; this dataset has real"):
         load_lidc(tmp_path, "morpho")

@@ -202,7 +202,9 @@ def test_ms_lesion_real_exposes_the_two_raters_without_gt(fixture, splits):
         "realised_average": None,
         "usable": None,
     }
-    with pytest.raises(DataError, match=r"ms-lesion-real has real raters, so there is no noise level to set \(got 0.5\); use --noise-levels protocol"):
+    with pytest.raises(
+        DataError, match=r"ms-lesion-real has real raters, so there is no noise level to set \(got 0.5\); use --noise-levels protocol"
+    ):
         load_ms_lesion_real(root, noise="0.5")
     with pytest.raises(DataError, match="ms-lesion-real: unknown rater style 'ms'; this dataset has real"):
         load_ms_lesion_real(root, "ms")
@@ -221,7 +223,10 @@ def test_gt_rater_option(fixture):
 
 def test_protocol_pool_is_recorded_and_its_sparseness_warned_not_refused(fixture):
     root, _ = fixture
-    with pytest.warns(UserWarning, match=r"ms-lesion: noise level protocol \(ms raters, strength 1, .*\): the rater pool is sparse: under is non-empty in \d+\.\d% of images"):
+    with pytest.warns(
+        UserWarning,
+        match=r"ms-lesion: noise level protocol \(ms raters, strength 1, .*\): the rater pool is sparse: under is non-empty in \d+\.\d% of images",
+    ):
         splits = load_ms_lesion(root)
     info = splits.raters_info
     assert (info["style"], info["level"], info["target"], info["strength"]) == ("ms", "protocol", None, 1.0)
@@ -250,8 +255,14 @@ def test_a_target_level_reached_by_a_whole_step(fixture):
 @pytest.mark.parametrize(
     "level, refused",
     [
-        ("0.7", r"ms-lesion: noise level 0.7 \(ms raters, measured on the training slices\): no strength gives Average DSC 0.700 within 0.01: it jumps from 0.822 to 0.590"),
-        ("0.3", r"ms-lesion: noise level 0.3 \(ms raters, strength \d.*\) gives a degenerate rater pool: under is non-empty in \d+\.\d% of images"),
+        (
+            "0.7",
+            r"ms-lesion: noise level 0.7 \(ms raters, measured on the training slices\): no strength gives Average DSC 0.700 within 0.01: it jumps from 0.822 to 0.590",
+        ),
+        (
+            "0.3",
+            r"ms-lesion: noise level 0.3 \(ms raters, strength \d.*\) gives a degenerate rater pool: under is non-empty in \d+\.\d% of images",
+        ),
         ("0.1", r"ms-lesion: noise level 0.1 .*outside the reachable range \[0\.\d{3}, 0\.822\]"),
     ],
 )

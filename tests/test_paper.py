@@ -8,8 +8,10 @@ import pandas as pd
 import pytest
 from conftest import run_cli
 
-from bench import cli, paper
+from bench import cli, paper, store
+from bench.cli.paper import recipe_cells
 from datasets import DATASETS
+from datasets.noise import parse_level
 
 TINY_RECIPES = {
     "table_main": ("table", "boxplot"), "table_ablation": ("table",), "noise": ("noise",), "beta": ("param",),
@@ -17,7 +19,7 @@ TINY_RECIPES = {
 }  # fmt: skip
 
 
-def recipe(render, methods="mv-unet,qmv-unet,lf-net,oracle", seeds="[0]", noise="[1.0]", extra="", dataset="mnist-5k", param=""):
+def recipe(render, methods="mv-unet,qmv-unet,lf-net,oracle", seeds="[0]", noise='["protocol"]', extra="", dataset="mnist-5k", param=""):
     kinds = ", ".join(f'"{k}"' for k in render)
     head = f'title = "tiny {render[0]}"\nrender = [{kinds}]\n' + (f'param = "{param}"\n' if param else "")
     section = f'dataset = "{dataset}"\nmethods = "{methods}"\nseeds = {seeds}\nnoise_levels = {noise}\n{extra}'
@@ -29,13 +31,13 @@ def write_tiny_recipes(folder: Path) -> None:
     texts = {
         "table_main": recipe(TINY_RECIPES["table_main"]),
         "table_ablation": recipe(("table",), methods="lf-net,lf-net-s"),
-        "noise": recipe(("noise",), methods="mv-unet,lf-net", seeds="[0]", noise="[0.5, 1.0]"),
+        "noise": recipe(("noise",), methods="mv-unet,lf-net", seeds="[0]", noise='["0.6", "protocol"]'),  # a target Average DSC
         "beta": recipe(("param",), methods="lf-net", seeds="[0]", extra='set = { "lf-net.beta" = [2, 4] }\n', param="beta"),
         "lambda": recipe(("param",), methods="lf-net", seeds="[0]", extra='set = { "lf-net.lam" = [0.001, 0.01] }\n', param="lam"),
         "fused": recipe(("fused",), methods="lf-net", seeds="[0]"),
         "qualitative": recipe(("qualitative",), seeds="[0]"),
         "raters": recipe(("raters",), methods="", seeds="[]"),
-        "absent": recipe(("table",), dataset="lidc"),
+        "absent": recipe(("table",), methods="mv-unet,lf-net", dataset="lidc"),  # no oracle: lidc has no GT to train it
     }
     for name, text in texts.items():
         (folder / f"{name}.toml").write_text(text)
@@ -48,12 +50,15 @@ def test_every_shipped_recipe_parses_and_plans_known_cells(budget):
     for recipe in recipes.values():
         setting = recipe.setting(budget)
         assert setting.dataset in DATASETS, recipe.name
-        cells = paper.recipe_cells(setting)
+        cells = recipe_cells(setting)
         assert len(cells) == len(set(cells)), recipe.name
-        assert {c.seed for c in cells} <= set(setting.seeds) and {c.noise for c in cells} <= set(setting.noise_levels)
+        assert {c.seed for c in cells} <= set(setting.seeds), recipe.name
+        assert {c.noise for c in cells} <= {parse_level(n) for n in setting.noise_levels}, recipe.name  # canonical labels
+        assert {c.raters for c in cells} <= {setting.raters or DATASETS[setting.dataset].rater_styles[0]}, recipe.name
+        assert all(c.dataset == setting.dataset for c in cells), recipe.name
         if budget == "quick" and recipe.quick is not None:
             assert recipe.quick.stand_in, f"{recipe.name}: a quick stand-in must say what it stands in for"
-    beta = paper.recipe_cells(recipes["fig_beta"].setting(budget))
+    beta = recipe_cells(recipes["fig_beta"].setting(budget))
     assert {c.method for c in beta} >= {"lf-net@beta=1", "lf-net@beta=5"}
 
 
@@ -61,7 +66,7 @@ def test_bad_recipe_and_unknown_name_get_one_line(tmp_path, capsys):
     folder = tmp_path / "recipes"
     folder.mkdir()
     (folder / "broken.toml").write_text(
-        'title = "x"\nrender = ["table", "sculpture"]\n[paper]\ndataset = "mnist-5k"\nmethods = "all"\nseeds = [0]\nnoise_levels = [1.0]\n'
+        'title = "x"\nrender = ["table", "sculpture"]\n[paper]\ndataset = "mnist-5k"\nmethods = "all"\nseeds = [0]\nnoise_levels = ["protocol"]\n'
     )
     assert cli.main(["paper", "--recipes", str(folder), "--dry-run"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -79,16 +84,18 @@ def test_tiny_paper_run_renders_every_output_labelled(tmp_path):
     assert re.search(r"^skipped absent: lidc: .*lidc", run.stderr, re.M), run.stderr
     assert "8 of 9 recipes rendered, 1 skipped" in run.stdout
     quick = out / "quick"
+    both = lambda stem: [f"{stem}.md", f"{stem}.tex"]  # noqa: E731
     expected = {
-        "table_main": ["table1_mnist-5k_gt_noise1_foreground.md", "table1_mnist-5k_gt_noise1_foreground.tex", "paired_tests.csv",
-                       "boxplot_dsc_mnist-5k_gt_noise1_foreground.png", "boxplot_dsc_mnist-5k_gt_noise1_foreground.pdf"],
-        "table_ablation": ["table4_mnist-5k_gt_noise1.md", "table4_mnist-5k_gt_noise1.tex"],
-        "noise": ["noise_dsc_mnist-5k_gt_foreground.png", "noise_dsc_mnist-5k_gt_foreground.pdf"],
+        "table_main": [*(f for r in ("gt", "majority", "staple") for f in both(f"table1_mnist-5k_cm_protocol_{r}_foreground")),
+                       "paired_tests.csv", "boxplot_dsc_mnist-5k_cm_protocol_gt_foreground.png",
+                       "boxplot_dsc_mnist-5k_cm_protocol_gt_foreground.pdf"],
+        "table_ablation": both("table4_mnist-5k_cm_protocol_gt"),
+        "noise": ["noise_dsc_mnist-5k_cm_gt_foreground.png", "noise_dsc_mnist-5k_cm_gt_foreground.pdf"],
         "beta": ["param_lf-net_beta.png", "param_lf-net_beta.pdf"],
         "lambda": ["param_lf-net_lam.png", "param_lf-net_lam.pdf"],
-        "fused": ["fused_labels_mnist-5k.png"],
-        "qualitative": ["qualitative_mnist-5k.png"],
-        "raters": ["raters_mnist-5k.png"],
+        "fused": ["fused_labels_mnist-5k_cm.png"],
+        "qualitative": ["qualitative_mnist-5k_cm.png"],
+        "raters": ["raters_mnist-5k_cm.png"],
     }  # fmt: skip
     for name, files in expected.items():
         for file in files:
@@ -102,22 +109,31 @@ def test_tiny_paper_run_renders_every_output_labelled(tmp_path):
         assert "Quick stand-in, not the paper's setting: a tiny test sweep." in readme and "Smoke run" in readme
     assert "Skipped: lidc:" in (quick / "absent" / "README.md").read_text()
 
-    table1 = (quick / "table_main" / "table1_mnist-5k_gt_noise1_foreground.md").read_text()
+    table1 = (quick / "table_main" / "table1_mnist-5k_cm_protocol_gt_foreground.md").read_text()
     assert table1.startswith("> Quick stand-in")
     rows = [line.split("|")[1].strip() for line in table1.splitlines() if line.startswith("| ") and "--" not in line]
     assert rows == ["Methods", "*Average*", "MV-UNet", "QMV-UNet", "LF-Net", "*Oracle*"]
     assert "DSC (%) ↑" in table1 and "bAHD ↓" in table1
-    table4 = (quick / "table_ablation" / "table4_mnist-5k_gt_noise1.md").read_text()
+    table4 = (quick / "table_ablation" / "table4_mnist-5k_cm_protocol_gt.md").read_text()
     rows = [line.split("|")[1].strip() for line in table4.splitlines() if line.startswith("| ") and "--" not in line]
     assert rows == ["Variant", "S", "S+TV+SLS+RCLS"]
     tests = pd.read_csv(quick / "table_main" / "paired_tests.csv")
     assert set(tests.loc[tests["metric"] == "dsc", "method"]) == {"mv-unet", "qmv-unet"}  # LF-Net vs the others, not the oracle
 
     # The parameter sweeps are their own cells; λ = 0.01 on MNIST is the plain lf-net cell, shared with the other recipes.
-    methods_run = {p.name for p in (results / "runs" / "mnist-5k" / "gt" / "noise-1").iterdir() if p.is_dir()}
+    methods_run = {p.name for p in (results / "runs" / "mnist-5k" / "cm" / "protocol").iterdir() if p.is_dir()}
     assert {"lf-net@beta=2", "lf-net@beta=4", "lf-net@lam=0.001", "lf-net"} <= methods_run
     assert not any("lam=0.01" in m for m in methods_run)
+    assert {p.name for p in (results / "runs" / "mnist-5k" / "cm" / "0.6").iterdir() if p.is_dir()} == {"mv-unet", "lf-net"}
+    summary = store.read_summary(results)
+    averages = summary[summary["method"] == "average"].set_index("noise")["mean"]
+    assert averages["0.6"] == pytest.approx(0.6, abs=0.01) and averages["protocol"] < averages["0.6"]  # the target level was hit
+
+    default_out = run_cli("paper", "--recipes", str(recipes), "--results", str(results), "--only", "raters", "--no-progress")
+    assert default_out.returncode == 0, default_out.stderr
+    assert (results / "paper" / "quick" / "raters" / "raters_mnist-5k_cm.png").is_file()  # --out defaults to RESULTS/paper
 
     again = run_cli("paper", "--recipes", str(recipes), "--results", str(results), "--out", str(out), "--max-steps", "2",
                     "--train-size", "64", "--test-size", "16", "--dry-run")  # fmt: skip
-    assert "0 of 10 distinct cells would run" in again.stdout, again.stdout
+    assert "0 of 10 distinct cells would run" in again.stdout, again.stdout  # the absent lidc recipe's cells are not counted
+    assert re.search(r"^skipped absent: lidc: .*lidc", again.stderr, re.M), again.stderr

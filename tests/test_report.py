@@ -9,43 +9,67 @@ import pytest
 from matplotlib.image import imread
 
 from bench import report, store
+from bench.cli import report as cli_report
+from bench.evaluate import tables
 
 # (method, DSC offset): lf-net best among the compared methods, the oracle above it (it must not be bolded).
 TOY_METHODS = {"mv-unet": -0.20, "cm-unet": -0.05, "lf-net": 0.0, "oracle": 0.05}
 ABLATIONS = {"lf-net-s": -0.20, "lf-net-s-tv": -0.10, "lf-net-no-ce": -0.02}
-EYE_METHODS = {"mv-unet": -0.10, "mr-net": -0.05, "lf-net": 0.0, "oracle": 0.01}
+EYE_METHODS = {"mv-unet": -0.10, "mr-net": -0.05, "lf-net": 0.0}  # RIGA has no ground truth: no oracle
+NOISE_SHIFT = {"0.45": 0.10, "protocol": 0.0}  # DSC lost at each noise level
+AVERAGE_DSC = {"0.45": 0.46, "protocol": 0.50}  # the realised Average DSC of the rater pool per noise level
+# DSC shift per reference, so that tables against different references differ
+REFERENCE_SHIFT = {"gt": 0.0, "majority": -0.03, "staple": -0.06, "rater:a": -0.10, "rater:b": 0.02}
+ALL_REFERENCES = {  # what bench.evaluate.scoring writes for a binary dataset with ground truth
+    "gt": ["dsc", "bahd", "ece"], "majority": ["dsc", "bahd"], "staple": ["dsc", "bahd"], "rater:a": ["dsc", "bahd"],
+    "rater:b": ["dsc", "bahd"], "raters": ["ged", "dice_match", "dice_max"], "rater-mean": ["soft_dice", "soft_iou", "ece"],
+}  # fmt: skip
 
 
-def rows_for(dataset, reference, noise, methods, structures, metrics, rng, n_cases=12, n_seeds=3):
+def metric_values(dsc: float) -> dict[str, float]:
+    return {"dsc": dsc, "bahd": 5 * (1 - dsc), "soft_dice": dsc, "soft_iou": dsc / (2 - dsc), "ged": 1 - dsc, "dice_match": dsc,
+            "dice_max": min(1.0, dsc + 0.05), "ece": 0.1 * (1 - dsc)}  # fmt: skip
+
+
+def rows_for(dataset, raters, noise, methods, structures, references, rng, n_cases=12, n_seeds=3):
+    """Long rows (bench.evaluate.tables.COLUMNS) for every method × seed × case × structure × reference × metric.
+
+    `references` maps a reference to its metrics; counts are left at 0 and the bAHD sums at NaN.
+    """
     rows = []
     for method, offset in methods.items():
         for seed in range(n_seeds):
             for case in range(n_cases):
                 for structure in structures:
-                    dsc = float(np.clip(0.6 + offset - 0.1 * noise + rng.normal(0, 0.03), 0, 1))
-                    values = {"dsc": dsc, "bahd": 5 * (1 - dsc), "soft_dice": dsc, "soft_iou": dsc / (2 - dsc)}
-                    for metric in metrics:
-                        rows.append(
-                            (dataset, reference, noise, method, seed, f"c{case:02d}", structure, metric, values[metric], 0, 0, 0, 0, 0)
-                        )
+                    dsc = float(np.clip(0.6 + offset - NOISE_SHIFT.get(noise, 0.0) + rng.normal(0, 0.03), 0, 1))
+                    for reference, metrics in references.items():
+                        values = metric_values(float(np.clip(dsc + REFERENCE_SHIFT.get(reference, 0.0), 0, 1)))
+                        for metric in metrics:
+                            rows.append((dataset, raters, noise, method, seed, reference, f"c{case:02d}", structure, metric,
+                                         values[metric], 0, 0, 0, 0, 0, np.nan, np.nan))  # fmt: skip
     return rows
 
 
-def make_results(folder, noise_levels=(0.5, 1.0)):
-    """toy: 1 structure, dsc + bahd, given noise levels, ablations at the last level; eye: disc/cup with soft metrics, no Average."""
+def write_results(folder, rows, averages=None):
+    """metrics.parquet and summary.csv as `store.collect` writes them; returns the long table."""
+    table = pd.DataFrame(rows, columns=tables.COLUMNS)
+    store.write_table(folder / "metrics.parquet", table)
+    store.write_table(folder / "summary.csv", tables.summarise(table, averages))
+    return table
+
+
+def make_results(folder, noise_levels=("0.45", "protocol")):
+    """toy (rater style cm): 1 structure, dsc + bahd against gt at the given noise levels, ablations at the last level;
+    riga (real raters, no GT): disc/cup against the majority, the rater set (GED, Dice_match) and the rater mean (soft metrics)."""
     rng = np.random.default_rng(0)
     rows = []
     for noise in noise_levels:
-        rows += rows_for("toy", "gt", noise, TOY_METHODS, ["foreground"], ["dsc", "bahd"], rng)
-    rows += rows_for("toy", "gt", noise_levels[-1], ABLATIONS, ["foreground"], ["dsc", "bahd"], rng)
-    rows += rows_for("eye", "majority", 1.0, EYE_METHODS, ["disc", "cup"], ["dsc", "bahd", "soft_dice", "soft_iou"], rng)
-    table = pd.DataFrame(rows, columns=store.COLUMNS)
-    averages = pd.DataFrame(
-        {"dataset": "toy", "reference": "gt", "noise": list(noise_levels), "dsc": [0.7 - 0.2 * n for n in noise_levels]}
-    )
-    store.write_table(folder / "metrics.parquet", table)
-    store.write_table(folder / "summary.csv", store.summarise(table, averages))
-    return table
+        rows += rows_for("toy", "cm", noise, TOY_METHODS, ["foreground"], {"gt": ["dsc", "bahd"]}, rng)
+    rows += rows_for("toy", "cm", noise_levels[-1], ABLATIONS, ["foreground"], {"gt": ["dsc", "bahd"]}, rng)
+    eye = {"majority": ["dsc", "bahd"], "raters": ["ged", "dice_match", "dice_max"], "rater-mean": ["soft_dice", "soft_iou"]}
+    rows += rows_for("riga", "real", "protocol", EYE_METHODS, ["disc", "cup"], eye, rng)
+    averages = pd.DataFrame({"dataset": "toy", "raters": "cm", "noise": list(noise_levels), "dsc": [AVERAGE_DSC[n] for n in noise_levels]})
+    return write_results(folder, rows, averages)
 
 
 def markdown_rows(path):
@@ -67,12 +91,12 @@ def rendered(tmp_path_factory):
 def test_render_writes_every_expected_file(rendered):
     root, written = rendered
     stems = [
-        "table1_toy_gt_noise0.5_foreground", "table1_toy_gt_noise1_foreground", "table4_toy_gt_noise1",
-        "table1_eye_majority_noise1_disc", "table1_eye_majority_noise1_cup", "table3_eye_majority_noise1",
+        "table1_toy_cm_0.45_gt_foreground", "table1_toy_cm_protocol_gt_foreground", "table4_toy_cm_protocol_gt",
+        "table2_riga_real_protocol_majority_disc", "table2_riga_real_protocol_majority_cup", "table3_riga_real_protocol",
     ]  # fmt: skip
     figures = [
-        "boxplot_dsc_toy_gt_noise0.5_foreground", "boxplot_dsc_toy_gt_noise1_foreground",
-        "boxplot_dsc_eye_majority_noise1_disc", "boxplot_dsc_eye_majority_noise1_cup", "noise_dsc_toy_gt_foreground",
+        "boxplot_dsc_toy_cm_0.45_gt_foreground", "boxplot_dsc_toy_cm_protocol_gt_foreground",
+        "boxplot_dsc_riga_real_protocol_majority_disc", "boxplot_dsc_riga_real_protocol_majority_cup", "noise_dsc_toy_cm_gt_foreground",
     ]  # fmt: skip
     expected = {f"{s}.{ext}" for s in stems for ext in ("md", "tex")} | {f"{f}.{ext}" for f in figures for ext in ("png", "pdf")}
     expected |= {"tables.md", "paired_tests.csv"}
@@ -92,25 +116,37 @@ def test_pngs_decode_and_pdfs_are_pdfs(rendered):
             assert path.read_bytes().startswith(b"%PDF") and path.stat().st_size > 5000
 
 
+def summary_mean(summary, **where):
+    rows = summary
+    for key, value in where.items():
+        rows = rows[rows[key] == value]
+    (row,) = rows.to_dict("records")
+    return row
+
+
 def test_table1_rows_columns_and_bold(rendered):
     root, _ = rendered
-    labels, header, cells = markdown_rows(root / "out" / "table1_toy_gt_noise1_foreground.md")
+    path = root / "out" / "table1_toy_cm_protocol_gt_foreground.md"
+    labels, header, cells = markdown_rows(path)
     assert labels == ["*Average*", "MV-UNet", "CM-UNet", "LF-Net", "*Oracle*"]  # no ablation rows in Table I
     assert header == ["Methods", "DSC (%) ↑", "bAHD ↓"]
-    assert cells["*Average*"] == ["50.00", "N/A"]  # rater average 0.7 − 0.2 · 1.0, no std, no bAHD
+    assert cells["*Average*"] == ["50.00", "N/A"]  # the pool's Average DSC at the protocol, no std, no bAHD
     assert all(c.startswith("**") for c in cells["LF-Net"])  # best DSC and best (lowest) bAHD
     assert not any("**" in c for label in ("*Oracle*", "*Average*", "MV-UNet", "CM-UNet") for c in cells[label])
+    assert "toy (raters cm, noise protocol; against gt, foreground)" in path.read_text().splitlines()[0]
 
-    summary = pd.read_csv(root / "results" / "summary.csv")
-    lf = summary[
-        (summary["dataset"] == "toy") & (summary["method"] == "lf-net") & (summary["metric"] == "dsc") & (summary["noise"] == 1.0)
-    ].iloc[0]
+    summary = store.read_summary(root / "results")
+    lf = summary_mean(summary, dataset="toy", raters="cm", noise="protocol", reference="gt", method="lf-net", metric="dsc")
     assert cells["LF-Net"][0] == f"**{lf['mean'] * 100:.2f} ± {lf['std'] * 100:.2f}**"
+    _, _, harder = markdown_rows(root / "out" / "table1_toy_cm_0.45_gt_foreground.md")
+    assert harder["*Average*"] == ["46.00", "N/A"]  # each noise level gets its own Average row
+    lf = summary_mean(summary, dataset="toy", raters="cm", noise="0.45", reference="gt", method="lf-net", metric="dsc")
+    assert harder["LF-Net"][0] == f"**{lf['mean'] * 100:.2f} ± {lf['std'] * 100:.2f}**"
 
 
 def test_latex_tables(rendered):
     root, _ = rendered
-    tex = (root / "out" / "table1_toy_gt_noise1_foreground.tex").read_text()
+    tex = (root / "out" / "table1_toy_cm_protocol_gt_foreground.tex").read_text()
     assert r"\begin{tabular}{lcc}" in tex and r"\end{tabular}" in tex
     body = [line for line in tex.splitlines() if line.endswith(r"\\")]
     assert len(body) == 1 + 5  # header + Average, 3 methods, Oracle
@@ -120,29 +156,58 @@ def test_latex_tables(rendered):
     assert "±" not in tex and "↑" not in tex  # Unicode mapped to math mode
 
 
-def test_table3_and_table4(rendered):
+def test_table2_table3_and_table4(rendered):
     root, _ = rendered
-    labels, header, cells = markdown_rows(root / "out" / "table3_eye_majority_noise1.md")
-    assert header == ["Methods", "soft DSC disc (%) ↑", "soft IoU disc (%) ↑", "soft DSC cup (%) ↑", "soft IoU cup (%) ↑"]
-    assert labels == ["MV-UNet", "MR-Net", "LF-Net", "*Oracle*"]  # no Average row without ground truth
+    labels, header, cells = markdown_rows(root / "out" / "table2_riga_real_protocol_majority_disc.md")
+    assert header == ["Methods", "DSC (%) ↑", "bAHD ↓", "GED ↓", "Dice_match (%) ↑"]
+    assert labels == ["MV-UNet", "MR-Net", "LF-Net"]  # no Average row without ground truth
     assert all(c.startswith("**") for c in cells["LF-Net"])
 
-    labels, header, cells = markdown_rows(root / "out" / "table4_toy_gt_noise1.md")
+    labels, header, cells = markdown_rows(root / "out" / "table3_riga_real_protocol.md")
+    assert header == ["Methods", "soft DSC disc (%) ↑", "soft IoU disc (%) ↑", "soft DSC cup (%) ↑", "soft IoU cup (%) ↑"]
+    assert labels == ["MV-UNet", "MR-Net", "LF-Net"]
+    assert all(c.startswith("**") for c in cells["LF-Net"])
+
+    labels, header, cells = markdown_rows(root / "out" / "table4_toy_cm_protocol_gt.md")
     assert labels == ["S", "S+TV", "S+TV+SLS+RCLS", "‡"]
     assert header == ["Variant", "DSC foreground (%) ↑"]
     assert cells["S+TV+SLS+RCLS"][0].startswith("**")
-    assert r"$\ddagger$" in (root / "out" / "table4_toy_gt_noise1.tex").read_text()
+    assert r"$\ddagger$" in (root / "out" / "table4_toy_cm_protocol_gt.tex").read_text()
     assert (root / "out" / "tables.md").read_text().count("### ") == 6
 
 
 def test_paired_tests_csv(rendered):
     root, _ = rendered
-    tests = pd.read_csv(root / "out" / "paired_tests.csv")
-    main = tests[(tests["family"] == "main") & (tests["dataset"] == "toy") & (tests["metric"] == "dsc") & (tests["noise"] == 1.0)]
-    assert set(main["method"]) == {"mv-unet", "cm-unet"}
+    tests = pd.read_csv(root / "out" / "paired_tests.csv", dtype={"noise": str})
+    main = tests[(tests["family"] == "main") & (tests["dataset"] == "toy") & (tests["metric"] == "dsc") & (tests["noise"] == "protocol")]
+    assert set(main["method"]) == {"mv-unet", "cm-unet"} and set(main["reference"]) == {"gt"}
     assert (main["n"] == 12).all() and (main["p_holm"] < 0.05).all()
     ablation = tests[(tests["family"] == "ablation") & (tests["metric"] == "dsc")]
     assert set(ablation["method"]) == {"lf-net-s", "lf-net-s-tv", "lf-net-no-ce"}
+    riga = tests[tests["dataset"] == "riga"]
+    assert set(zip(riga["reference"], riga["metric"])) == {
+        ("majority", "dsc"), ("majority", "bahd"), ("raters", "ged"), ("raters", "dice_match"), ("raters", "dice_max"),
+        ("rater-mean", "soft_dice"), ("rater-mean", "soft_iou"),
+    }  # fmt: skip
+
+
+def test_noise_figure_x_is_the_realised_average_dsc(rendered):
+    root, _ = rendered
+    summary = store.read_summary(root / "results")
+    dsc = summary[(summary["dataset"] == "toy") & (summary["metric"] == "dsc")]
+    runs = dsc[(dsc["reference"] == "gt") & (dsc["method"] == "lf-net")]
+    averages = dsc[dsc["method"] == report.AVERAGE]
+    # a third level whose realised Average DSC (0.61) sorts unlike its label: x must come from the label's own average
+    runs = pd.concat([runs, runs.iloc[[0]].assign(noise="0.6", mean=0.7)], ignore_index=True)
+    averages = pd.concat([averages, averages.iloc[[0]].assign(noise="0.6", mean=0.61)], ignore_index=True)
+    fig = report.noise_figure(runs, averages, ["lf-net"], ["lf-net"], "t")
+    (ax,) = fig.axes
+    (line,) = [c.lines[0] for c in ax.containers]
+    by_noise = runs.set_index("noise")["mean"]
+    order = ["0.45", "protocol", "0.6"]  # by realised Average DSC: 46, 50, 61 %
+    np.testing.assert_allclose(np.asarray(line.get_xdata(), dtype=float), [100 * AVERAGE_DSC["0.45"], 100 * AVERAGE_DSC["protocol"], 61])
+    np.testing.assert_allclose(np.asarray(line.get_ydata(), dtype=float), [100 * by_noise[n] for n in order])
+    assert ax.get_xlabel().startswith("realised Average DSC")
 
 
 def test_render_is_deterministic(rendered, tmp_path):
@@ -151,6 +216,104 @@ def test_render_is_deterministic(rendered, tmp_path):
     assert [p.name for p in again] == [p.name for p in written]
     for a, b in zip(written, again):
         assert a.read_bytes() == b.read_bytes(), a.name
+
+
+def calibration_bins(methods, references=("gt", "rater-mean"), n_bins=5, n_seeds=2) -> pd.DataFrame:
+    """Reliability bins (bench.evaluate.tables.CALIBRATION) of toy/cm/protocol: each method over-confident by its own margin."""
+    rows = []
+    for k, method in enumerate(methods):
+        for seed in range(n_seeds):
+            for reference in references:
+                for b in range(n_bins):
+                    confidence = (b + 0.5) / n_bins
+                    rows.append(("toy", "cm", "protocol", method, seed, reference, "foreground", b, 100 + 10 * b, confidence,
+                                 max(0.0, confidence - 0.05 * (k + 1))))  # fmt: skip
+    return pd.DataFrame(rows, columns=tables.CALIBRATION)
+
+
+def test_render_every_reference_rater_heat_map_and_reliability(tmp_path):
+    """A cell scored against every reference: Table I per headline reference, the rater heat map, the reliability diagram."""
+    rng = np.random.default_rng(1)
+    methods_here = {"mv-unet": -0.20, "lf-net": 0.0, "oracle": 0.05}
+    rows = rows_for("toy", "cm", "protocol", methods_here, ["foreground"], ALL_REFERENCES, rng, n_cases=8, n_seeds=2)
+    averages = pd.DataFrame({"dataset": ["toy"], "raters": ["cm"], "noise": ["protocol"], "dsc": [0.5]})
+    results = tmp_path / "results"
+    write_results(results, rows, averages)
+
+    without = {p.name for p in report.render(results, tmp_path / "without")}
+    store.write_table(results / "calibration.parquet", calibration_bins(list(methods_here)))
+    written = report.render(results, tmp_path / "out")
+    names = {p.name for p in written}
+    stems = [f"table1_toy_cm_protocol_{r}_foreground" for r in ("gt", "majority", "staple")]
+    figures = ["boxplot_dsc_toy_cm_protocol_gt_foreground", "rater_dsc_toy_cm_protocol_foreground"]
+    expected = {f"{s}.{ext}" for s in stems for ext in ("md", "tex")} | {f"{f}.{ext}" for f in figures for ext in ("png", "pdf")}
+    expected |= {"tables.md", "paired_tests.csv"}
+    assert without == expected  # no table per rater, none against the rater set or mean alone; one box plot, against gt
+    assert names == expected | {"reliability_toy_cm_protocol_foreground.png", "reliability_toy_cm_protocol_foreground.pdf"}
+    for path in written:
+        if path.name.startswith(("rater_dsc_", "reliability_")) and path.suffix == ".png":
+            assert imread(path)[..., :3].std() > 0.05, f"{path} looks blank"
+
+    summary = store.read_summary(results)
+    shown = {}
+    for reference in ("gt", "majority", "staple"):
+        path = tmp_path / "out" / f"table1_toy_cm_protocol_{reference}_foreground.md"
+        labels, header, cells = markdown_rows(path)
+        assert f"against {reference}, foreground" in path.read_text().splitlines()[0]
+        assert header == ["Methods", "DSC (%) ↑", "bAHD ↓"]
+        assert labels == ["*Average*", "MV-UNet", "LF-Net", "*Oracle*"]  # the Average row (raters vs GT) heads each table
+        for method, label in (("lf-net", "LF-Net"), ("mv-unet", "MV-UNet")):
+            row = summary_mean(summary, dataset="toy", reference=reference, method=method, metric="dsc")
+            assert cells[label][0].strip("*") == f"{row['mean'] * 100:.2f} ± {row['std'] * 100:.2f}", (reference, method)
+        shown[reference] = cells["LF-Net"][0]
+    assert len(set(shown.values())) == 3  # each table shows its own reference's values
+
+    tests = pd.read_csv(tmp_path / "out" / "paired_tests.csv")
+    assert set(tests["reference"]) == {"gt", "majority", "staple", "raters", "rater-mean"}  # not against each rater alone
+    assert set(tests.loc[tests["reference"] == "gt", "metric"]) == {"dsc", "bahd", "ece"}
+
+
+def test_a_dataset_without_gt_gets_table2_with_the_rater_set_metrics(tmp_path):
+    rng = np.random.default_rng(2)
+    references = {r: m for r, m in ALL_REFERENCES.items() if r != "gt"}
+    rows = rows_for("lidc", "real", "protocol", {"mv-unet": -0.2, "lf-net": 0.0}, ["foreground"], references, rng, n_cases=8, n_seeds=2)
+    table = write_results(tmp_path / "results", rows)
+    written = report.render(tmp_path / "results", tmp_path / "out")
+    tables_written = {p.name for p in written if p.name.startswith("table") and p.name != "tables.md"}
+    stems = [f"table2_lidc_real_protocol_{r}_foreground" for r in ("majority", "staple")]
+    assert tables_written == {f"{s}.{ext}" for s in stems for ext in ("md", "tex")}  # no Table I, no Table III (no soft metrics)
+    assert "boxplot_dsc_lidc_real_protocol_majority_foreground.png" in {p.name for p in written}  # the default reference
+
+    summary = store.read_summary(tmp_path / "results")
+    set_cells = []
+    for reference in ("majority", "staple"):
+        labels, header, cells = markdown_rows(tmp_path / "out" / f"table2_lidc_real_protocol_{reference}_foreground.md")
+        assert header == ["Methods", "DSC (%) ↑", "bAHD ↓", "GED ↓", "Dice_match (%) ↑"]
+        assert labels == ["MV-UNet", "LF-Net"]  # no Average (no GT), no Oracle
+        dsc = summary_mean(summary, reference=reference, method="lf-net", metric="dsc")
+        ged = summary_mean(summary, reference="raters", method="lf-net", metric="ged")
+        match = summary_mean(summary, reference="raters", method="lf-net", metric="dice_match")
+        assert cells["LF-Net"][0] == f"**{dsc['mean'] * 100:.2f} ± {dsc['std'] * 100:.2f}**"
+        assert cells["LF-Net"][2] == f"**{ged['mean']:.3f} ± {ged['std']:.3f}**"  # lowest GED is best
+        assert cells["LF-Net"][3] == f"**{match['mean'] * 100:.2f} ± {match['std'] * 100:.2f}**"
+        assert not any("**" in c for c in cells["MV-UNet"])
+        set_cells.append(cells["LF-Net"][2:])
+    assert set_cells[0] == set_cells[1]  # GED and Dice_match are against the rater set, whatever the headline reference
+    tex = (tmp_path / "out" / "table2_lidc_real_protocol_majority_foreground.tex").read_text()
+    assert r"\begin{tabular}{lcccc}" in tex and r"Dice$_\mathrm{match}$" in tex and r"GED~$\downarrow$" in tex
+    assert set(table["reference"]) >= {"raters", "majority"}
+
+
+def test_render_with_parameter_cells_only_writes_no_table_or_figure(tmp_path):
+    """A results folder of one parameter sweep (`run --set lf-net.beta=2,3`): such cells belong to the parameter figures, so the
+    report has no row for them anywhere, and no per-rater heat map or reliability diagram of nobody either."""
+    rng = np.random.default_rng(3)
+    cells = {"lf-net@beta=2": 0.0, "lf-net@beta=3": 0.01}
+    write_results(tmp_path / "results", rows_for("toy", "cm", "protocol", cells, ["foreground"], ALL_REFERENCES, rng, n_cases=4, n_seeds=1))
+    store.write_table(tmp_path / "results" / "calibration.parquet", calibration_bins(list(cells), n_seeds=1))
+    written = report.render(tmp_path / "results", tmp_path / "out")
+    assert [p.name for p in written] == ["paired_tests.csv"]
+    assert pd.read_csv(written[0]).empty  # no LF-Net to test against
 
 
 def test_bold_ties_at_printed_precision():
@@ -172,30 +335,30 @@ def test_bold_ties_at_printed_precision():
 
 def parse_report(*argv):
     parser = argparse.ArgumentParser()
-    report.add_parser(parser.add_subparsers(dest="verb"))
+    cli_report.add_parser(parser.add_subparsers(dest="verb"))
     return parser.parse_args(["report", *argv])
 
 
 def test_cli_defaults_and_errors(tmp_path, capsys):
-    from bench.cli import UsageError
+    from bench.cli.options import UsageError
 
     args = parse_report()
-    assert (args.results, args.out, args.func) == ("results", None, report.cmd_report)  # --out: <results>/report
+    assert (args.results, args.out, args.func) == ("results", None, cli_report.cmd_report)  # --out: <results>/report
 
     with pytest.raises(UsageError, match=r"metrics\.parquet.*python -m bench run"):
-        report.cmd_report(parse_report("--results", str(tmp_path / "nothing")))
+        cli_report.cmd_report(parse_report("--results", str(tmp_path / "nothing")))
 
     empty = tmp_path / "empty"
-    store.write_table(empty / "metrics.parquet", pd.DataFrame(columns=store.COLUMNS).astype({"value": float}))
+    store.write_table(empty / "metrics.parquet", pd.DataFrame(columns=tables.COLUMNS).astype({"value": float}))
     store.write_table(empty / "summary.csv", pd.DataFrame(columns=["dataset"]))
     with pytest.raises(UsageError, match="empty"):
-        report.cmd_report(parse_report("--results", str(empty)))
+        cli_report.cmd_report(parse_report("--results", str(empty)))
 
 
 def test_cli_writes_report_and_no_noise_figure_with_one_noise_level(tmp_path, capsys):
-    make_results(tmp_path / "results", noise_levels=(1.0,))
-    assert report.cmd_report(parse_report("--results", str(tmp_path / "results"), "--out", str(tmp_path / "figs"))) == 0
+    make_results(tmp_path / "results", noise_levels=("protocol",))
+    assert cli_report.cmd_report(parse_report("--results", str(tmp_path / "results"), "--out", str(tmp_path / "figs"))) == 0
     assert "files written to" in capsys.readouterr().out
     names = {p.name for p in (tmp_path / "figs").iterdir()}
-    assert "tables.md" in names and "boxplot_dsc_toy_gt_noise1_foreground.png" in names
+    assert "tables.md" in names and "boxplot_dsc_toy_cm_protocol_gt_foreground.png" in names
     assert not any(n.startswith("noise_dsc") for n in names)  # the two-level run of `rendered` has one

@@ -311,7 +311,9 @@ def test_real_raters_refuse_a_noise_level_and_another_style(tmp_path):
     spec = get_dataset("riga")
     assert spec.rater_styles == ("real",) and spec.fixed_raters
     # Refused before anything is read: tmp_path holds no riga/ folder, which would be the error otherwise.
-    with pytest.raises(DataError, match=r"^riga has real raters, so there is no noise level to set \(got 0\.45\); use --noise-levels protocol$"):
+    with pytest.raises(
+        DataError, match=r"^riga has real raters, so there is no noise level to set \(got 0\.45\); use --noise-levels protocol$"
+    ):
         spec.load(tmp_path, None, "0.45")
     with pytest.raises(DataError, match=r"riga: unknown rater style 'cm'; this dataset has real"):
         spec.load(tmp_path, "cm", "protocol")

@@ -29,7 +29,7 @@ def cmd_list(args: argparse.Namespace) -> int:
             print(
                 f"  {name:<14} {c.title}\n{pad}source: {c.source}\n{pad}licence: {c.licence}\n{pad}cite: {c.citation}\n{pad}counts: {c.counts}"
             )
-            print(f"{pad}raters: {', '.join(spec.rater_styles)} (default {spec.rater_styles[0]})")
+            print(f"{pad}raters: {c.raters or ', '.join(spec.rater_styles)}")
             if c.layout:
                 print(f"{pad}put {c.download} in {c.layout}")
     return 0

