@@ -308,23 +308,13 @@ def simulator(
     raise ValueError(f"unknown rater style {style!r}; choose one of {', '.join(STYLES)}")
 
 
-def strength_for_target(
-    simulate: Callable[[float], np.ndarray],
-    gt: np.ndarray,
-    target: float,
-    *,
-    tol: float = TOLERANCE,
-    lo: float = 0.0,
-    hi: float = DEFAULT_HI,
-    max_steps: int = 40,
-    xtol: float = XTOL,
-) -> tuple[float, float]:
+def strength_for_target(simulate: Callable[[float], np.ndarray], gt: np.ndarray, target: float, **search) -> tuple[float, float]:
     """The knob value whose pool has Average DSC ``target`` within ``tol``: -> (strength, realised Average).
 
-    simulate(strength) returns the raters (N, R, H, W) of the images whose GT is gt (N, H, W).
-    See ``strength_for_average`` for the search and its errors.
+    simulate(strength) returns the raters (N, R, H, W) of the images whose GT is gt (N, H, W);
+    ``search`` (tol, lo, hi, max_steps, xtol) and the errors are those of ``strength_for_average``.
     """
-    return strength_for_average(lambda s: average_dsc(simulate(s), gt), target, tol=tol, lo=lo, hi=hi, max_steps=max_steps, xtol=xtol)
+    return strength_for_average(lambda s: average_dsc(simulate(s), gt), target, **search)
 
 
 def strength_for_average(

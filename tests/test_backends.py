@@ -18,7 +18,7 @@ SWEEP = "run --methods mv-unet,lf-net --seeds 0,1 --max-steps 4 --train-size 64 
 
 def table(results: Path) -> pd.DataFrame:
     rows = pd.read_parquet(results / "metrics.parquet")
-    return rows.sort_values(["method", "seed", "case", "structure", "metric"]).reset_index(drop=True)
+    return rows.sort_values(["method", "seed", "reference", "case", "structure", "metric"]).reset_index(drop=True)
 
 
 @pytest.fixture(scope="module")

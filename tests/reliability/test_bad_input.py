@@ -386,9 +386,12 @@ CASES = [
     Case("seed-non-numeric", cli("--seeds", "0,x"), "--seeds '0,x': expected comma-separated ints"),
     Case("seed-fraction", cli("--seeds", "1.5"), "--seeds '1.5'"),
     Case("seeds-empty", cli("--seeds", ","), "--seeds is empty"),
-    Case("noise-negative", cli("--noise-levels=-0.5"), "--noise-levels must be finite and ≥ 0, got -0.5"),
-    Case("noise-non-numeric", cli("--noise-levels", "high"), "--noise-levels 'high'"),
-    Case("noise-nan", cli("--noise-levels", "nan"), "--noise-levels must be finite and ≥ 0, got nan"),
+    Case("noise-negative", cli("--noise-levels=-0.5"), "--noise-levels: noise level -0.5 is not 'protocol' or a target Average DSC"),
+    Case("noise-non-numeric", cli("--noise-levels", "high"), "--noise-levels: noise level 'high' is neither 'protocol' nor a number"),
+    Case("noise-nan", cli("--noise-levels", "nan"), "--noise-levels: noise level nan is not 'protocol' or a target Average DSC"),
+    Case("noise-one", cli("--noise-levels", "1"), "noise level 1 is not 'protocol' or a target Average DSC strictly between 0 and 1"),
+    Case("noise-protocol-twice", cli("--noise-levels", "protocol,PROTOCOL"), "--noise-levels protocol,PROTOCOL: protocol given more than once"),
+    Case("raters-unknown-style", cli("--raters", "nope"), "--raters nope: mnist-5k has rater style(s) cm, morpho"),
     Case("max-steps-zero", cli("--max-steps", "0"), "--max-steps must be ≥ 1, got 0"),
     Case("max-steps-negative", cli("--max-steps=-2"), "--max-steps must be ≥ 1, got -2"),
     Case("train-size-zero", cli("--train-size", "0"), "--train-size must be ≥ 1, got 0"),
@@ -397,7 +400,11 @@ CASES = [
     Case("max-steps-non-numeric", cli("--max-steps", "abc"), "--max-steps"),
     Case("budget-unknown", cli("--budget", "fast"), "fast"),
     Case("methods-empty", cli("--methods", ""), "--methods"),
-    Case("noise-inf-second-level", on("mnist", make_mnist, None, "--noise-levels", "1,inf"), "inf"),
+    Case(
+        "noise-inf-second-level",
+        on("mnist", make_mnist, None, "--noise-levels", "protocol,inf"),
+        "--noise-levels: noise level inf is not 'protocol' or a target Average DSC",
+    ),
     Case("oracle-without-gt", on("lidc", make_lidc_crops, None, "--methods", "oracle"), "oracle"),
     Case("binary-method-on-3-classes", on("riga", make_mrnet, None, "--methods", "staple-unet"), "staple-unet"),
     # --- data root and dataset folders ------------------------------------------------------
@@ -472,11 +479,15 @@ CASES = [
         on("ms-lesion", make_ms_lesion, ms_no_lesion_in_test_subjects),
         "the test subjects (training02, training03) have no axial slices",
     ),
-    Case("ms-noise-inf", on("ms-lesion", make_ms_lesion, None, "--noise-levels", "inf"), "--noise-levels must be finite and ≥ 0, got inf"),
+    Case(
+        "ms-noise-inf",
+        on("ms-lesion", make_ms_lesion, None, "--noise-levels", "inf"),
+        "--noise-levels: noise level inf is not 'protocol' or a target Average DSC",
+    ),
     Case(
         "ms-real-noise-level",
         on("ms-lesion-real", make_ms_lesion, None, "--noise-levels", "0.5"),
-        "ms-lesion-real has real raters, so there is no noise level to set (got 0.5)",
+        "ms-lesion-real has real raters, so there is no noise level to set; use --noise-levels protocol",
     ),
     # --- choledoch: ENVI cubes, PNG masks, fold file -----------------------------------------
     Case(
@@ -647,7 +658,7 @@ CASES = [
     Case(
         "cm-noise-level",
         on("cm-folder", make_cm_folder, None, "--noise-levels", "0.5"),
-        "no noise level to set (got 0.5); use --noise-levels 1",
+        "cm-folder reads its raters from files, so there is no noise level to set; use --noise-levels protocol",
     ),
 ]
 

@@ -53,11 +53,11 @@ import torch
 REPO = Path(__file__).resolve().parents[2]
 TINY = ["--seeds", "0,1", "--max-steps", "4", "--train-size", "64", "--test-size", "24", "--no-progress", "--backend", "sequential"]
 SEEDS = (0, 1)
-N_CASES, N_METRICS = 24, 2  # test images × (dsc, bahd), one structure (foreground)
+N_CASES, N_METRICS = 24, 23  # test images × (dsc, bahd vs gt, majority, staple, 5 raters; 3 vs rater-mean; 3 vs raters; ece vs gt)
 KILLED = ["lf-net", "mv-unet"]  # the kill campaign's sweep; lf-net first, so its phases come early in a run
 SWEEP_1, SWEEP_2 = ["mv-unet", "lf-net"], ["lf-net", "qmv-unet"]  # concurrent writers, lf-net shared
-KEYS = ["dataset", "reference", "noise", "method", "seed", "case", "structure", "metric"]
-RUNS = ("runs", "mnist-5k", "gt", "noise-1")
+KEYS = ["dataset", "raters", "noise", "method", "seed", "reference", "case", "structure", "metric"]
+RUNS = ("runs", "mnist-5k", "cm", "protocol")
 TIMEOUT = 300  # seconds for any one subprocess
 SUMMARY = re.compile(r"(\d+) cells: (\d+) trained, (\d+) already done, (\d+) failed")
 
@@ -509,7 +509,7 @@ def test_nan_loss_fails_only_that_cell_with_a_clear_reason(tmp_path, reference):
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 2 and "Traceback" not in out.stderr, out.stderr
     for s, line in zip(SEEDS, lines):
-        assert line.startswith(f"failed: mnist-5k/gt/noise-1/{bad}/seed-{s}: ") and "non-finite loss" in line, line
+        assert line.startswith(f"failed: mnist-5k/cm/protocol/{bad}/seed-{s}: ") and "non-finite loss" in line, line
         info = manifest(results, bad, s)
         assert info["status"] == "failed" and "non-finite loss" in info["reason"], info.get("reason")
         assert not (cell(results, bad, s) / "metrics.parquet").exists()
@@ -612,7 +612,7 @@ def test_full_disk_fails_without_half_written_files_and_resumes(full_disk, refer
     assert 1 <= len(f.done) < 4, f.done  # sized so the first cell fits and the rest do not
     assert f.temporaries == [] and f.unreadable == [], (f.temporaries, f.unreadable)
     for m, s in set(all_cells(KILLED)) - set(f.done):
-        assert f"failed: mnist-5k/gt/noise-1/{m}/seed-{s}: " in f.first.stderr
+        assert f"failed: mnist-5k/cm/protocol/{m}/seed-{s}: " in f.first.stderr
     assert f.second.returncode == 0, f.second.stderr
     assert counts(f.second.stdout) == (4, 4 - len(f.done), len(f.done), 0)
     for c, data in f.kept.items():

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from conftest import run_cli
 
-from bench import cli, sweep
+from bench import cli, data, store, sweep
 from datasets import Splits, get_dataset
 
 SWEEP = "run --methods mv-unet,lf-net --seeds 0 --max-steps 4 --train-size 64 --test-size 16 --no-progress".split()
@@ -52,14 +52,14 @@ def test_manifest_records_what_a_rerun_needs(twice):
 def test_fingerprint_changes_with_any_pixel_rater_or_case(tiny_data):
     splits = Splits(tiny_data, tiny_data.subset(np.arange(2)), tiny_data, "test rule")
     same = Splits(*(dataclasses.replace(p, images=p.images.copy()) for p in (splits.train, splits.val, splits.test)), "test rule")
-    assert sweep.fingerprint(splits) == sweep.fingerprint(same)
+    assert data.fingerprint(splits) == data.fingerprint(same)
     images, raters, ids = tiny_data.images.copy(), tiny_data.raters.copy(), tiny_data.case_ids.copy()
     images[3, 0, 5, 5] += 1e-6
     raters[0, 1, 0, 0] ^= 1
     ids[7] = "case-x"
     for change in ({"images": images}, {"raters": raters}, {"case_ids": ids}):
         changed = Splits(dataclasses.replace(tiny_data, **change), splits.val, splits.test, "test rule")
-        assert sweep.fingerprint(changed) != sweep.fingerprint(splits), change
+        assert data.fingerprint(changed) != data.fingerprint(splits), change
 
 
 def test_reused_folder_with_other_options_is_refused(twice, capsys):
@@ -79,7 +79,7 @@ def test_dry_run_lists_exactly_the_cells_that_then_run(tmp_path, twice):
     shutil.copytree(done, target)
     dry = run_cli(*base, "--dry-run", "--results", str(tmp_path))
     listed = {line.split()[-1] for line in dry.stdout.splitlines() if line.startswith("to run")}
-    assert listed == {"mnist-5k/gt/noise-1/lf-net/seed-0"} and "1 of 2 cells would run" in dry.stdout
+    assert listed == {"mnist-5k/cm/protocol/lf-net/seed-0"} and "1 of 2 cells would run" in dry.stdout
     before = {p.parent for p in tmp_path.glob("runs/**/metrics.parquet")}
     out = run_cli(*base, "--no-progress", "--results", str(tmp_path))
     assert out.returncode == 0 and "1 trained, 1 already done" in out.stdout
@@ -91,8 +91,8 @@ def test_dry_run_lists_exactly_the_cells_that_then_run(tmp_path, twice):
 
 def test_cell_paths_stay_inside_the_results_folder(tmp_path, capsys):
     names = sweep.expand_params(["lf-net"], {"lf-net": {"tau": [1.5, -2.0]}}, get_dataset("mnist-5k"))
-    for cell in sweep.plan(names, "mnist-5k", [0], [1.0], "gt"):
-        assert sweep.cell_dir(tmp_path, cell).resolve().is_relative_to(tmp_path.resolve())
+    for cell in sweep.plan(names, "mnist-5k", "cm", ["protocol"], [0]):
+        assert store.cell_dir(tmp_path, cell).resolve().is_relative_to(tmp_path.resolve())
     assert cli.main(["run", "--methods", "lf-net", "--set", "lf-net.soft_label=../../../etc", "--results", str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err
     assert "may hold only letters, digits" in err and not (tmp_path / "r").exists()
