@@ -5,8 +5,9 @@ import pytest
 import torch
 
 import methods
-from bench import harness
-from datasets import oracle_view
+from bench import harness, sweep
+from bench.budget import BUDGETS
+from datasets import get_dataset, oracle_view
 from methods.base import StepContext
 
 CPU = torch.device("cpu")
@@ -14,13 +15,10 @@ NAMES = [*methods.method_names(), methods.ORACLE]
 
 
 def build(name, data, seed=0):
-    trains = methods.ORACLE_TRAINS if name == methods.ORACLE else name
+    """The method as a sweep builds it for a cell (registry defaults; ms-lesion has no paper overrides)."""
     if name == methods.ORACLE:
         data = oracle_view(data)
-    spec = methods.DataSpec(data.in_channels, data.n_classes, data.n_raters, data.rater_ids_consistent)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return methods.build_method(trains, spec), data
+    return sweep.build_method(name, seed, get_dataset("ms-lesion"), data, BUDGETS["quick"]), data
 
 
 def first_batch(method, data, n=4):
