@@ -57,6 +57,8 @@ import hashlib
 import logging
 import os
 import re
+import sys
+import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -445,9 +447,20 @@ def read_mrnet_csv(path: Path) -> list[Case]:
 # ---------------------------------------------------------------- the loader
 
 
+PROGRESS_AFTER = 10.0  # seconds: a decode that takes longer says how far it is (the raw release takes ~10 min once)
+
+
 def build(cases: list[Case], raw: bool, part: str = "") -> RaterData:
     images, raters, valid, ids = [], [], [], []
-    for case in cases:
+    started, said = time.time(), time.time()
+    for i, case in enumerate(cases):
+        if time.time() - said > PROGRESS_AFTER:
+            said = time.time()
+            print(
+                f"riga: {part} {i}/{len(cases)} images decoded in {said - started:.0f} s (cached after this run)",
+                file=sys.stderr,
+                flush=True,
+            )
         result = load_case(case, raw)
         if result is None:
             continue

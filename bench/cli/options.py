@@ -136,7 +136,7 @@ def execute(cells: list, args: argparse.Namespace, results: Path, root: Path, fo
     device exists, finished cells ran with the same options, the data loads and every method can
     run on it. Returns one outcome per cell (see `bench.sweep.run_sweep`).
     """
-    from bench import harness, store, sweep
+    from bench import data, harness, store, sweep
 
     check_writable(results)
     harness.resolve_device(args.device)  # --device cuda without a GPU fails here, not in every cell
@@ -151,12 +151,12 @@ def execute(cells: list, args: argparse.Namespace, results: Path, root: Path, fo
     # warnings (an incomplete download) are shown only if the run goes ahead, so a refusal stays one line.
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        for key in groups if backend != "sequential" else groups[:1]:  # a sequential run loads the others when it gets there
+        for dataset, raters, noise in groups if backend != "sequential" else groups[:1]:  # sequential: the others load in turn
             started = time.time()
-            splits = sweep.load_splits(*key[:1], root, *key[1:], store.cache_dir(results))
+            splits = data.load_splits(dataset, root, raters, noise, store.cache_dir(results))
             if time.time() - started > 30:
-                print(f"decoded {'/'.join(key)} in {time.time() - started:.0f} s (cached for the next run)", file=sys.stderr)
-            check_compatible({c.method for c in pending if c.dataset == key[0]}, key[0], splits.train, opts.budget)
+                print(f"decoded {dataset}/{raters}/{noise} in {time.time() - started:.0f} s (cached for the next run)", file=sys.stderr)
+            check_compatible({c.method for c in pending if c.dataset == dataset}, dataset, splits.train, opts.budget)
     for w in caught:
         warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     outcomes = sweep.run_sweep(cells, opts, backend, n_jobs, args.scheduler) if cells else []
