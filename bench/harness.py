@@ -389,12 +389,13 @@ def trim_log(log_path: Path | None, keep_stages: set[str], partial: tuple[str, i
         return
     with log_path.open(newline="") as f:
         reader = csv.DictReader(f)
+        header = reader.fieldnames or []  # read here: a kill before the first row leaves an empty file, and a closed one cannot be read
         rows = [
             r
             for r in reader
             if r["stage"] in keep_stages or (partial and r["stage"] == partial[0] and int(r["step"]) <= partial[1] and r["event"] == "eval")
         ]
-    write_log(log_path, reader.fieldnames or [], rows)
+    write_log(log_path, header, rows)
 
 
 def logged_stops(log_path: Path | None) -> dict[str, dict]:

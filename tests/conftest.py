@@ -1,9 +1,13 @@
 import os
+import shutil
 import subprocess
 import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -62,3 +66,106 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 600) -> subpro
         timeout=timeout,
         env={**os.environ, **(env or {})},
     )
+
+
+# --------------------------------------------------------------------------- the session's reference sweep
+#
+# The fault, backend and reproducibility tests (tests/reliability/, tests/test_backends.py) compare what a
+# sweep wrote under some stress (kills, races, other backends, a second identical run) with one uninterrupted
+# sequential run of the same tiny sweep. It is trained once per session (`reference_sweep`) and shared: a test
+# that runs a sweep into it copies it first (`ReferenceSweep.copy`), so every test sees it as it was written.
+
+# Budget flags of every sweep these tests run: seeds 0 and 1, 4 steps a stage (one evaluation each), 64 training
+# and 24 test images. A results folder holds cells of one set of options (`bench run` refuses others), so a test
+# that reuses reference cells runs with exactly these.
+TINY_SWEEP = ["--seeds", "0,1", "--max-steps", "4", "--train-size", "64", "--test-size", "24", "--no-progress"]
+REFERENCE_METHODS = ["lf-net", "mv-unet"]  # lf-net first: two stages, so a kill early in a run finds stage checkpoints
+SEEDS = (0, 1)
+CELL_PATH = ("runs", "mnist-5k", "cm", "protocol")  # the embedded dataset's default rater style, protocol noise
+# The unique key of a row of the long table (bench.evaluate.tables.COLUMNS): the cell, then what it was scored against.
+ROW_KEYS = ["dataset", "raters", "noise", "method", "seed", "reference", "case", "structure", "metric"]
+
+
+def sweep_env() -> dict[str, str]:
+    """The environment of every sweep subprocess: OMP_NUM_THREADS=1 (BENCH_CACHE: the session's cache).
+
+    On 2 shared cores, two multi-threaded OpenMP pools (two sweeps, or one beside another engineer's tests)
+    oversubscribe and their spin-waits made a 12 s run take over 60 s. A cell's numbers do not depend on it:
+    it runs on `--threads` torch threads (1) in every backend.
+    """
+    return {**os.environ, "OMP_NUM_THREADS": "1"}
+
+
+def sweep_command(methods: list[str], results: Path, *extra: str) -> list[str]:
+    """`python -m bench run` of the tiny sweep, sequential; `extra` comes last, so a flag given there wins (`--seeds 0`)."""
+    return [sys.executable, "-m", "bench", "run", "--methods", ",".join(methods), *TINY_SWEEP, "--backend", "sequential",
+            "--results", str(results), *extra]  # fmt: skip
+
+
+def sorted_table(table: pd.DataFrame) -> pd.DataFrame:
+    """The long table in ROW_KEYS order (rows of equal key would compare in arbitrary order: there are none)."""
+    return table.sort_values(ROW_KEYS).reset_index(drop=True)
+
+
+def read_table(results: Path) -> pd.DataFrame:
+    """`<results>/metrics.parquet`, sorted."""
+    return sorted_table(pd.read_parquet(results / "metrics.parquet"))
+
+
+def cell_folder(results: Path, method: str, seed: int) -> Path:
+    return results.joinpath(*CELL_PATH, method, f"seed-{seed}")
+
+
+def file_states(folder: Path) -> dict[str, tuple[int, int]]:
+    """Every file below `folder`: relative path -> (size, mtime)."""
+    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@dataclass(frozen=True)
+class ReferenceSweep:
+    """The uninterrupted sequential run of `sweep_command(REFERENCE_METHODS, results)`; never write into `results`."""
+
+    results: Path
+    seconds: float  # wall time of the command
+    command: list[str]
+    table: pd.DataFrame  # its metrics.parquet, sorted (sorted_table)
+
+    def cell(self, method: str, seed: int) -> Path:
+        return cell_folder(self.results, method, seed)
+
+    def rows(self, methods: list[str], seeds: tuple[int, ...] = SEEDS) -> pd.DataFrame:
+        """The table's rows of these methods and seeds, sorted."""
+        return self.table[self.table["method"].isin(methods) & self.table["seed"].isin(seeds)].reset_index(drop=True)
+
+    def copy(self, dest: Path, cells: list[tuple[str, int]] | None = None) -> Path:
+        """A writable copy at `dest`: the whole results folder, or only these (method, seed) cells (folder and claim
+        file; a run collects the tables)."""
+        if cells is None:
+            shutil.copytree(self.results, dest)
+            return dest
+        for method, seed in cells:
+            source = self.cell(method, seed)
+            shutil.copytree(source, cell_folder(dest, method, seed))
+            lock = source.with_name(source.name + ".lock")
+            if lock.exists():
+                shutil.copy2(lock, cell_folder(dest, method, seed).with_name(lock.name))
+        return dest
+
+
+@pytest.fixture(scope="session")
+def reference_sweep(tmp_path_factory, shared_cache) -> ReferenceSweep:
+    """lf-net and mv-unet × seeds 0, 1 on the embedded mnist-5k, trained once for the session (about 12 s on 2 idle cores).
+
+    At the end of the session the folder must be as it was written: a test that ran a sweep into it instead of a
+    copy would have changed what every later test compared against.
+    """
+    results = tmp_path_factory.mktemp("reference-sweep") / "results"
+    command = sweep_command(REFERENCE_METHODS, results)
+    t0 = time.perf_counter()
+    out = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300, env=sweep_env())
+    seconds = time.perf_counter() - t0
+    assert out.returncode == 0, out.stderr
+    assert "4 cells: 4 trained, 0 already done, 0 failed" in out.stdout, out.stdout
+    before = file_states(results)
+    yield ReferenceSweep(results, seconds, command, read_table(results))
+    assert file_states(results) == before, "a test wrote into the shared reference sweep; copy it first (ReferenceSweep.copy)"

@@ -71,7 +71,7 @@ def test_mnist_adapter_runs_from_the_cli(tmp_path):
         (["--raters", "wobbly"], "--raters wobbly: mnist-5k has rater style(s) cm, morpho"),
         (
             ["--dataset", "lidc", "--noise-levels", "0.5"],
-            "lidc has real raters, so there is no noise level to set; use --noise-levels protocol",
+            "lidc has real raters, so there is no noise level to set (got 0.5); use --noise-levels protocol",
         ),
         (["--max-steps", "0"], "--max-steps must be ≥ 1"),
         (["--dataset", "mnist", "--data-root", "{tmp}/empty"], "mnist: missing train-images-idx3-ubyte.gz"),

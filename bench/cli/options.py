@@ -99,6 +99,7 @@ class SweepSpec:
         import methods
         from bench import sweep
         from datasets import get_dataset
+        from datasets.contract import refuse_noise_level
         from datasets.noise import parse_level
 
         spec = get_dataset(dataset)
@@ -109,8 +110,9 @@ class SweepSpec:
             levels = [parse_level(str(n)) for n in noise_levels]
         except ValueError as e:
             raise UsageError(f"--noise-levels: {e}") from None
-        if spec.fixed_raters and any(level != "protocol" for level in levels):
-            raise UsageError(f"{dataset} {spec.fixed_raters}, so there is no noise level to set; use --noise-levels protocol")
+        if spec.fixed_raters:  # one line before any data is read (the loaders refuse too)
+            for level in levels:
+                refuse_noise_level(dataset, level, spec.fixed_raters)
         if any(s < 0 for s in seeds):
             raise UsageError(f"--seeds must be ≥ 0, got {seeds_text or seeds}")
         refuse_twice("--seeds", seeds_text or str(seeds), list(seeds))

@@ -390,7 +390,11 @@ CASES = [
     Case("noise-non-numeric", cli("--noise-levels", "high"), "--noise-levels: noise level 'high' is neither 'protocol' nor a number"),
     Case("noise-nan", cli("--noise-levels", "nan"), "--noise-levels: noise level nan is not 'protocol' or a target Average DSC"),
     Case("noise-one", cli("--noise-levels", "1"), "noise level 1 is not 'protocol' or a target Average DSC strictly between 0 and 1"),
-    Case("noise-protocol-twice", cli("--noise-levels", "protocol,PROTOCOL"), "--noise-levels protocol,PROTOCOL: protocol given more than once"),
+    Case(
+        "noise-protocol-twice",
+        cli("--noise-levels", "protocol,PROTOCOL"),
+        "--noise-levels protocol,PROTOCOL: protocol given more than once",
+    ),
     Case("raters-unknown-style", cli("--raters", "nope"), "--raters nope: mnist-5k has rater style(s) cm, morpho"),
     Case("max-steps-zero", cli("--max-steps", "0"), "--max-steps must be ≥ 1, got 0"),
     Case("max-steps-negative", cli("--max-steps=-2"), "--max-steps must be ≥ 1, got -2"),
@@ -487,7 +491,7 @@ CASES = [
     Case(
         "ms-real-noise-level",
         on("ms-lesion-real", make_ms_lesion, None, "--noise-levels", "0.5"),
-        "ms-lesion-real has real raters, so there is no noise level to set; use --noise-levels protocol",
+        "ms-lesion-real has real raters, so there is no noise level to set (got 0.5); use --noise-levels protocol",
     ),
     # --- choledoch: ENVI cubes, PNG masks, fold file -----------------------------------------
     Case(
@@ -658,7 +662,7 @@ CASES = [
     Case(
         "cm-noise-level",
         on("cm-folder", make_cm_folder, None, "--noise-levels", "0.5"),
-        "cm-folder reads its raters from files, so there is no noise level to set; use --noise-levels protocol",
+        "cm-folder reads its raters from files, so there is no noise level to set (got 0.5); use --noise-levels protocol",
     ),
 ]
 

@@ -1,9 +1,10 @@
 """Fault injection: real `python -m bench run` processes killed, raced, poisoned and starved of disk.
 
 Every scenario runs the CLI in subprocesses on the embedded mnist-5k with a tiny budget (seeds 0,1,
-2 epochs per stage, 64 training and 24 test images; about 12 s for lf-net + mv-unet uninterrupted
+4 steps per stage, 64 training and 24 test images; about 12 s for lf-net + mv-unet uninterrupted
 on 2 idle cores, lf-net having two stages so stage checkpoints matter) and compares with one
-uninterrupted reference run (module fixture `reference`), bit for bit:
+uninterrupted reference run, bit for bit: the session's `reference_sweep` (tests/conftest.py), which
+the backend and reproducibility tests share, is exactly the kill campaign's command.
 
 - kills: SIGKILL to the sweep's process group at seeded random times (fractions of the run's
   expected duration, from the reference) and when a file appears in the results folder (polled
@@ -11,15 +12,15 @@ uninterrupted reference run (module fixture `reference`), bit for bit:
   checkpoint (between stages), a predictions.npz (scoring), a `.name.PID.tmp.ext` file (mid atomic
   write); then one clean rerun must give the reference table, predictions and training logs
   exactly. 3 phase kills by default, 12 kills under `-m slow`;
-- two sweeps started together into one results folder with overlapping cells: each cell trained
-  exactly once (manifest pid, one log row per stage epoch), the other sweep counts it as done;
-- a NaN loss (`--set cm-unet.alpha=nan`): that cell fails with a clear reason, the others finish;
+- two sweeps started together into one results folder with overlapping cells (mv-unet and lf-net
+  seed 0; lf-net seeds 0 and 1): each cell trained exactly once (manifest pid, one log row per stage
+  epoch), the other sweep counts it as done;
+- a NaN loss (`--set cm-unet.alpha=nan`): that cell fails with a clear reason, a finished cell is
+  kept and the cell after the failures still trains;
 - a results tmpfs too small for the run, and one remounted read-only mid-run (slow); both need
   root to mount and are skipped otherwise.
 
-Subprocesses run with OMP_NUM_THREADS=1: on 2 shared cores, two 2-thread sweeps (or one beside
-another engineer's tests) oversubscribe and OpenMP's spin-waits made a 12 s run take over 60 s.
-Results are identical bit for bit either way; every run here uses the same setting anyway.
+Subprocesses run with OMP_NUM_THREADS=1 (conftest.sweep_env says why), as the reference did.
 
 `python -m pytest -m slow -s tests/reliability/test_faults.py` runs the slow part and prints how
 many kills landed mid-run; `-s` on the default part prints the other figures (timings, who trained
@@ -39,7 +40,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -49,15 +49,15 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from conftest import REFERENCE_METHODS, REPO, ROW_KEYS, SEEDS, ReferenceSweep, cell_folder, sorted_table, sweep_command, sweep_env
 
-REPO = Path(__file__).resolve().parents[2]
-TINY = ["--seeds", "0,1", "--max-steps", "4", "--train-size", "64", "--test-size", "24", "--no-progress", "--backend", "sequential"]
-SEEDS = (0, 1)
-N_CASES, N_METRICS = 24, 23  # test images × (dsc, bahd vs gt, majority, staple, 5 raters; 3 vs rater-mean; 3 vs raters; ece vs gt)
-KILLED = ["lf-net", "mv-unet"]  # the kill campaign's sweep; lf-net first, so its phases come early in a run
-SWEEP_1, SWEEP_2 = ["mv-unet", "lf-net"], ["lf-net", "qmv-unet"]  # concurrent writers, lf-net shared
-KEYS = ["dataset", "raters", "noise", "method", "seed", "reference", "case", "structure", "metric"]
-RUNS = ("runs", "mnist-5k", "cm", "protocol")
+# Rows per cell and test image: dsc and bahd against 8 hard references (gt, majority, staple, 5 raters), soft_dice,
+# soft_iou and ece against rater-mean, ged, dice_match and dice_max against raters, ece against gt; one structure.
+N_CASES, N_ROWS = 24, 8 * 2 + 3 + 3 + 1
+KILLED = REFERENCE_METHODS  # the kill campaign's sweep is the reference's: lf-net first, so its phases come early in a run
+# Concurrent writers (methods, --seeds): lf-net seed 0 in both; mv-unet seed 0 only in the first, lf-net seed 1 only in the second.
+SWEEP_1, SWEEP_2 = (["mv-unet", "lf-net"], (0,)), (["lf-net"], (0, 1))
+KEYS = ROW_KEYS
 TIMEOUT = 300  # seconds for any one subprocess
 SUMMARY = re.compile(r"(\d+) cells: (\d+) trained, (\d+) already done, (\d+) failed")
 
@@ -65,12 +65,8 @@ SUMMARY = re.compile(r"(\d+) cells: (\d+) trained, (\d+) already done, (\d+) fai
 # --------------------------------------------------------------------------- running the CLI
 
 
-def bench_env() -> dict[str, str]:
-    return {**os.environ, "OMP_NUM_THREADS": "1"}  # BENCH_CACHE: the session's cache (tests/conftest.py)
-
-
-def command(methods: list[str], results: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "bench", "run", "--methods", ",".join(methods), *TINY, "--results", str(results), *extra]
+bench_env = sweep_env  # BENCH_CACHE: the session's cache (tests/conftest.py)
+command = sweep_command  # the tiny sequential sweep; extra flags come last and win
 
 
 def run(methods: list[str], results: Path, *extra: str) -> subprocess.CompletedProcess:
@@ -111,12 +107,11 @@ def counts(stdout: str) -> tuple[int, int, int, int]:
 # --------------------------------------------------------------------------- reading a results folder
 
 
-def cell(results: Path, method: str, seed: int) -> Path:
-    return results.joinpath(*RUNS, method, f"seed-{seed}")
+cell = cell_folder  # (results, method, seed) -> runs/mnist-5k/cm/protocol/<method>/seed-<s>
 
 
-def all_cells(methods: list[str]) -> list[tuple[str, int]]:
-    return [(m, s) for m in methods for s in SEEDS]
+def all_cells(methods: list[str], seeds: tuple[int, ...] = SEEDS) -> list[tuple[str, int]]:
+    return [(m, s) for m in methods for s in seeds]
 
 
 def is_temp(path: str | Path) -> bool:
@@ -178,8 +173,7 @@ def manifest(results: Path, method: str, seed: int) -> dict:
     return json.loads((cell(results, method, seed) / "manifest.json").read_text())
 
 
-def sorted_rows(table: pd.DataFrame) -> pd.DataFrame:
-    return table.sort_values(KEYS).reset_index(drop=True)
+sorted_rows = sorted_table
 
 
 def collected(results: Path) -> pd.DataFrame:
@@ -215,9 +209,9 @@ def assert_cell_reproduced(results: Path, reference: Path, method: str, seed: in
 
 @dataclass
 class Reference:
-    results: Path
+    results: Path  # the session's shared reference sweep: read it, never run into it
     seconds: float  # wall time of the uninterrupted lf-net + mv-unet sweep (the kill campaign's command)
-    table: pd.DataFrame  # mv-unet, lf-net, qmv-unet × seeds 0, 1, sorted
+    table: pd.DataFrame  # lf-net, mv-unet × seeds 0, 1, sorted
 
     def cell_seconds(self, method: str, seed: int) -> float:
         return manifest(self.results, method, seed)["seconds"]
@@ -234,27 +228,25 @@ class Reference:
             left += self.cell_seconds(m, s) * (stages - finished) / stages
         return overhead + left
 
-    def rows(self, methods: list[str]) -> pd.DataFrame:
-        return self.table[self.table["method"].isin(methods)].reset_index(drop=True)
+    def rows(self, methods: list[str], seeds: tuple[int, ...] = SEEDS) -> pd.DataFrame:
+        return self.table[self.table["method"].isin(methods) & self.table["seed"].isin(seeds)].reset_index(drop=True)
+
+    def cells_rows(self, cells: list[tuple[str, int]]) -> pd.DataFrame:
+        keep = pd.Series(list(zip(self.table["method"], self.table["seed"]))).isin(cells)
+        return self.table[keep.to_numpy()].reset_index(drop=True)
 
     def cell_bytes(self, method: str, seed: int) -> int:
         return sum(p.stat().st_size for p in cell(self.results, method, seed).rglob("*") if p.is_file())
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory, shared_cache) -> Reference:
-    """Uninterrupted sequential runs: the kill campaign's command, then qmv-unet into the same folder."""
-    results = tmp_path_factory.mktemp("reference")
-    t0 = time.perf_counter()
-    first = run(KILLED, results)
-    seconds = time.perf_counter() - t0
-    assert first.returncode == 0, first.stderr
-    second = run(["qmv-unet"], results)
-    assert second.returncode == 0, second.stderr
-    table = collected(results)
-    assert len(table) == 3 * len(SEEDS) * N_CASES * N_METRICS
-    print(f"\nreference: lf-net + mv-unet sweep {seconds:.1f} s uninterrupted (qmv-unet added after)")
-    return Reference(results, seconds, table)
+def reference(reference_sweep: ReferenceSweep) -> Reference:
+    """The uninterrupted sequential run of the kill campaign's command: the session's shared reference sweep."""
+    assert reference_sweep.command == command(KILLED, reference_sweep.results)
+    table = reference_sweep.table
+    assert len(table) == len(KILLED) * len(SEEDS) * N_CASES * N_ROWS and not table.duplicated(KEYS).any()
+    print(f"\nreference: lf-net + mv-unet sweep {reference_sweep.seconds:.1f} s uninterrupted")
+    return Reference(reference_sweep.results, reference_sweep.seconds, table)
 
 
 # --------------------------------------------------------------------------- 1. kills
@@ -455,18 +447,40 @@ def test_a_kill_while_the_log_is_trimmed_keeps_finished_stages(tmp_path, monkeyp
         assert [(r["stage"], r["epoch"]) for r in csv.DictReader(f)][:2] == [("soft_label", "0"), ("soft_label", "1")]
 
 
+def test_a_kill_before_the_logs_first_row_leaves_a_log_that_a_rerun_resumes(tmp_path):
+    """In process: append_log creates train_log.csv and writes its header and first row as one buffered write, so a SIGKILL
+    in between leaves an empty file (the 12-kill campaign under -m slow hit it). A rerun must take it for an empty log;
+    otherwise every rerun of that cell fails ("ValueError: I/O operation on closed file") until --force."""
+    from bench import harness
+
+    log = tmp_path / "train_log.csv"
+    log.write_text("")
+    harness.trim_log(log, set())  # resume: nothing finished, nothing to keep
+    harness.trim_log(log, set(), ("soft_label", 4))  # resume from a mid-stage checkpoint
+    assert harness.logged_stops(log) == {}
+    harness.append_log(log, {"stage": "soft_label", "event": "eval", "step": 4})
+    with log.open(newline="") as f:
+        assert [(r["stage"], r["step"]) for r in csv.DictReader(f)] == [("soft_label", "4")]
+
+
 # --------------------------------------------------------------------------- 2. concurrent writers
+
+
+def sweep_of(sweep: tuple[list[str], tuple[int, ...]], results: Path) -> list[str]:
+    methods, seeds = sweep
+    return command(methods, results, "--seeds", ",".join(map(str, seeds)))
 
 
 @pytest.mark.parametrize("stagger", [0.0, pytest.param(1.5, marks=pytest.mark.slow)], ids=["together", "staggered"])
 def test_two_sweeps_into_one_folder_train_each_cell_once(tmp_path, reference, stagger):
-    """Sweep 1 (mv-unet, lf-net) and sweep 2 (lf-net, qmv-unet) start together into one folder."""
+    """Sweep 1 (mv-unet, lf-net; seed 0) and sweep 2 (lf-net; seeds 0, 1) start together into one folder: lf-net seed 0
+    is in both, and each has a cell of its own."""
     results = tmp_path / "shared"
     t0 = time.perf_counter()
-    first = start(command(SWEEP_1, results), tmp_path / "sweep1")
+    first = start(sweep_of(SWEEP_1, results), tmp_path / "sweep1")
     try:
         time.sleep(stagger)
-        second = start(command(SWEEP_2, results), tmp_path / "sweep2")
+        second = start(sweep_of(SWEEP_2, results), tmp_path / "sweep2")
         try:
             codes = finish(first), finish(second)
         finally:
@@ -477,33 +491,38 @@ def test_two_sweeps_into_one_folder_train_each_cell_once(tmp_path, reference, st
     outs = [(tmp_path / f"sweep{i}.out").read_text() for i in (1, 2)]
     errs = [(tmp_path / f"sweep{i}.err").read_text() for i in (1, 2)]
     assert codes == (0, 0), errs
-    sweeps = {first.pid: SWEEP_1, second.pid: SWEEP_2}
+    cells = {first.pid: all_cells(*SWEEP_1), second.pid: all_cells(*SWEEP_2)}
+    union = list(dict.fromkeys(cells[first.pid] + cells[second.pid]))
+    assert len(union) == 3 and set(cells[first.pid]) & set(cells[second.pid]) == {("lf-net", 0)}
     trainer = {}
-    for m, s in all_cells(["mv-unet", "lf-net", "qmv-unet"]):
+    for m, s in union:
         info = manifest(results, m, s)
         assert info["status"] == "done"
         trainer[m, s] = info["pid"]
-        assert m in sweeps.get(info["pid"], []), f"{m}/seed-{s} trained by pid {info['pid']}, not by a sweep that has it"
+        assert (m, s) in cells.get(info["pid"], []), f"{m}/seed-{s} trained by pid {info['pid']}, not by a sweep that has it"
         assert_cell_reproduced(results, reference.results, m, s)  # one log row per stage epoch: trained once
-    for pid, methods in sweeps.items():
-        trained = sum(trainer[m, s] == pid for m, s in all_cells(methods))
+    for pid, mine in cells.items():
+        trained = sum(trainer[c] == pid for c in mine)
         out = outs[0] if pid == first.pid else outs[1]
-        assert counts(out) == (4, trained, 4 - trained, 0), out  # a shared cell the other sweep trained: "already done"
-    assert_same_rows(collected(results), reference.table)
+        assert counts(out) == (2, trained, 2 - trained, 0), out  # a shared cell the other sweep trained: "already done"
+    assert_same_rows(collected(results), reference.cells_rows(union))
     assert unreadable(results, checkpoints=True) == []
     assert temp_files(results) == []
-    shared = {f"lf-net/seed-{s}": ("sweep 1" if trainer["lf-net", s] == first.pid else "sweep 2") for s in SEEDS}
+    shared = "sweep 1" if trainer["lf-net", 0] == first.pid else "sweep 2"
     print(f"\nconcurrent writers ({'together' if not stagger else f'sweep 2 {stagger} s later'}): {seconds:.1f} s; "
           f"sweep 1 trained {sum(p == first.pid for p in trainer.values())}, sweep 2 {sum(p == second.pid for p in trainer.values())}"
-          f" of 6 cells; shared cells trained by {shared}; rows lost 0")  # fmt: skip
+          f" of 3 cells; shared cell lf-net/seed-0 trained by {shared}; rows lost 0")  # fmt: skip
 
 
 # --------------------------------------------------------------------------- 3. non-finite loss
 
 
-def test_nan_loss_fails_only_that_cell_with_a_clear_reason(tmp_path, reference):
-    results = tmp_path / "nan"
-    out = run(["mv-unet", "cm-unet"], results, "--set", "cm-unet.alpha=nan")
+def test_nan_loss_fails_only_that_cell_with_a_clear_reason(tmp_path, reference_sweep, reference):
+    """cm-unet (NaN loss) first, then mv-unet: seed 0 finished earlier (copied from the reference), seed 1 trains after
+    both failures."""
+    results = reference_sweep.copy(tmp_path / "nan", cells=[("mv-unet", 0)])
+    kept = (cell(results, "mv-unet", 0) / "metrics.parquet").read_bytes()
+    out = run(["cm-unet", "mv-unet"], results, "--set", "cm-unet.alpha=nan")
     assert out.returncode == 1, out.stderr
     bad = "cm-unet@alpha=nan"
     lines = out.stderr.strip().splitlines()
@@ -516,9 +535,10 @@ def test_nan_loss_fails_only_that_cell_with_a_clear_reason(tmp_path, reference):
         assert not list((cell(results, bad, s) / "checkpoints").glob("*.pt"))  # no stage finished
         log = pd.read_csv(cell(results, bad, s) / "train_log.csv")
         assert log["train_loss"].isna().all(), log  # the flag really made the loss NaN
-    assert counts(out.stdout) == (4, 2, 0, 2)
-    for s in SEEDS:
-        assert manifest(results, "mv-unet", s)["status"] == "done"
+    assert counts(out.stdout) == (4, 1, 1, 2)
+    assert (cell(results, "mv-unet", 0) / "metrics.parquet").read_bytes() == kept
+    assert manifest(results, "mv-unet", 1)["status"] == "done"
+    assert_cell_reproduced(results, reference.results, "mv-unet", 1)
     assert_same_rows(collected(results), reference.rows(["mv-unet"]))
     assert unreadable(results) == [] and temp_files(results) == []
 
