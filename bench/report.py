@@ -51,6 +51,7 @@ from bench import figures, stats, store
 from bench.evaluate import tables
 from bench.evaluate.scoring import HEADLINE
 from bench.evaluate.tables import ordered_structures
+from datasets.raters import RATER_NAMES
 from methods.registry import PARAM_SEP
 
 # --------------------------------------------------------------------------- method names and order
@@ -544,8 +545,9 @@ def write_rater_heatmaps(summary: pd.DataFrame, out_dir: Path, note: str = "") -
         order = figure_methods(names)
         if not order:  # only parameter cells (lf-net@beta=2): their figures are the parameter curves
             continue
-        rater_names = list(dict.fromkeys(r.removeprefix("rater:") for r in part["reference"]))
-        title = f"{dataset} (raters {raters}, noise {noise}, {structure}): test DSC against each rater, mean over seeds"
+        names = set(r.removeprefix("rater:") for r in part["reference"])
+        rater_names = [r for r in RATER_NAMES if r in names] + sorted(names - set(RATER_NAMES))
+        title = f"{dataset} (raters {raters}, noise {noise}, {structure}):\ntest DSC against each rater, mean over seeds"
         fig = figures.rater_heatmap_figure(part, order, rater_names, f"{note}\n{title}" if note else title, {m: display(m) for m in order})
         written += save(fig, out_dir / f"rater_dsc_{slug(dataset, raters, noise, structure)}")
     return written
