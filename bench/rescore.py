@@ -49,7 +49,6 @@ def migrate(results: Path) -> tuple[list[tuple[Path, Path]], list[tuple[Path, st
             continue
         new.parent.mkdir(parents=True, exist_ok=True)
         os.rename(old, new)
-        store.lock_path(results, new_cell).unlink(missing_ok=True)
         old.with_name(old.name + ".lock").unlink(missing_ok=True)
         info["cell"] = dataclasses.asdict(new_cell)
         info.setdefault("moved_from", str(old.relative_to(results)))

@@ -24,9 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from datasets.contract import DataError, DatasetCard, RaterData, Splits, check_not_constant, split_by_group
-from datasets.noise import PROTOCOL, STYLE_NOTES, average_dsc, check_level, check_style, choose_strength, pool_info
-from datasets.raters import RATER_NAMES, simulate_raters
-from datasets.raters_cm import simulate_raters_cm
+from datasets.noise import PROTOCOL, STYLE_NOTES, average_dsc, check_level, check_style, choose_strength, pool_info, simulator
+from datasets.raters import RATER_NAMES
 
 DATA_SEED = 0
 #: Rater styles, the default first: CM-UNet's released rules, then this project's disk morphology.
@@ -118,10 +117,7 @@ def simulate(style: str, digits: np.ndarray, keys: np.ndarray, strength: float) 
 
     "cm" starts its over rule from the raw digit (raw > 0); "morpho" sees only GT.
     """
-    gt = (digits >= 128).astype(np.uint8)
-    if style == "cm":
-        return simulate_raters_cm(gt, digits, seed=DATA_SEED, strength=strength, keys=keys)
-    return simulate_raters(gt, seed=DATA_SEED, noise=strength, keys=keys)
+    return simulator(style, (digits >= 128).astype(np.uint8), raw=digits, seed=DATA_SEED, keys=keys)(strength)
 
 
 def build(digits: np.ndarray, keys: np.ndarray, style: str, strength: float, prefix: str, raters: np.ndarray | None = None) -> RaterData:

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from bench.cli.options import SweepSpec, UsageError, add_run_options, check_run_options, check_writable, data_root, execute
+from bench.cli.options import SweepSpec, UsageError, add_run_options, check_run_options, data_root, execute
 
 
 def add_parser(verbs) -> None:
@@ -66,7 +66,6 @@ def cmd_paper(args: argparse.Namespace) -> int:
             print(f"{name}: {len(plan)} cells, {todo} to run ({recipes[name].setting(args.budget).dataset})")
         print(f"{sum(not store.is_done(results, c) for c in cells)} of {len(cells)} distinct cells would run")
         return 0
-    check_writable(results)
     outcomes = execute(cells, args, results, root)
     failed = [o for o in outcomes if o["status"] == "failed"]
     smoke = ", ".join(f"{flag} {v}" for flag, v in (("--max-steps", args.max_steps), ("--train-size", args.train_size),
