@@ -77,7 +77,6 @@ __all__ = [
     "level_target",
     "parse_level",
     "pool_info",
-    "require_usable",
     "simulator",
     "strength_for_average",
     "strength_for_target",
@@ -106,7 +105,7 @@ DEFAULT_HI = 8.0
 TOLERANCE = 0.01
 #: The bisection stops when the bracket is narrower than this (knob units): the knob jumps there.
 XTOL = 1e-3
-#: Smallest share (of images) that ``require_usable`` accepts.
+#: Smallest share (of images) that ``usable_problems`` accepts.
 USABLE_MINIMUM = 0.95
 
 
@@ -265,23 +264,6 @@ def usable_problems(report: dict, minimum: float = USABLE_MINIMUM) -> list[str]:
     if report["tv_foreground"] < minimum:
         problems.append(f"the threshold-voting mask (beta={report['beta']}) has foreground in {report['tv_foreground']:.1%} of images")
     return problems
-
-
-def require_usable(
-    raters: np.ndarray,
-    rater_valid: np.ndarray | None = None,
-    beta: int | None = None,
-    *,
-    names: Sequence[str] | None = None,
-    gt: np.ndarray | None = None,
-    minimum: float = USABLE_MINIMUM,
-) -> dict:
-    """``check_usable``, raising ValueError (one line, with the measured shares) when any share is below ``minimum``."""
-    report = check_usable(raters, rater_valid, beta, names=names, gt=gt)
-    problems = usable_problems(report, minimum)
-    if problems:
-        raise ValueError(f"degenerate rater pool: {'; '.join(problems)} (each must be >= {minimum:.0%})")
-    return report
 
 
 # ---------------------------------------------------------------------------------------

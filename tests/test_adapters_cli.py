@@ -1,10 +1,11 @@
-"""Every dataset adapter end to end through the CLI, on fixtures written in its exact on-disk format."""
+"""Every dataset adapter end to end through the CLI (in-process, `conftest.run_bench`), on fixtures written in its exact
+on-disk format."""
 
 import json
 
 import pandas as pd
 import pytest
-from conftest import run_cli
+from conftest import run_bench
 from fixtures.make_choledoch import make_choledoch
 from fixtures.make_cm_folder import make_cm_folder
 from fixtures.make_lidc import make_lidc_crops, make_lidc_pickle
@@ -28,8 +29,8 @@ FIXTURES = {
 def run_on_fixture(tmp_path, name: str, method_list: str):
     FIXTURES[name](tmp_path / "data")
     dataset = name.removesuffix("-pickle").removesuffix("-mrnet")
-    out = run_cli("run", "--dataset", dataset, "--data-root", str(tmp_path / "data"), "--methods", method_list, "--seeds", "0",
-                  "--max-steps", "2", "--train-size", "4", "--results", str(tmp_path / "r"), "--no-progress")  # fmt: skip
+    out = run_bench("run", "--dataset", dataset, "--data-root", str(tmp_path / "data"), "--methods", method_list, "--seeds", "0",
+                  "--max-steps", "2", "--train-size", "4", "--results", str(tmp_path / "r"), "--no-progress", "--backend", "sequential")  # fmt: skip
     assert out.returncode == 0, out.stderr[-2000:]
     check_degenerate_flags(tmp_path / "r", out.stdout)
     return pd.read_parquet(tmp_path / "r" / "metrics.parquet")
@@ -67,7 +68,7 @@ def test_fusion_baselines_run_on_every_adapter(tmp_path, name):
 
 def check_lidc_report(results) -> None:
     """Issue 13's LIDC check: Table II (DSC, bAHD, GED, Dice_match) and a method × rater heat map from a fixture run."""
-    out = run_cli("report", "--results", str(results))
+    out = run_bench("report", "--results", str(results))
     assert out.returncode == 0, out.stderr
     report = results / "report"
     table = (report / "table2_lidc_real_protocol_majority_foreground.md").read_text()

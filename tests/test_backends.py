@@ -17,14 +17,15 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import REFERENCE_METHODS, REPO, TINY_SWEEP, ReferenceSweep, cell_folder, read_table, run_cli, sweep_env
+from conftest import ON_REFERENCE_WORKER, REFERENCE_METHODS, REPO, TINY_SWEEP, ReferenceSweep, cell_folder, read_table, run_cli
+
+pytestmark = ON_REFERENCE_WORKER  # the reference sweep is trained once, on one xdist worker (tests/conftest.py)
 
 SWEEP = ["run", "--methods", ",".join(REFERENCE_METHODS), *TINY_SWEEP]
 table = read_table  # <results>/metrics.parquet, rows sorted by their key
 
 
-def bench(*args: str):
-    return run_cli(*args, env=sweep_env())
+bench = run_cli  # a real `python -m bench`: loky and dask workers are its children
 
 
 @pytest.fixture(scope="module")
@@ -49,9 +50,8 @@ def test_loky_gives_the_sequential_table_in_fp32_and_bf16(tmp_path, reference_sw
     assert len(manifests) == 2 and {m["precision"] for m in manifests} == {"float32" if other == "fp32" else "torch.bfloat16"}
 
 
-def test_dask_local_cluster_gives_the_sequential_table(tmp_path, sequential, monkeypatch):
+def test_dask_local_cluster_gives_the_sequential_table(tmp_path, sequential):
     distributed = pytest.importorskip("distributed")
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # the workers' environment, as the sweeps' (conftest.sweep_env)
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         out = bench(*SWEEP, "--results", str(tmp_path), "--backend", "dask", "--scheduler", cluster.scheduler_address)
     assert out.returncode == 0, out.stderr
@@ -78,9 +78,7 @@ def test_loky_worker_killed_mid_cell_resumes_to_the_sequential_table(tmp_path, r
         shutil.rmtree(cell_folder(results, "lf-net", seed))
     (results / "metrics.parquet").unlink()  # the table the rerun collects, not the copied one
     args = [sys.executable, "-m", "bench", *SWEEP, "--results", str(results), "--backend", "loky", "--n-jobs", "2"]
-    proc = subprocess.Popen(
-        args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, env=sweep_env()
-    )
+    proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         deadline = time.time() + 120
         killed = None

@@ -1,18 +1,22 @@
-"""The command line end to end on mnist-5k with a tiny budget, and bad input."""
+"""The command line end to end on mnist-5k with a tiny budget, and bad input.
+
+Each command runs in-process (`conftest.run_bench`); the tests that need a real `python -m bench` (kills,
+backends, the real exit status) are in tests/reliability/ and tests/test_backends.py.
+"""
 
 import pandas as pd
 import pytest
-from conftest import run_cli
+from conftest import run_bench
 from test_datasets import make_mnist
 
 RATERS = ("good", "over", "under", "wrong", "blank")
-TINY = ["--max-steps", "2", "--train-size", "48", "--test-size", "24", "--no-progress"]
+TINY = ["--max-steps", "2", "--train-size", "48", "--test-size", "24", "--no-progress", "--backend", "sequential"]
 
 
 def test_tiny_sweep_writes_cells_table_and_summary_then_skips_on_rerun(tmp_path):
     results = tmp_path / "results"
     args = ["run", "--methods", "mv-unet,qmv-unet,oracle", "--seeds", "0,1", "--results", str(results), *TINY]
-    first = run_cli(*args)
+    first = run_bench(*args)
     assert first.returncode == 0, first.stderr
     assert "mv-unet" in first.stdout and "average" in first.stdout and "DSC (%)" in first.stdout
     table = pd.read_parquet(results / "metrics.parquet")
@@ -28,13 +32,13 @@ def test_tiny_sweep_writes_cells_table_and_summary_then_skips_on_rerun(tmp_path)
         assert (cell / name).is_file(), name
     summary = pd.read_csv(results / "summary.csv")
     assert {"average", "mv-unet", "qmv-unet", "oracle"} <= set(summary["method"])
-    second = run_cli(*args)
+    second = run_bench(*args)
     assert second.returncode == 0 and "0 trained, 6 already done" in second.stdout
     pd.testing.assert_frame_equal(pd.read_parquet(results / "metrics.parquet"), table)
 
 
 def test_dry_run_lists_cells_and_writes_nothing(tmp_path):
-    out = run_cli(
+    out = run_bench(
         "run",
         "--methods",
         "mv-unet,oracle",
@@ -53,8 +57,8 @@ def test_dry_run_lists_cells_and_writes_nothing(tmp_path):
 
 def test_mnist_adapter_runs_from_the_cli(tmp_path):
     make_mnist(tmp_path / "data")
-    out = run_cli("run", "--dataset", "mnist", "--data-root", str(tmp_path / "data"), "--methods", "mv-unet,qmv-unet", "--seeds", "0",
-                  "--results", str(tmp_path / "r"), "--max-steps", "2", "--no-progress")  # fmt: skip
+    out = run_bench("run", "--dataset", "mnist", "--data-root", str(tmp_path / "data"), "--methods", "mv-unet,qmv-unet", "--seeds", "0",
+                  "--results", str(tmp_path / "r"), "--max-steps", "2", "--no-progress", "--backend", "sequential")  # fmt: skip
     assert out.returncode == 0, out.stderr
     table = pd.read_parquet(tmp_path / "r" / "metrics.parquet")
     assert len(table[(table["reference"] == "gt") & (table["metric"] == "dsc")]) == 2 * 20  # methods × test cases
@@ -82,7 +86,7 @@ def test_bad_input_gets_one_line_and_exit_2(tmp_path, args, message):
     (tmp_path / "file.txt").write_text("not a folder")
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]
     results = ["--results", str(tmp_path / "r")] if "--results" not in args else []
-    out = run_cli("run", *TINY, *args, *results)
+    out = run_bench("run", *TINY, *args, *results)
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], out.stderr

@@ -6,7 +6,7 @@ from pathlib import Path
 import matplotlib.image
 import pandas as pd
 import pytest
-from conftest import run_cli
+from conftest import run_bench
 
 from bench import cli, paper, store
 from bench.cli.paper import recipe_cells
@@ -78,8 +78,8 @@ def test_bad_recipe_and_unknown_name_get_one_line(tmp_path, capsys):
 def test_tiny_paper_run_renders_every_output_labelled(tmp_path):
     recipes, results, out = tmp_path / "recipes", tmp_path / "results", tmp_path / "figures"
     write_tiny_recipes(recipes)
-    run = run_cli("paper", "--recipes", str(recipes), "--results", str(results), "--out", str(out), "--max-steps", "2",
-                  "--train-size", "64", "--test-size", "16", "--no-progress")  # fmt: skip
+    run = run_bench("paper", "--recipes", str(recipes), "--results", str(results), "--out", str(out), "--max-steps", "2",
+                  "--train-size", "64", "--test-size", "16", "--no-progress", "--backend", "sequential")  # fmt: skip
     assert run.returncode == 0, run.stderr
     assert re.search(r"^skipped absent: lidc: .*lidc", run.stderr, re.M), run.stderr
     assert "8 of 9 recipes rendered, 1 skipped" in run.stdout
@@ -129,11 +129,11 @@ def test_tiny_paper_run_renders_every_output_labelled(tmp_path):
     averages = summary[summary["method"] == "average"].set_index("noise")["mean"]
     assert averages["0.6"] == pytest.approx(0.6, abs=0.01) and averages["protocol"] < averages["0.6"]  # the target level was hit
 
-    default_out = run_cli("paper", "--recipes", str(recipes), "--results", str(results), "--only", "raters", "--no-progress")
+    default_out = run_bench("paper", "--recipes", str(recipes), "--results", str(results), "--only", "raters", "--no-progress")
     assert default_out.returncode == 0, default_out.stderr
     assert (results / "paper" / "quick" / "raters" / "raters_mnist-5k_cm.png").is_file()  # --out defaults to RESULTS/paper
 
-    again = run_cli("paper", "--recipes", str(recipes), "--results", str(results), "--out", str(out), "--max-steps", "2",
+    again = run_bench("paper", "--recipes", str(recipes), "--results", str(results), "--out", str(out), "--max-steps", "2",
                     "--train-size", "64", "--test-size", "16", "--dry-run")  # fmt: skip
     assert "0 of 10 distinct cells would run" in again.stdout, again.stdout  # the absent lidc recipe's cells are not counted
     assert re.search(r"^skipped absent: lidc: .*lidc", again.stderr, re.M), again.stderr

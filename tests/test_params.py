@@ -4,7 +4,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-from conftest import run_cli
+from conftest import run_bench
 
 import methods
 from bench import cli, sweep
@@ -68,7 +68,9 @@ def test_bad_set_and_backend_flags_get_one_line(tmp_path, capsys, args, message)
 
 
 def test_dry_run_lists_one_cell_per_value(tmp_path):
-    out = run_cli("run", "--methods", "mv-unet,lf-net", "--set", "lf-net.beta=2,3", "--seeds", "0", "--dry-run", "--results", str(tmp_path))
+    out = run_bench(
+        "run", "--methods", "mv-unet,lf-net", "--set", "lf-net.beta=2,3", "--seeds", "0", "--dry-run", "--results", str(tmp_path)
+    )
     assert out.returncode == 0, out.stderr
     assert "mnist-5k/cm/protocol/lf-net@beta=2/seed-0" in out.stdout and "lf-net@beta=3/seed-0" in out.stdout
     assert "3 of 3 cells would run" in out.stdout

@@ -6,9 +6,8 @@ on stderr saying what to fix"): exit status 2; stderr is exactly one line, start
 and naming the file or value (a distinctive substring); no traceback; the results folder was not
 created (or, where it existed, not changed).
 
-The CLI runs in-process (`bench.cli.main`): a fraction of a second a case instead of 3 s for a fresh
-interpreter. Warnings are printed to the captured stderr as the interpreter would print them, so a
-warning shown before the error counts as a second line. `test_a_real_subprocess_agrees` runs one
+The CLI runs in-process (`conftest.run_bench`): a fraction of a second a case instead of 3 s for a fresh
+interpreter; a warning shown before the error counts as a second line. `test_a_real_subprocess_agrees` runs one
 case through `run_cli` (a real `python -m bench`) to keep the two honest. Every run uses a tiny
 budget, so a case that wrongly starts training still ends in seconds.
 
@@ -18,13 +17,10 @@ Cases marked xfail need a fix in bench/ (the CLI), not in the adapters; each rea
 from __future__ import annotations
 
 import gzip
-import io
 import pickle
 import shutil
-import traceback
-import warnings
+import subprocess
 from collections.abc import Callable
-from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,7 +30,7 @@ import pandas as pd
 import pytest
 import tifffile
 import torch
-from conftest import run_cli
+from conftest import run_bench, run_cli
 from fixtures.make_choledoch import make_choledoch
 from fixtures.make_cm_folder import make_cm_folder
 from fixtures.make_lidc import make_lidc_crops, make_lidc_pickle
@@ -43,38 +39,12 @@ from fixtures.make_riga import make_mrnet, make_raw
 from PIL import Image
 from test_datasets import make_mnist, write_idx
 
-from bench.cli import main
-
 TINY = ["--max-steps", "2", "--train-size", "8", "--test-size", "4", "--methods", "mv-unet", "--seeds", "0", "--no-progress"]
 
 
 # ---------------------------------------------------------------------------------------
 # Running the CLI and checking the refusal
 # ---------------------------------------------------------------------------------------
-
-
-def run_bench(*args: str) -> tuple[int, str, str]:
-    """`python -m bench ARGS` in this process: (exit status, stdout, stderr).
-
-    An exception that escapes `main` is printed as the interpreter would (a traceback) and
-    counts as exit 1; warnings are printed to stderr however often they occur.
-    """
-    out, err = io.StringIO(), io.StringIO()
-
-    def show(message, category, filename, lineno, file=None, line=None):
-        err.write(warnings.formatwarning(message, category, filename, lineno, line))
-
-    with redirect_stdout(out), redirect_stderr(err), warnings.catch_warnings():
-        warnings.simplefilter("always")
-        warnings.showwarning = show
-        try:
-            code = main(list(args))
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else 1
-        except Exception:
-            traceback.print_exc(file=err)
-            code = 1
-    return code, out.getvalue(), err.getvalue()
 
 
 def snapshot(path: Path) -> dict[str, bytes] | None:
@@ -86,7 +56,8 @@ def snapshot(path: Path) -> dict[str, bytes] | None:
     return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
 
 
-def assert_refused(code: int, stdout: str, stderr: str, expected: str) -> None:
+def assert_refused(out: subprocess.CompletedProcess, expected: str) -> None:
+    code, stdout, stderr = out.returncode, out.stdout, out.stderr
     assert "Traceback" not in stderr + stdout, stderr
     assert code == 2, f"exit {code}, stderr:\n{stderr}"
     assert stderr.endswith("\n") and stderr.count("\n") == 1, f"not exactly one line:\n{stderr}"
@@ -677,15 +648,15 @@ def params():
 def test_bad_input_is_refused_in_one_line_before_anything_is_written(tmp_path, case):
     args, names = case.setup(tmp_path)
     results = tmp_path / "results"
-    code, stdout, stderr = run_bench("run", *TINY, *args, *([] if "--results" in args else ["--results", str(results)]))
-    assert_refused(code, stdout, stderr, case.expected.format(**names) if names else case.expected)
+    out = run_bench("run", *TINY, *args, *([] if "--results" in args else ["--results", str(results)]))
+    assert_refused(out, case.expected.format(**names) if names else case.expected)
     assert not results.exists(), sorted(p.name for p in results.rglob("*"))
 
 
 def test_a_results_path_that_is_a_file_is_left_alone(tmp_path):
     results = tmp_path / "results"
     results.write_text("my notes")
-    assert_refused(*run_bench("run", *TINY, "--results", str(results)), "cannot write the results folder")
+    assert_refused(run_bench("run", *TINY, "--results", str(results)), "cannot write the results folder")
     assert results.read_text() == "my notes"
 
 
@@ -697,7 +668,7 @@ def test_an_existing_results_folder_is_not_touched_by_bad_data(tmp_path):
     (results / "summary.csv").write_text("dataset,method\n")
     before = snapshot(results)
     out = run_bench("run", *TINY, "--dataset", "ms-lesion", "--data-root", str(tmp_path / "data"), "--results", str(results))
-    assert_refused(*out, "training02_01_flair_pp.nii.gz: unreadable or truncated NIfTI")
+    assert_refused(out, "training02_01_flair_pp.nii.gz: unreadable or truncated NIfTI")
     assert snapshot(results) == before
 
 
@@ -710,7 +681,7 @@ def test_riga_keeps_only_its_derived_masks_when_no_cache_is_configured(tmp_path,
     truncate(tmp_path / "data" / "riga" / "Magrabia" / "MagrabiFemale" / "image1-3.tif")  # the test set is read last
     results = tmp_path / "results"
     out = run_bench("run", *TINY, "--dataset", "riga", "--data-root", str(tmp_path / "data"), "--results", str(results))
-    assert_refused(*out, "image1-3.tif: unreadable or truncated image")
+    assert_refused(out, "image1-3.tif: unreadable or truncated image")
     written = sorted(str(p.relative_to(results)) for p in results.rglob("*") if p.is_file())
     assert written and all(w.startswith("cache/riga-masks/") and w.endswith(".npz") for w in written), written
 
@@ -718,7 +689,7 @@ def test_riga_keeps_only_its_derived_masks_when_no_cache_is_configured(tmp_path,
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is visible")
 def test_cuda_without_a_gpu_is_refused(tmp_path):
     results = tmp_path / "results"
-    assert_refused(*run_bench("run", *TINY, "--device", "cuda", "--results", str(results)), "--device cuda")
+    assert_refused(run_bench("run", *TINY, "--device", "cuda", "--results", str(results)), "--device cuda")
     assert not results.exists()
 
 
@@ -728,5 +699,5 @@ def test_a_real_subprocess_agrees(tmp_path):
     truncate(find(tmp_path / "data", "training01_02_mask1.nii"))
     results = tmp_path / "results"
     out = run_cli("run", *TINY, "--dataset", "ms-lesion", "--data-root", str(tmp_path / "data"), "--results", str(results), timeout=120)
-    assert_refused(out.returncode, out.stdout, out.stderr, "training01_02_mask1.nii: unreadable or truncated NIfTI")
+    assert_refused(out, "training01_02_mask1.nii: unreadable or truncated NIfTI")
     assert not results.exists()

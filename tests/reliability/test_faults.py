@@ -20,7 +20,7 @@ the backend and reproducibility tests share, is exactly the kill campaign's comm
 - a results tmpfs too small for the run, and one remounted read-only mid-run (slow); both need
   root to mount and are skipped otherwise.
 
-Subprocesses run with OMP_NUM_THREADS=1 (conftest.sweep_env says why), as the reference did.
+Subprocesses run with OMP_NUM_THREADS=1 (conftest.one_thread_subprocesses says why), as the reference did.
 
 `python -m pytest -m slow -s tests/reliability/test_faults.py` runs the slow part and prints how
 many kills landed mid-run; `-s` on the default part prints the other figures (timings, who trained
@@ -49,7 +49,9 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import REFERENCE_METHODS, REPO, ROW_KEYS, SEEDS, ReferenceSweep, cell_folder, sorted_table, sweep_command, sweep_env
+from conftest import ON_REFERENCE_WORKER, REFERENCE_METHODS, REPO, ROW_KEYS, SEEDS, ReferenceSweep, cell_folder, sorted_table, sweep_command
+
+pytestmark = ON_REFERENCE_WORKER  # the reference sweep is trained once, on one xdist worker (tests/conftest.py)
 
 # Rows per cell and test image: dsc and bahd against 8 hard references (gt, majority, staple, 5 raters), soft_dice,
 # soft_iou and ece against rater-mean, ged, dice_match and dice_max against raters, ece against gt; one structure.
@@ -65,18 +67,17 @@ SUMMARY = re.compile(r"(\d+) cells: (\d+) trained, (\d+) already done, (\d+) fai
 # --------------------------------------------------------------------------- running the CLI
 
 
-bench_env = sweep_env  # BENCH_CACHE: the session's cache (tests/conftest.py)
 command = sweep_command  # the tiny sequential sweep; extra flags come last and win
 
 
 def run(methods: list[str], results: Path, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run(command(methods, results, *extra), cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT, env=bench_env())
+    return subprocess.run(command(methods, results, *extra), cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT)
 
 
 def start(args: list[str], log: Path) -> subprocess.Popen:
     """The command in its own process group (so a kill reaches any child), stdout/stderr to LOG.out/.err."""
     with open(log.with_suffix(".out"), "w") as out, open(log.with_suffix(".err"), "w") as err:
-        return subprocess.Popen(args, cwd=REPO, stdout=out, stderr=err, env=bench_env(), start_new_session=True)
+        return subprocess.Popen(args, cwd=REPO, stdout=out, stderr=err, start_new_session=True)
 
 
 def kill(proc: subprocess.Popen) -> bool:

@@ -9,10 +9,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import REFERENCE_METHODS, REPO, TINY_SWEEP, ReferenceSweep, read_table, run_cli, sweep_env
+from conftest import ON_REFERENCE_WORKER, REFERENCE_METHODS, REPO, TINY_SWEEP, ReferenceSweep, read_table, run_cli
 
 from bench import cli, data, store, sweep
 from datasets import Splits, get_dataset
+
+pytestmark = ON_REFERENCE_WORKER  # the reference sweep is trained once, on one xdist worker (tests/conftest.py)
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +24,7 @@ def twice(tmp_path_factory, reference_sweep: ReferenceSweep) -> list[Path]:
     second = tmp_path_factory.mktemp("second") / "results"
     command = [str(second) if arg == str(reference_sweep.results) else arg for arg in reference_sweep.command]
     assert command.count(str(second)) == 1
-    out = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300, env=sweep_env())
+    out = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     return [reference_sweep.results, second]
 
@@ -89,7 +91,7 @@ def test_dry_run_lists_exactly_the_cells_that_then_run(tmp_path, reference_sweep
     listed = {line.split()[-1] for line in dry.splitlines() if line.startswith("to run")}
     assert listed == {"mnist-5k/cm/protocol/mv-unet/seed-0"} and "1 of 2 cells would run" in dry, dry
     before = {p.parent for p in tmp_path.glob("runs/**/metrics.parquet")}
-    out = run_cli(*base, env=sweep_env())
+    out = run_cli(*base)
     assert out.returncode == 0 and "1 trained, 1 already done" in out.stdout, out.stderr
     trained = {str(p.parent.relative_to(tmp_path / "runs")) for p in tmp_path.glob("runs/**/metrics.parquet")} - {
         str(p.relative_to(tmp_path / "runs")) for p in before
