@@ -199,7 +199,7 @@ ON_REFERENCE_WORKER = pytest.mark.xdist_group("reference-sweep")
 
 
 @pytest.fixture(scope="session")
-def reference_sweep(tmp_path_factory, shared_cache) -> ReferenceSweep:
+def reference_sweep(tmp_path_factory, shared_cache, one_thread_subprocesses) -> ReferenceSweep:
     """lf-net and mv-unet × seeds 0, 1 on the embedded mnist-5k, trained once for the session (about 12 s on 2 idle cores).
 
     At the end of the session the folder must be as it was written: a test that ran a sweep into it instead of a
