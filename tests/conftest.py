@@ -1,4 +1,6 @@
+import fcntl
 import io
+import json
 import os
 import shutil
 import subprocess
@@ -192,26 +194,31 @@ class ReferenceSweep:
         return dest
 
 
-# Tests that use the reference sweep carry this mark (`pytestmark = ON_REFERENCE_WORKER`): pytest-xdist
-# (`--dist loadgroup`, pyproject.toml) then sends them to one worker, which trains the sweep once; a session
-# fixture is otherwise built once per worker.
-ON_REFERENCE_WORKER = pytest.mark.xdist_group("reference-sweep")
-
-
 @pytest.fixture(scope="session")
-def reference_sweep(tmp_path_factory, shared_cache, one_thread_subprocesses) -> ReferenceSweep:
+def reference_sweep(tmp_path_factory, worker_id, shared_cache, one_thread_subprocesses) -> ReferenceSweep:
     """lf-net and mv-unet × seeds 0, 1 on the embedded mnist-5k, trained once for the session (about 12 s on 2 idle cores).
 
-    At the end of the session the folder must be as it was written: a test that ran a sweep into it instead of a
-    copy would have changed what every later test compared against.
+    Under pytest-xdist every worker asks for it: the first one trains it into the folder all workers share (the
+    session's base temporary folder), under an flock, and the others wait and read it. At the end of the session
+    the folder must be as it was written: a test that ran a sweep into it instead of a copy would have changed
+    what every later test compared against.
     """
-    results = tmp_path_factory.mktemp("reference-sweep") / "results"
+    root = tmp_path_factory.getbasetemp()
+    root = (root.parent if worker_id != "master" else root) / "reference-sweep"
+    root.mkdir(exist_ok=True)
+    results, record = root / "results", root / "trained.json"
     command = sweep_command(REFERENCE_METHODS, results)
-    t0 = time.perf_counter()
-    out = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
-    seconds = time.perf_counter() - t0
-    assert out.returncode == 0, out.stderr
-    assert "4 cells: 4 trained, 0 already done, 0 failed" in out.stdout, out.stdout
+    with open(root / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not record.exists():  # the first worker here, or an earlier attempt failed
+            shutil.rmtree(results, ignore_errors=True)
+            t0 = time.perf_counter()
+            out = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
+            seconds = time.perf_counter() - t0
+            assert out.returncode == 0, out.stderr
+            assert "4 cells: 4 trained, 0 already done, 0 failed" in out.stdout, out.stdout
+            record.write_text(json.dumps({"seconds": seconds}))
+    seconds = json.loads(record.read_text())["seconds"]
     before = file_states(results)
     yield ReferenceSweep(results, seconds, command, read_table(results))
     assert file_states(results) == before, "a test wrote into the shared reference sweep; copy it first (ReferenceSweep.copy)"

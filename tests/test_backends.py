@@ -17,9 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import ON_REFERENCE_WORKER, REFERENCE_METHODS, REPO, TINY_SWEEP, ReferenceSweep, cell_folder, read_table, run_cli
-
-pytestmark = ON_REFERENCE_WORKER  # the reference sweep is trained once, on one xdist worker (tests/conftest.py)
+from conftest import REFERENCE_METHODS, REPO, TINY_SWEEP, ReferenceSweep, cell_folder, read_table, run_cli
 
 SWEEP = ["run", "--methods", ",".join(REFERENCE_METHODS), *TINY_SWEEP]
 table = read_table  # <results>/metrics.parquet, rows sorted by their key

@@ -49,9 +49,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import ON_REFERENCE_WORKER, REFERENCE_METHODS, REPO, ROW_KEYS, SEEDS, ReferenceSweep, cell_folder, sorted_table, sweep_command
-
-pytestmark = ON_REFERENCE_WORKER  # the reference sweep is trained once, on one xdist worker (tests/conftest.py)
+from conftest import REFERENCE_METHODS, REPO, ROW_KEYS, SEEDS, ReferenceSweep, cell_folder, sorted_table, sweep_command
 
 # Rows per cell and test image: dsc and bahd against 8 hard references (gt, majority, staple, 5 raters), soft_dice,
 # soft_iou and ece against rater-mean, ged, dice_match and dice_max against raters, ece against gt; one structure.

@@ -9,12 +9,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import ON_REFERENCE_WORKER, REFERENCE_METHODS, REPO, TINY_SWEEP, ReferenceSweep, read_table, run_cli
+from conftest import REFERENCE_METHODS, REPO, TINY_SWEEP, ReferenceSweep, read_table, run_cli
 
 from bench import cli, data, store, sweep
 from datasets import Splits, get_dataset
-
-pytestmark = ON_REFERENCE_WORKER  # the reference sweep is trained once, on one xdist worker (tests/conftest.py)
 
 
 @pytest.fixture(scope="module")
