@@ -57,6 +57,10 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
+# `Splits.raters_info` of a dataset with real raters: no noise knob, no ground truth to measure them against.
+REAL_RATERS_INFO = {"style": "real", "level": "protocol", "target": None, "strength": None, "realised_average": None, "usable": None}
+
+
 def blobs(n: int, size: int = 16, seed: int = 0) -> np.ndarray:
     """n binary masks (n, size, size) with one random rectangle each."""
     rng = np.random.default_rng(seed)

@@ -23,9 +23,6 @@ SWEEP = ["run", "--methods", ",".join(REFERENCE_METHODS), *TINY_SWEEP]
 table = read_table  # <results>/metrics.parquet, rows sorted by their key
 
 
-bench = run_cli  # a real `python -m bench`: loky and dask workers are its children
-
-
 @pytest.fixture(scope="module")
 def sequential(reference_sweep: ReferenceSweep) -> pd.DataFrame:
     """The sequential table: the session's reference sweep ran SWEEP with `--backend sequential`."""
@@ -38,8 +35,8 @@ def test_loky_gives_the_sequential_table_in_fp32_and_bf16(tmp_path, reference_sw
     """The default precision here is bf16 on a CPU with AMX (fp32 elsewhere): both precisions are compared."""
     auto = pd.read_json(next(reference_sweep.results.glob("runs/**/manifest.json")), typ="series")["precision"]
     other = "fp32" if auto == "torch.bfloat16" else "bf16"
-    precise = bench(*SWEEP, "--results", str(tmp_path / "seq"), "--backend", "sequential", "--precision", other, "--methods", "mv-unet")
-    loky = bench(
+    precise = run_cli(*SWEEP, "--results", str(tmp_path / "seq"), "--backend", "sequential", "--precision", other, "--methods", "mv-unet")
+    loky = run_cli(
         *SWEEP, "--results", str(tmp_path / "loky"), "--backend", "loky", "--n-jobs", "2", "--precision", other, "--methods", "mv-unet"
     )
     assert precise.returncode == 0 and loky.returncode == 0, precise.stderr + loky.stderr
@@ -51,7 +48,7 @@ def test_loky_gives_the_sequential_table_in_fp32_and_bf16(tmp_path, reference_sw
 def test_dask_local_cluster_gives_the_sequential_table(tmp_path, sequential):
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        out = bench(*SWEEP, "--results", str(tmp_path), "--backend", "dask", "--scheduler", cluster.scheduler_address)
+        out = run_cli(*SWEEP, "--results", str(tmp_path), "--backend", "dask", "--scheduler", cluster.scheduler_address)
     assert out.returncode == 0, out.stderr
     assert "4 trained, 0 already done, 0 failed" in out.stdout
     pd.testing.assert_frame_equal(table(tmp_path), sequential)
@@ -95,7 +92,7 @@ def test_loky_worker_killed_mid_cell_resumes_to_the_sequential_table(tmp_path, r
     assert killed, "no loky worker was found training"
     assert proc.returncode == 1 and "worker lost" in stderr and "rerun the same command to resume" in stderr, stderr
     assert not any(results.glob("runs/**/.*.tmp*")), "a half-written file was left behind"
-    rerun = bench(*SWEEP, "--results", str(results), "--backend", "loky", "--n-jobs", "2")
+    rerun = run_cli(*SWEEP, "--results", str(results), "--backend", "loky", "--n-jobs", "2")
     assert rerun.returncode == 0, rerun.stderr
     cells, _, done, failed = map(int, re.search(r"(\d+) cells: (\d+) trained, (\d+) already done, (\d+) failed", rerun.stdout).groups())
     assert cells == 4 and failed == 0 and done >= 2, rerun.stdout  # at least the copied mv-unet cells were done

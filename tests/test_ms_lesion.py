@@ -4,6 +4,7 @@ from pathlib import Path
 import nibabel as nib
 import numpy as np
 import pytest
+from conftest import REAL_RATERS_INFO
 from scipy import ndimage as ndi
 
 from datasets import ms_lesion
@@ -194,14 +195,7 @@ def test_ms_lesion_real_exposes_the_two_raters_without_gt(fixture, splits):
         np.testing.assert_array_equal(part.images, sim.images)
     rows = rows_of(real.test, "training03_02")  # masks written as {0, 255}
     np.testing.assert_array_equal(real.test.raters[rows], expected_scan(fx["scans"]["training03_02"])["real"])
-    assert real.raters_info == {
-        "style": "real",
-        "level": "protocol",
-        "target": None,
-        "strength": None,
-        "realised_average": None,
-        "usable": None,
-    }
+    assert real.raters_info == REAL_RATERS_INFO
     with pytest.raises(
         DataError, match=r"ms-lesion-real has real raters, so there is no noise level to set \(got 0.5\); use --noise-levels protocol"
     ):

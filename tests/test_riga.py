@@ -7,6 +7,7 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import REAL_RATERS_INFO
 from PIL import Image
 from skimage import draw
 
@@ -323,11 +324,4 @@ def test_real_raters_refuse_a_noise_level_and_another_style(tmp_path):
 
 def test_raters_info_records_real_raters(raw):
     splits = load(raw[0])
-    assert splits.raters_info == {
-        "style": "real",
-        "level": "protocol",
-        "target": None,
-        "strength": None,
-        "realised_average": None,
-        "usable": None,
-    }
+    assert splits.raters_info == REAL_RATERS_INFO
