@@ -1,4 +1,5 @@
-"""A dataset's splits for a cell: decoded once, cached on disk, fingerprinted, subset by the budget."""
+"""A dataset's splits for a cell: decoded once, cached on disk, fingerprinted, subset by the budget; the label-level
+statistics of its training pool, measured once and kept with them."""
 
 from __future__ import annotations
 
@@ -8,8 +9,14 @@ from pathlib import Path
 
 import numpy as np
 
+import torch
+
 from datasets import RaterData, Splits, get_dataset
 from datasets import cache as data_cache
+from datasets.noise import threshold_vote_foreground
+from datasets.raters import rater_dice
+from methods.fusion import majority_vote
+from methods.staple import staple
 
 
 @lru_cache(maxsize=4)
@@ -39,9 +46,48 @@ def load_splits(dataset: str, data_root: Path, raters: str, noise: str, cache_fo
     splits = data_cache.load(path) if path is not None and path.is_file() else None
     if splits is None:
         splits = get_dataset(dataset).load(data_root, raters, noise)
+        splits.raters_info["labels"] = label_statistics(splits.train)
         if path is not None:
             data_cache.save(path, splits)
     return splits
+
+
+def label_statistics(data: RaterData) -> dict:
+    """What a rater pool teaches before any training: its labels against GT, on one split (foreground = class > 0).
+
+    Returns {} without GT, else (JSON-ready): "raters": {name: {"dsc": mean Dice vs GT per image,
+    "area": mean foreground pixels}} over the images where the rater is valid; "gt_area"; "average"
+    (the mean of the raters' DSCs, the paper's Average row); "majority", "mean_05", "staple": the
+    mean DSC vs GT of three fused labels, the majority vote (ties to background), the rater mean
+    >= 0.5 and per-image binary STAPLE >= 0.5, each with its area ÷ GT area ("*_area_ratio");
+    "tv_gt_share": the share of GT pixels inside the threshold-vote foreground (β = R − 1);
+    "tv_empty_share": the share of images whose threshold-vote foreground is empty.
+    """
+    if data.gt is None:
+        return {}
+    gt = data.gt > 0
+    fg, valid = data.raters > 0, data.rater_valid
+    gt_area = float(gt.sum((1, 2)).mean())
+    raters = {}
+    for r, name in enumerate(data.rater_names):
+        mine = valid[:, r]
+        if mine.any():
+            raters[name] = {"dsc": float(rater_dice(fg[mine, r][:, None], gt[mine])[0]), "area": float(fg[mine, r].sum((1, 2)).mean())}
+    votes = (fg & valid[:, :, None, None]).sum(1)
+    n_valid = valid.sum(1)[:, None, None]
+    fused = {
+        "majority": majority_vote(torch.from_numpy(fg.astype(np.int64)), torch.from_numpy(valid), 2).numpy() > 0,
+        "mean_05": votes >= 0.5 * n_valid,
+        "staple": staple(fg, valid) >= 0.5,
+    }
+    tv = threshold_vote_foreground(fg.astype(np.uint8), valid)
+    out = {"raters": raters, "gt_area": gt_area, "average": float(np.mean([v["dsc"] for v in raters.values()]))}
+    for name, mask in fused.items():
+        out[name] = float(rater_dice(mask[:, None], gt)[0])
+        out[f"{name}_area_ratio"] = float(mask.sum() / max(gt.sum(), 1))
+    out["tv_gt_share"] = float((tv & gt).sum() / max(gt.sum(), 1))
+    out["tv_empty_share"] = float((~tv.any((1, 2))).mean())
+    return out
 
 
 def training_subset(train: RaterData, size: int | None) -> RaterData:

@@ -367,6 +367,10 @@ def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
         )  # fmt: skip
         t1 = time.time()
         manifest["degenerate"] = degenerate(harness.predict_proba(method, val.images, device=device, precision=opts.precision), val)
+        if val.gt is not None:  # a diagnostic of the method's learned fused label, if it has one (GT read after training only)
+            teacher = harness.teacher_outside_tv(method, val.images, val.raters, val.rater_valid, val.gt, device=device, precision=opts.precision)
+            if teacher is not None:
+                manifest["teacher"] = teacher
         probs = harness.predict_proba(method, data.test.images, device=device, precision=opts.precision)
         store.write_predictions(out / "predictions.npz", probs, data.test.case_ids)
         rows, bins = score_cell(cell, probs, data.test)

@@ -16,7 +16,7 @@ import numpy as np
 
 from datasets import choledoch, cm_folder, lidc, mnist, ms_lesion, riga
 from datasets.contract import DataError, DatasetCard, RaterData, Splits, oracle_view, refuse_noise_level
-from datasets.noise import PROTOCOL, check_level, check_style
+from datasets.noise import PROTOCOL, check_level, check_setting
 
 #: The loader's signature: (data_root, rater style or None for the default, noise level) -> Splits.
 Loader = Callable[[Path, "str | None", str], Splits]
@@ -26,8 +26,9 @@ Loader = Callable[[Path, "str | None", str], Splits]
 class DatasetSpec:
     """A registered dataset: its card, loader, rater styles and the batch sizes of the two budgets.
 
-    ``load(data_root, raters=None, noise="protocol") -> Splits``: ``raters`` is one of
-    ``rater_styles`` (None: the first, the default); ``noise`` is "protocol" (the unscaled rules)
+    ``load(data_root, raters=None, noise="protocol") -> Splits``: ``raters`` is a rater setting, one
+    of ``rater_styles`` (None: the first, the default), with ``+<input>`` for one of ``inputs`` other
+    than the style's own (``style_inputs``; datasets/noise.py ``check_setting``); ``noise`` is "protocol" (the unscaled rules)
     or a target Average DSC of the training pool as a decimal string in (0, 1), e.g. "0.45"
     (datasets/noise.py). The loader is always the checked one (`checked_loader`).
     """
@@ -47,19 +48,27 @@ class DatasetSpec:
     fixed_raters: str = ""  # why the raters cannot be re-simulated ("has real raters"); set: any level but "protocol" is refused
     # Rater styles (datasets/noise.py STYLE_NOTES), the default first; every dataset names its own.
     rater_styles: tuple[str, ...] = ()
+    # Network inputs a user may choose (empty: the dataset has one), and each style's own (its default).
+    inputs: tuple[str, ...] = ()
+    style_inputs: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.rater_styles:
             raise ValueError(f"{self.card.name}: DatasetSpec needs rater_styles (the default first)")
         # Every caller (the CLI, sweeps, workers) gets the checked loader, not the bare adapter.
         if not getattr(self.load, "checked", False):
-            object.__setattr__(self, "load", checked_loader(self.card, self.load, self.rater_styles, self.fixed_raters))
+            object.__setattr__(self, "load", checked_loader(self, self.load))
+
+    def setting(self, label: str | None) -> str:
+        """The canonical rater setting label (DataError for an unknown style or input): None -> the default style."""
+        return check_setting(self.card.name, label, self.rater_styles, self.inputs, self.style_inputs)[0]
 
 
-def checked_loader(card: DatasetCard, load: Loader, rater_styles: tuple[str, ...], fixed_raters: str = "") -> Loader:
+def checked_loader(spec: DatasetSpec, load: Loader) -> Loader:
     """`load` with the checks every adapter needs, so that bad input ends in one DataError and nothing else.
 
-    Before reading anything: the rater style is one of `rater_styles` (None: the first), the
+    Before reading anything: the rater setting is one of `spec.rater_styles` (None: the first),
+    with an input the dataset offers (`spec.inputs`; passed on in its canonical form), the
     noise level is "protocol" or a target Average DSC in (0, 1) (passed on in its canonical
     form, e.g. "0.450" -> "0.45"), a dataset with `fixed_raters` gets no level but "protocol",
     and the data root is not a file. During: the adapter's warnings (e.g. "found 6 of 21
@@ -70,14 +79,15 @@ def checked_loader(card: DatasetCard, load: Loader, rater_styles: tuple[str, ...
 
     @functools.wraps(load)
     def checked(data_root: Path, raters: str | None = None, noise: str = PROTOCOL) -> Splits:
-        style = check_style(card.name, raters, rater_styles)
+        card = spec.card
+        setting = spec.setting(raters)
         level = check_level(card.name, noise)
-        if fixed_raters:
-            refuse_noise_level(card.name, level, fixed_raters)
+        if spec.fixed_raters:
+            refuse_noise_level(card.name, level, spec.fixed_raters)
         if card.layout and Path(data_root).is_file():
             raise DataError(f"{card.name}: the data root {data_root} is a file; point --data-root at the folder that holds {card.layout}")
         with warnings.catch_warnings(record=True) as held:
-            splits = load(data_root, style, level)
+            splits = load(data_root, setting, level)
         check_images(card.name, splits)
         for w in held:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
@@ -123,6 +133,8 @@ DATASETS: dict[str, DatasetSpec] = {
         method_overrides=MNIST_OVERRIDES,
         mnist_rcn_reading=True,
         rater_styles=mnist.RATER_STYLES,
+        inputs=mnist.INPUTS,
+        style_inputs=mnist.STYLE_INPUTS,
     ),
     "mnist": DatasetSpec(
         mnist.CARD_MNIST,
@@ -133,6 +145,8 @@ DATASETS: dict[str, DatasetSpec] = {
         method_overrides=MNIST_OVERRIDES,
         mnist_rcn_reading=True,
         rater_styles=mnist.RATER_STYLES,
+        inputs=mnist.INPUTS,
+        style_inputs=mnist.STYLE_INPUTS,
     ),
     "ms-lesion": DatasetSpec(ms_lesion.CARD, ms_lesion.load_ms_lesion, 2, 8, 128, rater_styles=("ms",)),
     "ms-lesion-real": DatasetSpec(ms_lesion.CARD_REAL, ms_lesion.load_ms_lesion_real, 2, 8, 128, reference="majority", **REAL),

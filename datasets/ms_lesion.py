@@ -476,7 +476,7 @@ def _simulate(parts: list[dict], gt: np.ndarray, train: np.ndarray, style: str, 
 
     strength, _ = choose_strength("ms-lesion", style, level, average, hi=KNOB_HI, searched_on="the training slices")
     raters = np.concatenate([raters_of(p, strength) for p in parts])
-    info = pool_info("ms-lesion", style, level, strength, raters[train], gt[train], refuse=level != PROTOCOL)
+    info = pool_info("ms-lesion", style, level, strength, raters[train], gt[train])
     return strength, raters, info
 
 

@@ -3,7 +3,10 @@
 **Styles.** A dataset's raters come in one or more styles (``DatasetSpec.rater_styles``, the
 first is the default; ``STYLE_NOTES`` says what each is):
 
-* ``cm``: CM-UNet's released MNIST rules (datasets/raters_cm.py), knob ``strength``;
+* ``lfnet``: the LF-Net paper's MNIST pool, CM-UNet's rules without the thickened wrong
+  (datasets/raters_cm.py), knob ``strength``;
+* ``cm``: CM-UNet's released MNIST rules, exactly (datasets/raters_cm.py), knob ``strength``;
+* ``cm-fit``: this project's earlier calibrated approximation of ``cm`` (datasets/raters_cm_fit.py);
 * ``morpho``: this project's own Morpho-MNIST-style disk morphology (datasets/raters.py),
   knob ``noise``;
 * ``ms``: CM-UNet's released MS lesion rules in 3-D (datasets/ms_lesion.py), knob = a
@@ -29,9 +32,11 @@ whole passes). ``pool_info`` then measures the training pool that the loader sim
 that knob value, refuses it when it is degenerate (``usable_problems``: a non-blank rater
 empty in more than 5 % of the images, or a threshold-voting mask, LF-Net eq. 1 at
 β = R − 1, with no foreground in more than 5 %; images whose GT is empty do not count),
-and returns the record that ``Splits.raters_info`` holds. The protocol is checked too;
-only the ``ms`` style's protocol is recorded with a warning instead of refused
-(datasets/ms_lesion.py says why).
+and returns the record that ``Splits.raters_info`` holds. A protocol (the published rules) is
+checked too, but never refused: a sparse protocol pool is recorded with a one-line warning
+(``raters_info["warning"]``) that the run prints, because the paper's own pool is sparse (the
+``lfnet`` wrong is empty on digits of at most 100 support pixels) and another dataset of digits
+may be sparser still.
 
 Measured on the mnist-5k training split (3,200 digits, seed 0):
 
@@ -57,7 +62,8 @@ import numpy as np
 
 from datasets.contract import DataError, refuse_noise_level
 from datasets.raters import RATER_NAMES, rater_dice, simulate_raters
-from datasets.raters_cm import simulate_raters_cm
+from datasets.raters_cm import simulate_raters_cm, simulate_raters_lfnet
+from datasets.raters_cm_fit import simulate_raters_cm_fit
 
 __all__ = [
     "DEFAULT_HI",
@@ -70,6 +76,7 @@ __all__ = [
     "average_dsc",
     "check_fixed",
     "check_level",
+    "check_setting",
     "check_style",
     "check_usable",
     "choose_strength",
@@ -87,11 +94,14 @@ __all__ = [
 #: The level of the unscaled rules (every knob = 1).
 PROTOCOL = "protocol"
 #: Rater styles of MNIST-like digits, simulated by ``simulator``.
-STYLES = ("morpho", "cm")
+STYLES = ("lfnet", "cm", "cm-fit", "morpho")
 #: What each rater style is, for the dataset cards and messages.
 STYLE_NOTES = {
-    "cm": "cm = CM-UNet's released MNIST rules (under = one cross erosion of GT, over = two edge-add passes on raw > 0, "
-    "wrong = a thickened digit with cuts, calibrated to the release)",
+    "lfnet": "lfnet = the LF-Net paper's pool: CM-UNet's rules (under = one cross erosion of GT, over = FSL edge passes on the grey "
+    "digit, then its mask) with wrong = the support raw > 0 minus every second block of 100 pixels, unthickened",
+    "cm": "cm = CM-UNet's released MNIST rules exactly (lfnet's under and over; wrong = block deletion on a 3-slice stack, "
+    "then two FSL edge passes)",
+    "cm-fit": "cm-fit = this project's earlier approximation of cm (wrong = a thickened digit with calibrated cuts)",
     "morpho": "morpho = this project's own Morpho-MNIST-style disk morphology (4x supersampled, per-image jitter)",
     "ms": "ms = CM-UNet's released MS lesion rules in 3-D (one 6-connected erosion, two edge-add passes, "
     "alternating 100-voxel deletions twice)",
@@ -120,6 +130,29 @@ def check_style(name: str, raters: str | None, styles: Sequence[str]) -> str:
     if style not in styles:
         raise DataError(f"{name}: unknown rater style {style!r}; this dataset has {', '.join(styles)}")
     return style
+
+
+def check_setting(
+    name: str, label: str | None, styles: Sequence[str], inputs: Sequence[str] = (), style_inputs: dict[str, str] | None = None
+) -> tuple[str, str, str | None]:
+    """A rater setting -> (canonical label, style, input); DataError (one line) for an unknown style or input.
+
+    A setting is a rater style, optionally with a network input other than the style's own:
+    ``"cm+clean"``. None is the first style with its own input. The canonical label drops an
+    input equal to the style's own (``"lfnet+clean"`` -> ``"lfnet"``), so one setting has one
+    name (results path, cache file, table). Datasets without input choices (``inputs`` empty)
+    refuse any ``+input``.
+    """
+    style, plus, kind = (label or "").partition("+")
+    style = check_style(name, style or None, styles)
+    own = (style_inputs or {}).get(style)
+    if not plus:
+        return style, style, own
+    if not inputs:
+        raise DataError(f"{name}: {label!r} names a network input, but this dataset has one input; give the rater style alone ({style})")
+    if kind not in inputs:
+        raise DataError(f"{name}: unknown input {kind!r} in {label!r}; this dataset has {', '.join(inputs)}")
+    return (style if kind == own else f"{style}+{kind}"), style, kind
 
 
 def parse_level(text: str | float) -> str:
@@ -279,12 +312,13 @@ def simulator(
     seed: int,
     keys: np.ndarray | None = None,
 ) -> Callable[[float], np.ndarray]:
-    """``simulate(strength) -> (N, 5, H, W)`` for a style: "cm" (``strength``) or "morpho" (``noise``).
+    """``simulate(strength) -> (N, 5, H, W)`` for a style of ``STYLES``; the knob is ``strength`` ("morpho": ``noise``).
 
-    raw: the raw digits (N, H, W), used by "cm" only (its over rule starts from raw > 0).
+    raw: the grey digits (N, H, W), used by every style but "morpho" (which sees only gt).
     """
-    if style == "cm":
-        return lambda strength: simulate_raters_cm(gt, raw, seed=seed, strength=strength, keys=keys)
+    rules = {"lfnet": simulate_raters_lfnet, "cm": simulate_raters_cm, "cm-fit": simulate_raters_cm_fit}
+    if style in rules:
+        return lambda strength: rules[style](gt, raw, seed=seed, strength=strength, keys=keys)
     if style == "morpho":
         return lambda strength: simulate_raters(gt, seed=seed, noise=strength, keys=keys)
     raise ValueError(f"unknown rater style {style!r}; choose one of {', '.join(STYLES)}")
@@ -386,25 +420,29 @@ def pool_info(
     rater_valid: np.ndarray | None = None,
     *,
     names: Sequence[str] | None = None,
-    refuse: bool = True,
+    refuse: bool | None = None,
 ) -> dict:
-    """``Splits.raters_info`` of a simulated pool, measured on the training split; refuses a degenerate one.
+    """``Splits.raters_info`` of a simulated pool, measured on the training split; refuses a degenerate target level.
 
     raters (N, R, H, W) and gt (N, H, W) are the training split's. Returns {"style", "level",
     "target" (float or None), "strength", "realised_average" (``average_dsc``), "usable"
-    (``check_usable`` over the images with GT foreground)}. When the pool is degenerate
-    (``usable_problems``) it raises DataError (one line, with the measured shares), or, with
-    ``refuse=False`` (a released rule set that is sparse by nature), warns and records it.
+    (``check_usable`` over the images with GT foreground), "warning" (a sparse protocol's one
+    line, else "")}. When the pool is degenerate (``usable_problems``) it raises DataError (one
+    line, with the measured shares) if ``refuse``; otherwise it warns and records the line.
+    refuse defaults to "a target level": a published protocol runs, a target is a choice the
+    user can move.
     """
     report = check_usable(raters, rater_valid, names=names, gt=gt)
     realised = average_dsc(raters, gt)
     problems = usable_problems(report)
+    warning = ""
     if problems:
         what = f"{name}: noise level {level} ({style} raters, strength {strength:.4g}, training Average DSC {realised:.3f})"
         detail = f"{'; '.join(problems)} (each must be >= {USABLE_MINIMUM:.0%})"
-        if refuse:
+        if level != PROTOCOL if refuse is None else refuse:
             raise DataError(f"{what} gives a degenerate rater pool: {detail}; choose a higher target Average DSC (less noise)")
-        warnings.warn(f"{what}: the rater pool is sparse: {detail}", stacklevel=3)
+        warning = f"{what}: the rater pool is sparse: {detail}"
+        warnings.warn(warning, stacklevel=3)
     return {
         "style": style,
         "level": level,
@@ -412,6 +450,7 @@ def pool_info(
         "strength": float(strength),
         "realised_average": realised,
         "usable": report,
+        "warning": warning,
     }
 
 

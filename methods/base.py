@@ -74,6 +74,14 @@ class Method(nn.Module):
         """(B, C, H, W) → probabilities of the true label (B, L, H, W); no rater input at test time."""
         raise NotImplementedError
 
+    def teacher(self, images: torch.Tensor, raters: torch.Tensor, rater_valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """A learned fused label the method trains against, for diagnostics only (None: the method has none).
+
+        images (B, C, H, W), raters long (B, R, H, W), rater_valid bool (B, R) -> (probs (B, L, H, W),
+        selected bool (B, H, W): the pixels where the method trusts the raters' vote instead).
+        """
+        return None
+
     def deviations(self) -> list[str]:
         """Departures from the shared U-Net or the paper, recorded in the run manifest."""
         return []

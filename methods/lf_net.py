@@ -46,6 +46,13 @@ Decisions on the paper's open points (methods.md §3.13; recorded in `Config` an
   segmentation network. Without the image, everything the RCN knows about the true label comes
   through P2, so it cannot model a rater from the image alone and bypass the segmentation network.
   ``rcn_sees_image=True`` concatenates the image (option (b)).
+- Shared-feature reading (``rater_module="shared"``, ``lf-net-rcn-shared``): the paper never says
+  how the RCN connects to the segmentation network. Read "the backbone network is the 2D U-Net,
+  except the last decoder layer" as the segmentation U-Net itself, the RCN's R heads (the last
+  decoder layer's 3×3 conv + BN + ReLU and a 1×1 class head per rater, ``RaterHeads``) sit on the
+  segmentation network's last decoder features, so L_rcl shapes Θ2's features directly instead
+  of reaching Θ2 through P2. Run as a declared reading beside ``rcn_sees_image=True``
+  (``lf-net-rcn-image``), not as the default.
 - RCN architecture ("the backbone network is the 2D U-Net, except the last decoder layer, where the
   branches are split"): the shared U-Net whose last decoder block keeps its first 3×3 conv shared;
   its second 3×3 conv (the last layer of the decoder) and the 1×1 class head are per rater. The R
@@ -102,7 +109,7 @@ from methods.staple import staple
 from methods.unet import UNet
 
 SOFT_LABELS = ("sll", "mv", "staple", "none")
-RATER_MODULES = ("rcn", "cm", "none")
+RATER_MODULES = ("rcn", "shared", "cm", "none")
 _EPS = 1e-7  # keeps log(A·p) finite for the confusion-matrix rater term
 
 
@@ -154,30 +161,43 @@ def rater_cross_entropy(rater_logits: torch.Tensor, raters: torch.Tensor, valid:
     return per_rater_mean(ce.unflatten(0, raters.shape[:2]), valid)
 
 
+class RaterHeads(nn.Module):
+    """R per-rater branches on C-channel features: a 3×3 conv (+ BN + ReLU) and a 1×1 class head each.
+
+    Computed as one (C → R·C) conv and a grouped 1×1 conv, which is exactly R independent branches.
+    Shapes: features (B, C, H, W) → per-rater logits (B, R, L, H, W).
+    """
+
+    def __init__(self, channels: int, n_classes: int, n_raters: int):
+        super().__init__()
+        self.n_raters, self.n_classes = n_raters, n_classes
+        self.branches = nn.Sequential(
+            nn.Conv2d(channels, channels * n_raters, 3, padding=1, bias=False),
+            nn.BatchNorm2d(channels * n_raters),
+            nn.ReLU(inplace=True),
+            nn.Conv2d(channels * n_raters, n_classes * n_raters, 1, groups=n_raters),
+        )
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        return self.branches(features).unflatten(1, (self.n_raters, self.n_classes))
+
+
 class RaterCharacteristicsNet(nn.Module):
-    """The RCN: the shared U-Net whose last decoder layer is split into R per-rater branches.
+    """The RCN: the shared U-Net whose last decoder layer is split into R per-rater branches (`RaterHeads`).
 
     The last decoder block's first 3×3 conv stays shared; its second 3×3 conv (+ BN + ReLU) and the
-    1×1 class head are per rater, computed as one (32 → R·32) conv and a grouped 1×1 conv.
-    Shapes: (B, C_in, H, W) → per-rater logits (B, R, L, H, W).
+    1×1 class head are per rater. Shapes: (B, C_in, H, W) → per-rater logits (B, R, L, H, W).
     """
 
     def __init__(self, in_channels: int, n_classes: int, n_raters: int):
         super().__init__()
-        self.n_raters, self.n_classes = n_raters, n_classes
         self.backbone = UNet(in_channels, n_classes)
         self.backbone.decoders[-1] = self.backbone.decoders[-1][:3]  # conv → BN → ReLU; the second conv goes per rater
         self.backbone.head = nn.Identity()  # replaced by the per-rater heads below
-        c = self.backbone.out_channels
-        self.branches = nn.Sequential(
-            nn.Conv2d(c, c * n_raters, 3, padding=1, bias=False),
-            nn.BatchNorm2d(c * n_raters),
-            nn.ReLU(inplace=True),
-            nn.Conv2d(c * n_raters, n_classes * n_raters, 1, groups=n_raters),
-        )
+        self.branches = RaterHeads(self.backbone.out_channels, n_classes, n_raters)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.branches(self.backbone.features(x)).unflatten(1, (self.n_raters, self.n_classes))
+        return self.branches(self.backbone.features(x))
 
 
 class ConfusionMatrixHeads(nn.Module):
@@ -244,7 +264,7 @@ class LFNet(Method):
         sll_sees_image: bool = False  # SLL input = raters only (§III-C, f(Ỹ; Θ1)); True prepends the image
         use_ce: bool = True  # L_ce term (False = Table IV ‡)
         ce_tv: bool = True  # TV mask on L_ce (paper eq. 6; False = CE vs MV on every pixel, Table IV S rows)
-        rater_module: str = "rcn"  # "rcn" (paper) | "cm" (CM-UNet's confusion matrices, §IV-D text) | "none"
+        rater_module: str = "rcn"  # "rcn" (paper) | "shared" (heads on Θ2's features, a reading) | "cm" (CM-UNet's CMs, §IV-D text) | "none"
         rcn_sees_image: bool = False  # RCN input = P2 only (methods.md §3.13 item 1, option a); True adds the image
         rcl_epochs: int | None = None  # L_rcl active in the first N stage-2 epochs; None = all (item 5, other reading)
         cm_trace_weight: float = 0.0  # trace regulariser of the CM rater module (see module docstring)
@@ -266,13 +286,15 @@ class LFNet(Method):
         self.seg = UNet(C, L)
         if cfg.rater_module == "rcn":
             self.rcn = RaterCharacteristicsNet(L + (C if cfg.rcn_sees_image else 0), L, R)
+        elif cfg.rater_module == "shared":
+            self.rcn = RaterHeads(self.seg.out_channels, L, R)
         elif cfg.rater_module == "cm":
             self.cm = ConfusionMatrixHeads(self.seg.out_channels, L, R)
 
     @property
     def stages(self) -> list[Stage]:
         cfg = self.cfg
-        trained = ("seg",) + {"rcn": ("rcn",), "cm": ("cm",), "none": ()}[cfg.rater_module]
+        trained = ("seg",) + {"rcn": ("rcn",), "shared": ("rcn",), "cm": ("cm",), "none": ()}[cfg.rater_module]
         seg_stage = Stage("segmentation", trained)
         if cfg.soft_label == "sll":
             return [Stage("soft_label", ("sll",)), seg_stage]
@@ -336,6 +358,8 @@ class LFNet(Method):
             if self.cfg.rater_module == "rcn":
                 x = torch.cat([images, probs.to(images.dtype)], dim=1) if self.cfg.rcn_sees_image else probs.to(images.dtype)
                 parts["rcl"] = rater_cross_entropy(self.rcn(x.contiguous(memory_format=torch.channels_last)), raters, valid)
+            elif self.cfg.rater_module == "shared":
+                parts["rcl"] = rater_cross_entropy(self.rcn(features), raters, valid)
             else:
                 parts["rcl"] = confusion_nll(self.cm(features), probs, raters, valid, self.cfg.cm_trace_weight)
             total = total + self.cfg.lam * parts["rcl"]
@@ -344,6 +368,13 @@ class LFNet(Method):
     def predict_proba(self, images: torch.Tensor) -> torch.Tensor:
         """(B, C, H, W) → softmax of the segmentation network's logits (B, L, H, W), no temperature."""
         return torch.softmax(self.seg(images).float(), dim=1)
+
+    def teacher(self, images: torch.Tensor, raters: torch.Tensor, rater_valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """The soft-label network's p̂1 = softmax(a1) (no temperature) and the TV mask; None without an SLL."""
+        if self.cfg.soft_label != "sll":
+            return None
+        probs = torch.softmax(self.sll_logits(images, raters, rater_valid).float(), dim=1)
+        return probs, threshold_vote_mask(raters, rater_valid, self.spec.n_classes, self.beta)
 
     def deviations(self) -> list[str]:
         cfg = self.cfg
@@ -360,6 +391,8 @@ class LFNet(Method):
                 + (" + image" if cfg.rcn_sees_image else "")
                 + "; the last decoder conv and head split per rater (§3.13 item 1)"
             )
+        if cfg.rater_module == "shared":
+            out.append("rater heads on the segmentation network's last decoder features (the shared-feature reading of the RCN)")
         return out
 
 
@@ -390,6 +423,15 @@ register_variant(
     "lf-net-no-tv-sl", "lf-net", "LF-Net ablation †: full loss without the TV mask in L_sl (Table IV)", display="†", sl_tv=False
 )
 register_variant("lf-net-no-ce", "lf-net", "LF-Net ablation ‡: L_sl + λ·L_rcl, no L_ce (Table IV)", display="‡", use_ce=False)
+# Declared readings of what the paper leaves open (run beside lf-net, the code's reading, and †).
+register_variant(
+    "lf-net-rcn-image", "lf-net", "LF-Net reading: the RCN sees the image beside P2", "variant", display="RCN sees image", table="readings",
+    rcn_sees_image=True,
+)  # fmt: skip
+register_variant(
+    "lf-net-rcn-shared", "lf-net", "LF-Net reading: per-rater heads on the segmentation network's features (shared-feature RCN)",
+    "variant", display="shared-feature RCN", table="readings", rater_module="shared",
+)  # fmt: skip
 register_variant(
     "lf-net-cm", "lf-net", "LF-Net with the RCN replaced by CM-UNet's pixel-wise confusion matrices (§IV-D text)", display="RCN→CM",
     table="ablation-text", rater_module="cm",

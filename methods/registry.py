@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 
 from methods.base import DataSpec, Method
 
-TABLES = ("main", "ablation", "ablation-text")  # Table I-III rows; Table IV rows; Table IV rows below a rule (the paper's text only)
+# Table I-III rows; Table IV rows; Table IV rows below a rule (the paper's text only); readings of the paper's open points.
+TABLES = ("main", "ablation", "ablation-text", "readings")
 
 
 @dataclass(frozen=True)
@@ -79,8 +80,9 @@ def get_entry(name: str) -> MethodEntry:
     return _ENTRIES[name]
 
 
-def method_names(group: str | None = None) -> list[str]:
-    return [n for n, e in _ENTRIES.items() if group is None or e.group == group]
+def method_names(group: str | None = None, table: str | None = None) -> list[str]:
+    """Registered names, in registration order, of one `group` and / or one `table` (None: any)."""
+    return [n for n, e in _ENTRIES.items() if (group is None or e.group == group) and (table is None or e.table == table)]
 
 
 def resolve_config(name: str, overrides: dict | None = None):

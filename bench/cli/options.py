@@ -35,13 +35,16 @@ def parse_list(text: str, kind: type, flag: str) -> list:
 
 
 def parse_methods(text: str, has_gt: bool = True) -> list[str]:
-    """`all` = the paper's methods plus the oracle (where the dataset has ground truth to train it); `ablation` = LF-Net's ablation rows; or a list."""
+    """`all` = the paper's methods plus the oracle (where the dataset has ground truth to train it); `ablation` = LF-Net's
+    ablation rows; `readings` = LF-Net under each declared reading of the paper's open points; or a list."""
     import methods
 
     if text == "all":
         return [*methods.method_names("main"), *([methods.ORACLE] if has_gt else [])]
     if text == "ablation":  # Table IV: the full model and its ablation variants
         return ["lf-net", *methods.method_names("ablation")]
+    if text == "readings":  # the code's reading, the † reading, then the other declared readings
+        return ["lf-net", "lf-net-no-tv-sl", *methods.method_names(table="readings")]
     names = [n.strip() for n in text.split(",") if n.strip()]
     if not names:
         raise UsageError("--methods is empty; give all, ablation or a comma list, e.g. --methods mv-unet,lf-net")
@@ -81,8 +84,9 @@ class SweepSpec:
     """The cells of one sweep, from `run`'s flags or a recipe's setting: checked, expanded and without duplicates.
 
     `methods` holds the expanded names (a `--set` value becomes its own cell, `lf-net@beta=3`);
-    `raters` is the dataset's rater style (its default when none is given); `noise_levels` are
-    canonical labels ("protocol", or a target Average DSC such as "0.45").
+    `raters` is the dataset's rater setting: its style (the default when none is given), with
+    `+<input>` where `--input` names a network input other than the style's own (`cm+clean`);
+    `noise_levels` are canonical labels ("protocol", or a target Average DSC such as "0.45").
     """
 
     dataset: str
@@ -94,7 +98,7 @@ class SweepSpec:
     @classmethod
     def build(
         cls, dataset: str, methods_text: str, seeds: list[int], noise_levels: list[str], sets: list[str] | None = None,
-        raters: str | None = None, seeds_text: str = "", noise_text: str = "",
+        raters: str | None = None, seeds_text: str = "", noise_text: str = "", network_input: str | None = None,
     ) -> SweepSpec:  # fmt: skip
         import methods
         from bench import sweep
@@ -106,6 +110,13 @@ class SweepSpec:
         style = raters or spec.rater_styles[0]
         if style not in spec.rater_styles:
             raise UsageError(f"--raters {style}: {dataset} has rater style(s) {', '.join(spec.rater_styles)}")
+        if network_input is not None:
+            if not spec.inputs:
+                raise UsageError(f"--input {network_input}: {dataset} has one network input; --input applies to "
+                                 f"{', '.join(n for n, d in _datasets().items() if d.inputs)}")  # fmt: skip
+            if network_input not in spec.inputs:
+                raise UsageError(f"--input {network_input}: {dataset} has inputs {', '.join(spec.inputs)}")
+            style = spec.setting(f"{style}+{network_input}")
         try:
             levels = [parse_level(str(n)) for n in noise_levels]
         except ValueError as e:
@@ -131,6 +142,12 @@ class SweepSpec:
         return sweep.plan(list(self.methods), self.dataset, self.raters, list(self.noise_levels), list(self.seeds))
 
 
+def _datasets() -> dict:
+    from datasets import DATASETS
+
+    return DATASETS
+
+
 def execute(cells: list, args: argparse.Namespace, results: Path, root: Path, force: bool = False) -> list[dict]:
     """Run `cells` (finished ones are skipped unless `force`) with the run options in `args`, then collect the results folder.
 
@@ -144,6 +161,7 @@ def execute(cells: list, args: argparse.Namespace, results: Path, root: Path, fo
     harness.resolve_device(args.device)  # --device cuda without a GPU fails here, not in every cell
     opts = run_options(args, results, root, force=force)
     check_options(cells, opts)
+    check_data(cells, opts)
     # Adapters with their own per-file caches (RIGA's derived masks) use the same folder.
     os.environ.setdefault("BENCH_CACHE", str(store.cache_dir(results).absolute()))
     pending = [c for c in cells if force or not store.is_done(results, c)]
@@ -159,8 +177,11 @@ def execute(cells: list, args: argparse.Namespace, results: Path, root: Path, fo
             if time.time() - started > 30:
                 print(f"decoded {dataset}/{raters}/{noise} in {time.time() - started:.0f} s (cached for the next run)", file=sys.stderr)
             check_compatible({c.method for c in pending if c.dataset == dataset}, dataset, splits.train, opts.budget)
-    for w in caught:
-        warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+            sparse = (splits.raters_info or {}).get("warning")
+            if sparse and not any(str(w.message) == sparse for w in caught):  # loaded from the cache: the loader did not warn
+                print(f"warning: {sparse}", file=sys.stderr)
+    for message in dict.fromkeys(str(w.message) for w in caught):
+        print(f"warning: {message}", file=sys.stderr)
     outcomes = sweep.run_sweep(cells, opts, backend, n_jobs, args.scheduler) if cells else []
     if cells:
         store.collect(results)
@@ -192,6 +213,27 @@ def check_options(cells, opts) -> None:
             f"{len(stale)} finished cell(s) in {opts.results} ran with other options, e.g. {cell}: {diff}; "
             "use another --results folder, the same options, or --force to retrain"
         )
+
+
+def check_data(cells, opts) -> None:
+    """Refuse to reuse finished cells that were trained on other data than their rater setting gives now.
+
+    A setting's name can outlive its rules (a simulation made exact, an adapter fixed): each cell
+    records the fingerprint of the splits it saw (manifest `data_fingerprint`), and a results
+    folder never mixes two versions of one setting silently. Cells without a record are kept.
+    """
+    from bench import data, store
+
+    done = [c for c in cells if not opts.force and store.is_done(opts.results, c)]
+    for group in dict.fromkeys((c.dataset, c.raters, c.noise) for c in done):
+        now = data.data_fingerprint(*group[:1], opts.data_root, *group[1:], store.cache_dir(opts.results))
+        stale = [c for c in done if (c.dataset, c.raters, c.noise) == group
+                 and store.read_json(store.cell_dir(opts.results, c) / "manifest.json").get("data_fingerprint", now) != now]  # fmt: skip
+        if stale:
+            raise UsageError(
+                f"{len(stale)} finished cell(s) in {opts.results} were trained on other data than {'/'.join(group)} gives now, e.g. "
+                f"{stale[0]} (its rater rules, inputs or files changed since); use another --results folder, or --force to retrain"
+            )
 
 
 def data_root(arg: str | None) -> Path:

@@ -28,13 +28,19 @@ def add_parser(verbs) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     what = p.add_argument_group("what to run")
-    what.add_argument("--methods", default="all", help="all (the paper's methods and the oracle), ablation, or a comma list (default: all)")
+    what.add_argument("--methods", default="all", help="all (the paper's methods and the oracle), ablation, readings (LF-Net under each declared reading), or a comma list (default: all)")
     what.add_argument(
         "--dataset", default="mnist-5k", help="dataset name (default: mnist-5k, embedded; see `python -m bench list datasets`)"
     )
     what.add_argument("--seeds", default="0,1,2", help="comma-separated training seeds (default: 0,1,2)")
     what.add_argument(
-        "--raters", help="rater style of a simulated dataset, e.g. cm or morpho on MNIST (default: the dataset's first style)"
+        "--raters", help="rater style of a simulated dataset, e.g. lfnet, cm, cm-fit or morpho on MNIST (default: the dataset's first style)"
+    )
+    what.add_argument(
+        "--input",
+        dest="network_input",
+        help="network input of a dataset that offers a choice: clean, gaussian or cm-release on MNIST "
+        "(default: the rater style's own: clean with lfnet, gaussian with the others)",
     )
     what.add_argument(
         "--noise-levels",
@@ -111,7 +117,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     check_run_options(args)
     seeds = parse_list(args.seeds, int, "--seeds")
     levels = parse_list(args.noise_levels, str, "--noise-levels")
-    spec = SweepSpec.build(args.dataset, args.methods, seeds, levels, args.set, args.raters, args.seeds, args.noise_levels)
+    spec = SweepSpec.build(
+        args.dataset, args.methods, seeds, levels, args.set, args.raters, args.seeds, args.noise_levels, args.network_input
+    )
     dataset = get_dataset(args.dataset)
     reference = args.reference or dataset.reference
     if reference == "gt" and dataset.reference != "gt":
