@@ -16,7 +16,7 @@ A method's `Stage` says *what* it trains; a budget says *how*: a `Schedule` per 
   LF-Net: Adam lr 1e-4, 10 + 70 epochs (MNIST: 10 + 15, "RCN epoch 15" read as the length of stage
   2), the paper's batch size. Competitors: "we apply the default training strategies for other
   competitors", so each one's optimiser, learning rate, batch size, epochs and augmentation come
-  from its official code where one exists (see `PAPER`, each line with its source).
+  from its official code where one exists (the study file's `[[budget.stage]]` lines, each with its source).
 - ``paper-rcl15``: ``paper`` with the other reading of "RCN epoch 15" on MNIST: stage 2 keeps its
   70 epochs and L_rcl is active in its first 15 (LF-Net's ``rcl_epochs=15``).
 
@@ -37,6 +37,8 @@ import math
 from dataclasses import dataclass
 
 import methods
+from bench import study
+from bench.study import PaperStage
 from datasets import DatasetSpec
 
 OPTIMISERS = ("adam", "adamw")
@@ -64,39 +66,6 @@ class Schedule:
             raise ValueError(f"schedule: optimiser must be one of {OPTIMISERS} and augment one of {AUGMENTATIONS}")
         if self.max_steps < 1 or self.eval_every < 1:
             raise ValueError(f"schedule: max_steps and eval_every must be >= 1, got {self.max_steps} and {self.eval_every}")
-
-
-@dataclass(frozen=True)
-class PaperStage:
-    """One line of the paper budget: a method's stage as its source trained it."""
-
-    epochs: int
-    source: str
-    optimiser: str = "adam"
-    lr: float = 1e-4
-    weight_decay: float = 0.0
-    batch_size: int | None = None  # None: the LF-Net paper's batch size for the dataset
-    augment: str = "none"
-
-
-_LFNET = "LF-Net paper, Implementation Details: Adam, lr 1e-4"
-_FUSION = "LF-Net paper: 150 epochs for the fusion baselines; Adam lr 1e-4 as LF-Net (no official code)"
-_CM = "official CM-UNet MNIST notebook: AdamW lr 1e-2, weight decay 1e-5, batch 5, 40 epochs, flips (methods.md §10.4, §10.6)"
-_MR = "official MR-Net code: Adam lr 1e-4, weight decay 5e-4, batch 8, max_iteration 80000 = 123 epochs, flips (methods.md §11.6)"
-
-# (registered base method, stage) -> PaperStage. A variant uses its base class's line (`paper_stage`).
-PAPER: dict[tuple[str, str], PaperStage] = {
-    ("mv-unet", "train"): PaperStage(150, _FUSION),
-    ("ls-unet", "train"): PaperStage(150, "no official LS code: the LF-Net paper's 150 epochs of the single-U-Net baselines, Adam lr 1e-4"),
-    ("mh-unet", "train"): PaperStage(150, "no official segmentation code: the LF-Net paper's 150 epochs, Adam lr 1e-4"),
-    ("mh-unet", "weights"): PaperStage(10, "WDN averaging weights: 10 epochs, our choice (no source gives one)"),
-    ("cm-unet", "train"): PaperStage(40, _CM, optimiser="adamw", lr=1e-2, weight_decay=1e-5, batch_size=5, augment="flip"),
-    ("mr-net", "train"): PaperStage(123, _MR, lr=1e-4, weight_decay=5e-4, batch_size=8, augment="flip"),
-    ("lf-net", "soft_label"): PaperStage(10, _LFNET + ", 10 epochs for the soft-label network"),
-    ("lf-net", "segmentation"): PaperStage(70, _LFNET + ", 70 epochs for the segmentation network"),
-}
-# "Training epoch for rater characteristics net module is 15" on MNIST, read as stage 2's length.
-MNIST_RCN_EPOCHS = 15
 
 
 @dataclass(frozen=True)
@@ -128,8 +97,9 @@ class Budget:
             )  # fmt: skip
         line = paper_stage(method, stage)
         epochs = line.epochs
-        if stage == "segmentation" and dataset.mnist_rcn_reading and not self.rcl_reading and paper_base(method) == "lf-net":
-            epochs = MNIST_RCN_EPOCHS
+        rcn = rcn_reading(method, dataset)
+        if rcn and stage == rcn["stage"] and not self.rcl_reading:
+            epochs = rcn["epochs"]
         batch = line.batch_size or dataset.paper_batch_size
         steps_per_epoch = math.ceil(n_train / batch)
         return Schedule(
@@ -139,8 +109,9 @@ class Budget:
 
     def config_overrides(self, method: str, dataset: DatasetSpec) -> dict:
         """Method config fields a budget sets (only paper-rcl15: LF-Net's rcl_epochs on MNIST)."""
-        if self.rcl_reading and dataset.mnist_rcn_reading and paper_base(method) == "lf-net":
-            return {"rcl_epochs": MNIST_RCN_EPOCHS}
+        rcn = rcn_reading(method, dataset)
+        if self.rcl_reading and rcn:
+            return {rcn["config"]: rcn["epochs"]}
         return {}
 
     def record(self) -> dict:
@@ -156,13 +127,20 @@ def paper_base(method: str) -> str:
 
 
 def paper_stage(method: str, stage: str) -> PaperStage:
+    """The study's paper-budget line for a stage of the registered method `method` (or of the method it shares lines with)."""
+    paper = study.current()
     base = paper_base(method)
-    if base in ("qmv-unet", "mean-unet", "staple-unet"):
-        base = "mv-unet"
-    key = (base, stage)
-    if key not in PAPER:
-        raise KeyError(f"the paper budget has no schedule for {method} stage {stage!r}; add a line to bench/budget.py PAPER")
-    return PAPER[key]
+    base = paper.same_as.get(base, base)
+    if (base, stage) not in paper.stages:
+        raise KeyError(f"the paper budget has no schedule for {method} stage {stage!r}; add a [[budget.stage]] line to {study.STUDY_FILE}")
+    return paper.stages[(base, stage)]
+
+
+def rcn_reading(method: str, dataset: DatasetSpec) -> dict:
+    """The study's reading of the MNIST "RCN epoch" for this method and dataset ({} where it does not apply)."""
+    rcn = study.current().rcn_epochs
+    applies = rcn and dataset.card.name in rcn["datasets"] and paper_base(method) == rcn["method"]
+    return rcn if applies else {}
 
 
 QUICK = Budget(

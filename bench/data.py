@@ -8,7 +8,6 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
-
 import torch
 
 from datasets import RaterData, Splits, get_dataset

@@ -8,6 +8,7 @@ Each table or figure has a recipe, `paper_figures/recipes/<name>.toml`:
     [paper]                          # the paper's setting, run with --budget paper
     dataset = "…"; methods = "all"; seeds = [0, 1, 2]; noise_levels = ["protocol"]
     raters = "cm"                    # (optional) the rater style; default: the dataset's
+    input = "clean"                  # (optional) the network input; default: the style's own
     set = { "lf-net.beta" = [1, 2] } # (optional) parameter sweep, as `run --set`
     [quick]                          # (optional) the stand-in run with --budget quick
     …; stand_in = "why it differs"
@@ -54,6 +55,7 @@ class Setting:
     sets: dict = field(default_factory=dict)  # "method.param" -> values
     stand_in: str = ""
     raters: str | None = None  # rater style (None: the dataset's default)
+    input: str | None = None  # network input (None: the style's own)
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,7 @@ def read_recipe(path: Path) -> Recipe:
                 v.get("set", {}),
                 v.get("stand_in", ""),
                 v.get("raters"),
+                v.get("input"),
             )  # fmt: skip
             for k, v in sections.items()
         }
@@ -195,7 +198,7 @@ def image_figure(kind, recipe, setting, cells, results, data_root, out, note) ->
         return report.save(fig, out / f"raters_{stem}")
     done = [c for c in cells if store.is_done(results, c)]
     if kind == "fused":
-        cell = next((c for c in done if methods.split_name(c.method)[0] == "lf-net"), None)
+        cell = next((c for c in done if methods.split_name(c.method)[0] == report.REFERENCE_METHOD), None)
         if cell is None:
             return []
         method = store.load_trained(store.cell_dir(results, cell))

@@ -47,7 +47,7 @@ from matplotlib.figure import Figure
 from matplotlib.transforms import blended_transform_factory
 
 import methods
-from bench import figures, stats, store
+from bench import figures, stats, store, study
 from bench.evaluate import tables
 from bench.evaluate.scoring import HEADLINE
 from bench.evaluate.tables import ordered_structures
@@ -56,9 +56,9 @@ from methods.registry import PARAM_SEP
 
 # --------------------------------------------------------------------------- method names and order
 
-REFERENCE_METHOD = "lf-net"
+REFERENCE_METHOD = study.current().reference_method  # the paper's "ours": the reference of every paired test
 AVERAGE = "average"
-ORACLE = "oracle"
+ORACLE = study.current().oracle
 
 
 def entry(method: str) -> methods.MethodEntry | None:
@@ -656,7 +656,11 @@ def write_boxplots(table: pd.DataFrame, tests: pd.DataFrame, out_dir: Path, note
             title = (
                 f"{dataset}: per-case DSC, {n_cases} test cases\n"
                 f"raters {raters}, noise {noise}, against {reference}, structure: {structure}\n"
-                + ("Holm-adjusted two-sided Wilcoxon signed-rank p vs LF-Net" if REFERENCE_METHOD in methods else "no LF-Net run: no tests")
+                + (
+                    f"Holm-adjusted two-sided Wilcoxon signed-rank p vs {display(REFERENCE_METHOD)}"
+                    if REFERENCE_METHOD in methods
+                    else f"no {display(REFERENCE_METHOD)} run: no tests"
+                )
             )
             fig = boxplot_figure(part, here, methods, all_methods, f"{note}\n{title}" if note else title)
             written += save(fig, out_dir / f"boxplot_dsc_{slug(dataset, raters, noise, reference, structure)}")

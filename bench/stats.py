@@ -26,6 +26,7 @@ import pandas as pd
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
+from bench import study
 from bench.evaluate.tables import GROUP, per_case
 
 TEST_COLUMNS = [
@@ -33,9 +34,11 @@ TEST_COLUMNS = [
     "n", "n_nan", "n_zero", "statistic", "p", "p_holm", "effect_size", "median_diff",
 ]  # fmt: skip
 
-# The oracle is trained on ground truth: an upper bound, not a competitor, so by default it is
-# left out of the comparisons (it would only enlarge the Holm family).
-DEFAULT_EXCLUDE = ("oracle",)
+
+def default_exclude() -> tuple[str, ...]:
+    """The study's Oracle is trained on ground truth: an upper bound, not a competitor, so by default it is left out of
+    the comparisons (it would only enlarge the Holm family)."""
+    return (study.current().oracle,)
 
 
 def rank_biserial(diff: np.ndarray) -> float:
@@ -111,11 +114,12 @@ def paired_tests(
     table: pd.DataFrame,
     metric: str,
     structure: str,
-    reference_method: str = "lf-net",
+    reference_method: str | None = None,
     higher_is_better: bool = True,
     others: Sequence[str] | None = None,
 ) -> pd.DataFrame:
-    """Reference method vs each other method: paired Wilcoxon on seed-averaged per-case values, Holm-adjusted.
+    """Reference method (default: the study's) vs each other method: paired Wilcoxon on seed-averaged per-case values,
+    Holm-adjusted.
 
     Per dataset × raters × noise × reference (one Holm family each), for each other method — `others`, or by
     default every other method in the table except the oracle — the cases both methods have are
@@ -127,6 +131,7 @@ def paired_tests(
     Returns columns TEST_COLUMNS: dataset, raters, noise, reference, structure, metric, reference_method,
     method, n, n_nan, n_zero, statistic, p, p_holm, effect_size, median_diff.
     """
+    reference_method = reference_method or study.current().reference_method
     values = per_case(table, metric, structure)
     rows = []
     for key, part in values.groupby(GROUP, dropna=False, sort=True):
@@ -134,7 +139,7 @@ def paired_tests(
         present = part.groupby("method")["case"].apply(set)  # which cases each method was scored on
         if reference_method not in present:
             continue
-        candidates = others if others is not None else [m for m in sorted(present.index) if m not in DEFAULT_EXCLUDE]
+        candidates = others if others is not None else [m for m in sorted(present.index) if m not in default_exclude()]
         family = []
         for method in candidates:
             if method == reference_method or method not in present:

@@ -28,7 +28,7 @@ import torch
 from tqdm.auto import tqdm
 
 import methods
-from bench import harness, store
+from bench import harness, store, study
 from bench.budget import Budget, Schedule
 from bench.data import data_fingerprint, load_splits, training_subset
 from bench.evaluate.scoring import score_predictions
@@ -61,9 +61,16 @@ def plan(method_names: list[str], dataset: str, raters: str, noise_levels: list[
 
 
 def trained_method(name: str) -> tuple[str, dict]:
-    """The registered method a cell trains and its parameters: `oracle@beta=3` -> ("lf-net", {"beta": 3})."""
+    """The registered method a cell trains and its parameters; the study's Oracle trains its `oracle_trains`
+    (`oracle@beta=3` -> ("lf-net", {"beta": 3}) for the LF-Net paper)."""
+    paper = study.current()
     base, params = methods.split_name(name)
-    return (methods.ORACLE_TRAINS if base == methods.ORACLE else base), params
+    return (paper.oracle_trains if base == paper.oracle else base), params
+
+
+def is_oracle(name: str) -> bool:
+    """Whether a cell name is the study's Oracle row (a data view: its only rater is the ground truth)."""
+    return methods.split_name(name)[0] == study.current().oracle
 
 
 def expand_params(names: list[str], grid: dict[str, dict[str, list]], dataset: DatasetSpec) -> list[str]:
@@ -176,9 +183,11 @@ def rater_stats(train: RaterData) -> dict:
 
 
 def dataset_overrides(dataset: DatasetSpec, name: str) -> dict:
-    """The dataset's paper settings for the method class behind `name` (e.g. LF-Net's λ = 0.01 on MNIST)."""
+    """The study's settings on this dataset for the method class behind `name` (LF-Net's λ = 0.01 on MNIST), so they
+    reach every variant built on it and the Oracle."""
     cls = methods.get_entry(name).cls
-    return {k: v for base, values in dataset.method_overrides.items() if methods.get_entry(base).cls is cls for k, v in values.items()}
+    first = next(n for n in methods.method_names() if methods.get_entry(n).cls is cls)
+    return study.current().method_settings(dataset.card.name, first)
 
 
 def build_method(name: str, seed: int, dataset: DatasetSpec, train: RaterData, budget: Budget) -> methods.Method:
@@ -299,7 +308,7 @@ def cell_data(cell: Cell, opts: RunOptions) -> CellData:
     train = training_subset(splits.train, opts.train_size or opts.budget.train_size(dataset))
     val = training_subset(splits.val, opts.budget.val_size)
     test = splits.test if opts.test_size is None else splits.test.subset(np.arange(min(opts.test_size, splits.test.n)))
-    if methods.split_name(cell.method)[0] == methods.ORACLE:
+    if is_oracle(cell.method):
         train, val = oracle_view(train), oracle_view(val)  # the oracle's own objective: ground truth is its only rater
     return CellData(dataset, splits, train, val, test)
 
@@ -368,7 +377,9 @@ def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
         t1 = time.time()
         manifest["degenerate"] = degenerate(harness.predict_proba(method, val.images, device=device, precision=opts.precision), val)
         if val.gt is not None:  # a diagnostic of the method's learned fused label, if it has one (GT read after training only)
-            teacher = harness.teacher_outside_tv(method, val.images, val.raters, val.rater_valid, val.gt, device=device, precision=opts.precision)
+            teacher = harness.teacher_outside_tv(
+                method, val.images, val.raters, val.rater_valid, val.gt, device=device, precision=opts.precision
+            )
             if teacher is not None:
                 manifest["teacher"] = teacher
         probs = harness.predict_proba(method, data.test.images, device=device, precision=opts.precision)

@@ -40,17 +40,13 @@ class DatasetSpec:
     quick_train_size: int | None  # training images used by the quick budget (None: all)
     reference: str = "gt"  # evaluation reference: "gt" where the dataset has ground truth, else "majority"
     soft_metrics: bool = False  # also score soft DSC / IoU against the rater mean (the paper's RIGA protocol)
-    # Paper settings that differ by dataset: base method -> {config field: value}; they apply to
-    # every registered name built on that method's class (its variants and the oracle too).
-    method_overrides: dict = field(default_factory=dict)
-    # MNIST only: the paper's "training epoch for RCN is 15" (bench/budget.py reads it for the paper budget).
-    mnist_rcn_reading: bool = False
     fixed_raters: str = ""  # why the raters cannot be re-simulated ("has real raters"); set: any level but "protocol" is refused
     # Rater styles (datasets/noise.py STYLE_NOTES), the default first; every dataset names its own.
     rater_styles: tuple[str, ...] = ()
     # Network inputs a user may choose (empty: the dataset has one), and each style's own (its default).
     inputs: tuple[str, ...] = ()
     style_inputs: dict = field(default_factory=dict)
+    subset_of: str = ""  # a sample of another dataset's images (mnist-5k of mnist): a paper's number for that dataset applies
 
     def __post_init__(self) -> None:
         if not self.rater_styles:
@@ -117,10 +113,6 @@ def check_images(name: str, splits: Splits, chunk: int = 64) -> None:
         raise DataError(f"{name}: every training image is {train_range[0]:g} everywhere; the input files hold no images")
 
 
-# LF-Net paper, Implementation Details: λ = 0.01 on MNIST ("training epoch for RCN is 15" is a budget matter).
-MNIST_OVERRIDES = {"lf-net": {"lam": 0.01}}
-
-
 REAL = {"fixed_raters": "has real raters", "rater_styles": ("real",)}
 
 DATASETS: dict[str, DatasetSpec] = {
@@ -130,11 +122,10 @@ DATASETS: dict[str, DatasetSpec] = {
         128,
         32,
         None,
-        method_overrides=MNIST_OVERRIDES,
-        mnist_rcn_reading=True,
         rater_styles=mnist.RATER_STYLES,
         inputs=mnist.INPUTS,
         style_inputs=mnist.STYLE_INPUTS,
+        subset_of="mnist",
     ),
     "mnist": DatasetSpec(
         mnist.CARD_MNIST,
@@ -142,8 +133,6 @@ DATASETS: dict[str, DatasetSpec] = {
         128,
         32,
         600,
-        method_overrides=MNIST_OVERRIDES,
-        mnist_rcn_reading=True,
         rater_styles=mnist.RATER_STYLES,
         inputs=mnist.INPUTS,
         style_inputs=mnist.STYLE_INPUTS,
@@ -159,8 +148,6 @@ DATASETS: dict[str, DatasetSpec] = {
         128,
         32,
         600,
-        method_overrides=MNIST_OVERRIDES,
-        mnist_rcn_reading=True,
         fixed_raters="reads its raters from files",
         rater_styles=("files",),
     ),  # fmt: skip

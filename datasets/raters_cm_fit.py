@@ -78,7 +78,7 @@ from __future__ import annotations
 import numpy as np
 
 from datasets.raters import RATER_NAMES, image_keys
-from datasets.raters_cm import erode_cross, shrink_level, split_level
+from datasets.raters_cm import shrink_level, split_level
 
 __all__ = [
     "OVER_LEVELS",

@@ -25,13 +25,7 @@ from methods.registry import (
     split_name,
 )
 
-# The paper's Oracle is its best method trained on ground truth; the data view lives in datasets.
-ORACLE = "oracle"
-ORACLE_TRAINS = "lf-net"
-
 __all__ = [
-    "ORACLE",
-    "ORACLE_TRAINS",
     "DataSpec",
     "Method",
     "MethodEntry",

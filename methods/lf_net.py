@@ -264,7 +264,9 @@ class LFNet(Method):
         sll_sees_image: bool = False  # SLL input = raters only (§III-C, f(Ỹ; Θ1)); True prepends the image
         use_ce: bool = True  # L_ce term (False = Table IV ‡)
         ce_tv: bool = True  # TV mask on L_ce (paper eq. 6; False = CE vs MV on every pixel, Table IV S rows)
-        rater_module: str = "rcn"  # "rcn" (paper) | "shared" (heads on Θ2's features, a reading) | "cm" (CM-UNet's CMs, §IV-D text) | "none"
+        rater_module: str = (
+            "rcn"  # "rcn" (paper) | "shared" (heads on Θ2's features, a reading) | "cm" (CM-UNet's CMs, §IV-D text) | "none"
+        )
         rcn_sees_image: bool = False  # RCN input = P2 only (methods.md §3.13 item 1, option a); True adds the image
         rcl_epochs: int | None = None  # L_rcl active in the first N stage-2 epochs; None = all (item 5, other reading)
         cm_trace_weight: float = 0.0  # trace regulariser of the CM rater module (see module docstring)

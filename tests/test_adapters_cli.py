@@ -13,6 +13,7 @@ from fixtures.make_ms_lesion import make_ms_lesion
 from fixtures.make_riga import make_mrnet, make_raw
 
 import methods
+from bench import study
 
 FIXTURES = {
     "ms-lesion": make_ms_lesion,
@@ -81,8 +82,8 @@ def check_lidc_report(results) -> None:
 @pytest.mark.parametrize("name", ["ms-lesion", "lidc", "riga", "choledoch"])
 def test_every_method_runs_on_every_adapter(tmp_path, name):
     binary_only = {"staple-unet", "lf-net-sll-staple"} if name == "riga" else set()
-    names = [m for m in [*methods.method_names(), methods.ORACLE] if m not in binary_only]
+    names = [m for m in [*methods.method_names(), study.current().oracle] if m not in binary_only]
     if name in ("lidc", "riga"):
-        names.remove(methods.ORACLE)  # no ground truth to train the oracle on
+        names.remove(study.current().oracle)  # no ground truth to train the oracle on
     table = run_on_fixture(tmp_path, name, ",".join(names))
     assert set(table["method"]) == set(names)

@@ -4,6 +4,8 @@ Each command runs in-process (`conftest.run_bench`); the tests that need a real 
 backends, the real exit status) are in tests/reliability/ and tests/test_backends.py.
 """
 
+import json
+
 import pandas as pd
 import pytest
 from conftest import run_bench
@@ -26,8 +28,8 @@ def test_tiny_sweep_writes_cells_table_and_summary_then_skips_on_rerun(tmp_path)
     counts = table.groupby(["reference", "metric"]).size()
     assert set(counts.index) == every and (counts == 3 * 2 * 24).all()  # every reference, each methods × seeds × cases
     assert not table.duplicated(["method", "seed", "reference", "case", "metric"]).any()
-    assert set(table["raters"]) == {"cm"} and set(table["noise"]) == {"protocol"}
-    cell = results / "runs" / "mnist-5k" / "cm" / "protocol" / "mv-unet" / "seed-0"
+    assert set(table["raters"]) == {"lfnet"} and set(table["noise"]) == {"protocol"}
+    cell = results / "runs" / "mnist-5k" / "lfnet" / "protocol" / "mv-unet" / "seed-0"
     for name in ("config.json", "manifest.json", "train_log.csv", "predictions.npz", "calibration.parquet", "metrics.parquet"):
         assert (cell / name).is_file(), name
     summary = pd.read_csv(results / "summary.csv")
@@ -72,7 +74,7 @@ def test_mnist_adapter_runs_from_the_cli(tmp_path):
         (["--seeds", "0,one"], "--seeds '0,one': expected comma-separated ints"),
         (["--noise-levels", "protocol,high"], "--noise-levels: "),
         (["--noise-levels", "1.5"], "--noise-levels: "),
-        (["--raters", "wobbly"], "--raters wobbly: mnist-5k has rater style(s) cm, morpho"),
+        (["--raters", "wobbly"], "--raters wobbly: mnist-5k has rater style(s) lfnet, cm, cm-fit, morpho"),
         (
             ["--dataset", "lidc", "--noise-levels", "0.5"],
             "lidc has real raters, so there is no noise level to set (got 0.5); use --noise-levels protocol",
@@ -94,3 +96,74 @@ def test_bad_input_gets_one_line_and_exit_2(tmp_path, args, message):
 
 
 # Killed sweeps (12 kill points, concurrent writers, full disk): tests/reliability/test_faults.py.
+
+
+def test_the_input_is_part_of_a_cells_identity(tmp_path):
+    """`--input` names the rater setting `<style>+<input>` where it is not the style's own: its own folder, config and table rows."""
+    results = tmp_path / "r"
+    common = ["run", "--methods", "mv-unet", "--seeds", "0", "--results", str(results), *TINY]
+    for extra in (["--raters", "cm", "--input", "clean"], ["--raters", "cm", "--input", "gaussian"], ["--input", "clean"]):
+        out = run_bench(*common, *extra)
+        assert out.returncode == 0, out.stderr
+    runs = results / "runs" / "mnist-5k"
+    assert {p.name for p in runs.iterdir()} == {"cm+clean", "cm", "lfnet"}  # gaussian is cm's own input, clean lfnet's
+    for setting, kind in (("cm+clean", "clean"), ("cm", "gaussian"), ("lfnet", "clean")):
+        cell = runs / setting / "protocol" / "mv-unet" / "seed-0"
+        config, manifest = (json.loads((cell / f).read_text()) for f in ("config.json", "manifest.json"))
+        assert config["rater_setting"]["input"] == kind and manifest["rater_setting"]["input"] == kind
+        assert manifest["cell"]["raters"] == setting
+    assert set(pd.read_parquet(results / "metrics.parquet")["raters"]) == {"cm+clean", "cm", "lfnet"}
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--input", "noisy"], "--input noisy: mnist-5k has inputs clean, gaussian, cm-release"),
+        (["--dataset", "lidc", "--input", "clean"], "--input clean: lidc has one network input; --input applies to mnist-5k, mnist"),
+    ],
+)
+def test_a_bad_input_gets_one_line(tmp_path, args, message):
+    out = run_bench("run", "--dry-run", *args, "--results", str(tmp_path / "r"))
+    assert out.returncode == 2 and out.stderr.strip() == f"error: {message}", out.stderr
+
+
+def test_finished_cells_made_from_other_data_are_refused(tmp_path):
+    """A setting's name can outlive its rules: a finished cell whose data fingerprint differs from today's is not reused."""
+    results = tmp_path / "r"
+    args = ["run", "--methods", "mv-unet", "--seeds", "0", "--results", str(results), *TINY]
+    assert run_bench(*args).returncode == 0
+    manifest = results / "runs" / "mnist-5k" / "lfnet" / "protocol" / "mv-unet" / "seed-0" / "manifest.json"
+    info = json.loads(manifest.read_text())
+    info["data_fingerprint"] = "0" * 32
+    manifest.write_text(json.dumps(info))
+    before = {p: p.read_bytes() for p in results.rglob("*") if p.is_file() and "cache" not in p.parts}
+    out = run_bench(*args)
+    assert out.returncode == 2 and "were trained on other data than mnist-5k/lfnet/protocol gives now" in out.stderr, out.stderr
+    assert {p: p.read_bytes() for p in results.rglob("*") if p.is_file() and "cache" not in p.parts} == before
+    assert run_bench(*args, "--force").returncode == 0
+
+
+def test_lf_net_cells_record_their_teacher_outside_the_vote(tmp_path):
+    results = tmp_path / "r"
+    out = run_bench("run", "--methods", "lf-net,mv-unet", "--seeds", "0", "--results", str(results), *TINY)
+    assert out.returncode == 0, out.stderr
+    runs = results / "runs" / "mnist-5k" / "lfnet" / "protocol"
+    teacher = json.loads((runs / "lf-net" / "seed-0" / "manifest.json").read_text())["teacher"]
+    assert set(teacher) >= {"p_fg_outside_tv_gt_fg", "p_fg_outside_tv_gt_bg", "pixels_outside_tv_gt_fg"}
+    assert all(0 <= teacher[k] <= 1 for k in teacher if k.startswith("p_fg")) and teacher["pixels_outside_tv_gt_fg"] > 0
+    assert "teacher" not in json.loads((runs / "mv-unet" / "seed-0" / "manifest.json").read_text())  # no learned fused label
+
+
+def test_raters_prints_the_label_level_statistics(tmp_path):
+    out = run_bench("raters", "--raters", "lfnet,cm", "--results", str(tmp_path / "r"), "--markdown")
+    assert out.returncode == 0, out.stderr
+    rows = {
+        line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]] for line in out.stdout.splitlines() if line.startswith("| ")
+    }
+    assert rows[""] == ["lfnet", "cm"]
+    lfnet_avg, cm_avg = (float(v) for v in rows["Average"])
+    assert 0.44 < lfnet_avg < 0.49 and 0.47 < cm_avg < 0.52
+    mv = [float(v.split()[0]) for v in rows["majority-vote label"]]
+    staple = [float(v.split()[0]) for v in rows["STAPLE label"]]
+    assert staple[0] > mv[0] and mv[1] > staple[1]  # the two pools order the fused labels the other way round
+    assert out.stderr.count("warning: mnist-5k: noise level protocol (lfnet raters") == 1

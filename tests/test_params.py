@@ -7,7 +7,7 @@ import pytest
 from conftest import run_bench
 
 import methods
-from bench import cli, sweep
+from bench import cli, study, sweep
 from bench.evaluate.scoring import reference_mask
 from datasets import get_dataset
 
@@ -43,7 +43,7 @@ def test_expand_rejects_unknown_parameters_and_wrong_types():
 
 def test_cell_trains_the_named_parameters():
     trains, params = sweep.trained_method("oracle@beta=2")
-    assert (trains, params) == (methods.ORACLE_TRAINS, {"beta": 2})
+    assert (trains, params) == (study.current().oracle_trains, {"beta": 2})
     spec = methods.DataSpec(1, 2, 5, True)
     built = methods.build_method(trains, spec, params)
     assert built.cfg.beta == 2 and dataclasses.asdict(built.cfg)["lam"] == 0.05
@@ -72,7 +72,7 @@ def test_dry_run_lists_one_cell_per_value(tmp_path):
         "run", "--methods", "mv-unet,lf-net", "--set", "lf-net.beta=2,3", "--seeds", "0", "--dry-run", "--results", str(tmp_path)
     )
     assert out.returncode == 0, out.stderr
-    assert "mnist-5k/cm/protocol/lf-net@beta=2/seed-0" in out.stdout and "lf-net@beta=3/seed-0" in out.stdout
+    assert "mnist-5k/lfnet/protocol/lf-net@beta=2/seed-0" in out.stdout and "lf-net@beta=3/seed-0" in out.stdout
     assert "3 of 3 cells would run" in out.stdout
 
 
@@ -85,7 +85,7 @@ def test_staple_reference_of_agreeing_raters_is_their_mask_and_gt_needs_ground_t
     )
     assert "lidc has no ground truth; --reference majority or staple" in capsys.readouterr().err
     assert cli.main(["run", "--methods", "mv-unet", "--reference", "staple", "--seeds", "0", "--dry-run", "--results", str(tmp_path)]) == 0
-    assert "mnist-5k/cm/protocol/mv-unet/seed-0" in capsys.readouterr().out  # the reference is not part of a cell
+    assert "mnist-5k/lfnet/protocol/mv-unet/seed-0" in capsys.readouterr().out  # the reference is not part of a cell
 
 
 def test_all_methods_on_a_dataset_without_ground_truth_leaves_out_the_oracle(tmp_path, capsys):

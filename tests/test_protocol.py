@@ -270,5 +270,5 @@ def test_a_cell_records_its_threads_isa_stops_and_flag(tmp_path):
     assert set(logs["method"]) == {"mv-unet"} and list(logs["event"]) == ["eval", "stop"]
     assert cli.main(["report", "--results", str(results), "--out", str(tmp_path / "report")]) == 0
     for stem in ("learning_curves", "diagnostic_gt_dsc"):
-        png = tmp_path / "report" / f"{stem}_mnist-5k_cm_protocol.png"
+        png = tmp_path / "report" / f"{stem}_mnist-5k_lfnet_protocol.png"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png

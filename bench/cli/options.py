@@ -38,17 +38,19 @@ def parse_methods(text: str, has_gt: bool = True) -> list[str]:
     """`all` = the paper's methods plus the oracle (where the dataset has ground truth to train it); `ablation` = LF-Net's
     ablation rows; `readings` = LF-Net under each declared reading of the paper's open points; or a list."""
     import methods
+    from bench import study
 
+    paper = study.current()
     if text == "all":
-        return [*methods.method_names("main"), *([methods.ORACLE] if has_gt else [])]
+        return [*methods.method_names("main"), *([paper.oracle] if has_gt else [])]
     if text == "ablation":  # Table IV: the full model and its ablation variants
-        return ["lf-net", *methods.method_names("ablation")]
-    if text == "readings":  # the code's reading, the † reading, then the other declared readings
-        return ["lf-net", "lf-net-no-tv-sl", *methods.method_names(table="readings")]
+        return [paper.reference_method, *methods.method_names("ablation")]
+    if text == "readings":  # the study's declared readings, the one reported as the method first
+        return [r["method"] for r in paper.readings]
     names = [n.strip() for n in text.split(",") if n.strip()]
     if not names:
         raise UsageError("--methods is empty; give all, ablation or a comma list, e.g. --methods mv-unet,lf-net")
-    known = [*methods.method_names(), methods.ORACLE]
+    known = [*methods.method_names(), paper.oracle]
     for name in names:
         if name not in known:
             raise UsageError(f"unknown method {name!r}; known: {', '.join(known)}")
@@ -100,7 +102,6 @@ class SweepSpec:
         cls, dataset: str, methods_text: str, seeds: list[int], noise_levels: list[str], sets: list[str] | None = None,
         raters: str | None = None, seeds_text: str = "", noise_text: str = "", network_input: str | None = None,
     ) -> SweepSpec:  # fmt: skip
-        import methods
         from bench import sweep
         from datasets import get_dataset
         from datasets.contract import refuse_noise_level
@@ -130,7 +131,7 @@ class SweepSpec:
         refuse_twice("--noise-levels", noise_text or str(noise_levels), levels)
         names = parse_methods(methods_text, has_gt=spec.reference == "gt")
         names = sweep.expand_params(names, parse_sets(sets, names), spec)
-        if spec.reference != "gt" and any(methods.split_name(n)[0] == methods.ORACLE for n in names):
+        if spec.reference != "gt" and any(sweep.is_oracle(n) for n in names):
             raise UsageError(
                 f"the oracle trains on ground truth and {dataset} has none (reference: {spec.reference}); drop oracle from --methods"
             )

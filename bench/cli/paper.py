@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from bench.cli.options import SweepSpec, UsageError, add_run_options, check_run_options, data_root, execute
+from bench.cli.report import write_reproduction
 
 
 def add_parser(verbs) -> None:
@@ -26,7 +27,9 @@ def recipe_cells(setting) -> list:
     if not setting.methods:
         return []
     sets = [f"{k}={','.join(map(str, v))}" for k, v in setting.sets.items()]
-    return SweepSpec.build(setting.dataset, setting.methods, list(setting.seeds), list(setting.noise_levels), sets, setting.raters).cells()
+    return SweepSpec.build(
+        setting.dataset, setting.methods, list(setting.seeds), list(setting.noise_levels), sets, setting.raters, network_input=setting.input
+    ).cells()
 
 
 def cmd_paper(args: argparse.Namespace) -> int:
@@ -84,4 +87,6 @@ def cmd_paper(args: argparse.Namespace) -> int:
         print(f"failed: {o['cell']}: {o['reason']}", file=sys.stderr)
     print(f"{len(chosen) - len(skipped)} of {len(chosen)} recipes rendered, {len(skipped)} skipped (dataset absent), "
           f"{len(failed)} cells failed; outputs in {out_root}/")  # fmt: skip
+    if (results / "metrics.parquet").is_file():
+        write_reproduction(results, root, out_root.parent)
     return 1 if failed else 0

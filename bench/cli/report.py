@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from bench.cli.options import UsageError
+from bench.cli.options import UsageError, data_root
 
 
 def add_parser(verbs) -> None:
@@ -15,6 +15,10 @@ def add_parser(verbs) -> None:
     )
     p.add_argument("--results", default="results", help="results folder holding metrics.parquet and summary.csv (default: results)")
     p.add_argument("--out", help="folder for the tables and figures (default: RESULTS/report)")
+    p.add_argument(
+        "--data-root",
+        help="folder holding the datasets, for the reproduction report's figures and hints (default: $BENCH_DATA, else ./data)",
+    )
     p.set_defaults(func=cmd_report)
 
 
@@ -43,4 +47,19 @@ def cmd_report(args: argparse.Namespace) -> int:
     for path in written:
         print(path)
     print(f"{len(written)} files written to {out}/")
+    write_reproduction(results, data_root(args.data_root).absolute(), results / "paper")
     return 0
+
+
+def write_reproduction(results: Path, root: Path, out: Path) -> None:
+    """The reproduction report (bench/reproduction.py) in OUT/REPRODUCTION.md and .html, when any cell measures a paper value."""
+    from bench import reproduction, reproduction_page
+
+    assessment = reproduction.assess(results, root)
+    if not any(t.groups for t in assessment.tables):
+        print(f"no cell of this results folder measures a number of {assessment.study.citation}: no reproduction report")
+        return
+    written = reproduction_page.write(assessment, out, root)
+    print(f"reproduction report: {written[0]} and {written[1]} (self-contained)")
+    for line in reproduction_page.headline(assessment):
+        print(f"  {line}")

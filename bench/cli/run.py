@@ -28,13 +28,18 @@ def add_parser(verbs) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     what = p.add_argument_group("what to run")
-    what.add_argument("--methods", default="all", help="all (the paper's methods and the oracle), ablation, readings (LF-Net under each declared reading), or a comma list (default: all)")
+    what.add_argument(
+        "--methods",
+        default="all",
+        help="all (the paper's methods and the oracle), ablation, readings (LF-Net under each declared reading), or a comma list (default: all)",
+    )
     what.add_argument(
         "--dataset", default="mnist-5k", help="dataset name (default: mnist-5k, embedded; see `python -m bench list datasets`)"
     )
     what.add_argument("--seeds", default="0,1,2", help="comma-separated training seeds (default: 0,1,2)")
     what.add_argument(
-        "--raters", help="rater style of a simulated dataset, e.g. lfnet, cm, cm-fit or morpho on MNIST (default: the dataset's first style)"
+        "--raters",
+        help="rater style of a simulated dataset, e.g. lfnet, cm, cm-fit or morpho on MNIST (default: the dataset's first style)",
     )
     what.add_argument(
         "--input",

@@ -47,7 +47,7 @@ def test_manifest_records_what_a_rerun_needs(twice):
         assert len(m["git_commit"]) == 40 and m["device"] == "cpu" and m["precision"] in ("float32", "torch.bfloat16")
         assert len(m["data_fingerprint"]) == 32 and m["data_root"]
         assert m["command"][1:3] == ["run", "--methods"]  # argv as given
-        assert m["cell"] == {"dataset": "mnist-5k", "raters": "cm", "noise": "protocol", "method": m["cell"]["method"],
+        assert m["cell"] == {"dataset": "mnist-5k", "raters": "lfnet", "noise": "protocol", "method": m["cell"]["method"],
                              "seed": m["cell"]["seed"]}  # fmt: skip
         assert m["cell"]["method"] in ("mv-unet", "lf-net") and m["seconds"] > 0
     assert len({m["data_fingerprint"] for m in manifests}) == 1  # every cell saw the same data
@@ -87,7 +87,7 @@ def test_dry_run_lists_exactly_the_cells_that_then_run(tmp_path, reference_sweep
     assert cli.main([*base, "--dry-run"]) == 0  # in process: it trains nothing
     dry = capsys.readouterr().out
     listed = {line.split()[-1] for line in dry.splitlines() if line.startswith("to run")}
-    assert listed == {"mnist-5k/cm/protocol/mv-unet/seed-0"} and "1 of 2 cells would run" in dry, dry
+    assert listed == {"mnist-5k/lfnet/protocol/mv-unet/seed-0"} and "1 of 2 cells would run" in dry, dry
     before = {p.parent for p in tmp_path.glob("runs/**/metrics.parquet")}
     out = run_cli(*base)
     assert out.returncode == 0 and "1 trained, 1 already done" in out.stdout, out.stderr

@@ -1,0 +1,129 @@
+"""The study file (paper_figures/lfnet_paper.toml, bench/study.py): its numbers are the paper's, and generic code names no method.
+
+The numbers are checked against the paper's LaTeX at the line each entry cites when $BENCH_PAPER_TEX
+names the file (`.ci/run` points it at the copy beside the repository); elsewhere that test is skipped.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import os
+import re
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+import methods
+from bench import study
+from bench.budget import BUDGETS
+from datasets import DATASETS, get_dataset
+
+PAPER = study.current()
+TEX = os.environ.get("BENCH_PAPER_TEX")
+
+
+def test_the_study_names_registered_methods_and_datasets():
+    known = {*methods.method_names(), PAPER.oracle, "average"}
+    assert PAPER.reference_method in methods.method_names() and PAPER.oracle_trains in methods.method_names()
+    for table in PAPER.tables:
+        assert {r.method for r in table.rows} <= known, table.id
+        assert {c.dataset for c in table.columns} <= set(DATASETS), table.id
+        assert all(len(r.mean) == len(table.columns) for r in table.rows)
+    assert {v.method for v in PAPER.values} <= known and {v.column.dataset for v in PAPER.values} <= set(DATASETS)
+    assert [r["method"] for r in PAPER.readings][0] == PAPER.reference_method and {r["method"] for r in PAPER.readings} <= known
+    for claim in PAPER.claims:
+        pairs = [m for pair in claim.params.get("pairs", []) for m in pair] + list(claim.params.get("versus", {}))
+        assert set(pairs) <= known, claim.id
+        assert set(claim.params.get("tables", [])) <= {t.id for t in PAPER.tables}, claim.id
+
+
+def test_generic_code_reads_the_papers_settings_from_the_study():
+    from bench import sweep
+
+    mnist, lidc = get_dataset("mnist-5k"), get_dataset("lidc")
+    assert sweep.dataset_overrides(mnist, "lf-net-s") == PAPER.method_settings("mnist-5k", "lf-net") == {"lam": 0.01}
+    assert sweep.dataset_overrides(lidc, "lf-net") == {}
+    assert sweep.trained_method(f"{PAPER.oracle}@beta=3") == (PAPER.oracle_trains, {"beta": 3})
+    paper, rcl15 = BUDGETS["paper"], BUDGETS["paper-rcl15"]
+    assert paper.schedule("lf-net", "segmentation", mnist, 128).max_steps == 15  # 15 epochs of one step: the RCN reading
+    assert paper.schedule("lf-net", "segmentation", lidc, 2).max_steps == 70
+    assert rcl15.config_overrides("lf-net-s-tv", mnist) == {"rcl_epochs": 15} and paper.config_overrides("lf-net", mnist) == {}
+    cm = paper.schedule("cm-unet", "train", lidc, 10)
+    assert (cm.optimiser, cm.lr, cm.batch_size, cm.augment) == ("adamw", 1e-2, 5, "flip")
+    assert paper.schedule("staple-unet", "train", lidc, 2).source == paper.schedule("mv-unet", "train", lidc, 2).source
+
+
+def test_no_generic_module_names_the_studys_methods():
+    """`lf-net` and `oracle` are the study's words: no code outside methods/<method>.py and the study file uses them as values."""
+    generic = [*sorted((REPO / "bench").rglob("*.py")), *sorted((REPO / "datasets").glob("*.py"))]
+    generic += [REPO / "methods" / name for name in ("__init__.py", "registry.py", "base.py")]
+    found = []
+    for path in generic:
+        tree = ast.parse(path.read_text())
+        docstrings = {id(n.body[0].value) for n in ast.walk(tree) if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef)) and n.body
+                      and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}  # fmt: skip
+        docstrings |= {id(n.slice) for n in ast.walk(tree) if isinstance(n, ast.Subscript)}  # a key of the study file's format
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+                if re.fullmatch(r"lf-net(-[\w-]+)?|oracle", node.value):
+                    found.append(f"{path.relative_to(REPO)}:{node.lineno}: {node.value!r}")
+    assert found == []
+
+
+def paper_lines() -> list[str]:
+    if not TEX:
+        pytest.skip("set BENCH_PAPER_TEX to the paper's LaTeX source (lfnet-paper.tex) to check the study's numbers against it")
+    path = Path(TEX)
+    assert path.is_file(), f"BENCH_PAPER_TEX={TEX}: no such file"
+    return path.read_text().splitlines()
+
+
+def numbers(line: str) -> list[float]:
+    """The decimal numbers of a LaTeX line, in order, outside \\cite{...} and colour commands."""
+    line = re.sub(r"\\cite\{[^}]*\}|\\color\{[^}]*\}|\\rowcolor\{[^}]*\}|gray!\d+", "", line)
+    return [float(x) for x in re.findall(r"\d+\.\d+", line)]
+
+
+def test_every_table_number_is_the_papers_at_the_line_it_cites():
+    lines = paper_lines()
+    for table in PAPER.tables:
+        assert "\\caption{" in lines[table.line - 1], (table.id, table.line)
+        for row in table.rows:
+            expected = [x for m, s in zip(row.mean, row.sd) if not math.isnan(m) for x in ((m,) if math.isnan(s) else (m, s))]
+            assert numbers(lines[row.line - 1]) == expected, (table.id, row.method, row.line, lines[row.line - 1])
+
+
+def test_every_text_number_and_claim_cites_a_line_that_holds_it():
+    lines = paper_lines()
+    for value in PAPER.values:
+        found = numbers(lines[value.line - 1])
+        assert value.mean in found and (math.isnan(value.sd) or value.sd in found), (value.id, value.line)
+    for claim in PAPER.claims:
+        assert 1 <= claim.line <= len(lines) and lines[claim.line - 1].strip(), claim.id
+    for (method, stage), line in PAPER.stages.items():
+        assert "epoch" in lines[line.line - 1].lower(), (method, stage, line.line)
+    assert "Oracle" in lines[PAPER.oracle_line - 1] and "\\caption{" in lines[PAPER.oracle_line - 1]
+
+
+def test_a_malformed_study_is_refused_in_one_line(tmp_path):
+    bad = tmp_path / "study.toml"
+    bad.write_text('[study]\nname = "x"\n')
+    with pytest.raises(ValueError, match=r"^study .*study.toml: KeyError: 'title'$"):
+        study.load(bad)
+    bad.write_text(STUDY_HEAD + '[[tables]]\nid = "t"\nlabel = "T"\nline = 1\ntitle = "t"\ncolumns = [{ dataset = "mnist", metric = "dsc" }]\n'
+                   'rows = [{ method = "lf-net", line = 2, mean = [1.0, 2.0] }]\n')  # fmt: skip
+    with pytest.raises(ValueError, match="table t: every row needs one mean"):
+        study.load(bad)
+
+
+STUDY_HEAD = """[study]
+name = "x"
+title = "x"
+citation = "x"
+source = "x.tex"
+reference_method = "lf-net"
+oracle = "oracle"
+oracle_trains = "lf-net"
+"""
