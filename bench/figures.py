@@ -26,7 +26,7 @@ Conventions shared by the image panels:
   to its own min–max.
 - Label maps are class indices: binary maps black (0) / white (1); with more classes (RIGA:
   0 background, 1 rim, 2 cup) a discrete grey ramp, background black and the last class white.
-- DSC in the panels is `bench.metrics.dice` of foreground = any class > 0, in %, two decimals.
+- DSC in the panels is `bench.evaluate.pixel.dice` of foreground = any class > 0, in %, two decimals.
 - Every panel's axes carry a label (`Axes.get_label()`): "image", "reference", "rater:<r>",
   "method:<name>", "fused:<column>", "separator", so callers and tests can find them.
 """
@@ -46,8 +46,8 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, NullLocator
 
 import methods
+from bench.evaluate.pixel import dice
 from bench.evaluate.tables import ordered_structures
-from bench.metrics import dice
 from methods.fusion import majority_vote, rater_mean, threshold_vote_mask
 from methods.staple import staple
 
@@ -354,7 +354,7 @@ def qualitative_figure(
     truth, or e.g. the majority vote where a dataset has none: name it with `reference_label`);
     probs_by_method {method: (N, L, H, W)} probabilities (any numeric dtype, e.g. the uint8 1/255
     steps of predictions.npz; only the argmax is used); display maps method names to column labels
-    (default: the name). The DSC is `bench.metrics.dice` of foreground = any class > 0 against the
+    (default: the name). The DSC is `bench.evaluate.pixel.dice` of foreground = any class > 0 against the
     reference, also for multi-class data (RIGA: the disc); predictions are drawn with all classes.
     """
     if not probs_by_method:

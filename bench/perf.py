@@ -29,7 +29,7 @@ Peak memory: on CUDA `torch.cuda.max_memory_allocated` per run (reset before eac
 process's maximum resident set size so far (`getrusage`), which only grows, so a later run's value
 includes the earlier runs' peaks.
 
-Metrics: DSC + bAHD with `bench.metrics` on a batch of mask pairs vs medpy's `dc` + `assd` per pair
+Metrics: DSC + bAHD with `bench.evaluate.pixel` on a batch of mask pairs vs medpy's `dc` + `assd` per pair
 (ASSD is the closest of medpy's distances to bAHD; the values differ, only the work is comparable).
 STAPLE: `methods.staple.staple` on a batch vs SimpleITK's `STAPLEImageFilter` per image.
 """
@@ -53,7 +53,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import methods
 from bench import harness
-from bench import metrics as bm
+from bench.evaluate import pixel as bm
 from methods.staple import staple
 
 SCHEMA = "bench-perf/1"
@@ -304,7 +304,7 @@ def ellipses(rng: np.random.Generator, n: int, size: int, radius: tuple[float, f
 
 
 def time_metrics(n: int, size: int, seed: int = 0) -> dict:
-    """DSC + bAHD on n mask pairs: bench.metrics on the batch vs medpy dc + assd per pair."""
+    """DSC + bAHD on n mask pairs: bench.evaluate.pixel on the batch vs medpy dc + assd per pair."""
     from medpy.metric.binary import assd, dc
 
     gt, pred = ellipses(np.random.default_rng(seed), n, size, (3.0, size / 9))
@@ -318,7 +318,7 @@ def time_metrics(n: int, size: int, seed: int = 0) -> dict:
     return {
         "pairs": n, "height": size, "width": size,
         "bench_ms_per_pair": 1e3 * t_ours / n, "medpy_ms_per_pair": 1e3 * t_medpy / n, "speedup": t_medpy / t_ours,
-        "bench_route": "bench.metrics.dice + bench.metrics.bahd on the batch",
+        "bench_route": "bench.evaluate.pixel.dice + bench.evaluate.pixel.bahd on the batch",
         "medpy_route": "medpy.metric.binary.dc + assd per pair",
         "dice_max_abs_diff": float(np.abs(ours - np.array([d for d, _ in theirs])).max()),
     }  # fmt: skip
@@ -420,7 +420,7 @@ def format_report(result: dict) -> str:
     m = result["metrics"]
     lines += [
         "",
-        f"metrics, {m['pairs']} pairs {m['height']}x{m['width']}: bench.metrics dice+bahd {m['bench_ms_per_pair']:.3f} ms/pair, "
+        f"metrics, {m['pairs']} pairs {m['height']}x{m['width']}: bench.evaluate.pixel dice+bahd {m['bench_ms_per_pair']:.3f} ms/pair, "
         f"medpy dc+assd {m['medpy_ms_per_pair']:.3f} ms/pair, speed-up {m['speedup']:.1f}x (max |dDSC| {m['dice_max_abs_diff']:.1e})",
     ]
     s = result["staple"]

@@ -48,7 +48,7 @@ from matplotlib.transforms import blended_transform_factory
 
 import methods
 from bench import figures, stats, store, study
-from bench.evaluate import tables
+from bench.evaluate import metrics, tables
 from bench.evaluate.scoring import HEADLINE
 from bench.evaluate.tables import ordered_structures
 from datasets.raters import RATER_NAMES
@@ -154,19 +154,16 @@ class Table:
     rule_before: set[int] = field(default_factory=set)  # row indices preceded by a light rule
 
 
-def table1_columns(structure: str) -> list[Column]:
-    return [
-        Column(structure, "dsc", "DSC (%) ↑", r"DSC (\%)~$\uparrow$", 100.0, 2, True),
-        Column(structure, "bahd", "bAHD ↓", r"bAHD~$\downarrow$", 1.0, 3, False),
-    ]
+def column(metric: str, structure: str, named: bool = False) -> Column:
+    """A table column from the metric's descriptor (bench/evaluate/metrics.py); `named` puts the structure in the header."""
+    m = metrics.get(metric)
+    shown = structure if named else None
+    return Column(structure, metric, m.header(shown), m.header(shown, latex=True), m.scale, m.digits, m.higher_is_better)
 
 
-def set_columns(structure: str) -> list[Column]:
-    """Table II's metrics against the whole rater set."""
-    return [
-        Column(structure, "ged", "GED ↓", r"GED~$\downarrow$", 1.0, 3, False),
-        Column(structure, "dice_match", "Dice_match (%) ↑", r"Dice$_\mathrm{match}$ (\%)~$\uparrow$", 100.0, 2, True),
-    ]
+def table_columns(table: str, structure: str, named: bool = False) -> list[Column]:
+    """The columns of one kind of table ("table1", "table2", "table3"), in the metrics' registration order."""
+    return [column(m.name, structure, named) for m in metrics.in_table(table)]
 
 
 def has_gt(dataset: str) -> bool:
@@ -179,25 +176,6 @@ def soft_metrics(dataset: str) -> bool:
     from datasets import DATASETS
 
     return dataset in DATASETS and DATASETS[dataset].soft_metrics
-
-
-def soft_column(structure: str, metric: str) -> Column:
-    name = {"soft_dice": "DSC", "soft_iou": "IoU"}[metric]
-    return Column(
-        structure,
-        metric,
-        f"soft {name} {structure} (%) ↑",
-        rf"{name}$_\mathrm{{{structure}}}^\mathrm{{soft}}$ (\%)~$\uparrow$",
-        100.0,
-        2,
-        True,
-    )
-
-
-def ablation_column(structure: str, metric: str) -> Column:
-    if metric == "soft_dice":
-        return soft_column(structure, metric)
-    return Column(structure, "dsc", f"DSC {structure} (%) ↑", rf"DSC$_\mathrm{{{structure}}}$ (\%)~$\uparrow$", 100.0, 2, True)
 
 
 def build_table(
@@ -327,11 +305,13 @@ def group_tables(part: pd.DataFrame, group: tuple) -> list[tuple[str, Table]]:
     real = not has_gt(dataset)
     if main or ORACLE in methods_here:
         for structure in ordered_structures({s for s, k in pairs if k in ("dsc", "bahd")}):
-            columns = table1_columns(structure) + (set_columns(structure) if real else [])
+            columns = table_columns("table2" if real else "table1", structure)
             kind = "DSC (%) ↑, bAHD ↓, GED ↓ and Dice_match (%) ↑" if real else "DSC (%) ↑ and bAHD ↓"
             table = build_table(part, columns, main, group_title(kind, group, structure), "Methods", "main", compete_all=False)
             out.append((f"{'table2' if real else 'table1'}_{base}_{slug(structure)}", table))
-        soft = [soft_column(s, k) for s in ordered_structures({s for s, _ in pairs}) for k in ("soft_dice", "soft_iou") if (s, k) in pairs]
+        soft = [
+            c for s in ordered_structures({s for s, _ in pairs}) for c in table_columns("table3", s, named=True) if (s, c.metric) in pairs
+        ]
         if soft and soft_metrics(dataset):
             title = group_title("soft DSC and soft IoU (%) ↑", (dataset, raters, noise, "the rater mean"))
             out.append(
@@ -341,9 +321,10 @@ def group_tables(part: pd.DataFrame, group: tuple) -> list[tuple[str, Table]]:
     if any(m != REFERENCE_METHOD for m in ablation):
         rows = part[part["method"].isin(ablation)]
         row_pairs = set(zip(rows["structure"], rows["metric"]))
+        ablation_metrics = [m.name for m in metrics.in_table("ablation")]  # per structure the last it has: soft DSC on RIGA, else DSC
         columns = [
-            ablation_column(s, "soft_dice" if (s, "soft_dice") in row_pairs else "dsc")
-            for s in ordered_structures({s for s, k in row_pairs if k in ("dsc", "soft_dice")})
+            column(next(k for k in reversed(ablation_metrics) if (s, k) in row_pairs), s, named=True)
+            for s in ordered_structures({s for s, k in row_pairs if k in ablation_metrics})
         ]
         title = group_title("ablation, DSC (%) ↑", group)
         out.append((f"table4_{base}", build_table(rows, columns, ablation, title, "Variant", "ablation", compete_all=True)))
@@ -351,10 +332,6 @@ def group_tables(part: pd.DataFrame, group: tuple) -> list[tuple[str, Table]]:
 
 
 # --------------------------------------------------------------------------- statistics
-
-
-METRIC_HIGHER_IS_BETTER = {"dsc": True, "bahd": False, "soft_dice": True, "soft_iou": True, "ged": False, "dice_match": True,
-                           "dice_max": True, "ece": False}  # fmt: skip
 
 
 def all_tests(table: pd.DataFrame) -> pd.DataFrame:
@@ -372,7 +349,7 @@ def all_tests(table: pd.DataFrame) -> pd.DataFrame:
     frames = []
     for structure in ordered_structures(set(table["structure"])):
         for metric in sorted(set(table.loc[table["structure"] == structure, "metric"])):
-            higher = METRIC_HIGHER_IS_BETTER.get(metric, True)
+            higher = metrics.higher_is_better(metric)
             for family, others in families.items():
                 if others:
                     tests = stats.paired_tests(table, metric, structure, REFERENCE_METHOD, higher, others=others)

@@ -20,7 +20,8 @@ import pandas as pd
 from scipy import stats as scipy_stats
 
 from bench import stats, store, study
-from bench.report import METRIC_HIGHER_IS_BETTER, display, table_of
+from bench.evaluate.metrics import higher_is_better
+from bench.report import display, table_of
 from bench.study import Claim, Column, Study, Table
 from datasets import DATASETS
 
@@ -265,7 +266,7 @@ def ranking(t: Table, j: int, entries: list[Entry], table: pd.DataFrame, column:
     """Kendall τ between the paper's and the measured order of the methods both have, each column's winner, and the
     paired test of the measured best method against the reference method."""
     paper = study.current()
-    higher = METRIC_HIGHER_IS_BETTER.get(column.metric, True)
+    higher = higher_is_better(column.metric)
     both = [e for e in entries if e.paper and e.measured and e.method not in ("average", paper.oracle)]
     out: dict = {"n": len(both), "scale": SCALE.get(column.metric, 1.0)}
     if len(both) >= 3:
@@ -395,7 +396,7 @@ def order_check(table, group: Group, column: Column, pairs, where: str, referenc
     """Each (better, worse) pair: better in the mean and in a Holm-adjusted paired test (one family for the pairs)."""
     reference = reference or measured_reference(column, group.dataset)
     rows = scoped(table, group, reference, noise)
-    higher = METRIC_HIGHER_IS_BETTER.get(column.metric, True)
+    higher = higher_is_better(column.metric)
     scale = SCALE.get(column.metric, 1.0)
     present = set(rows["method"])
     pairs = [p for p in pairs if p[0] in present and p[1] in present]

@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 
 from bench.evaluate import multirater
+from bench.evaluate.pixel import dice, directed_distance_sums
 from bench.evaluate.scoring import hard_references, reference_mask, score_predictions
 from bench.evaluate.tables import per_case, pooled_bins, summarise
-from bench.metrics import dice, directed_distance_sums
 from datasets import RaterData
 
 

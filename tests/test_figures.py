@@ -27,7 +27,7 @@ def disk_gt(n: int = 4, size: int = SIZE) -> np.ndarray:
 
 
 def dsc_by_hand(pred: np.ndarray, ref: np.ndarray) -> float:
-    """Foreground (> 0) DSC in %, written out here independently of bench.metrics; both empty = 100."""
+    """Foreground (> 0) DSC in %, written out here independently of bench.evaluate.pixel; both empty = 100."""
     p, g = pred > 0, ref > 0
     denom = p.sum() + g.sum()
     return 100.0 if denom == 0 else 200.0 * (p & g).sum() / denom

@@ -1,4 +1,4 @@
-"""Tests for bench.metrics: hand-computed golden values, empty rules, references."""
+"""Tests for bench.evaluate.pixel: hand-computed golden values, empty rules, references."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from scipy import ndimage
 from scipy.spatial.distance import cdist
 
-from bench import metrics
-from bench.metrics import (
+from bench.evaluate import pixel as metrics
+from bench.evaluate.pixel import (
     bahd,
     confusion_counts,
     dice,

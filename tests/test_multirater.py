@@ -24,7 +24,7 @@ from bench.evaluate.multirater import (
     reliability,
     soft_dice_iou_at,
 )
-from bench.metrics import soft_dice_iou
+from bench.evaluate.pixel import soft_dice_iou
 
 BOTH_EMPTY = {"one": 1.0, "zero": 0.0, "nan": math.nan}
 

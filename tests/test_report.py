@@ -327,7 +327,7 @@ def test_bold_ties_at_printed_precision():
         }
     )
     table = report.build_table(
-        summary, report.table1_columns("foreground")[:1], ["mv-unet", "cm-unet", "lf-net"], "t", "Methods", {}, False
+        summary, report.table_columns("table1", "foreground")[:1], ["mv-unet", "cm-unet", "lf-net"], "t", "Methods", {}, False
     )
     assert [row[0].bold for row in table.rows] == [True, True, False]  # 81.23 and 81.23
     assert report.markdown_cell(table.rows[1][0]) == "**81.23**"  # one seed: no ± std

@@ -84,7 +84,7 @@ def outcome_notes(outcomes, key: tuple) -> tuple[str, str]:
 
 
 def format_table(summary, method_order: list[str], outcomes=None) -> str:
-    """Mean ± std over seeds: DSC (%) ↑ and bAHD ↓, the Average row first, as in the paper's Table I.
+    """Mean ± std over seeds of Table I's metrics (DSC (%) ↑ and bAHD ↓), the Average row first, as in the paper's Table I.
 
     `summary` holds one reference per dataset × raters × noise (filter it first). With `outcomes`
     (store.training_outcomes): how each stage stopped, over seeds, and a flag where most validation
@@ -92,31 +92,35 @@ def format_table(summary, method_order: list[str], outcomes=None) -> str:
     """
     import pandas as pd
 
+    from bench.evaluate import metrics
+
+    shown = metrics.in_table("table1")
     outcomes = outcomes if outcomes is not None else pd.DataFrame(columns=["dataset", "raters", "noise", "method", "stops", "flag"])
     lines = []
     for (dataset, raters, noise, structure), part in summary.groupby(["dataset", "raters", "noise", "structure"], sort=False):
         runs = part[part["method"] != "average"]
         reference = runs["reference"].iloc[0] if len(runs) else "gt"
         lines.append(f"\n{dataset} (raters {raters}, noise {noise}; scored against {reference}; {structure})")
-        lines.append(f"{'method':<16}{'DSC (%) ↑':>18}{'bAHD ↓':>18}{'seeds':>7}  {'stopped by':<24}flag")
+        lines.append(f"{'method':<16}" + "".join(f"{m.header():>18}" for m in shown) + f"{'seeds':>7}  {'stopped by':<24}flag")
         order = ["average", *method_order]
         for method in sorted(part["method"].unique(), key=lambda m: order.index(m) if m in order else len(order)):
             rows = {r["metric"]: r for r in part[part["method"] == method].to_dict("records")}
             cells = []
-            for metric, scale, digits in (("dsc", 100, 2), ("bahd", 1, 3)):
-                if metric not in rows:
+            for m in shown:
+                if m.name not in rows:
                     cells.append("–")
                     continue
-                mean, std = rows[metric]["mean"] * scale, rows[metric]["std"] * scale
-                cells.append(f"{mean:.{digits}f}" + ("" if pd.isna(std) else f" ± {std:.{digits}f}"))
+                mean, std = rows[m.name]["mean"] * m.scale, rows[m.name]["std"] * m.scale
+                cells.append(f"{mean:.{m.digits}f}" + ("" if pd.isna(std) else f" ± {std:.{m.digits}f}"))
             seeds = max(int(r["n_seeds"]) for r in rows.values())
             stops, flag = outcome_notes(outcomes, (dataset, raters, noise, method))
-            lines.append(f"{method:<16}{cells[0]:>18}{cells[1]:>18}{seeds if seeds else '':>7}  {stops:<24}{flag}".rstrip())
+            lines.append(f"{method:<16}" + "".join(f"{c:>18}" for c in cells) + f"{seeds if seeds else '':>7}  {stops:<24}{flag}".rstrip())
     return "\n".join(lines)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from bench import store
+    from bench.evaluate import metrics
     from datasets import get_dataset
 
     check_run_options(args)
@@ -145,7 +149,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     shown = summary[
         (summary["dataset"] == spec.dataset) & (summary["raters"] == spec.raters) & summary["noise"].isin(spec.noise_levels)
         & summary["method"].isin([*spec.methods, "average"]) & ((summary["reference"] == reference) | (summary["method"] == "average"))
-        & summary["metric"].isin(["dsc", "bahd"])
+        & summary["metric"].isin([m.name for m in metrics.in_table("table1")])
     ]  # fmt: skip
     print(format_table(shown, list(spec.methods), store.training_outcomes(results)))
     counts = {s: sum(o["status"] == s for o in outcomes) for s in ("done", "skipped", "failed")}

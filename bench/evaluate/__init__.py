@@ -6,5 +6,5 @@
   rater mean, the rater set) and `score_predictions`, which fills one cell's rows.
 - `bench.evaluate.multirater`: the metrics that read several raters or samples at once (GED,
   Dice_match, Dice_max, per-rater Dice, soft Dice/IoU at thresholds, ECE), each with its empty-pair
-  rule named; single-mask metrics (DSC, bAHD, soft DSC/IoU) are in `bench.metrics`.
+  rule named; single-mask metrics (DSC, bAHD, soft DSC/IoU) are in `bench.evaluate.pixel`.
 """

@@ -11,7 +11,7 @@ Shapes and vocabulary:
 - a mask batch is bool (N, H, W); a rater stack ``raters`` is bool (N, R, H, W)
   and a sample stack ``samples`` bool (N, M, H, W). More spatial axes (D, H, W)
   work the same way; integer 0/1 arrays are accepted, anything else raises
-  TypeError (see :func:`bench.metrics._as_bool`).
+  TypeError (see :func:`bench.evaluate.pixel._as_bool`).
 - ``rater_valid`` is bool (N, R): False marks a rater who did not annotate that
   case. A missing rater is excluded from every mean (its mask is never read).
 - probabilities (``probs``, ``rater_mean``) are floats in [0, 1].
@@ -25,7 +25,7 @@ when both masks are empty. The rule names the value given to such a pair:
 - ``"one"`` (default): both empty -> Dice = IoU = 1, distance 1 - IoU = 0. An
   empty prediction for an empty reference is a correct answer; this keeps
   d(x, x) = 0 for every mask x (so 1 - IoU is a metric) and agrees with
-  :func:`bench.metrics.dice` and with most public code (below).
+  :func:`bench.evaluate.pixel.dice` and with most public code (below).
 - ``"zero"``: both empty -> Dice = IoU = 0, distance 1 (a "no lesion" agreement
   scores as a complete miss). Reproduces D-Persona's GED.
 - ``"nan"``: undefined; the pair is excluded from every mean it enters (NaN if
@@ -68,7 +68,7 @@ What public code does (read with the ``search`` tool, files named):
   Verified.
 - MR-Net (Ji et al. 2021), ``jiwei0921/MRNet`` (``trainer_cvpr.val_epoch``):
   binarises both sides with ``>= t``; eps makes both-empty 1 (rule ``"one"``).
-  Verified; :func:`bench.metrics.soft_dice_iou` reproduces it.
+  Verified; :func:`bench.evaluate.pixel.soft_dice_iou` reproduces it.
 - Pionono (Schmidt et al., ICCV 2023), ``arneschmidt/pionono_segmentation``
   (``src/utils/test_helpers.py``): Dice smoothed with 1e-4 in numerator and
   denominator, both empty -> 1 (rule ``"one"``); no GED or Hungarian matching in
@@ -83,7 +83,7 @@ from collections.abc import Sequence
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from bench.metrics import SOFT_THRESHOLDS, _as_bool
+from bench.evaluate.pixel import SOFT_THRESHOLDS, _as_bool
 
 __all__ = [
     "EMPTY_RULES",
@@ -421,7 +421,7 @@ def per_rater_dice(
         D[n, r] = 2 |S_n ∩ Y_nr| / (|S_n| + |Y_nr|)
 
     Empty-mask rule (``empty``): both empty -> 1 (``"one"``, default, as
-    :func:`bench.metrics.dice`), 0 (``"zero"``) or NaN (``"nan"``). A missing
+    :func:`bench.evaluate.pixel.dice`), 0 (``"zero"``) or NaN (``"nan"``). A missing
     rater (``rater_valid`` False) gives NaN.
 
     Args:
@@ -472,7 +472,7 @@ def soft_dice_iou_at(
     verified); ``strict=True`` gives the ``>`` of PADL and D-Persona (verified).
     The two differ when a value equals t, e.g. a rater mean of 3/6 at t = 0.5.
 
-    Difference from :func:`bench.metrics.soft_dice_iou`, which also thresholds
+    Difference from :func:`bench.evaluate.pixel.soft_dice_iou`, which also thresholds
     both sides with ``>=``: that one copies MR-Net's eps smoothing exactly
     (Dice_t = (2|∩| + 1e-4) / (|P_t| + |G_t| + 1e-4), IoU_t with 1e-6), so a
     threshold where one side is empty scores about eps / |mask| instead of 0.

@@ -10,9 +10,10 @@ References (the `reference` column of the long table):
 - `rater-mean`: the mean of the valid raters' structure masks, a soft target (soft DSC / IoU, ECE);
 - `raters`: the whole rater set, for the set metrics GED, Dice_match and Dice_max.
 
-Metrics per reference: `dsc` and `bahd` (with counts and directed sums) against every hard reference;
-`soft_dice` / `soft_iou` (MR-Net's thresholds) and `ece` against `rater-mean`; `ece` also against
-`gt`; `ged`, `dice_match`, `dice_max` against `raters`. Training never reads any of this.
+Metrics per reference, by their kind (bench/evaluate/metrics.py): the `hard` ones (`dsc`, `bahd`, with
+counts and directed sums) against every hard reference; the `soft` ones (`soft_dice` / `soft_iou`,
+MR-Net's thresholds) against `rater-mean`; the `set` ones (`ged`, `dice_match`, `dice_max`) against
+`raters`; the `calibration` one (`ece`) against `gt` and `rater-mean`. Training never reads any of this.
 
 A method with one output offers the same mask for every rater: its GED uses that one sample
 (M = 1), and its Dice_match and Dice_max pair each rater with it (the prediction repeated R times),
@@ -26,14 +27,12 @@ import numpy as np
 import pandas as pd
 import torch
 
-from bench.evaluate import multirater
-from bench.metrics import score, soft_dice_iou
+from bench.evaluate import metrics, multirater
 from datasets import RaterData
 from methods.fusion import majority_vote
 from methods.staple import staple
 
 EMPTY_RULE = "one"  # both masks empty: Dice = IoU = 1 (multirater.EMPTY_RULES names the others)
-N_BINS = 15  # reliability bins (ECE)
 HEADLINE = ("gt", "majority", "staple")  # the references a printed table may show
 
 
@@ -67,7 +66,8 @@ def hard_references(test: RaterData) -> dict[str, tuple[np.ndarray, np.ndarray]]
 
 
 def score_predictions(probs: np.ndarray, test: RaterData, empty: str = EMPTY_RULE) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Long rows for one cell (without its KEYS) and its reliability bins.
+    """Long rows for one cell (without its KEYS) and its reliability bins: every metric of `metrics.METRICS` against the
+    references of its kind.
 
     probs (N, L, H, W) class probabilities of the test cases. Returns (rows: reference, case,
     structure, metric, value, counts, sums; bins: reference, structure, bin, count, confidence, observed).
@@ -77,10 +77,11 @@ def score_predictions(probs: np.ndarray, test: RaterData, empty: str = EMPTY_RUL
     valid = test.rater_valid.astype(bool)
     frames, bins = [], []
 
-    def add(reference, structure, metric, value, cases=None, extra=None):
+    def add(reference, structure, kind, inputs, cases=None, extra=None):
         ids = test.case_ids if cases is None else test.case_ids[cases]
-        frames.append(pd.DataFrame({"reference": reference, "case": ids, "structure": structure, "metric": metric, "value": value,
-                                    **(extra or {})}))  # fmt: skip
+        for metric in metrics.of_kind(kind):
+            frames.append(pd.DataFrame({"reference": reference, "case": ids, "structure": structure, "metric": metric.name,
+                                        "value": metric.fn(inputs), **(extra or {})}))  # fmt: skip
 
     for structure, classes in test.structures.items():
         mask = np.isin(pred, classes)  # (N, H, W)
@@ -88,26 +89,19 @@ def score_predictions(probs: np.ndarray, test: RaterData, empty: str = EMPTY_RUL
         for name, (ref, cases) in refs.items():
             if not cases.any():
                 continue
-            s = score(mask[cases], np.isin(ref[cases], classes), test.spacing)
-            extra = {k: s[k] for k in ("tp", "fp", "fn", "n_gt", "n_pred", "gt_to_pred_sum", "pred_to_gt_sum")}
-            add(name, structure, "dsc", s["dice"], cases, extra)
-            add(name, structure, "bahd", s["bahd"], cases, extra)
+            pair = metrics.HardPair(mask[cases], np.isin(ref[cases], classes), test.spacing)
+            extra = {k: pair.counts[k] for k in ("tp", "fp", "fn", "n_gt", "n_pred", "gt_to_pred_sum", "pred_to_gt_sum")}
+            add(name, structure, "hard", pair, cases, extra)
         votes = np.isin(test.raters, classes)  # (N, R, H, W)
         rater_mean = (votes & valid[:, :, None, None]).sum(1) / np.maximum(valid.sum(1), 1)[:, None, None]
-        soft_dice, soft_iou = soft_dice_iou(prob, rater_mean)
-        add("rater-mean", structure, "soft_dice", soft_dice)
-        add("rater-mean", structure, "soft_iou", soft_iou)
-        samples = mask[:, None]
-        add("raters", structure, "ged", multirater.ged(samples, votes, valid, empty))
-        repeated = np.broadcast_to(samples, votes.shape)  # one output offered to every rater
-        add("raters", structure, "dice_match", multirater.dice_match(repeated, votes, valid, empty))
-        add("raters", structure, "dice_max", multirater.dice_max(samples, votes, valid, empty))
+        add("rater-mean", structure, "soft", metrics.SoftPair(prob, rater_mean))
+        add("raters", structure, "set", metrics.RaterSet(mask[:, None], votes, valid, empty))  # one sample: the prediction
         targets = {"rater-mean": rater_mean}
         if test.gt is not None:
             targets = {"gt": np.isin(test.gt, classes), **targets}
         for name, target in targets.items():
-            add(name, structure, "ece", multirater.ece(prob, target, N_BINS))
-            count, confidence, observed = multirater.reliability(prob, target, N_BINS)
-            bins.append(pd.DataFrame({"reference": name, "structure": structure, "bin": np.arange(N_BINS), "count": count,
+            add(name, structure, "calibration", metrics.Calibrated(prob, target))
+            count, confidence, observed = multirater.reliability(prob, target, metrics.N_BINS)
+            bins.append(pd.DataFrame({"reference": name, "structure": structure, "bin": np.arange(metrics.N_BINS), "count": count,
                                       "confidence": confidence, "observed": observed}))  # fmt: skip
     return pd.concat(frames, ignore_index=True), pd.concat(bins, ignore_index=True)

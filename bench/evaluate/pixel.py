@@ -1,4 +1,4 @@
-"""Segmentation metrics as pure NumPy/SciPy functions (torchmetrics-functional style).
+"""Pixel metrics of one mask against one reference, as pure NumPy/SciPy functions (torchmetrics-functional style).
 
 Every function takes a batch of 2-D masks, shape (N, H, W), and returns one value
 per image, shape (N,). Each docstring states the formula, the empty-mask rule and

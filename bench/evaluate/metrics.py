@@ -1,0 +1,160 @@
+"""The metrics, one descriptor each: what a metric is scored against, how, which way is better and how it is shown.
+
+Scoring (bench/evaluate/scoring.py), the report's tables and paired tests (bench/report.py), the
+printed table (bench/cli/run.py), the reproduction report and the README's metric table all read
+`METRICS`; adding a metric is one function (in bench/evaluate/pixel.py or multirater.py) and one
+`register(Metric(...))` line (docs/architecture.md#a-metric shows a worked example).
+
+Each metric has a `kind`, which says what its function receives and which references it is
+scored against:
+
+* ``hard``: a `HardPair` (the argmax prediction and one hard reference, both (N, H, W) bool, and
+  the pixel spacing), against every hard reference (gt, majority, staple, each rater); its rows
+  carry the pair's counts (tp, fp, fn, |gt|, |pred|) and bAHD's directed sums;
+* ``soft``: a `SoftPair` (the foreground probability and the raters' mean mask, (N, H, W)),
+  against ``rater-mean``;
+* ``set``: a `RaterSet` (the prediction as one sample (N, 1, H, W), the raters' masks (N, R, H, W),
+  which are valid (N, R), the empty-pair rule), against ``raters``;
+* ``calibration``: a `Calibrated` pair (the foreground probability and a target mask, hard or soft),
+  against ``gt`` (where it exists) and ``rater-mean``.
+
+A function returns one value per case, (N,).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+from bench.evaluate import multirater
+from bench.evaluate.pixel import score, soft_dice_iou
+
+KINDS = ("hard", "soft", "set", "calibration")
+N_BINS = 15  # reliability bins (ECE)
+
+
+@dataclass
+class HardPair:
+    mask: np.ndarray  # (N, H, W) bool, the prediction
+    ref: np.ndarray  # (N, H, W) bool, the reference
+    spacing: tuple[float, float]
+
+    @cached_property
+    def counts(self) -> dict[str, np.ndarray]:
+        """`pixel.score` once per pair: dice, bahd, the counts and the directed sums."""
+        return score(self.mask, self.ref, self.spacing)
+
+
+@dataclass
+class SoftPair:
+    prob: np.ndarray  # (N, H, W) foreground probability
+    target: np.ndarray  # (N, H, W) the raters' mean mask in [0, 1]
+
+    @cached_property
+    def soft(self) -> tuple[np.ndarray, np.ndarray]:
+        return soft_dice_iou(self.prob, self.target)
+
+
+@dataclass
+class RaterSet:
+    samples: np.ndarray  # (N, M, H, W) bool, the prediction's samples (one for a one-output method)
+    votes: np.ndarray  # (N, R, H, W) bool, each rater's mask
+    valid: np.ndarray  # (N, R) bool
+    empty: str  # the empty-pair rule (multirater.EMPTY_RULES)
+
+
+@dataclass
+class Calibrated:
+    prob: np.ndarray  # (N, H, W) foreground probability
+    target: np.ndarray  # (N, H, W) the target, bool or in [0, 1]
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One metric: `fn(inputs of its kind) -> (N,)` and how tables show it.
+
+    name: the long table's `metric`; scale: 100 for a fraction shown in %; digits: decimals shown;
+    short / latex: its name in Markdown and LaTeX headers (a structure is added as a subscript where
+    a table has several); tables: the rendered tables that show it as a column ("table1": DSC/bAHD
+    against the headline reference; "table2": datasets without GT; "table3": soft metrics; "ablation").
+    """
+
+    name: str
+    kind: str
+    fn: Callable[..., np.ndarray]
+    higher_is_better: bool
+    scale: float = 1.0
+    digits: int = 3
+    short: str = ""
+    latex: str = ""
+    tables: tuple[str, ...] = ()
+    description: str = ""
+    references: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"metric {self.name!r}: kind must be one of {KINDS}, not {self.kind!r}")
+
+    def header(self, structure: str | None = None, latex: bool = False) -> str:
+        """The column header, e.g. "DSC (%) ↑", "soft DSC disc (%) ↑", r"DSC$_\\mathrm{disc}^\\mathrm{soft}$ (\\%)~$\\uparrow$"."""
+        percent = self.scale == 100
+        if latex:
+            sub = rf"_\mathrm{{{structure}}}" if structure else ""
+            base, _, sup = self.latex.partition("^")
+            name = f"{base}${sub}^{sup}$" if sup else (f"{base}${sub}$" if sub else base)
+            return name + (r" (\%)" if percent else "") + ("~$\\uparrow$" if self.higher_is_better else "~$\\downarrow$")
+        name = f"{self.short} {structure}" if structure else self.short
+        return name + (" (%)" if percent else "") + (" ↑" if self.higher_is_better else " ↓")
+
+
+METRICS: dict[str, Metric] = {}
+
+
+def register(metric: Metric) -> Metric:
+    if metric.name in METRICS:
+        raise ValueError(f"metric {metric.name!r} is registered twice")
+    METRICS[metric.name] = metric
+    return metric
+
+
+def get(name: str) -> Metric:
+    if name not in METRICS:
+        raise KeyError(f"unknown metric {name!r}; known: {', '.join(METRICS)}")
+    return METRICS[name]
+
+
+def of_kind(kind: str) -> list[Metric]:
+    return [m for m in METRICS.values() if m.kind == kind]
+
+
+def in_table(table: str) -> list[Metric]:
+    return [m for m in METRICS.values() if table in m.tables]
+
+
+def higher_is_better(name: str) -> bool:
+    """The direction of a metric; unknown names (a column of an older results folder) count as higher-is-better."""
+    return METRICS[name].higher_is_better if name in METRICS else True
+
+
+register(Metric("dsc", "hard", lambda p: p.counts["dice"], True, 100, 2, "DSC", "DSC", ("table1", "table2", "ablation"),
+                "Dice of the argmax prediction; both empty = 1, one empty = 0", ("gt", "majority", "staple", "rater:*")))  # fmt: skip
+register(Metric("bahd", "hard", lambda p: p.counts["bahd"], False, 1, 3, "bAHD", "bAHD", ("table1", "table2"),
+                "balanced average Hausdorff distance in spacing units; both empty = 0; empty prediction = half the diagonal; "
+                "empty reference = NaN", ("gt", "majority", "staple", "rater:*")))  # fmt: skip
+register(Metric("soft_dice", "soft", lambda p: p.soft[0], True, 100, 2, "soft DSC", "DSC^\\mathrm{soft}", ("table3", "ablation"),
+                "MR-Net's protocol: prediction and rater mean binarised at 0.1/0.3/0.5/0.7/0.9, Dice averaged; both empty = 1",
+                ("rater-mean",)))  # fmt: skip
+register(Metric("soft_iou", "soft", lambda p: p.soft[1], True, 100, 2, "soft IoU", "IoU^\\mathrm{soft}", ("table3",),
+                "as soft_dice with IoU", ("rater-mean",)))  # fmt: skip
+register(Metric("ged", "set", lambda s: multirater.ged(s.samples, s.votes, s.valid, s.empty), False, 1, 3, "GED", "GED", ("table2",),
+                "squared generalised energy distance, d = 1 − IoU, all ordered pairs", ("raters",)))  # fmt: skip
+register(Metric("dice_match", "set", lambda s: multirater.dice_match(np.broadcast_to(s.samples, s.votes.shape), s.votes, s.valid, s.empty),
+                True, 100, 2, "Dice_match", "Dice$_\\mathrm{match}$", ("table2",),
+                "Hungarian-matched Dice, mean over valid raters (one output is offered to every rater)", ("raters",)))  # fmt: skip
+register(Metric("dice_max", "set", lambda s: multirater.dice_max(s.samples, s.votes, s.valid, s.empty), True, 100, 2, "Dice_max",
+                "Dice$_\\mathrm{max}$", (), "each rater's best Dice over the predictions, mean over raters", ("raters",)))  # fmt: skip
+register(Metric("ece", "calibration", lambda c: multirater.ece(c.prob, c.target, N_BINS), False, 1, 3, "ECE", "ECE", (),
+                f"expected calibration error of the foreground probability, {N_BINS} equal-width bins, per case", ("gt", "rater-mean")))  # fmt: skip
