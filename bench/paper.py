@@ -37,7 +37,7 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
 import methods
-from bench import data, figures, report, store, sweep
+from bench import data, figures, plan, report, store
 from bench.evaluate.scoring import reference_mask
 from bench.evaluate.tables import KEYS, summarise
 from datasets import get_dataset
@@ -163,7 +163,7 @@ def param_figures(recipe: Recipe, setting: Setting, summary: pd.DataFrame, out: 
     written = []
     for target in setting.sets:
         base, _, param = target.rpartition(".")
-        default = sweep.effective_config(base, get_dataset(setting.dataset))[param]
+        default = plan.effective_config(base, get_dataset(setting.dataset))[param]
         points = []
         for method in sorted(set(summary["method"])):
             name, params = methods.split_name(method)

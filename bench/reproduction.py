@@ -180,7 +180,9 @@ def is_paper_setting(group: Group) -> bool:
 
 def assess(results: Path, data_root: Path, paper: Study | None = None) -> Assessment:
     paper = paper or study.current()
-    table = pd.read_parquet(results / "metrics.parquet") if (results / "metrics.parquet").is_file() else pd.DataFrame(columns=store.COLUMNS)
+    table = pd.read_parquet(results / "metrics.parquet") if (results / "metrics.parquet").is_file() else pd.DataFrame()
+    if not set(store.COLUMNS) <= set(table.columns):  # nothing collected yet (or a table from elsewhere): nothing measured
+        table = pd.DataFrame(columns=store.COLUMNS)
     cells = cell_info(results)
     budgets = sorted(set(cells["budget"]))
     budget = budgets[0] if len(budgets) == 1 else ", ".join(budgets)

@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from bench import data, store, sweep
+from bench import data, store
+from bench.cell import score_cell
 from datasets import DataError, get_dataset
 
 # The rater style each dataset's simulated raters had before styles were named: MNIST's disk morphology.
@@ -68,7 +69,7 @@ def rescore_cell(results: Path, folder: Path, info: dict, data_root: Path) -> No
         raise ValueError(f"{len(missing)} predicted case(s) (e.g. {missing[0]}) are not in {cell.dataset}'s test split; "
                          "the data changed since the cell ran: retrain it with --force")  # fmt: skip
     test = splits.test.subset(np.array([where[c] for c in case_ids]))
-    rows, bins = sweep.score_cell(cell, probs, test)
+    rows, bins = score_cell(cell, probs, test)
     info["rescored"] = time.time()
     store.finish_cell(folder, info, rows, bins)
 

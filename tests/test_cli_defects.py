@@ -16,7 +16,7 @@ import torch
 from test_protocol import Scripted, rule, tiny
 
 import methods
-from bench import cli, harness, report, store, sweep
+from bench import cell, cli, harness, plan, report, store, sweep
 from bench.budget import BUDGETS
 from bench.cli import report as report_verb
 from bench.cli import run as run_verb
@@ -55,11 +55,11 @@ def run_main(argv: list[str], capsys) -> tuple[int, str, str]:
 )
 def test_set_refuses_a_wrong_type_where_the_default_is_none(method, key, value, expected):
     with pytest.raises(methods.UnknownMethodError, match=re.escape(expected)):
-        sweep.expand_params([method], {method: {key: [value]}}, get_dataset("mnist-5k"))
+        plan.expand_params([method], {method: {key: [value]}}, get_dataset("mnist-5k"))
 
 
 def test_set_accepts_the_annotated_types_where_the_default_is_none():
-    names = sweep.expand_params(["lf-net"], {"lf-net": {"beta": [3, None], "rcl_epochs": [2]}}, get_dataset("mnist-5k"))
+    names = plan.expand_params(["lf-net"], {"lf-net": {"beta": [3, None], "rcl_epochs": [2]}}, get_dataset("mnist-5k"))
     assert names == ["lf-net@beta=3@rcl_epochs=2", "lf-net@rcl_epochs=2"]
 
 
@@ -120,7 +120,7 @@ def test_report_parser_refuses_abbreviations_under_a_plain_argparse_parent():
 
 # --------------------------------------------------------------------------- 4. progress: bars on a terminal, one line per cell otherwise
 
-CELLS = [sweep.Cell("mnist-5k", "cm", "protocol", "mv-unet", s) for s in (0, 1)]
+CELLS = [cell.Cell("mnist-5k", "cm", "protocol", "mv-unet", s) for s in (0, 1)]
 OUTCOMES = [
     {"cell": str(CELLS[1]), "status": "done", "reason": "", "seconds": 24.2},
     {"cell": str(CELLS[0]), "status": "failed", "reason": "ValueError: bad", "seconds": 3.0},
@@ -128,8 +128,8 @@ OUTCOMES = [
 
 
 def fake_sweep(tmp_path, monkeypatch, progress: bool) -> list[dict]:
-    monkeypatch.setattr(sweep, "execute", lambda cells, *a, **k: iter(OUTCOMES))
-    opts = sweep.RunOptions(results=tmp_path, data_root=tmp_path, budget=BUDGETS["quick"], progress=progress)
+    monkeypatch.setattr(sweep, "dispatch", lambda cells, *a, **k: iter(OUTCOMES))
+    opts = cell.RunOptions(results=tmp_path, data_root=tmp_path, budget=BUDGETS["quick"], progress=progress)
     return sweep.run_sweep(CELLS, opts)
 
 
@@ -161,10 +161,10 @@ def test_on_a_terminal_no_progress_hides_the_bar(tmp_path, monkeypatch, capsys):
 
 
 def test_run_cell_reports_its_seconds(tmp_path):
-    opts = sweep.RunOptions(results=tmp_path, data_root=tmp_path, budget=BUDGETS["quick"])
+    opts = cell.RunOptions(results=tmp_path, data_root=tmp_path, budget=BUDGETS["quick"])
     (store.cell_dir(tmp_path, CELLS[0]) / "metrics.parquet").parent.mkdir(parents=True)
     (store.cell_dir(tmp_path, CELLS[0]) / "metrics.parquet").touch()
-    outcome = sweep.run_cell(CELLS[0], opts)
+    outcome = cell.run_cell(CELLS[0], opts)
     assert outcome["status"] == "skipped" and outcome["seconds"] >= 0
 
 
@@ -243,7 +243,7 @@ def test_store_imports_without_fcntl_and_claims_say_what_system_they_need(tmp_pa
     with pytest.raises(store.PlatformError, match=r"POSIX system \(Linux, macOS\).*WSL"), store.locked(tmp_path / "x.lock"):
         pass
     assert not (tmp_path / "x.lock").exists()
-    opts = sweep.RunOptions(results=tmp_path / "r", data_root=tmp_path, budget=BUDGETS["quick"])
+    opts = cell.RunOptions(results=tmp_path / "r", data_root=tmp_path, budget=BUDGETS["quick"])
     monkeypatch.setattr(run_verb, "cmd_run", lambda args: len(sweep.run_sweep(CELLS, opts)))
     code, out, err = run_main(["run"], capsys)
     assert code == 2 and err.startswith("error: claiming cells needs a POSIX system (Linux, macOS)") and err.count("\n") == 1, err

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import methods
-from bench import harness, study, sweep
+from bench import cell, harness, study
 from bench.budget import BUDGETS
 from datasets import get_dataset, oracle_view
 from methods.base import StepContext
@@ -18,7 +18,7 @@ def build(name, data, seed=0):
     """The method as a sweep builds it for a cell (registry defaults; ms-lesion has no paper overrides)."""
     if name == study.current().oracle:
         data = oracle_view(data)
-    return sweep.build_method(name, seed, get_dataset("ms-lesion"), data, BUDGETS["quick"]), data
+    return cell.build_method(name, seed, get_dataset("ms-lesion"), data, BUDGETS["quick"]), data
 
 
 def first_batch(method, data, n=4):

@@ -7,7 +7,7 @@ import pytest
 from conftest import run_bench
 
 import methods
-from bench import cli, study, sweep
+from bench import cell, cli, plan, study
 from bench.evaluate.scoring import reference_mask
 from datasets import get_dataset
 
@@ -24,25 +24,25 @@ def test_parse_and_format_values_round_trip():
 
 def test_expand_drops_the_effective_default_so_the_default_point_is_the_plain_cell():
     mnist = get_dataset("mnist-5k")  # LF-Net's λ is 0.01 on MNIST (dataset entry), 0.05 elsewhere
-    names = sweep.expand_params(["mv-unet", "lf-net"], {"lf-net": {"lam": [0.001, 0.01], "tau": [2.5, 1.0]}}, mnist)
+    names = plan.expand_params(["mv-unet", "lf-net"], {"lf-net": {"lam": [0.001, 0.01], "tau": [2.5, 1.0]}}, mnist)
     assert names == ["mv-unet", "lf-net@lam=0.001", "lf-net@lam=0.001@tau=1.0", "lf-net", "lf-net@tau=1.0"]
     riga = get_dataset("riga")
-    assert sweep.expand_params(["lf-net"], {"lf-net": {"lam": [0.01, 0.05]}}, riga) == ["lf-net@lam=0.01", "lf-net"]
-    assert sweep.expand_params(["oracle"], {"oracle": {"beta": [2]}}, mnist) == ["oracle@beta=2"]
+    assert plan.expand_params(["lf-net"], {"lf-net": {"lam": [0.01, 0.05]}}, riga) == ["lf-net@lam=0.01", "lf-net"]
+    assert plan.expand_params(["oracle"], {"oracle": {"beta": [2]}}, mnist) == ["oracle@beta=2"]
 
 
 def test_expand_rejects_unknown_parameters_and_wrong_types():
     mnist = get_dataset("mnist-5k")
     with pytest.raises(methods.UnknownMethodError, match="lf-net has no parameter 'gamma'"):
-        sweep.expand_params(["lf-net"], {"lf-net": {"gamma": [1]}}, mnist)
+        plan.expand_params(["lf-net"], {"lf-net": {"gamma": [1]}}, mnist)
     with pytest.raises(methods.UnknownMethodError, match="lf-net.lam='high': expected a float"):
-        sweep.expand_params(["lf-net"], {"lf-net": {"lam": ["high"]}}, mnist)
+        plan.expand_params(["lf-net"], {"lf-net": {"lam": ["high"]}}, mnist)
     with pytest.raises(methods.UnknownMethodError, match="lf-net.use_ce=1: expected a bool"):
-        sweep.expand_params(["lf-net"], {"lf-net": {"use_ce": [1]}}, mnist)
+        plan.expand_params(["lf-net"], {"lf-net": {"use_ce": [1]}}, mnist)
 
 
 def test_cell_trains_the_named_parameters():
-    trains, params = sweep.trained_method("oracle@beta=2")
+    trains, params = cell.trained_method("oracle@beta=2")
     assert (trains, params) == (study.current().oracle_trains, {"beta": 2})
     spec = methods.DataSpec(1, 2, 5, True)
     built = methods.build_method(trains, spec, params)

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 import methods
-from bench import harness, sweep
+from bench import cell, harness, plan
 from bench.budget import BUDGETS, Schedule
 from datasets import get_dataset
 from datasets.contract import RaterData
@@ -193,8 +193,8 @@ def test_set_refuses_epoch_and_step_fields():
     mnist = get_dataset("mnist-5k")
     for key in ("seg_epochs", "epochs", "max_steps"):
         with pytest.raises(methods.UnknownMethodError, match="budget"):
-            sweep.expand_params(["lf-net"], {"lf-net": {key: [3]}}, mnist)
-    assert sweep.expand_params(["lf-net"], {"lf-net": {"rcl_epochs": [15]}}, mnist) == ["lf-net@rcl_epochs=15"]  # a loss schedule
+            plan.expand_params(["lf-net"], {"lf-net": {key: [3]}}, mnist)
+    assert plan.expand_params(["lf-net"], {"lf-net": {"rcl_epochs": [15]}}, mnist) == ["lf-net@rcl_epochs=15"]  # a loss schedule
 
 
 def test_flips_move_image_raters_and_targets_together():
@@ -224,12 +224,12 @@ def val_data(majority_empty: bool) -> RaterData:
 
 def test_degenerate_predictions_are_flagged_unless_the_raters_agree():
     empty = np.stack([np.ones((4, 6, 6)), np.zeros((4, 6, 6))], 1)  # background everywhere
-    assert sweep.degenerate(empty, val_data(False))["flag"] == "empty"
-    assert sweep.degenerate(empty, val_data(True))["flag"] == ""  # the raters say nothing is there either
-    assert sweep.degenerate(empty[:, ::-1], val_data(False))["flag"] == "full"
+    assert cell.degenerate(empty, val_data(False))["flag"] == "empty"
+    assert cell.degenerate(empty, val_data(True))["flag"] == ""  # the raters say nothing is there either
+    assert cell.degenerate(empty[:, ::-1], val_data(False))["flag"] == "full"
     mixed = empty.copy()
     mixed[:2, 1, 2:4, 2:4], mixed[:2, 0, 2:4, 2:4] = 1, 0
-    out = sweep.degenerate(mixed, val_data(False))
+    out = cell.degenerate(mixed, val_data(False))
     assert out["flag"] == "" and out["empty_share"] == 0.5
 
 

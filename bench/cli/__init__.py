@@ -46,11 +46,12 @@ def main(argv: list[str] | None = None) -> int:
     import methods
     from bench import store
     from bench.harness import DeviceError
+    from bench.plan import PlanError
     from datasets import DataError
 
     try:
         return args.func(args)
-    except (UsageError, DataError, methods.UnknownMethodError, DeviceError, store.PlatformError) as e:
+    except (UsageError, PlanError, DataError, methods.UnknownMethodError, DeviceError, store.PlatformError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except OSError as e:  # the results folder became unwritable (full, read-only) outside a cell

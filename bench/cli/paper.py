@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from bench.cli.options import SweepSpec, UsageError, add_run_options, check_run_options, data_root, execute
+from bench.cli.options import UsageError, add_run_options, check_run_options, data_root, run_cells
 from bench.cli.report import write_reproduction
 
 
@@ -23,13 +23,19 @@ def add_parser(verbs) -> None:
 
 
 def recipe_cells(setting) -> list:
-    """The cells a recipe's setting needs: `run` with the same methods, seeds, raters, noise levels and --set plans the same."""
+    """The cells a recipe's setting needs: the plan `run` makes of the same methods, seeds, raters, input, noise levels and set."""
+    from bench.plan import SweepSpec
+
     if not setting.methods:
         return []
-    sets = [f"{k}={','.join(map(str, v))}" for k, v in setting.sets.items()]
-    return SweepSpec.build(
-        setting.dataset, setting.methods, list(setting.seeds), list(setting.noise_levels), sets, setting.raters, network_input=setting.input
-    ).cells()
+    grid: dict[str, dict[str, list]] = {}
+    for key, values in setting.sets.items():  # "lf-net.beta" = [1, 2]
+        method, _, param = key.rpartition(".")
+        grid.setdefault(method, {})[param] = list(values)
+    spec = SweepSpec.build(
+        setting.dataset, setting.methods, list(setting.seeds), list(setting.noise_levels), grid, setting.raters, setting.input
+    )
+    return spec.cells()
 
 
 def cmd_paper(args: argparse.Namespace) -> int:
@@ -69,7 +75,7 @@ def cmd_paper(args: argparse.Namespace) -> int:
             print(f"{name}: {len(plan)} cells, {todo} to run ({recipes[name].setting(args.budget).dataset})")
         print(f"{sum(not store.is_done(results, c) for c in cells)} of {len(cells)} distinct cells would run")
         return 0
-    outcomes = execute(cells, args, results, root)
+    outcomes = run_cells(cells, args, results, root)
     failed = [o for o in outcomes if o["status"] == "failed"]
     smoke = ", ".join(f"{flag} {v}" for flag, v in (("--max-steps", args.max_steps), ("--train-size", args.train_size),
                                                       ("--test-size", args.test_size)) if v is not None)  # fmt: skip

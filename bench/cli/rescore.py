@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from bench.cli.options import UsageError, check_writable, data_root
+from bench.cli.options import UsageError, data_root
 
 
 def add_parser(verbs) -> None:
@@ -28,6 +28,7 @@ def add_parser(verbs) -> None:
 
 def cmd_rescore(args: argparse.Namespace) -> int:
     from bench import rescore, store
+    from bench.plan import check_writable
 
     results = Path(args.results).absolute()
     if not (results / "runs").is_dir():

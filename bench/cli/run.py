@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.cli.options import SweepSpec, UsageError, add_run_options, check_run_options, data_root, execute, parse_list
+from bench.cli.options import UsageError, add_run_options, check_run_options, data_root, parse_list, parse_sets, run_cells
 
 EXAMPLES = """examples:
   python -m bench run                                   every method on mnist-5k, 3 seeds, quick budget
@@ -121,14 +121,13 @@ def format_table(summary, method_order: list[str], outcomes=None) -> str:
 def cmd_run(args: argparse.Namespace) -> int:
     from bench import store
     from bench.evaluate import metrics
+    from bench.plan import SweepSpec
     from datasets import get_dataset
 
     check_run_options(args)
     seeds = parse_list(args.seeds, int, "--seeds")
     levels = parse_list(args.noise_levels, str, "--noise-levels")
-    spec = SweepSpec.build(
-        args.dataset, args.methods, seeds, levels, args.set, args.raters, args.seeds, args.noise_levels, args.network_input
-    )
+    spec = SweepSpec.build(args.dataset, args.methods, seeds, levels, parse_sets(args.set), args.raters, args.network_input)
     dataset = get_dataset(args.dataset)
     reference = args.reference or dataset.reference
     if reference == "gt" and dataset.reference != "gt":
@@ -144,7 +143,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"{sum(not store.is_done(results, c) or args.force for c in cells)} of {len(cells)} cells would run")
         return 0
     start = time.time()
-    outcomes = execute(cells, args, results, data_root(args.data_root).absolute(), force=args.force)
+    outcomes = run_cells(cells, args, results, data_root(args.data_root).absolute(), force=args.force)
     summary = store.read_summary(results)
     shown = summary[
         (summary["dataset"] == spec.dataset) & (summary["raters"] == spec.raters) & summary["noise"].isin(spec.noise_levels)

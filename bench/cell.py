@@ -1,0 +1,321 @@
+"""One cell (a training run): its data, method, schedules and config, then its steps under its claim (`run_cell`).
+
+`train_cell` runs the named steps of one cell: open its folder, load its data, build its method,
+record its config and manifest (provenance: versions, git commit, device, precision, CPU), train,
+predict, score, and mark it done; where its files go is `bench.store`'s business, how it is scored
+`bench.evaluate`'s. A failure is recorded in the cell's manifest and the sweep goes on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import platform
+import subprocess
+import sys
+import time
+import traceback
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+import methods
+from bench import harness, store, study
+from bench.budget import Budget, Schedule
+from bench.data import data_fingerprint, load_splits, training_subset
+from bench.evaluate.scoring import score_predictions
+from bench.evaluate.tables import CALIBRATION, COLUMNS, with_keys
+from bench.store import Cell
+from datasets import DatasetSpec, RaterData, Splits, get_dataset, oracle_view
+from datasets.raters import rater_dice
+from methods.fusion import majority_vote
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    results: Path
+    data_root: Path
+    budget: Budget
+    max_steps: int | None = None  # caps every stage at N steps (smoke runs; the budget's rule still applies)
+    device: str = "auto"
+    precision: str = "auto"
+    train_size: int | None = None  # overrides the budget's training-set cap
+    test_size: int | None = None  # evaluate on the first N test images (smoke runs only)
+    force: bool = False
+    progress: bool = True
+    threads: int = 1  # torch threads per cell on CPU, the same in every backend (results depend on it, not on scheduling)
+
+
+def trained_method(name: str) -> tuple[str, dict]:
+    """The registered method a cell trains and its parameters; the study's Oracle trains its `oracle_trains`
+    (`oracle@beta=3` -> ("lf-net", {"beta": 3}) for the LF-Net paper)."""
+    paper = study.current()
+    base, params = methods.split_name(name)
+    return (paper.oracle_trains if base == paper.oracle else base), params
+
+
+def is_oracle(name: str) -> bool:
+    """Whether a cell name is the study's Oracle row (a data view: its only rater is the ground truth)."""
+    return methods.split_name(name)[0] == study.current().oracle
+
+
+def dataset_overrides(dataset: DatasetSpec, name: str) -> dict:
+    """The study's settings on this dataset for the method class behind `name` (LF-Net's λ = 0.01 on MNIST), so they
+    reach every variant built on it and the Oracle."""
+    cls = methods.get_entry(name).cls
+    first = next(n for n in methods.method_names() if methods.get_entry(n).cls is cls)
+    return study.current().method_settings(dataset.card.name, first)
+
+
+def build_method(name: str, seed: int, dataset: DatasetSpec, train: RaterData, budget: Budget) -> methods.Method:
+    """The cell's method for data shaped like `train`, initialised from `seed`: registry defaults, the dataset's paper
+    settings, the budget's (paper-rcl15 only), then the cell's own parameters (`lf-net@beta=3`)."""
+    trains, params = trained_method(name)
+    spec = methods.DataSpec(train.in_channels, train.n_classes, train.n_raters, train.rater_ids_consistent)
+    overrides = {**dataset_overrides(dataset, trains), **budget.config_overrides(trains, dataset), **params}
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)  # network initialisation
+        return methods.build_method(trains, spec, overrides)
+
+
+def stage_schedules(method: methods.Method, trains: str, dataset: DatasetSpec, n_train: int, opts: RunOptions) -> dict[str, Schedule]:
+    """Each stage's Schedule under the budget, capped at `--max-steps` when given."""
+    out = {}
+    for stage in method.stages:
+        sched = opts.budget.schedule(trains, stage.name, dataset, n_train)
+        if opts.max_steps is not None and opts.max_steps < sched.max_steps:
+            sched = dataclasses.replace(sched, max_steps=opts.max_steps, eval_every=min(sched.eval_every, opts.max_steps))
+        out[stage.name] = sched
+    return out
+
+
+@dataclass(frozen=True)
+class CellData:
+    """What one cell trains, validates and is scored on (after the budget's subsets and the oracle's view)."""
+
+    dataset: DatasetSpec
+    splits: Splits
+    train: RaterData
+    val: RaterData
+    test: RaterData
+
+
+def cell_data(cell: Cell, opts: RunOptions) -> CellData:
+    splits = load_splits(cell.dataset, opts.data_root, cell.raters, cell.noise, store.cache_dir(opts.results))
+    dataset = get_dataset(cell.dataset)
+    train = training_subset(splits.train, opts.train_size or opts.budget.train_size(dataset))
+    val = training_subset(splits.val, opts.budget.val_size)
+    test = splits.test if opts.test_size is None else splits.test.subset(np.arange(min(opts.test_size, splits.test.n)))
+    if is_oracle(cell.method):
+        train, val = oracle_view(train), oracle_view(val)  # the oracle's own objective: ground truth is its only rater
+    return CellData(dataset, splits, train, val, test)
+
+
+def option_record(opts: RunOptions) -> dict:
+    """The run options that change a cell's result beyond its identity; recorded in config.json."""
+    return {
+        "budget": opts.budget.name, "max_steps": opts.max_steps, "train_size": opts.train_size, "test_size": opts.test_size,
+        "threads": opts.threads,
+    }  # fmt: skip
+
+
+def cell_config(cell: Cell, opts: RunOptions, data: CellData, method: methods.Method, schedules: dict[str, Schedule]) -> dict:
+    """config.json: everything that decides the cell's result besides its identity."""
+    return {
+        "options": option_record(opts),
+        "method": cell.method,
+        "trains": trained_method(cell.method)[0],
+        "method_config": dataclasses.asdict(method.cfg),
+        "budget": opts.budget.record(),
+        "schedules": {name: dataclasses.asdict(s) for name, s in schedules.items()},
+        "train_images": data.train.n,
+        "val_images": data.val.n,
+        "test_images": data.test.n,
+        "split_rule": data.splits.rule,
+        "rater_setting": data.splits.raters_info,
+        "precision": opts.precision,
+        "threads": opts.threads,
+        "data_spec": dataclasses.asdict(method.spec),
+        "raters": list(data.train.rater_names),
+    }
+
+
+def git_commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def versions() -> dict[str, str]:
+    import numpy
+    import scipy
+
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "numpy": numpy.__version__,
+        "scipy": scipy.__version__,
+        "pandas": pd.__version__,
+    }
+
+
+@lru_cache(maxsize=1)
+def cpu_isa() -> str:
+    """The CPU's vector extensions that decide kernel choice (bf16 results depend on them)."""
+    try:
+        flags = set(Path("/proc/cpuinfo").read_text().split())
+    except OSError:
+        return platform.processor() or platform.machine()
+    found = [f for f in ("amx_bf16", "avx512_bf16", "avx512f", "avx2") if f in flags]
+    return f"{platform.machine()} " + (" ".join(found) or "baseline")
+
+
+def rater_stats(train: RaterData) -> dict:
+    """Each rater's mean DSC vs GT on the training split and their average (the paper's "Average" row)."""
+    if train.gt is None:
+        return {}
+    per_rater = rater_dice(train.raters, train.gt)
+    return {"raters": dict(zip(train.rater_names, map(float, per_rater))), "average_dsc": float(np.mean(per_rater))}
+
+
+def new_manifest(cell: Cell) -> dict:
+    return {
+        "cell": dataclasses.asdict(cell), "status": "running", "started": time.time(), "command": sys.argv,
+        "git_commit": git_commit(), "versions": versions(), "host": platform.node(), "pid": os.getpid(),
+    }  # fmt: skip
+
+
+DEGENERATE_SHARE = 0.5  # "most validation cases"
+
+
+def degenerate(probs: np.ndarray, val: RaterData) -> dict:
+    """Share of validation cases predicted all background (`empty`) or all foreground (`full`), and a flag.
+
+    probs (N, L, H, W). The flag is set when more than half the cases are predicted empty (full)
+    while fewer than half of the raters' majority masks are: so a dataset of mostly empty masks
+    (LIDC has 30 %) does not flag a method that is right to predict nothing. Raters only, no GT.
+    """
+    fg = probs.argmax(1) > 0
+    mv = majority_vote(torch.from_numpy(val.raters).long(), torch.from_numpy(val.rater_valid), val.n_classes).numpy() > 0
+    share = {"empty": float((~fg.any((1, 2))).mean()), "full": float(fg.all((1, 2)).mean())}
+    ref = {"empty": float((~mv.any((1, 2))).mean()), "full": float(mv.all((1, 2)).mean())}
+    flag = next((k for k in ("empty", "full") if share[k] > DEGENERATE_SHARE and ref[k] <= DEGENERATE_SHARE), "")
+    return {
+        "empty_share": round(share["empty"], 4),
+        "full_share": round(share["full"], 4),
+        "majority_empty_share": round(ref["empty"], 4),
+        "flag": flag,
+    }
+
+
+def score_cell(cell: Cell, probs: np.ndarray, test: RaterData) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The cell's long rows and reliability bins against every reference (bench.evaluate.scoring), with its KEYS."""
+    rows, bins = score_predictions(probs, test)
+    keys = dataclasses.asdict(cell)
+    return with_keys(rows, keys, COLUMNS), with_keys(bins, keys, CALIBRATION)
+
+
+def run_cell(cell: Cell, opts: RunOptions, wait: bool = False) -> dict:
+    """Train, predict and score one cell under its claim.
+
+    Returns {"cell", "status": done|skipped|busy|failed, "reason", "seconds"}; "busy" when another process
+    holds the cell's claim (with `wait`, block until it is released, then skip it if it finished).
+    """
+    started = time.time()
+    return {**claim_and_run(cell, opts, wait), "seconds": round(time.time() - started, 2)}
+
+
+def claim_and_run(cell: Cell, opts: RunOptions, wait: bool) -> dict:
+    if store.is_done(opts.results, cell) and not opts.force:
+        return {"cell": str(cell), "status": "skipped", "reason": "finished earlier"}
+    with store.claim(opts.results, cell, wait) as claimed:
+        if not claimed:
+            return {"cell": str(cell), "status": "busy", "reason": "running in another process"}
+        if store.is_done(opts.results, cell) and not (opts.force and not wait):
+            return {"cell": str(cell), "status": "skipped", "reason": "finished by another process"}
+        with pinned_device(opts.device, opts.results) as device:
+            if device.type == "cpu":
+                torch.set_num_threads(opts.threads)
+            return train_cell(cell, opts, device)
+
+
+@contextmanager
+def pinned_device(requested: str, results: Path):
+    """The cell's device; with several GPUs visible, the first one no other cell on this host holds.
+
+    Parallel workers (loky processes, dask workers without their own CUDA_VISIBLE_DEVICES) each
+    take one GPU for the length of a cell through an flock per GPU, so two cells never share one.
+    """
+    device = harness.resolve_device(requested)
+    n_gpus = torch.cuda.device_count() if device.type == "cuda" else 0
+    if n_gpus <= 1:
+        yield device
+        return
+    folder = results / "locks" / platform.node()
+    with ExitStack() as held:
+        free = next((k for k in range(n_gpus) if held.enter_context(store.locked(folder / f"gpu-{k}.lock", wait=False))), None)
+        if free is None:  # more workers than GPUs: queue on one
+            free = os.getpid() % n_gpus
+            held.enter_context(store.locked(folder / f"gpu-{free}.lock"))
+        yield torch.device("cuda", free)
+
+
+def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
+    out = store.open_cell(opts.results, cell, fresh=opts.force)
+    manifest = new_manifest(cell)
+    try:
+        data = cell_data(cell, opts)
+        manifest.update(
+            data_root=str(opts.data_root), raters=rater_stats(data.splits.train), rater_setting=data.splits.raters_info,
+            data_fingerprint=data_fingerprint(cell.dataset, opts.data_root, cell.raters, cell.noise, store.cache_dir(opts.results)),
+        )  # fmt: skip
+        method = build_method(cell.method, cell.seed, data.dataset, data.train, opts.budget)
+        schedules = stage_schedules(method, trained_method(cell.method)[0], data.dataset, data.train.n, opts)
+        store.write_json(out / "config.json", cell_config(cell, opts, data, method, schedules))
+        manifest.update(
+            device=str(device), precision=str(harness.autocast_dtype(device, opts.precision) or "float32"), deviations=method.deviations(),
+            threads=torch.get_num_threads(), cpu=cpu_isa(),
+        )  # fmt: skip
+        if method.needs_consistent_raters and not data.train.rater_ids_consistent:
+            manifest["deviations"].append("rater slots are not consistent identities here; per-rater modelling runs per slot")
+        store.write_json(out / "manifest.json", manifest)
+        t0 = time.time()
+        train, val = data.train, data.val
+        manifest["stages"] = harness.fit(
+            method, train.images, train.raters, train.rater_valid, schedules=schedules, seed=cell.seed, device=device,
+            val=(val.images, val.raters, val.rater_valid), val_gt=val.gt, precision=opts.precision,
+            checkpoint_dir=out / "checkpoints", log_path=out / "train_log.csv", progress=opts.progress, desc=f"{cell.method} seed {cell.seed}",
+        )  # fmt: skip
+        t1 = time.time()
+        manifest["degenerate"] = degenerate(harness.predict_proba(method, val.images, device=device, precision=opts.precision), val)
+        if val.gt is not None:  # a diagnostic of the method's learned fused label, if it has one (GT read after training only)
+            teacher = harness.teacher_outside_tv(
+                method, val.images, val.raters, val.rater_valid, val.gt, device=device, precision=opts.precision
+            )
+            if teacher is not None:
+                manifest["teacher"] = teacher
+        probs = harness.predict_proba(method, data.test.images, device=device, precision=opts.precision)
+        store.write_predictions(out / "predictions.npz", probs, data.test.case_ids)
+        rows, bins = score_cell(cell, probs, data.test)
+        manifest.update(status="done", train_seconds=round(t1 - t0, 2), predict_seconds=round(time.time() - t1, 2),
+                        seconds=round(time.time() - manifest["started"], 2))  # fmt: skip
+        store.finish_cell(out, manifest, rows, bins)
+        return {"cell": str(cell), "status": "done", "reason": ""}
+    except Exception as e:  # a failed cell is recorded and the sweep goes on
+        reason = f"{type(e).__name__}: {e}"
+        manifest.update(
+            status="failed", reason=reason, traceback=traceback.format_exc(), seconds=round(time.time() - manifest["started"], 2)
+        )
+        try:
+            store.write_json(out / "manifest.json", manifest)
+        except OSError:
+            pass
+        return {"cell": str(cell), "status": "failed", "reason": reason}

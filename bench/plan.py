@@ -1,0 +1,295 @@
+"""The plan of a sweep: its cells as data (`SweepSpec`: dataset × rater setting × noise × method × seed), the checks
+that run before anything trains, and `execute`, which runs the plan and collects the results.
+
+The command line (`bench run`) and the paper's recipes (`bench paper`) both build a `SweepSpec` from
+values, never from each other's strings. Every check fails in one line (`PlanError`, exit 2 at the
+command line) before a cell is claimed: unknown names, values of the wrong type, a dataset or
+input the setting does not have, a results folder that cannot be written, finished cells that ran
+with other options or on other data, a method that cannot run on the data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import os
+import sys
+import tempfile
+import time
+import types
+import typing
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import methods
+from bench import data, harness, store, study, sweep
+from bench.cell import RunOptions, build_method, dataset_overrides, is_oracle, option_record, trained_method
+from bench.store import Cell
+from datasets import DATASETS, DatasetSpec, get_dataset
+from datasets.contract import refuse_noise_level
+from datasets.noise import parse_level
+
+
+class PlanError(ValueError):
+    """A sweep that cannot run as planned; the message says what to change, in one line."""
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """The cells of one sweep, from `run`'s flags or a recipe's setting: checked, expanded and without duplicates.
+
+    `methods` holds the expanded names (a `--set` value becomes its own cell, `lf-net@beta=3`);
+    `raters` is the dataset's rater setting: its style (the default when none is given), with
+    `+<input>` where `--input` names a network input other than the style's own (`cm+clean`);
+    `noise_levels` are canonical labels ("protocol", or a target Average DSC such as "0.45").
+    """
+
+    dataset: str
+    raters: str
+    noise_levels: tuple[str, ...]
+    methods: tuple[str, ...]
+    seeds: tuple[int, ...]
+
+    @classmethod
+    def build(
+        cls, dataset: str, methods: str | list[str], seeds: list[int], noise_levels: list[str], grid: dict | None = None,
+        raters: str | None = None, network_input: str | None = None,
+    ) -> SweepSpec:  # fmt: skip
+        """methods: a group name (`resolve_methods`) or names; grid: method -> {parameter: values} (`--set`, a recipe's `set`)."""
+        spec = get_dataset(dataset)
+        style = raters or spec.rater_styles[0]
+        if style not in spec.rater_styles:
+            raise PlanError(f"--raters {style}: {dataset} has rater style(s) {', '.join(spec.rater_styles)}")
+        if network_input is not None:
+            if not spec.inputs:
+                raise PlanError(f"--input {network_input}: {dataset} has one network input; --input applies to "
+                                 f"{', '.join(n for n, d in DATASETS.items() if d.inputs)}")  # fmt: skip
+            if network_input not in spec.inputs:
+                raise PlanError(f"--input {network_input}: {dataset} has inputs {', '.join(spec.inputs)}")
+            style = spec.setting(f"{style}+{network_input}")
+        try:
+            levels = [parse_level(str(n)) for n in noise_levels]
+        except ValueError as e:
+            raise PlanError(f"--noise-levels: {e}") from None
+        if spec.fixed_raters:  # one line before any data is read (the loaders refuse too)
+            for level in levels:
+                refuse_noise_level(dataset, level, spec.fixed_raters)
+        if any(s < 0 for s in seeds):
+            raise PlanError(f"--seeds must be ≥ 0, got {_text(seeds)}")
+        refuse_twice("--seeds", _text(seeds), list(seeds))
+        refuse_twice("--noise-levels", _text(noise_levels), levels)
+        names = resolve_methods(methods, has_gt=spec.reference == "gt") if isinstance(methods, str) else list(methods)
+        for method in grid or {}:
+            if method not in names:
+                raise PlanError(f"--set {method}.…: method {method!r} is not in --methods ({', '.join(names)})")
+        names = expand_params(names, grid or {}, spec)
+        if spec.reference != "gt" and any(is_oracle(n) for n in names):
+            raise PlanError(
+                f"the oracle trains on ground truth and {dataset} has none (reference: {spec.reference}); drop oracle from --methods"
+            )
+        return cls(dataset, style, tuple(levels), tuple(names), tuple(seeds))
+
+    def cells(self) -> list[Cell]:
+        return plan_cells(list(self.methods), self.dataset, self.raters, list(self.noise_levels), list(self.seeds))
+
+
+def resolve_methods(text: str, has_gt: bool = True) -> list[str]:
+    """`all` = the paper's methods plus the oracle (where the dataset has ground truth to train it); `ablation` = LF-Net's
+    ablation rows; `readings` = LF-Net under each declared reading of the paper's open points; or a list."""
+    paper = study.current()
+    if text == "all":
+        return [*methods.method_names("main"), *([paper.oracle] if has_gt else [])]
+    if text == "ablation":  # Table IV: the full model and its ablation variants
+        return [paper.reference_method, *methods.method_names("ablation")]
+    if text == "readings":  # the study's declared readings, the one reported as the method first
+        return [r["method"] for r in paper.readings]
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise PlanError("--methods is empty; give all, ablation or a comma list, e.g. --methods mv-unet,lf-net")
+    known = [*methods.method_names(), paper.oracle]
+    for name in names:
+        if name not in known:
+            raise PlanError(f"unknown method {name!r}; known: {', '.join(known)}")
+    return names
+
+
+def refuse_twice(flag: str, text: str, values: list) -> None:
+    twice = sorted({str(v) for v in values if values.count(v) > 1})
+    if twice:  # each would plan the same cell twice
+        raise PlanError(f"{flag} {text}: {', '.join(twice)} given more than once; list each value once")
+
+
+def _text(values) -> str:
+    return ",".join(map(str, values))
+
+
+def plan_cells(method_names: list[str], dataset: str, raters: str, noise_levels: list[str], seeds: list[int]) -> list[Cell]:
+    return [Cell(dataset, raters, noise, m, s) for noise in noise_levels for m in method_names for s in seeds]
+
+
+def expand_params(names: list[str], grid: dict[str, dict[str, list]], dataset: DatasetSpec) -> list[str]:
+    """One method name per combination of the values in `grid` (method -> {parameter: values}).
+
+    A value equal to what the method gets anyway on this dataset (its registered default, or the
+    dataset's paper setting, e.g. λ = 0.01 on MNIST) is dropped from the name, so the default
+    point of a parameter sweep is the plain method's cell and is trained once. Unknown parameters
+    and values of the wrong type raise UnknownMethodError.
+    """
+    out = []
+    for name in names:
+        effective = effective_config(name, dataset)
+        hints = typing.get_type_hints(methods.get_entry(trained_method(name)[0]).cls.Config)
+        keys = sorted(grid.get(name, {}))
+        for key in keys:
+            if key.endswith(("epochs", "steps")) and key not in effective:
+                raise methods.UnknownMethodError(
+                    f"{name}.{key}: how long a method trains is the budget's business, not a method parameter; "
+                    "use --budget quick|plateau|paper or --max-steps N"
+                )
+            if key not in effective:
+                raise methods.UnknownMethodError(f"{name} has no parameter {key!r}; it has: {', '.join(effective)}")
+            for value in grid[name][key]:
+                check_type(name, key, value, effective[key], hints.get(key))
+        for combo in itertools.product(*(grid[name][k] for k in keys)):
+            out.append(methods.param_name(name, {k: v for k, v in zip(keys, combo) if v != effective[k]}))
+    return list(dict.fromkeys(out))
+
+
+def effective_config(name: str, dataset: DatasetSpec) -> dict:
+    """The config fields the (unparametrised) method `name` trains with on `dataset`: registry defaults, then the dataset's paper settings."""
+    trains, _ = trained_method(name)
+    return dataclasses.asdict(methods.resolve_config(trains, dataset_overrides(dataset, trains)))
+
+
+def check_type(name: str, key: str, value, default, hint=None) -> None:
+    """Refuse a value of the wrong type before any cell runs: the type of the default, or (default None) of the field's annotation."""
+    if value is None:
+        return
+    if default is not None:
+        kinds = (int, float) if isinstance(default, float) else (type(default),)
+        expected = f"a {type(default).__name__} like its default {default!r}"
+    else:
+        allowed = hint_types(hint)
+        if allowed is None:
+            return
+        kinds = (*allowed, int) if float in allowed else allowed
+        expected = " or ".join("None" if k is type(None) else k.__name__ for k in allowed) + " (its default is None)"
+    if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
+        raise methods.UnknownMethodError(f"{name}.{key}={value!r}: expected {expected}")
+
+
+def hint_types(hint) -> tuple[type, ...] | None:
+    """The classes a config field's annotation allows (`int | None` -> (int, NoneType)); None when it is not a plain class or union of them."""
+    if hint is None:
+        return None
+    args = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+    if not all(isinstance(a, type) and typing.get_origin(a) is None for a in args):
+        return None  # e.g. Literal[...] or list[int]: left to the method's own checks
+    return args
+
+
+def mismatched(cells: list[Cell], opts: RunOptions) -> list[tuple[Cell, dict]]:
+    """Finished cells whose recorded options differ from `opts` (they would be silently reused otherwise)."""
+    want = option_record(opts)
+    out = []
+    for cell in cells:
+        if store.is_done(opts.results, cell) and not opts.force:
+            had = store.read_json(store.cell_dir(opts.results, cell) / "config.json").get("options", want)
+            if had != want:
+                out.append((cell, had))
+    return out
+
+
+def execute(
+    cells: list[Cell], opts: RunOptions, backend: str = "auto", n_jobs: int | None = None, scheduler: str | None = None
+) -> list[dict]:
+    """Run `cells` (finished ones are skipped unless `opts.force`) and collect the results folder.
+
+    Checks first, in one line each, before anything trains: the results folder is writable, the
+    device exists, finished cells ran with the same options, the data loads and every method can
+    run on it. Returns one outcome per cell (see `bench.sweep.run_sweep`).
+    """
+    results = opts.results
+    check_writable(results)
+    harness.resolve_device(opts.device)  # --device cuda without a GPU fails here, not in every cell
+    check_options(cells, opts)
+    check_data(cells, opts)
+    # Adapters with their own per-file caches (RIGA's derived masks) use the same folder.
+    os.environ.setdefault("BENCH_CACHE", str(store.cache_dir(results).absolute()))
+    pending = [c for c in cells if opts.force or not store.is_done(results, c)]
+    backend, n_jobs = sweep.resolve_backend(backend, n_jobs, len(pending), opts.device)
+    groups = list(dict.fromkeys((c.dataset, c.raters, c.noise) for c in pending))
+    # A missing dataset fails here, once; parallel workers then read the decoded splits from the cache. The adapters'
+    # warnings (an incomplete download) are shown only if the run goes ahead, so a refusal stays one line.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for dataset, raters, noise in groups if backend != "sequential" else groups[:1]:  # sequential: the others load in turn
+            started = time.time()
+            splits = data.load_splits(dataset, opts.data_root, raters, noise, store.cache_dir(results))
+            if time.time() - started > 30:
+                print(f"decoded {dataset}/{raters}/{noise} in {time.time() - started:.0f} s (cached for the next run)", file=sys.stderr)
+            check_compatible({c.method for c in pending if c.dataset == dataset}, dataset, splits.train, opts.budget)
+            sparse = (splits.raters_info or {}).get("warning")
+            if sparse and not any(str(w.message) == sparse for w in caught):  # loaded from the cache: the loader did not warn
+                print(f"warning: {sparse}", file=sys.stderr)
+    for message in dict.fromkeys(str(w.message) for w in caught):
+        print(f"warning: {message}", file=sys.stderr)
+    outcomes = sweep.run_sweep(cells, opts, backend, n_jobs, scheduler) if cells else []
+    if cells:
+        store.collect(results)
+    return outcomes
+
+
+def check_compatible(names: set[str], dataset: str, train, budget) -> None:
+    """Build each method once on the data's shape, so a method that cannot run on it fails here, not in every cell."""
+    for name in sorted(names):
+        try:
+            build_method(name, 0, get_dataset(dataset), train, budget)
+        except (ValueError, TypeError) as e:
+            raise PlanError(f"{name} cannot run on {dataset}: {e}") from None
+
+
+def check_options(cells, opts) -> None:
+    """Refuse to mix budgets in one results folder: a finished cell is reused only under the options it ran with."""
+    stale = mismatched(cells, opts)
+    if stale:
+        cell, had = stale[0]
+        want = option_record(opts)
+        diff = ", ".join(f"{k} {had.get(k)} (now {want[k]})" for k in want if had.get(k) != want[k])
+        raise PlanError(
+            f"{len(stale)} finished cell(s) in {opts.results} ran with other options, e.g. {cell}: {diff}; "
+            "use another --results folder, the same options, or --force to retrain"
+        )
+
+
+def check_data(cells, opts) -> None:
+    """Refuse to reuse finished cells that were trained on other data than their rater setting gives now.
+
+    A setting's name can outlive its rules (a simulation made exact, an adapter fixed): each cell
+    records the fingerprint of the splits it saw (manifest `data_fingerprint`), and a results
+    folder never mixes two versions of one setting silently. Cells without a record are kept.
+    """
+    done = [c for c in cells if not opts.force and store.is_done(opts.results, c)]
+    for group in dict.fromkeys((c.dataset, c.raters, c.noise) for c in done):
+        now = data.data_fingerprint(*group[:1], opts.data_root, *group[1:], store.cache_dir(opts.results))
+        stale = [c for c in done if (c.dataset, c.raters, c.noise) == group
+                 and store.read_json(store.cell_dir(opts.results, c) / "manifest.json").get("data_fingerprint", now) != now]  # fmt: skip
+        if stale:
+            raise PlanError(
+                f"{len(stale)} finished cell(s) in {opts.results} were trained on other data than {'/'.join(group)} gives now, e.g. "
+                f"{stale[0]} (its rater rules, inputs or files changed since); use another --results folder, or --force to retrain"
+            )
+
+
+def check_writable(folder: Path) -> None:
+    """Fail before any training if results cannot be written, without creating anything yet."""
+    existing = folder.absolute()
+    while not existing.exists():
+        existing = existing.parent
+    try:
+        if not existing.is_dir():
+            raise NotADirectoryError(f"{existing} is a file")
+        tempfile.TemporaryFile(dir=existing).close()
+    except OSError as e:
+        raise PlanError(f"cannot write the results folder {folder} ({e.strerror or e}); choose another with --results") from None
