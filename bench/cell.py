@@ -28,8 +28,8 @@ import methods
 from bench import harness, store, study
 from bench.budget import Budget, Schedule
 from bench.data import data_fingerprint, load_splits, training_subset
+from bench.evaluate.long_table import CALIBRATION, COLUMNS, with_keys
 from bench.evaluate.scoring import score_predictions
-from bench.evaluate.tables import CALIBRATION, COLUMNS, with_keys
 from bench.store import Cell
 from datasets import DatasetSpec, RaterData, Splits, get_dataset, oracle_view
 from datasets.raters import rater_dice

@@ -37,9 +37,9 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
 import methods
-from bench import data, figures, plan, report, store
+from bench import data, figures, plan, report, report_tables, result_figures, rows, store
+from bench.evaluate.long_table import KEYS, summarise
 from bench.evaluate.scoring import reference_mask
-from bench.evaluate.tables import KEYS, summarise
 from datasets import get_dataset
 
 RECIPES = Path(__file__).resolve().parent.parent / "paper_figures" / "recipes"
@@ -141,7 +141,7 @@ def render_recipe(
     tests = report.all_tests(rows) if len(rows) else pd.DataFrame()
     for kind in recipe.render:
         if kind == "table":
-            written += report.write_tables(summary, out, note)
+            written += report_tables.write_tables(summary, out, note)
             written.append(report.write_tests(tests, out))
         elif kind == "boxplot":
             written += report.write_boxplots(rows, tests, out, fig_note)
@@ -178,8 +178,8 @@ def param_figures(recipe: Recipe, setting: Setting, summary: pd.DataFrame, out: 
         if not points:
             continue
         points = pd.DataFrame(points).drop_duplicates(["structure", "value"])
-        fig = figures.param_figure(points, param, titled(recipe, note, f"\n{setting.dataset}, {base}"), default)
-        written += report.save(fig, out / f"param_{report.slug(base, param)}")
+        fig = result_figures.param_figure(points, param, titled(recipe, note, f"\n{setting.dataset}, {base}"), default)
+        written += result_figures.save(fig, out / f"param_{report_tables.slug(base, param)}")
     return written
 
 
@@ -189,26 +189,26 @@ def image_figure(kind, recipe, setting, cells, results, data_root, out, note) ->
     raters = cells[0].raters if cells else setting.raters or get_dataset(setting.dataset).rater_styles[0]
     splits = data.load_splits(setting.dataset, data_root, raters, noise, store.cache_dir(results))
     title = titled(recipe, note, f"\n{setting.dataset}, raters {raters}, noise {noise}")
-    stem = report.slug(setting.dataset, raters)
+    stem = report_tables.slug(setting.dataset, raters)
     train = splits.train
     shown = train.gt if train.gt is not None else reference_mask(train, "majority")
     if kind == "raters":
         idx = figures.pick_indices(shown, recipe.examples)
         fig = figures.rater_examples_figure(train.images, train.raters, train.gt, list(train.rater_names), idx, title, train.rater_valid)
-        return report.save(fig, out / f"raters_{stem}")
+        return result_figures.save(fig, out / f"raters_{stem}")
     done = [c for c in cells if store.is_done(results, c)]
     if kind == "fused":
-        cell = next((c for c in done if methods.split_name(c.method)[0] == report.REFERENCE_METHOD), None)
+        cell = next((c for c in done if methods.split_name(c.method)[0] == rows.REFERENCE_METHOD), None)
         if cell is None:
             return []
         method = store.load_trained(store.cell_dir(results, cell))
         idx = figures.pick_indices(shown, recipe.examples)
         fig = figures.fused_label_figure(train.images, train.raters, train.rater_valid, method, idx, title, list(train.rater_names))
-        return report.save(fig, out / f"fused_labels_{stem}")
+        return result_figures.save(fig, out / f"fused_labels_{stem}")
     if kind == "qualitative":
         seed = setting.seeds[0]
         probs, test = {}, None
-        order = [*report.main_methods({c.method for c in done}), report.ORACLE]
+        order = [*rows.main_methods({c.method for c in done}), rows.ORACLE]
         for method in order:
             cell = next((c for c in done if c.method == method and c.seed == seed), None)
             if cell is None:
@@ -220,8 +220,8 @@ def image_figure(kind, recipe, setting, cells, results, data_root, out, note) ->
         reference = get_dataset(setting.dataset).reference
         mask = reference_mask(test, reference)
         idx = figures.pick_indices(mask, recipe.examples)
-        fig = figures.qualitative_figure(test.images, mask, probs, idx, title, {m: report.display(m) for m in order}, reference)
-        return report.save(fig, out / f"qualitative_{stem}")
+        fig = figures.qualitative_figure(test.images, mask, probs, idx, title, {m: rows.display(m) for m in order}, reference)
+        return result_figures.save(fig, out / f"qualitative_{stem}")
     raise ValueError(f"unknown rendering {kind!r}")
 
 

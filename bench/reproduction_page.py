@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench import data, figures, report, store, study
-from bench.report import display
-from bench.reproduction import CLAIM_RULE, DIGITS, VALUE_RULE, Assessment, Entry, Group, TableReport, is_paper_setting
+from bench import data, figures, report, report_tables, result_figures, store, study
+from bench.reproduction import Assessment
+from bench.rows import display
+from bench.verdicts import CLAIM_RULE, DIGITS, VALUE_RULE, Entry, Group, TableReport, is_paper_setting
 
 Block = tuple  # ("h", level, text) | ("p", text) | ("list", items) | ("table", header, rows) | ("img", path, caption)
 
@@ -68,9 +69,9 @@ def figure_files(assessment: Assessment, fig_dir: Path, data_root: Path) -> dict
 
 
 def _group_of(stem: str, table: pd.DataFrame, prefix: str) -> tuple[str, str]:
-    """The (dataset, raters) a figure's file stem belongs to (stems are `prefix` + report.slug(dataset, raters, ...))."""
+    """The (dataset, raters) a figure's file stem belongs to (stems are `prefix` + report_tables.slug(dataset, raters, ...))."""
     for dataset, raters in table[["dataset", "raters"]].drop_duplicates().itertuples(index=False):
-        if stem.startswith(prefix + report.slug(dataset, raters, "protocol")):
+        if stem.startswith(prefix + report_tables.slug(dataset, raters, "protocol")):
             return dataset, raters
     return "", ""
 
@@ -90,9 +91,9 @@ def fused_figure(results: Path, data_root: Path, dataset: str, raters: str, fig_
     if train.gt is None:
         return None
     idx = figures.pick_indices(train.gt, 2)
-    title = f"{dataset}, raters {raters}: fused labels of two training images ({report.display(cell.method)}, seed 0)"
+    title = f"{dataset}, raters {raters}: fused labels of two training images ({display(cell.method)}, seed 0)"
     fig = figures.fused_label_figure(train.images, train.raters, train.rater_valid, method, idx, title, list(train.rater_names))
-    return report.save(fig, fig_dir / f"fused_labels_{report.slug(dataset, raters)}")[0]
+    return result_figures.save(fig, fig_dir / f"fused_labels_{report_tables.slug(dataset, raters)}")[0]
 
 
 # --------------------------------------------------------------------------- the page

@@ -1,12 +1,12 @@
 """Statistics on the long results table (DESIGN §7): per-case values and paired tests against LF-Net.
 
-Mean ± std over seeds for the tables is `bench.evaluate.tables.summarise`; this module adds what the tables
+Mean ± std over seeds for the tables is `bench.evaluate.long_table.summarise`; this module adds what the tables
 cannot show: whether the reference method beats each other method on the same test cases.
 
 Protocol (the paper reports p < 0.05 for LF-Net against every competitor on LIDC but names no
 test; reference/methods.md §3.10):
 
-1. Per case, average each method's value over its seeds (`bench.evaluate.tables.per_case`), so the unit of the test is
+1. Per case, average each method's value over its seeds (`bench.evaluate.long_table.per_case`), so the unit of the test is
    the test case, not the (case, seed) pair, whose seeds are not independent observations.
 2. For each other method, a paired two-sided Wilcoxon signed-rank test (Wilcoxon 1945) of the
    reference method against it, on the cases both have (`paired_tests`).
@@ -27,7 +27,7 @@ from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
 from bench import study
-from bench.evaluate.tables import GROUP, per_case
+from bench.evaluate.long_table import GROUP, per_case
 
 TEST_COLUMNS = [
     *GROUP, "structure", "metric", "reference_method", "method",

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bench.evaluate.tables import CALIBRATION, COLUMNS, KEYS, summarise
+from bench.evaluate.long_table import CALIBRATION, COLUMNS, KEYS, summarise
 
 
 @dataclass(frozen=True)

@@ -138,7 +138,7 @@ TINY_SWEEP = ["--seeds", "0,1", "--max-steps", "4", "--train-size", "64", "--tes
 REFERENCE_METHODS = ["lf-net", "mv-unet"]  # lf-net first: two stages, so a kill early in a run finds stage checkpoints
 SEEDS = (0, 1)
 CELL_PATH = ("runs", "mnist-5k", "lfnet", "protocol")  # the embedded dataset's default rater style, protocol noise
-# The unique key of a row of the long table (bench.evaluate.tables.COLUMNS): the cell, then what it was scored against.
+# The unique key of a row of the long table (bench.evaluate.long_table.COLUMNS): the cell, then what it was scored against.
 ROW_KEYS = ["dataset", "raters", "noise", "method", "seed", "reference", "case", "structure", "metric"]
 
 

@@ -6,10 +6,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench.evaluate import multirater
+from bench.evaluate import calibration, multirater
+from bench.evaluate.long_table import per_case, pooled_bins, summarise
 from bench.evaluate.pixel import dice, directed_distance_sums
 from bench.evaluate.scoring import hard_references, reference_mask, score_predictions
-from bench.evaluate.tables import per_case, pooled_bins, summarise
 from datasets import RaterData
 
 
@@ -55,7 +55,7 @@ def test_every_reference_is_scored_and_matches_a_direct_computation():
     # one output offered to every rater: Dice_match is the mean per-rater Dice over the valid raters
     per_rater = multirater.per_rater_dice(pred, votes, test.rater_valid)
     np.testing.assert_allclose(value(rows, "raters", "dice_match").to_numpy(), np.nanmean(per_rater, axis=1))
-    np.testing.assert_allclose(value(rows, "gt", "ece").to_numpy(), multirater.ece(probs[:, 1], test.gt == 1))
+    np.testing.assert_allclose(value(rows, "gt", "ece").to_numpy(), calibration.ece(probs[:, 1], test.gt == 1))
     # directed sums and counts kept beside DSC so another convention is a recomputation
     gt_rows = rows[(rows["reference"] == "gt") & (rows["metric"] == "dsc")]
     assert (gt_rows["tp"] == (pred & (test.gt == 1)).sum((1, 2))).all()

@@ -12,7 +12,7 @@ import torch
 from matplotlib.image import imread
 
 import methods
-from bench import figures, harness, report, store
+from bench import figures, result_figures, store
 from datasets.raters import RATER_NAMES, simulate_raters
 from methods.fusion import majority_vote, threshold_vote_mask
 
@@ -68,7 +68,7 @@ def param_points(values, structures=("disc", "cup")) -> pd.DataFrame:
 
 def test_param_figure_log_axis_for_lambda_and_one_line_per_structure():
     points = param_points([0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0])
-    fig = figures.param_figure(points, "λ", "toy", default=0.01)
+    fig = result_figures.param_figure(points, "λ", "toy", default=0.01)
     (ax,) = fig.axes
     assert ax.get_xscale() == "log"
     assert len(ax.containers) == 2  # one errorbar line per structure
@@ -80,7 +80,7 @@ def test_param_figure_log_axis_for_lambda_and_one_line_per_structure():
 
 
 def test_param_figure_linear_axis_for_beta():
-    fig = figures.param_figure(param_points([1, 2, 3, 4, 5], ["foreground"]), "β", "toy")
+    fig = result_figures.param_figure(param_points([1, 2, 3, 4, 5], ["foreground"]), "β", "toy")
     (ax,) = fig.axes
     assert ax.get_xscale() == "linear"
     assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "2", "3", "4", "5"]
@@ -90,7 +90,7 @@ def test_param_figure_linear_axis_for_beta():
 def test_param_figure_rejects_duplicates():
     points = param_points([1, 2])
     with pytest.raises(ValueError, match="aggregate over seeds"):
-        figures.param_figure(pd.concat([points, points]), "β", "toy")
+        result_figures.param_figure(pd.concat([points, points]), "β", "toy")
 
 
 # --------------------------------------------------------------------------- rater examples
@@ -236,13 +236,13 @@ def test_every_figure_saves_png_and_pdf(data, lf_net, tmp_path):
     images, raters, valid, gt = data
     probs = {"lf-net": np.stack([1 - gt, gt], 1).astype(np.float32)}
     built = {
-        "param": figures.param_figure(param_points([0.001, 0.01, 0.1, 1.0]), "λ", "p", default=0.01),
+        "param": result_figures.param_figure(param_points([0.001, 0.01, 0.1, 1.0]), "λ", "p", default=0.01),
         "raters": figures.rater_examples_figure(images, raters, gt, RATER_NAMES, [0, 1], "r", rater_valid=valid),
         "fused": figures.fused_label_figure(images, raters, valid, lf_net, [0, 1], "f"),
         "qual": figures.qualitative_figure(images, gt, probs, [0, 1], "q"),
     }
     for stem, fig in built.items():
-        png, pdf = report.save(fig, tmp_path / stem)
+        png, pdf = result_figures.save(fig, tmp_path / stem)
         pixels = imread(png)
         assert pixels.ndim == 3 and pixels.shape[0] > 100 and pixels.shape[1] > 100
         assert pdf.read_bytes().startswith(b"%PDF")
@@ -257,9 +257,9 @@ def fake_cell(folder, method: methods.Method, trains: str = "lf-net", write_chec
     (folder / "config.json").write_text(json.dumps(config))
     (folder / "checkpoints").mkdir(exist_ok=True)
     stages = method.stages
-    torch.save(method.state_dict(), harness.checkpoint_path(folder / "checkpoints", 0, stages[0].name))
+    torch.save(method.state_dict(), store.checkpoint_path(folder / "checkpoints", 0, stages[0].name))
     if write_checkpoint:
-        torch.save(method.state_dict(), harness.checkpoint_path(folder / "checkpoints", len(stages) - 1, stages[-1].name))
+        torch.save(method.state_dict(), store.checkpoint_path(folder / "checkpoints", len(stages) - 1, stages[-1].name))
     return folder
 
 

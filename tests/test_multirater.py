@@ -13,15 +13,14 @@ from itertools import permutations
 import numpy as np
 import pytest
 
+from bench.evaluate.calibration import ece, reliability
 from bench.evaluate.multirater import (
     EMPTY_RULES,
     dice_match,
     dice_max,
-    ece,
     ged,
     iou_distance,
     per_rater_dice,
-    reliability,
     soft_dice_iou_at,
 )
 from bench.evaluate.pixel import soft_dice_iou

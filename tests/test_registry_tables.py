@@ -6,8 +6,8 @@ import sys
 import pandas as pd
 import pytest
 
-from bench import report
-from bench.evaluate.tables import SUMMARY
+from bench import report_tables, rows
+from bench.evaluate.long_table import SUMMARY
 from methods import registry
 
 
@@ -27,17 +27,17 @@ def summary(methods_here: list[str]) -> pd.DataFrame:
 
 def test_a_registered_method_appears_in_table1_under_its_display_name(toy, tmp_path):
     part = summary(["lf-net", "toy-net", "mv-unet", "lf-net-s", "oracle"])
-    (stem, table), *rest = report.group_tables(part, ("toy", "cm", "protocol", "gt"))
+    (stem, table), *rest = report_tables.group_tables(part, ("toy", "cm", "protocol", "gt"))
     assert stem == "table1_toy_cm_protocol_gt_foreground"
     assert table.labels == ["MV-UNet", "LF-Net", "Toy-Net", "Oracle"]  # registration order
     assert [(s, t.labels) for s, t in rest if s.startswith("table4_")] == [("table4_toy_cm_protocol_gt", ["S", "S+TV+SLS+RCLS"])]
-    assert report.display("toy-net") == "Toy-Net" and report.table_of("toy-net") == "main"
+    assert rows.display("toy-net") == "Toy-Net" and rows.table_of("toy-net") == "main"
 
 
 def test_rows_of_unknown_or_parameter_cells_keep_their_names():
-    assert report.display("gone-net") == "gone-net" and report.table_of("gone-net") == "main"
-    assert report.table_of("lf-net@beta=3") is None and report.display("lf-net@beta=3") == "lf-net@beta=3"
-    assert report.ablation_methods(["lf-net", "lf-net-no-ce", "lf-net-cm", "lf-net-s"]) == [
+    assert rows.display("gone-net") == "gone-net" and rows.table_of("gone-net") == "main"
+    assert rows.table_of("lf-net@beta=3") is None and rows.display("lf-net@beta=3") == "lf-net@beta=3"
+    assert rows.ablation_methods(["lf-net", "lf-net-no-ce", "lf-net-cm", "lf-net-s"]) == [
         "lf-net-s",
         "lf-net",
         "lf-net-no-ce",

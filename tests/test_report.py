@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 from matplotlib.image import imread
 
-from bench import report, store
+from bench import report, report_tables, result_figures, rows, store
 from bench.cli import report as cli_report
-from bench.evaluate import tables
+from bench.evaluate import long_table
 
 # (method, DSC offset): lf-net best among the compared methods, the oracle above it (it must not be bolded).
 TOY_METHODS = {"mv-unet": -0.20, "cm-unet": -0.05, "lf-net": 0.0, "oracle": 0.05}
@@ -32,7 +32,7 @@ def metric_values(dsc: float) -> dict[str, float]:
 
 
 def rows_for(dataset, raters, noise, methods, structures, references, rng, n_cases=12, n_seeds=3):
-    """Long rows (bench.evaluate.tables.COLUMNS) for every method × seed × case × structure × reference × metric.
+    """Long rows (bench.evaluate.long_table.COLUMNS) for every method × seed × case × structure × reference × metric.
 
     `references` maps a reference to its metrics; counts are left at 0 and the bAHD sums at NaN.
     """
@@ -52,9 +52,9 @@ def rows_for(dataset, raters, noise, methods, structures, references, rng, n_cas
 
 def write_results(folder, rows, averages=None):
     """metrics.parquet and summary.csv as `store.collect` writes them; returns the long table."""
-    table = pd.DataFrame(rows, columns=tables.COLUMNS)
+    table = pd.DataFrame(rows, columns=long_table.COLUMNS)
     store.write_table(folder / "metrics.parquet", table)
-    store.write_table(folder / "summary.csv", tables.summarise(table, averages))
+    store.write_table(folder / "summary.csv", long_table.summarise(table, averages))
     return table
 
 
@@ -196,11 +196,11 @@ def test_noise_figure_x_is_the_realised_average_dsc(rendered):
     summary = store.read_summary(root / "results")
     dsc = summary[(summary["dataset"] == "toy") & (summary["metric"] == "dsc")]
     runs = dsc[(dsc["reference"] == "gt") & (dsc["method"] == "lf-net")]
-    averages = dsc[dsc["method"] == report.AVERAGE]
+    averages = dsc[dsc["method"] == rows.AVERAGE]
     # a third level whose realised Average DSC (0.61) sorts unlike its label: x must come from the label's own average
     runs = pd.concat([runs, runs.iloc[[0]].assign(noise="0.6", mean=0.7)], ignore_index=True)
     averages = pd.concat([averages, averages.iloc[[0]].assign(noise="0.6", mean=0.61)], ignore_index=True)
-    fig = report.noise_figure(runs, averages, ["lf-net"], ["lf-net"], "t")
+    fig = result_figures.noise_figure(runs, averages, ["lf-net"], ["lf-net"], "t")
     (ax,) = fig.axes
     (line,) = [c.lines[0] for c in ax.containers]
     by_noise = runs.set_index("noise")["mean"]
@@ -219,7 +219,7 @@ def test_render_is_deterministic(rendered, tmp_path):
 
 
 def calibration_bins(methods, references=("gt", "rater-mean"), n_bins=5, n_seeds=2) -> pd.DataFrame:
-    """Reliability bins (bench.evaluate.tables.CALIBRATION) of toy/cm/protocol: each method over-confident by its own margin."""
+    """Reliability bins (bench.evaluate.long_table.CALIBRATION) of toy/cm/protocol: each method over-confident by its own margin."""
     rows = []
     for k, method in enumerate(methods):
         for seed in range(n_seeds):
@@ -228,7 +228,7 @@ def calibration_bins(methods, references=("gt", "rater-mean"), n_bins=5, n_seeds
                     confidence = (b + 0.5) / n_bins
                     rows.append(("toy", "cm", "protocol", method, seed, reference, "foreground", b, 100 + 10 * b, confidence,
                                  max(0.0, confidence - 0.05 * (k + 1))))  # fmt: skip
-    return pd.DataFrame(rows, columns=tables.CALIBRATION)
+    return pd.DataFrame(rows, columns=long_table.CALIBRATION)
 
 
 def test_render_every_reference_rater_heat_map_and_reliability(tmp_path):
@@ -326,11 +326,11 @@ def test_bold_ties_at_printed_precision():
             "std": [0.01, np.nan, 0.02],
         }
     )
-    table = report.build_table(
-        summary, report.table_columns("table1", "foreground")[:1], ["mv-unet", "cm-unet", "lf-net"], "t", "Methods", {}, False
+    table = report_tables.build_table(
+        summary, report_tables.table_columns("table1", "foreground")[:1], ["mv-unet", "cm-unet", "lf-net"], "t", "Methods", {}, False
     )
     assert [row[0].bold for row in table.rows] == [True, True, False]  # 81.23 and 81.23
-    assert report.markdown_cell(table.rows[1][0]) == "**81.23**"  # one seed: no ± std
+    assert report_tables.markdown_cell(table.rows[1][0]) == "**81.23**"  # one seed: no ± std
 
 
 def parse_report(*argv):
@@ -349,7 +349,7 @@ def test_cli_defaults_and_errors(tmp_path, capsys):
         cli_report.cmd_report(parse_report("--results", str(tmp_path / "nothing")))
 
     empty = tmp_path / "empty"
-    store.write_table(empty / "metrics.parquet", pd.DataFrame(columns=tables.COLUMNS).astype({"value": float}))
+    store.write_table(empty / "metrics.parquet", pd.DataFrame(columns=long_table.COLUMNS).astype({"value": float}))
     store.write_table(empty / "summary.csv", pd.DataFrame(columns=["dataset"]))
     with pytest.raises(UsageError, match="empty"):
         cli_report.cmd_report(parse_report("--results", str(empty)))

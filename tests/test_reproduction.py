@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from bench import reproduction, reproduction_page, store, study
-from bench.evaluate.tables import COLUMNS
+from bench.evaluate.long_table import COLUMNS
+from bench.verdicts import ClaimReport, Entry
 
 PAPER = study.current()
 LABELS = {"average": 0.465, "majority": 0.63, "majority_area_ratio": 0.54, "mean_05": 0.63, "mean_05_area_ratio": 0.54,
@@ -44,13 +45,13 @@ def make_results(results, means: dict[str, float], budget: str = "plateau", n_ca
     store.collect(results)
 
 
-def entries(assessment, table_id: str = "table1", column: int = 0) -> dict[str, reproduction.Entry]:
+def entries(assessment, table_id: str = "table1", column: int = 0) -> dict[str, Entry]:
     report = next(t for t in assessment.tables if t.table.id == table_id)
     group = next(g for g in report.groups if column in g.entries)
     return {e.method: e for e in group.entries[column]}
 
 
-def claim(assessment, claim_id: str) -> reproduction.ClaimReport:
+def claim(assessment, claim_id: str) -> ClaimReport:
     return next(c for c in assessment.claims if c.claim.id == claim_id)
 
 

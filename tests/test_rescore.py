@@ -8,7 +8,7 @@ import shutil
 import pandas as pd
 
 from bench import cli, store
-from bench.evaluate.tables import SUMS
+from bench.evaluate.long_table import SUMS
 
 TINY = ["--max-steps", "2", "--train-size", "32", "--test-size", "12", "--no-progress", "--backend", "sequential"]
 

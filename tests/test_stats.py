@@ -7,8 +7,8 @@ from scipy import stats as sps
 from statsmodels.stats.multitest import multipletests
 
 from bench import stats
-from bench.evaluate import tables
-from bench.evaluate.tables import COLUMNS
+from bench.evaluate import long_table as schema
+from bench.evaluate.long_table import COLUMNS
 
 
 def long_table(
@@ -43,7 +43,7 @@ def fixed_table() -> pd.DataFrame:
 def test_per_case_averages_seeds_and_skips_nan():
     table = long_table({"a": np.array([[0.2, 0.4], [0.4, np.nan], [0.6, np.nan]])})
     other_reference = long_table({"a": np.array([[0.9, 0.9]])}, reference="majority")  # the same cell scored against another reference
-    out = tables.per_case(pd.concat([table, other_reference]), "dsc", "foreground")
+    out = schema.per_case(pd.concat([table, other_reference]), "dsc", "foreground")
     assert list(out.columns) == ["dataset", "raters", "noise", "reference", "method", "case", "value", "n_seeds"]
     gt = out[out["reference"] == "gt"].set_index("case")
     assert gt.loc["c00", "value"] == pytest.approx(0.4)
@@ -51,8 +51,8 @@ def test_per_case_averages_seeds_and_skips_nan():
     assert list(gt["n_seeds"]) == [3, 1]
     majority = out[out["reference"] == "majority"].set_index("case")
     assert list(majority["value"]) == pytest.approx([0.9, 0.9]) and list(majority["n_seeds"]) == [1, 1]  # references never mixed
-    assert tables.per_case(table, "bahd", "foreground").empty
-    assert stats.per_case is tables.per_case and stats.GROUP == tables.GROUP  # stats tests on the same per-case view
+    assert schema.per_case(table, "bahd", "foreground").empty
+    assert stats.per_case is schema.per_case and stats.GROUP == schema.GROUP  # stats tests on the same per-case view
 
 
 def test_p_values_match_scipy_and_statsmodels():

@@ -1,6 +1,6 @@
 """Evaluation: every cell's predictions scored against every reference, and the tables built from the scores.
 
-- `bench.evaluate.tables`: the long table's schema (`COLUMNS`, `CALIBRATION`), `summarise` (mean ±
+- `bench.evaluate.long_table`: the long table's schema (`COLUMNS`, `CALIBRATION`), `summarise` (mean ±
   std over seeds) and `per_case` (seed-averaged values per case, for paired tests).
 - `bench.evaluate.scoring`: the references of a test split (gt, majority, STAPLE, each rater, the
   rater mean, the rater set) and `score_predictions`, which fills one cell's rows.

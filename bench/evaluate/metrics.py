@@ -29,7 +29,7 @@ from functools import cached_property
 
 import numpy as np
 
-from bench.evaluate import multirater
+from bench.evaluate import calibration, multirater
 from bench.evaluate.pixel import score, soft_dice_iou
 
 KINDS = ("hard", "soft", "set", "calibration")
@@ -156,5 +156,5 @@ register(Metric("dice_match", "set", lambda s: multirater.dice_match(np.broadcas
                 "Hungarian-matched Dice, mean over valid raters (one output is offered to every rater)", ("raters",)))  # fmt: skip
 register(Metric("dice_max", "set", lambda s: multirater.dice_max(s.samples, s.votes, s.valid, s.empty), True, 100, 2, "Dice_max",
                 "Dice$_\\mathrm{max}$", (), "each rater's best Dice over the predictions, mean over raters", ("raters",)))  # fmt: skip
-register(Metric("ece", "calibration", lambda c: multirater.ece(c.prob, c.target, N_BINS), False, 1, 3, "ECE", "ECE", (),
+register(Metric("ece", "calibration", lambda c: calibration.ece(c.prob, c.target, N_BINS), False, 1, 3, "ECE", "ECE", (),
                 f"expected calibration error of the foreground probability, {N_BINS} equal-width bins, per case", ("gt", "rater-mean")))  # fmt: skip

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from bench.evaluate import metrics, multirater
+from bench.evaluate import calibration, metrics
 from datasets import RaterData
 from methods.fusion import majority_vote
 from methods.staple import staple
@@ -101,7 +101,7 @@ def score_predictions(probs: np.ndarray, test: RaterData, empty: str = EMPTY_RUL
             targets = {"gt": np.isin(test.gt, classes), **targets}
         for name, target in targets.items():
             add(name, structure, "calibration", metrics.Calibrated(prob, target))
-            count, confidence, observed = multirater.reliability(prob, target, metrics.N_BINS)
+            count, confidence, observed = calibration.reliability(prob, target, metrics.N_BINS)
             bins.append(pd.DataFrame({"reference": name, "structure": structure, "bin": np.arange(metrics.N_BINS), "count": count,
                                       "confidence": confidence, "observed": observed}))  # fmt: skip
     return pd.concat(frames, ignore_index=True), pd.concat(bins, ignore_index=True)

@@ -426,19 +426,19 @@ def plant_temporaries(folder: Path, names: list[str]) -> list[Path]:
 
 def test_a_kill_while_the_log_is_trimmed_keeps_finished_stages(tmp_path, monkeypatch):
     """In process: resume trims the log of an unfinished stage; dying half way must not lose the finished one."""
-    from bench import harness
+    from bench import checkpoints
 
     log = tmp_path / "train_log.csv"
     for row in ({"stage": "soft_label", "epoch": 0, "loss": 0.5}, {"stage": "soft_label", "epoch": 1, "loss": 0.4},
                 {"stage": "segmentation", "epoch": 0, "loss": 2.0}):  # fmt: skip
-        harness.append_log(log, row)
+        checkpoints.append_log(log, row)
 
     def killed(*args, **kwargs):
         raise SystemExit("SIGKILL")  # the process dies on its first write after the old log was read
 
-    monkeypatch.setattr(harness, "append_log", killed)
+    monkeypatch.setattr(checkpoints, "write_log", killed)
     try:
-        harness.trim_log(log, {"soft_label"})
+        checkpoints.trim_log(log, {"soft_label"})
     except SystemExit:
         pass
     assert log.is_file(), "train_log.csv is gone"
@@ -450,14 +450,14 @@ def test_a_kill_before_the_logs_first_row_leaves_a_log_that_a_rerun_resumes(tmp_
     """In process: append_log creates train_log.csv and writes its header and first row as one buffered write, so a SIGKILL
     in between leaves an empty file (the 12-kill campaign under -m slow hit it). A rerun must take it for an empty log;
     otherwise every rerun of that cell fails ("ValueError: I/O operation on closed file") until --force."""
-    from bench import harness
+    from bench import checkpoints
 
     log = tmp_path / "train_log.csv"
     log.write_text("")
-    harness.trim_log(log, set())  # resume: nothing finished, nothing to keep
-    harness.trim_log(log, set(), ("soft_label", 4))  # resume from a mid-stage checkpoint
-    assert harness.logged_stops(log) == {}
-    harness.append_log(log, {"stage": "soft_label", "event": "eval", "step": 4})
+    checkpoints.trim_log(log, set())  # resume: nothing finished, nothing to keep
+    checkpoints.trim_log(log, set(), ("soft_label", 4))  # resume from a mid-stage checkpoint
+    assert checkpoints.logged_stops(log) == {}
+    checkpoints.append_log(log, {"stage": "soft_label", "event": "eval", "step": 4})
     with log.open(newline="") as f:
         assert [(r["stage"], r["step"]) for r in csv.DictReader(f)] == [("soft_label", "4")]
 

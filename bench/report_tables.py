@@ -1,0 +1,257 @@
+"""The report's tables in the paper's layout: columns from the metric descriptors, rows from bench/rows.py, Markdown and LaTeX.
+
+A `TableCell` is one cell of a rendered table (a training run is a `bench.store.Cell`). File names
+carry the dataset, the rater setting, the noise level and, where it matters, the reference
+(`<d>_<raters>_<noise>_<ref>`); `group_tables` decides which tables a group of the summary gets
+(see bench/report.py for the list). Bold rule (as the paper): the best mean per column, compared
+at the printed precision so that equal-looking values are bolded alike, over the method rows only;
+Average and Oracle are never bold (Tables I-III); in the ablation table every row competes.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from bench.evaluate import metrics
+from bench.evaluate.long_table import ordered_structures
+from bench.evaluate.scoring import HEADLINE
+from bench.rows import AVERAGE, ORACLE, REFERENCE_METHOD, ablation_methods, display, main_methods, table_of
+
+
+@dataclass(frozen=True)
+class Column:
+    structure: str
+    metric: str
+    markdown: str  # header text
+    latex: str
+    scale: float  # 100 for fractions shown in %
+    digits: int
+    higher_is_better: bool
+
+
+@dataclass
+class TableCell:
+    text: str  # mean, or "N/A" / "–" when missing
+    std: str | None = None
+    bold: bool = False
+
+
+@dataclass
+class Table:
+    title: str
+    label_header: str
+    columns: list[Column]
+    labels: list[str] = field(default_factory=list)
+    rows: list[list[TableCell]] = field(default_factory=list)
+    italic: list[bool] = field(default_factory=list)  # Average and Oracle, as \emph in the paper
+    rule_before: set[int] = field(default_factory=set)  # row indices preceded by a light rule
+
+
+def column(metric: str, structure: str, named: bool = False) -> Column:
+    """A table column from the metric's descriptor (bench/evaluate/metrics.py); `named` puts the structure in the header."""
+    m = metrics.get(metric)
+    shown = structure if named else None
+    return Column(structure, metric, m.header(shown), m.header(shown, latex=True), m.scale, m.digits, m.higher_is_better)
+
+
+def table_columns(table: str, structure: str, named: bool = False) -> list[Column]:
+    """The columns of one kind of table ("table1", "table2", "table3"), in the metrics' registration order."""
+    return [column(m.name, structure, named) for m in metrics.in_table(table)]
+
+
+def has_gt(dataset: str) -> bool:
+    from datasets import DATASETS
+
+    return dataset not in DATASETS or DATASETS[dataset].reference == "gt"
+
+
+def soft_metrics(dataset: str) -> bool:
+    from datasets import DATASETS
+
+    return dataset in DATASETS and DATASETS[dataset].soft_metrics
+
+
+def build_table(
+    summary: pd.DataFrame,
+    columns: list[Column],
+    methods: list[str],
+    title: str,
+    label_header: str,
+    table_name: str,
+    compete_all: bool,
+) -> Table:
+    """Rows = [Average] + methods + [Oracle] (those present), cells mean ± std, the best bolded (see module doc)."""
+    lookup = {(r["method"], r["structure"], r["metric"]): (r["mean"], r["std"]) for r in summary.to_dict("records")}
+    has = {m for m, s, k in lookup if (s, k) in {(c.structure, c.metric) for c in columns}}
+    order = ([AVERAGE] if AVERAGE in has else []) + [m for m in methods if m in has] + ([ORACLE] if ORACLE in has else [])
+    table = Table(title, label_header, columns)
+    for method in order:
+        table.labels.append(display(method, table_name))
+        table.italic.append(method in (AVERAGE, ORACLE))
+        table.rows.append([table_cell(lookup.get((method, c.structure, c.metric)), c, method == AVERAGE) for c in columns])
+    if order and order[0] == AVERAGE and len(order) > 1:
+        table.rule_before.add(1)
+    if order and order[-1] == ORACLE and len(order) > 1:
+        table.rule_before.add(len(order) - 1)
+    for i, method in enumerate(order):
+        if table_of(method) == "ablation-text" and not any(table_of(m) == "ablation-text" for m in order[:i]):
+            table.rule_before.add(i)
+    competing = [i for i, m in enumerate(order) if compete_all or m not in (AVERAGE, ORACLE)]
+    for j, column in enumerate(columns):
+        mark_best(table, j, column, competing, [lookup.get((order[i], column.structure, column.metric)) for i in competing])
+    return table
+
+
+def table_cell(value: tuple[float, float] | None, column: Column, is_average: bool) -> TableCell:
+    if value is None or pd.isna(value[0]):
+        return TableCell("N/A" if is_average else "–")  # the paper writes N/A where Average has no value
+    mean, std = value
+    std_text = None if pd.isna(std) else f"{std * column.scale:.{column.digits}f}"
+    return TableCell(f"{mean * column.scale:.{column.digits}f}", std_text)
+
+
+def mark_best(table: Table, j: int, column: Column, rows: list[int], values: list) -> None:
+    """Bold every competing row whose mean, rounded as printed, equals the best rounded mean of column j."""
+    rounded = {i: round(v[0] * column.scale, column.digits) for i, v in zip(rows, values) if v is not None and not pd.isna(v[0])}
+    if not rounded:
+        return
+    best = max(rounded.values()) if column.higher_is_better else min(rounded.values())
+    for i, value in rounded.items():
+        if value == best:
+            table.rows[i][j].bold = True
+
+
+def to_markdown(table: Table) -> str:
+    lines = [f"### {table.title}", "", "| " + " | ".join([table.label_header, *(c.markdown for c in table.columns)]) + " |"]
+    lines.append("|:--" + "|--:" * len(table.columns) + "|")
+    for label, row, italic in zip(table.labels, table.rows, table.italic):
+        texts = [markdown_cell(c) for c in row]
+        lines.append("| " + " | ".join([f"*{label}*" if italic else label, *texts]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def markdown_cell(c: TableCell) -> str:
+    text = c.text if c.std is None else f"{c.text} ± {c.std}"
+    return f"**{text}**" if c.bold else text
+
+
+def to_latex(table: Table) -> str:
+    """A booktabs tabular (\\input it inside a table environment); the caption is the leading comment."""
+    lines = [
+        f"% {latex_text(table.title)}",
+        r"\begin{tabular}{l" + "c" * len(table.columns) + "}",
+        r"\toprule",
+        " & ".join([latex_text(table.label_header), *(c.latex for c in table.columns)]) + r" \\",
+        r"\midrule",
+    ]
+    for i, (label, row, italic) in enumerate(zip(table.labels, table.rows, table.italic)):
+        if i in table.rule_before:
+            lines.append(r"\midrule")
+        label = latex_text(label)
+        lines.append(" & ".join([rf"\emph{{{label}}}" if italic else label, *(latex_cell(c) for c in row)]) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    return "\n".join(lines) + "\n"
+
+
+def latex_cell(c: TableCell) -> str:
+    def b(text: str) -> str:
+        return rf"\textbf{{{text}}}" if c.bold else text
+
+    text = latex_text(c.text)
+    return b(text) if c.std is None else rf"{b(text)} $\pm$ {b(c.std)}"  # bold like the paper: mean and std
+
+
+LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\~{}", "^": r"\^{}"}  # fmt: skip
+
+
+LATEX_UNICODE = {"†": r"$\dagger$", "‡": r"$\ddagger$", "→": r"$\rightarrow$", "±": r"$\pm$", "↑": r"$\uparrow$", "↓": r"$\downarrow$", "–": "--", "×": r"$\times$"}  # fmt: skip
+
+
+def latex_text(text: str) -> str:
+    """Escape TeX specials and map the few Unicode symbols the tables use to math-mode commands."""
+    return "".join(LATEX_UNICODE.get(ch, LATEX_SPECIAL.get(ch, ch)) for ch in str(text))
+
+
+def group_title(kind: str, group: tuple, structure: str | None = None) -> str:
+    dataset, raters, noise, reference = group
+    where = f", {structure}" if structure else ""
+    return f"{kind}: {dataset} (raters {raters}, noise {noise}; against {reference}{where}); mean ± std over seeds"
+
+
+def slug(*parts) -> str:
+    """File-name part: anything outside [A-Za-z0-9.-] replaced by '-'."""
+    return "_".join(re.sub(r"[^A-Za-z0-9.-]+", "-", str(p)) for p in parts)
+
+
+def group_tables(part: pd.DataFrame, group: tuple) -> list[tuple[str, Table]]:
+    """(file stem, table) for one dataset × raters × noise × headline reference of the summary.
+
+    `part` holds that reference's rows, the Average rows, and the rows against the rater set
+    (GED, Dice_match) and the rater mean (soft DSC / IoU), which do not depend on the headline reference.
+    Datasets without ground truth (real raters: LIDC, RIGA) get Table II's columns, DSC, bAHD, GED
+    and Dice_match; a dataset scored with soft metrics (RIGA) gets Table III, soft DSC / IoU per structure.
+    """
+    dataset, raters, noise, reference = group
+    out = []
+    pairs = set(zip(part["structure"], part["metric"]))
+    methods_here = set(part["method"])
+    main = main_methods(methods_here)
+    base = slug(dataset, raters, noise, reference)
+    real = not has_gt(dataset)
+    if main or ORACLE in methods_here:
+        for structure in ordered_structures({s for s, k in pairs if k in ("dsc", "bahd")}):
+            columns = table_columns("table2" if real else "table1", structure)
+            kind = "DSC (%) ↑, bAHD ↓, GED ↓ and Dice_match (%) ↑" if real else "DSC (%) ↑ and bAHD ↓"
+            table = build_table(part, columns, main, group_title(kind, group, structure), "Methods", "main", compete_all=False)
+            out.append((f"{'table2' if real else 'table1'}_{base}_{slug(structure)}", table))
+        soft = [
+            c for s in ordered_structures({s for s, _ in pairs}) for c in table_columns("table3", s, named=True) if (s, c.metric) in pairs
+        ]
+        if soft and soft_metrics(dataset):
+            title = group_title("soft DSC and soft IoU (%) ↑", (dataset, raters, noise, "the rater mean"))
+            out.append(
+                (f"table3_{slug(dataset, raters, noise)}", build_table(part, soft, main, title, "Methods", "main", compete_all=False))
+            )
+    ablation = ablation_methods(methods_here)
+    if any(m != REFERENCE_METHOD for m in ablation):
+        rows = part[part["method"].isin(ablation)]
+        row_pairs = set(zip(rows["structure"], rows["metric"]))
+        ablation_metrics = [m.name for m in metrics.in_table("ablation")]  # per structure the last it has: soft DSC on RIGA, else DSC
+        columns = [
+            column(next(k for k in reversed(ablation_metrics) if (s, k) in row_pairs), s, named=True)
+            for s in ordered_structures({s for s, k in row_pairs if k in ablation_metrics})
+        ]
+        title = group_title("ablation, DSC (%) ↑", group)
+        out.append((f"table4_{base}", build_table(rows, columns, ablation, title, "Variant", "ablation", compete_all=True)))
+    return out
+
+
+def write_tables(summary: pd.DataFrame, out_dir: Path, note: str = "") -> list[Path]:
+    """Every table of the summary as Markdown and LaTeX, per headline reference; `note` (e.g. "quick stand-in: …") heads each file."""
+    written, markdown = [], []
+    for (dataset, raters, noise), part in summary.groupby(["dataset", "raters", "noise"], sort=True):
+        shared = part[part["reference"].isin(["raters", "rater-mean"]) | (part["method"] == AVERAGE)]
+        for reference in [r for r in HEADLINE if r in set(part.loc[part["method"] != AVERAGE, "reference"])]:
+            rows = pd.concat([part[(part["reference"] == reference) & (part["method"] != AVERAGE)], shared])
+            for stem, table in group_tables(rows, (dataset, raters, noise, reference)):
+                if (out_dir / f"{stem}.md") in written:  # Table III does not depend on the headline reference
+                    continue
+                md, tex = to_markdown(table), to_latex(table)
+                if note:
+                    md, tex = f"> {note}\n\n{md}", f"% {note}\n{tex}"
+                (out_dir / f"{stem}.md").write_text(md)
+                (out_dir / f"{stem}.tex").write_text(tex)
+                written += [out_dir / f"{stem}.md", out_dir / f"{stem}.tex"]
+                markdown.append(md)
+    if markdown:
+        (out_dir / "tables.md").write_text("\n".join(markdown))
+        written.append(out_dir / "tables.md")
+    return written
+
+
+def default_reference(dataset: str) -> str:
+    return "gt" if has_gt(dataset) else "majority"

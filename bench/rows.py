@@ -1,0 +1,87 @@
+"""The rows of every table and figure: which methods, in which order, under which names (from the registry and the study).
+
+The reference method ("ours") and the Oracle come from the study (bench/study.py); the "average"
+row is the raters' Average DSC. Order and display names come from the method registry, so no table
+keeps a list of its own; a parameter-sweep cell (`lf-net@beta=3`) is drawn in the parameter figures,
+not in the tables.
+"""
+
+from __future__ import annotations
+
+import methods
+from bench import study
+from methods.registry import PARAM_SEP
+
+REFERENCE_METHOD = study.current().reference_method  # the paper's "ours": the reference of every paired test
+
+
+AVERAGE = "average"
+
+
+ORACLE = study.current().oracle
+
+
+def entry(method: str) -> methods.MethodEntry | None:
+    """The registry entry behind a row's name; None for the Average/Oracle rows, parameter cells and names no longer registered."""
+    if is_param_variant(method) or method in (AVERAGE, ORACLE):
+        return None
+    try:
+        return methods.get_entry(method)
+    except methods.UnknownMethodError:
+        return None
+
+
+def table_of(method: str) -> str | None:
+    """Which table a row belongs to (registry `table`); a name no longer registered goes to Table I; parameter cells to none."""
+    if is_param_variant(method) or method in (AVERAGE, ORACLE):
+        return None
+    found = entry(method)
+    return found.table if found else "main"
+
+
+def is_ablation(method: str) -> bool:
+    return table_of(method) in ("ablation", "ablation-text")
+
+
+def is_param_variant(method: str) -> bool:
+    """A parameter-sweep cell (`lf-net@beta=3`): drawn in the parameter figures, not in the tables."""
+    return PARAM_SEP in method
+
+
+def registry_order(names) -> list[str]:
+    """`names` in registration order (the import list of methods/__init__.py), unregistered names after, alphabetically."""
+    names = set(names)
+    known = [m for m in methods.method_names() if m in names]
+    return known + sorted(names - set(known))
+
+
+def main_methods(names) -> list[str]:
+    """Table I rows present, in registration order; no Oracle, Average, ablations or parameter variants."""
+    return registry_order(n for n in names if table_of(n) == "main")
+
+
+def ablation_methods(names) -> list[str]:
+    """Table IV rows present, in registration order, with the full model (LF-Net) where its entry places it."""
+    rows = registry_order(n for n in names if is_ablation(n))
+    full = entry(REFERENCE_METHOD)
+    if REFERENCE_METHOD in set(names) and full is not None:
+        registered = methods.method_names()
+        after = registered.index(full.ablation_after) if full.ablation_after in registered else len(registered)
+        later = [i for i, r in enumerate(rows) if r not in registered or registered.index(r) > after]
+        rows.insert(later[0] if later else len(rows), REFERENCE_METHOD)
+    return rows
+
+
+def display(method: str, table: str = "main") -> str:
+    """A row's label: the registry's display name (Table IV: the full model's `ablation_label`); else the name itself."""
+    if method in (AVERAGE, ORACLE):
+        return method.capitalize()
+    found = entry(method)
+    if found is None:
+        return method
+    return found.ablation_label if table == "ablation" and found.ablation_label else found.display
+
+
+def figure_methods(names) -> list[str]:
+    """The methods a per-method figure shows, in table order: the paper's, the Oracle, then LF-Net's ablations."""
+    return list(dict.fromkeys([*main_methods(names), *([ORACLE] if ORACLE in names else []), *ablation_methods(names)]))
