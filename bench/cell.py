@@ -27,7 +27,7 @@ import torch
 import methods
 from bench import harness, store, study
 from bench.budget import Budget, Schedule
-from bench.data import data_fingerprint, load_splits, training_subset
+from bench.data import data_fingerprint, fused_test_references, load_splits, training_subset
 from bench.evaluate.long_table import CALIBRATION, COLUMNS, with_keys
 from bench.evaluate.scoring import score_predictions
 from bench.store import Cell
@@ -216,9 +216,12 @@ def degenerate(probs: np.ndarray, val: RaterData) -> dict:
     }
 
 
-def score_cell(cell: Cell, probs: np.ndarray, test: RaterData) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The cell's long rows and reliability bins against every reference (bench.evaluate.scoring), with its KEYS."""
-    rows, bins = score_predictions(probs, test)
+def score_cell(cell: Cell, probs: np.ndarray, test: RaterData, fused: dict | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The cell's long rows and reliability bins against every reference (bench.evaluate.scoring), with its KEYS.
+
+    fused: the test split's cached majority and STAPLE references (`bench.data.fused_test_references`), cut to its cases.
+    """
+    rows, bins = score_predictions(probs, test, fused=fused)
     keys = dataclasses.asdict(cell)
     return with_keys(rows, keys, COLUMNS), with_keys(bins, keys, CALIBRATION)
 
@@ -304,7 +307,8 @@ def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
                 manifest["teacher"] = teacher
         probs = harness.predict_proba(method, data.test.images, device=device, precision=opts.precision)
         store.write_predictions(out / "predictions.npz", probs, data.test.case_ids)
-        rows, bins = score_cell(cell, probs, data.test)
+        fused = fused_test_references(cell.dataset, opts.data_root, cell.raters, cell.noise, store.cache_dir(opts.results))
+        rows, bins = score_cell(cell, probs, data.test, {k: v[: data.test.n] for k, v in fused.items()})
         manifest.update(status="done", train_seconds=round(t1 - t0, 2), predict_seconds=round(time.time() - t1, 2),
                         seconds=round(time.time() - manifest["started"], 2))  # fmt: skip
         store.finish_cell(out, manifest, rows, bins)

@@ -4,12 +4,14 @@ statistics of its training pool, measured once and kept with them."""
 from __future__ import annotations
 
 import hashlib
+import os
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from bench.evaluate.scoring import fused_references
 from datasets import RaterData, Splits, get_dataset
 from datasets import cache as data_cache
 from datasets.noise import threshold_vote_foreground
@@ -49,6 +51,31 @@ def load_splits(dataset: str, data_root: Path, raters: str, noise: str, cache_fo
         if path is not None:
             data_cache.save(path, splits)
     return splits
+
+
+@lru_cache(maxsize=4)
+def fused_test_references(
+    dataset: str, data_root: Path, raters: str, noise: str, cache_folder: Path | None = None
+) -> dict[str, np.ndarray]:
+    """The test split's majority and STAPLE references (bench/evaluate/scoring.py `fused_references`), the same for every
+    cell of a data setting: computed once and kept beside the cached splits (`<splits>-references.npz`)."""
+    splits_path = data_cache.cache_path(cache_folder, dataset, raters, noise, data_root) if cache_folder is not None else None
+    path = splits_path.with_name(splits_path.stem + "-references.npz") if splits_path is not None else None
+    if path is not None and path.is_file():
+        try:
+            with np.load(path, allow_pickle=False) as f:
+                return {k: f[k] for k in f.files}
+        except (OSError, ValueError):  # a torn file: computed again below
+            pass
+    fused = fused_references(load_splits(dataset, data_root, raters, noise, cache_folder).test)
+    if path is not None:
+        tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.npz")
+        try:
+            np.savez(tmp, **fused)
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+    return fused
 
 
 def label_statistics(data: RaterData) -> dict:

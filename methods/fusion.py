@@ -6,6 +6,7 @@ a missing rater casts no vote.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -30,6 +31,29 @@ def majority_vote(raters: torch.Tensor, valid: torch.Tensor, n_classes: int) -> 
 def threshold_vote_mask(raters: torch.Tensor, valid: torch.Tensor, n_classes: int, beta: int) -> torch.Tensor:
     """M^tv (LF-Net eq. 1): 1 where the most-voted class, background included, has ≥ beta votes. → bool (B, H, W)."""
     return vote_counts(raters, valid, n_classes).amax(1) >= beta
+
+
+def vote_targets(raters: np.ndarray, valid: np.ndarray, n_classes: int, beta: int, chunk: int = 1024) -> dict[str, np.ndarray]:
+    """A split's vote targets, computed once (a method's `prepare`) instead of at every step.
+
+    raters (N, R, H, W) class indices, valid (N, R) bool -> {"mv": Ω uint8 (N, H, W), "tv": M^tv bool (N, H, W)}.
+    """
+    mv = np.empty((len(raters), *raters.shape[2:]), dtype=np.uint8)
+    tv = np.empty(mv.shape, dtype=bool)
+    for start in range(0, len(raters), chunk):
+        part = slice(start, start + chunk)
+        counts = vote_counts(torch.from_numpy(np.asarray(raters[part])).long(), torch.from_numpy(np.asarray(valid[part])), n_classes)
+        mv[part], tv[part] = counts.argmax(1).numpy(), (counts.amax(1) >= beta).numpy()
+    return {"mv": mv, "tv": tv}
+
+
+def batch_votes(batch: dict[str, torch.Tensor], n_classes: int, beta: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Ω long (B, H, W) and M^tv bool (B, H, W) of a batch: the split's prepared targets where the batch has them, else
+    counted from its raters (a batch built without `prepare`)."""
+    if "mv" in batch:
+        return batch["mv"].long(), batch["tv"].bool()
+    counts = vote_counts(batch["raters"], batch["rater_valid"], n_classes)
+    return counts.argmax(1), counts.amax(1) >= beta
 
 
 def rater_mean(raters: torch.Tensor, valid: torch.Tensor, n_classes: int) -> torch.Tensor:

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from methods.base import DataSpec, Method, Stage, StepContext
-from methods.fusion import majority_vote, rater_mean, threshold_vote_mask
+from methods.fusion import batch_votes, rater_mean, vote_targets
 from methods.registry import register_method, register_variant
 from methods.staple import staple
 from methods.unet import UNet
@@ -67,6 +67,8 @@ class FusedLabelUNet(Method):
         return [Stage("train", ("net",))]
 
     def prepare(self, raters: np.ndarray, rater_valid: np.ndarray) -> dict[str, np.ndarray]:
+        if self.cfg.fusion == "majority":  # the vote targets once per split, not at every step
+            return vote_targets(raters, rater_valid, self.spec.n_classes, self.beta)
         if self.cfg.fusion != "staple":
             return {}
         return {"staple": (staple(raters, rater_valid) >= 0.5).astype(np.uint8)}
@@ -78,8 +80,8 @@ class FusedLabelUNet(Method):
             return {"loss": soft_cross_entropy(logits, rater_mean(raters, valid, n_classes))}
         if self.cfg.fusion == "staple":
             return {"loss": masked_cross_entropy(logits, batch["staple"].long())}
-        mask = threshold_vote_mask(raters, valid, n_classes, self.beta) if self.cfg.tv_mask else None
-        return {"loss": masked_cross_entropy(logits, majority_vote(raters, valid, n_classes), mask)}
+        mv, tv = batch_votes(batch, n_classes, self.beta)
+        return {"loss": masked_cross_entropy(logits, mv, tv if self.cfg.tv_mask else None)}
 
     def predict_proba(self, images: torch.Tensor) -> torch.Tensor:
         return torch.softmax(self.net(images).float(), dim=1)

@@ -102,7 +102,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from methods.base import DataSpec, Method, Stage, StepContext
-from methods.fusion import majority_vote, threshold_vote_mask
+from methods.fusion import batch_votes, threshold_vote_mask, vote_targets
 from methods.fusion_unets import masked_cross_entropy
 from methods.registry import register_method, register_variant
 from methods.staple import staple
@@ -303,9 +303,11 @@ class LFNet(Method):
         return [seg_stage]
 
     def prepare(self, raters: np.ndarray, rater_valid: np.ndarray) -> dict[str, np.ndarray]:
-        if self.cfg.soft_label != "staple":
-            return {}
-        return {"staple": staple(raters, rater_valid).astype(np.float32)}  # foreground posterior (N, H, W)
+        """The split's vote targets (Ω, M^tv) once, not at every step; STAPLE's posterior where it replaces the SLL."""
+        out = vote_targets(raters, rater_valid, self.spec.n_classes, self.beta)
+        if self.cfg.soft_label == "staple":
+            out["staple"] = staple(raters, rater_valid).astype(np.float32)  # foreground posterior (N, H, W)
+        return out
 
     def sll_logits(self, images: torch.Tensor, raters: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
         """a1: the soft-label network's logits (B, L, H, W) from the raters' one-hot maps (and the image if configured)."""
@@ -335,8 +337,7 @@ class LFNet(Method):
         """
         images, raters, valid = batch["images"], batch["raters"], batch["rater_valid"]
         L = self.spec.n_classes
-        mv = majority_vote(raters, valid, L)
-        tv = threshold_vote_mask(raters, valid, L, self.beta)
+        mv, tv = batch_votes(batch, L, self.beta)
         zero = images.new_zeros((), dtype=torch.float32)
         parts = {"sll": zero, "ce": zero, "sl": zero, "rcl": zero}
         if ctx.stage == "soft_label":

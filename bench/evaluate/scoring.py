@@ -52,20 +52,35 @@ def reference_mask(test: RaterData, reference: str) -> np.ndarray:
     raise ValueError(f"unknown evaluation reference {reference!r}; choose gt, majority or staple")
 
 
-def hard_references(test: RaterData) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """name -> (mask (N, H, W) class indices, cases (N,) bool where it exists), for every hard reference of `test`."""
+def fused_references(test: RaterData) -> dict[str, np.ndarray]:
+    """The raters' fused references of a test split, "majority" and (binary) "staple": (N, H, W) class indices.
+
+    They are the same for every cell of one data setting: bench/data.py computes them once and caches them.
+    """
+    return {name: reference_mask(test, name) for name in ("majority", "staple") if name != "staple" or test.n_classes == 2}
+
+
+def hard_references(test: RaterData, fused: dict[str, np.ndarray] | None = None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """name -> (mask (N, H, W) class indices, cases (N,) bool where it exists), for every hard reference of `test`.
+
+    fused: the test split's `fused_references` when already computed (else they are computed here).
+    """
     every = np.ones(test.n, dtype=bool)
+    fused = fused_references(test) if fused is None else fused
     out = {}
     for name in HEADLINE:
-        if (name == "gt" and test.gt is None) or (name == "staple" and test.n_classes != 2):
-            continue
-        out[name] = (reference_mask(test, name), every)
+        if name == "gt" and test.gt is not None:
+            out[name] = (test.gt, every)
+        elif name in fused:
+            out[name] = (fused[name], every)
     for k, rater in enumerate(test.rater_names or [f"rater{k}" for k in range(test.n_raters)]):
         out[f"rater:{rater}"] = (test.raters[:, k], test.rater_valid[:, k].astype(bool))
     return out
 
 
-def score_predictions(probs: np.ndarray, test: RaterData, empty: str = EMPTY_RULE) -> tuple[pd.DataFrame, pd.DataFrame]:
+def score_predictions(
+    probs: np.ndarray, test: RaterData, empty: str = EMPTY_RULE, fused: dict[str, np.ndarray] | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Long rows for one cell (without its KEYS) and its reliability bins: every metric of `metrics.METRICS` against the
     references of its kind.
 
@@ -73,7 +88,7 @@ def score_predictions(probs: np.ndarray, test: RaterData, empty: str = EMPTY_RUL
     structure, metric, value, counts, sums; bins: reference, structure, bin, count, confidence, observed).
     """
     pred = probs.argmax(1)
-    refs = hard_references(test)
+    refs = hard_references(test, fused)
     valid = test.rater_valid.astype(bool)
     frames, bins = [], []
 
