@@ -1,4 +1,4 @@
-"""Training budgets, in one place (DESIGN §5): how long, with what optimiser, each stage of each method trains.
+"""Training budgets, in one place (docs/methods.md#training-budgets): how long, with what optimiser, each stage of each method trains.
 
 A method's `Stage` says *what* it trains; a budget says *how*: a `Schedule` per stage.
 

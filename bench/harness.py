@@ -1,4 +1,4 @@
-"""The one training loop (DESIGN §5): stages → steps → loss → backward → step, stopped by the budget's rule.
+"""The one training loop (docs/decisions.md#harness): stages → steps → loss → backward → step, stopped by the budget's rule.
 
 The harness owns the optimiser, device, precision, seeds, checkpoints and the training log;
 methods own only their networks and losses.

@@ -1,4 +1,4 @@
-"""`python -m bench paper`: run the sweeps behind the paper's tables and figures and render them (DESIGN §2, §8).
+"""`python -m bench paper`: run the sweeps behind the paper's tables and figures and render them (docs/architecture.md#a-recipe-a-table-or-figure-of-the-paper, docs/architecture.md#who-owns-what).
 
 Each table or figure has a recipe, `paper_figures/recipes/<name>.toml`:
 

@@ -1,10 +1,10 @@
-"""Statistics on the long results table (DESIGN §7): per-case values and paired tests against LF-Net.
+"""Statistics on the long results table (docs/methods.md#statistics): per-case values and paired tests against LF-Net.
 
 Mean ± std over seeds for the tables is `bench.evaluate.long_table.summarise`; this module adds what the tables
 cannot show: whether the reference method beats each other method on the same test cases.
 
 Protocol (the paper reports p < 0.05 for LF-Net against every competitor on LIDC but names no
-test; reference/methods.md §3.10):
+test; docs/methods.md#statistics):
 
 1. Per case, average each method's value over its seeds (`bench.evaluate.long_table.per_case`), so the unit of the test is
    the test case, not the (case, seed) pair, whose seeds are not independent observations.

@@ -1,4 +1,4 @@
-"""Results store (DESIGN §6): the only code that knows a results folder's layout.
+"""Results store (docs/architecture.md#who-owns-what): the only code that knows a results folder's layout.
 
 A cell (one training run) lives in `<results>/runs/<dataset>/<raters>/<noise>/<method>/seed-<s>/`
 (`cell_dir`), beside its claim `seed-<s>.lock`. It holds config.json, manifest.json, train_log.csv,

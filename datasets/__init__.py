@@ -1,4 +1,4 @@
-"""Dataset adapters: each turns files a user already has into `RaterData` splits (DESIGN §3).
+"""Dataset adapters: each turns files a user already has into `RaterData` splits (docs/datasets.md#the-data-contract).
 
 Adding a dataset is one module plus one entry in `DATASETS`.
 """

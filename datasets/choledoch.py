@@ -1,7 +1,7 @@
 """Multidimensional Choledoch Database (MDC): 60-band microscopic hyperspectral scenes of bile-duct
 tissue, one pathologist's cancer mask per scene, and the paper's five simulated raters.
 
-Layouts (found by a recursive walk under `<data-root>/choledoch/`, datasets.md §A3):
+Layouts (found by a recursive walk under `<data-root>/choledoch/`, docs/datasets.md#choledoch-on-disk-layouts):
 
 - SpecTr's preprocessed copy: `MDC/MHSI/<name>.hdr` + its ENVI data file, `MDC/Mask/<name>.png`
   (0/255), `MDC/four_fold.json` (`{"fold1": ["<name>.hdr", ...], ...}`, 538 scenes).
@@ -13,7 +13,7 @@ with the header's stem. Flat-field references (`…-20x-blank.hdr`) do not match
 ignored. When a `four_fold.json` is present, exactly its scenes are loaded.
 
 Decisions (the paper states none of them beyond "538 images with 60 spectral bands; random 438
-train / 100 test"; methods.md §3.13 items 10 and 12):
+train / 100 test"; docs/datasets.md#choledoch-decisions-and-split):
 
 - Input: the 60 bands as a 60-channel 2-D image (the paper's 2-D U-Net).
 - Working size `SIZE` = 256×320, SpecTr's preprocessed size. Other sizes are resized: bands by

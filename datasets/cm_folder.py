@@ -1,6 +1,6 @@
 """`cm-folder`: data in CM-UNet's folder layout, the form CM-UNet users already have.
 
-Layout (methods.md §10.6, datasets.md §A1; CM-UNet's ``MNIST_examples/`` and what its
+Layout (docs/datasets.md#cm-folder; CM-UNet's ``MNIST_examples/`` and what its
 ``preprocessing/Prepare_MNIST.py`` writes), under ``<data-root>/cm-folder/`` at any depth::
 
     {train,validate,test}/{GT,Gaussian,Over,Under,Wrong}/<id>_<Kind>.tif

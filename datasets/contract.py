@@ -1,4 +1,4 @@
-"""The data contract every adapter returns (DESIGN §3): `RaterData` and its `Splits`."""
+"""The data contract every adapter returns (docs/datasets.md#the-data-contract): `RaterData` and its `Splits`."""
 
 from __future__ import annotations
 
@@ -154,7 +154,7 @@ def split_by_group(groups: np.ndarray, fractions: tuple[float, ...], seed: int) 
 
 
 def check_mask_values(mask: np.ndarray, path) -> None:
-    """Refuse a rater mask that is not in an accepted binary encoding: 0/1, 0/255 or 0/128/255 (datasets.md §0.3).
+    """Refuse a rater mask that is not in an accepted binary encoding: 0/1, 0/255 or 0/128/255 (docs/datasets.md#rules-every-adapter-follows).
 
     A probability map, a multi-class label map or a grey image put where a mask belongs would
     otherwise be thresholded into a plausible-looking but wrong mask.
@@ -185,7 +185,7 @@ def centre_fit(array: np.ndarray, size: tuple[int, ...], axes: tuple[int, ...] =
 
 
 def oracle_view(data: RaterData) -> RaterData:
-    """The ground truth as the only rater: what the Oracle row trains on (DESIGN §3)."""
+    """The ground truth as the only rater: what the Oracle row trains on (docs/methods.md#oracle)."""
     if data.gt is None:
         raise DataError("the oracle needs ground truth, and this dataset has none")
     return replace(

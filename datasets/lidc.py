@@ -1,6 +1,6 @@
 """LIDC-IDRI lung nodules: CT crops with the masks of the four real readers who annotated each scan.
 
-Two layouts are read (datasets.md §A4 (a) and (b), methods.md §13), found by a recursive walk
+Two layouts are read (docs/datasets.md#lidc-on-disk-layouts (a) and (b)), found by a recursive walk
 under `<data-root>/lidc/`:
 
 (a) Kohl et al.'s crops (the LF-Net paper's preprocessing; DeepMind's `lidc_crops` archives,

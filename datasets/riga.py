@@ -5,7 +5,7 @@ Two on-disk versions are read from `<data-root>/riga/`, found by a recursive wal
 1. **The raw release** (University of Michigan Deep Blue). Per image a clean `imageNprime.<tif|jpg>`
    and six copies `imageN-<k>.<tif|jpg>` on which rater k drew the disc and cup boundaries. No mask
    files exist: each rater's masks are derived by differencing the marked copy against the prime
-   image (`derive_masks`, datasets.md §A5, methods.md §14.2):
+   image (`derive_masks`, docs/datasets.md#riga-the-raw-release):
    `max over RGB |marked - prime| > 0` (lossless TIFF) or `> 40` (either file JPEG, whose
    compression noise is suppressed; also used when a TIFF copy differs in more than 5 % of its
    pixels, i.e. was re-encoded) → 3×3 closing (bridges 1-px gaps in the drawn curve) → the
@@ -19,7 +19,7 @@ Two on-disk versions are read from `<data-root>/riga/`, found by a recursive wal
    black / background), resized to `SIZE`×`SIZE`. Centring on the raters' discs uses the
    annotations, as every disc/cup benchmark crop does (MR-Net's `DiscRegion` crops too).
 2. **MR-Net's preprocessed "RIGA benchmark"** (`DiscRegion/Glaucoma_multirater_<subset>.csv`, used by
-   MR-Net and most multi-rater disc/cup papers; methods.md §14.3). 7 CSV rows per image (rater 0 =
+   MR-Net and most multi-rater disc/cup papers; docs/datasets.md#riga-mr-nets-discregion-crops). 7 CSV rows per image (rater 0 =
    "FinalLabel", a majority label, ignored; raters 1-6); rater n's mask path = `maskName` with
    `FinalLabel` → `Rater<n>` (MR-Net's rule), paths relative to the CSV's folder with Windows
    backslashes. Masks 0 / ~128 rim / 255 cup → disc = `> 0`, cup = `== 255` (JPEG masks: `> 64`,
@@ -32,10 +32,10 @@ identity-consistent raters ("rater1".."rater6"); no ground truth (the paper's ex
 so the evaluation reference is the rater majority (and the rater mean for MR-Net's soft metrics).
 Images: RGB, resized bilinearly (Pillow, anti-aliased), divided by 255 → float32 (3, 256, 256) in
 [0, 1]; label maps resized with nearest neighbour only (MR-Net's default bicubic shrinks the cup;
-methods.md §17 item 10).
+docs/methods.md#mr-net-bicubic-resizing-of-label-masks).
 
 Split (MR-Net, the LF-Net paper): train = BinRushed + MESSIDOR, test = Magrabia. MR-Net validates
-on the test set (methods.md §17 item 11); here a fixed 10 % of the training images (seed 0, by
+on the test set (docs/methods.md#mr-net-model-selection-on-the-test-set); here a fixed 10 % of the training images (seed 0, by
 group = sub-folder + image number; RIGA has no patient ids) is held out as validation.
 
 JPEG limit: a 1-px line in a colour of about the same luminance as the fundus under it (green on

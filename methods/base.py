@@ -1,4 +1,4 @@
-"""The method interface (DESIGN §4): a method owns its networks and its loss, nothing else."""
+"""The method interface (docs/methods.md#the-method-interface): a method owns its networks and its loss, nothing else."""
 
 from __future__ import annotations
 

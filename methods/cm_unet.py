@@ -2,7 +2,7 @@
 
 Paper: L. Zhang, R. Tanno, M.-C. Xu, C. Jin, J. Jacob, O. Ciccarelli, F. Barkhof, D. C. Alexander,
 "Disentangling Human Error from the Ground Truth in Segmentation of Medical Images", NeurIPS 2020;
-official code `moucheng2017/Learn_Noisy_Labels_Medical_Images` (reference/methods.md §10, §17).
+official code `moucheng2017/Learn_Noisy_Labels_Medical_Images` (docs/methods.md#cm-unet, docs/methods.md#known-bugs-in-the-official-code).
 
 Implemented:
 - Segmentation network: the shared U-Net; p = softmax(logits) is the estimate of the true label
@@ -15,25 +15,26 @@ Implemented:
 - Global CM ("global", the official GCM baseline `gcm_layers`, registered as `cm-unet-global`):
   one L×L parameter per rater, initialised to the identity, Softplus, column-normalised, the same
   at every pixel. Because of the Softplus, the initial diagonal is softplus(1) / (softplus(1) +
-  softplus(0)) ≈ 0.65 for L = 2, not 1 (methods.md §10.2).
+  softplus(0)) ≈ 0.65 for L = 2, not 1 (docs/methods.md#cm-unet-confusion-matrix-heads).
 - Likelihood of rater r's label: p_noisy_r = A_r · p per pixel (matrix-vector product).
 - Loss = Σ_r [NLL(log(p_noisy_r + 1e-8), y_r) + alpha · mean_pixels(trace(A_r))], each term a
   mean over pixels. A missing rater (rater_valid False) contributes nothing to either term: the
   per-(image, rater) terms are summed over valid pairs and divided by the batch size B, which is
   exactly the official Σ_r mean_{b,h,w} when every rater is present. The trace is added, i.e.
-  minimised (methods.md §17 item 2).
+  minimised (docs/methods.md#confusion-matrix-orientation-and-the-trace).
 
 Deviations from the official code:
 - The official `noisy_label_loss` applies `nn.CrossEntropyLoss` to p_noisy_r, which is already a
   probability vector, so it takes a second softmax of probabilities (the loss of a pixel cannot go
   below log(1 + e^-1) ≈ 0.31 for L = 2 and its gradients are squashed). We implement the paper's
-  likelihood, −log(A_r·p)[y_r], as methods.md §17 item 1 recommends; the official alpha values
+  likelihood, −log(A_r·p)[y_r], as docs/methods.md#cm-unet-double-softmax-in-the-loss recommends; the official alpha values
   were tuned for the double-softmax loss.
 - The confusion heads use the shared U-Net's conv block (3×3 conv, BatchNorm, ReLU, twice) where
   the official `double_conv` uses InstanceNorm and PReLU; the segmentation network is the shared
-  U-Net (LF-Net paper: all competitors use it), not the CM repository's U-Net (§10.1, §17 item 3).
-- No flip augmentation (the official loader flips with p = 0.5): the LF-Net paper uses no
-  augmentation for any method.
+  U-Net (LF-Net paper: all competitors use it), not the CM repository's U-Net (docs/methods.md#cm-unet-the-official-u-net, docs/methods.md#cm-unet-decoder-quirk-of-the-official-u-net).
+- No flip augmentation under the quick and plateau budgets (the official loader flips with p = 0.5):
+  the LF-Net paper uses no augmentation for any method; the paper budget, which runs each competitor
+  as its official code trains it, flips.
 - Missing raters are masked; the official code needs every rater on every image.
 - Initialisation of the pixel-wise heads: the bias of each head's last 1×1 conv starts at
   `identity_bias` (default 4) on the diagonal channels and 0 elsewhere (official: PyTorch's default
@@ -50,7 +51,7 @@ Deviations from the official code:
   48 % of the pixels, ground truth 14 %); identity_bias 2 → 0.59 (31 % foreground);
   identity_bias 4 → 0.94 (15 % foreground). Longer runs were not checked.
 
-Defaults and their sources (methods.md §10.3–10.4):
+Defaults and their sources (docs/methods.md#cm-unet-defaults-and-schedule):
 - alpha = 0.001, the official MNIST notebook's value (Run.py uses 0.4, the README 1.5, both for
   4-class BraTS). The benchmark's main setting is 2-class MNIST, for which the notebook is the
   only official configuration. With the corrected NLL the likelihood gradients are larger than with
@@ -79,7 +80,7 @@ from methods.base import DataSpec, Method, Stage, StepContext
 from methods.registry import register_method, register_variant
 from methods.unet import UNet, conv_block
 
-EPS = 1e-8  # added to p_noisy before the log (methods.md §17 item 1)
+EPS = 1e-8  # added to p_noisy before the log (docs/methods.md#cm-unet-double-softmax-in-the-loss)
 
 
 class PixelConfusionHeads(nn.Module):

@@ -29,7 +29,7 @@ def majority_vote(raters: torch.Tensor, valid: torch.Tensor, n_classes: int) -> 
 
 
 def threshold_vote_mask(raters: torch.Tensor, valid: torch.Tensor, n_classes: int, beta: int) -> torch.Tensor:
-    """M^tv (LF-Net eq. 1): 1 where the most-voted class, background included, has ≥ beta votes. → bool (B, H, W)."""
+    """M^tv (LF-Net eq. 3): 1 where the most-voted class, background included, has ≥ beta votes. → bool (B, H, W)."""
     return vote_counts(raters, valid, n_classes).amax(1) >= beta
 
 

@@ -20,7 +20,7 @@ def masked_cross_entropy(logits: torch.Tensor, target: torch.Tensor, mask: torch
 
     The paper writes unnormalised sums over pixels; we average over the selected pixels of the
     batch so that the loss scale does not depend on how many pixels the mask keeps
-    (reference/methods.md §3.13 item 4). An empty mask gives a zero loss that still has a graph.
+    (docs/methods.md#lf-net-loss-normalisation). An empty mask gives a zero loss that still has a graph.
     """
     ce = F.cross_entropy(logits.float(), target, reduction="none")
     if mask is None:
@@ -50,7 +50,7 @@ class FusedLabelUNet(Method):
     @dataclass(frozen=True)
     class Config:
         fusion: str = "majority"  # "majority" | "mean" | "staple"
-        tv_mask: bool = False  # QMV: keep only threshold-voted pixels (LF-Net paper eq. 1)
+        tv_mask: bool = False  # QMV: keep only threshold-voted pixels (LF-Net paper eq. 3)
         beta: int | None = None  # TV threshold as a count of raters; None = R − 1 (LF-Net paper)
 
     def __init__(self, cfg: Config, spec: DataSpec):

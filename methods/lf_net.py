@@ -3,7 +3,7 @@
 Paper: M. Li, W. Shen, Q. Li, Y. Wang, "Label Filling via Mixed Supervision for Medical Image
 Segmentation from Noisy Annotations", arXiv 2410.16057 (§III and "Implementation Details").
 No public implementation is known, so everything here follows the paper's text and
-`reference/methods.md` §3; the open points of methods.md §3.13 are decided below.
+docs/methods.md#lf-net; the open points of docs/methods.md#lf-net-open-points are decided below.
 
 What is implemented
 -------------------
@@ -24,23 +24,23 @@ Prediction is softmax(``seg``(image)) only, without temperature (Algorithm 1, la
 Equations are numbered in the order of the paper's source (independence = 1, TV = 3).
 Notation: M^tv (eq. 3) is 1 where the most-voted class, background included, has ≥ β votes; β is a
 count of raters, R − 1 by default (so R = 1, the Oracle view, selects every pixel). Ω is
-`methods.fusion.majority_vote` (ties go to the lowest class, methods.md §3.13 item 3).
+`methods.fusion.majority_vote` (ties go to the lowest class, docs/methods.md#majority-vote-and-its-tie-rule).
 
-Decisions on the paper's open points (methods.md §3.13; recorded in `Config` and `deviations()`)
+Decisions on the paper's open points (docs/methods.md#lf-net-open-points; recorded in `Config` and `deviations()`)
 -------------------------------------------------------------------------------------------------
-- Loss normalisation (item 4): every term is a mean, not the paper's sum over pixels. L_sll, L_ce
+- Loss normalisation (docs/methods.md#lf-net-loss-normalisation): every term is a mean, not the paper's sum over pixels. L_sll, L_ce
   and L_sl average over the TV-selected pixels of the batch (an empty mask gives 0); each rater's
   term of L_rcl averages over all pixels of the images that rater labelled, and the R terms are
   summed, as the Σ_r of eq. 9. So λ·L_rcl weighs R rater terms against one L_ce term, as in the
   paper, but the ratio of all pixels to selected pixels that the paper's sums carry is dropped.
-- SLL input (item 2): the raters' maps one-hot encoded, R·L channels (channel r·L + l is 1 where
+- SLL input (docs/methods.md#lf-net-soft-label-network-input): the raters' maps one-hot encoded, R·L channels (channel r·L + l is 1 where
   rater r says class l), a missing rater all zeros (it also casts no vote). The paper writes R
   class-index channels, which for binary data carry the same information except that a missing
   rater would look like an all-background one; for multi-class data (RIGA) one-hot avoids an
   arbitrary order on the classes. The SLL sees only the raters' maps by default: §III-C defines
   P̂1 = f(Ỹ; Θ̂1) and says the stacked annotations are "fed to the network"; the f(X; Θ̂1) of §III-D1
   reads as a reuse of the generic notation. ``sll_sees_image=True`` prepends the image channels.
-- RCN input (item 1): option (a), the segmentation network's softmax P2 (probabilities, not an
+- RCN input (docs/methods.md#lf-net-the-rater-characteristics-net): option (a), the segmentation network's softmax P2 (probabilities, not an
   argmax, not detached), so that λ·L_rcl reaches Θ2; §III-D2 and §III-A describe the RCN as
   modelling each rater "based upon the learned true label" and back-propagating into the
   segmentation network. Without the image, everything the RCN knows about the true label comes
@@ -59,13 +59,13 @@ Decisions on the paper's open points (methods.md §3.13; recorded in `Config` an
   branches are computed as one convolution with R·32 output channels followed by a 1×1 convolution
   with R groups, which is exactly R independent branches. Splitting the whole last decoder block
   would cost ≈ 1.75× a U-Net's FLOPs for R = 5 instead of ≈ 1.2×.
-- "Training epoch for rater characteristics net module is 15" on MNIST (item 5): the RCN is trained
+- "Training epoch for rater characteristics net module is 15" on MNIST (docs/methods.md#lf-net-the-mnist-rcn-epochs): the RCN is trained
   only in stage 2 and jointly with Θ2 (Algorithm 1), so the paper budget reads it as the length of
   stage 2 on MNIST (15 epochs, bench/budget.py). The other reading, L_rcl active only in the first
   15 of 70 epochs of stage 2, is ``--budget paper-rcl15`` (which sets ``rcl_epochs=15``).
-- λ (item 18 of §17): 0.05 (the paper's default); MNIST uses 0.01 in the paper, which the config
-  cannot know: the sweep must pass ``lam=0.01`` for MNIST.
-- "No TV" ablations (item 14): S+SLS (``lf-net-s-sls``) has no TV anywhere, so its SLL is also
+- λ (docs/methods.md#lf-net-hyper-parameters): 0.05 (the paper's default); the paper uses 0.01 on MNIST, which the
+  config cannot know: the study file's per-dataset settings give it on mnist, mnist-5k and cm-folder, to every variant.
+- "No TV" ablations (docs/methods.md#lf-net-no-tv-ablations): S+SLS (``lf-net-s-sls``) has no TV anywhere, so its SLL is also
   trained on the majority vote of every pixel (``sll_tv=False``); with rater-only input this SLL
   learns Ω itself, which matches Table IV where S+SLS is close to S. † (``lf-net-no-tv-sl``) removes
   the mask from L_sl only; its SLL keeps the TV mask.
@@ -76,12 +76,12 @@ Decisions on the paper's open points (methods.md §3.13; recorded in `Config` an
   column-stochastic L×L matrices A_r[noisy, true] = p(ỹ_r | y) from R heads (3×3 conv + BN + ReLU,
   1×1 conv to L², softplus, normalised over the noisy label) on the segmentation U-Net's last
   decoder features, as in CM-UNet; the rater term is Σ_r NLL(log(A_r·P2)) with the correct log
-  (methods.md §17 item 1), plus ``cm_trace_weight``·Σ_r mean trace(A_r). The trace weight is 0 by
+  (docs/methods.md#cm-unet-double-softmax-in-the-loss), plus ``cm_trace_weight``·Σ_r mean trace(A_r). The trace weight is 0 by
   default: CM-UNet needs it to tell A from P2 when nothing else anchors P2, while here L_ce and L_sl
   anchor P2. The head is a small copy of the idea, independent of `methods/cm_unet.py`; the two
   could share one module later.
 
-Ablations (Table IV, methods.md §3.8) are config flags registered as one-line variants at the
+Ablations (Table IV, docs/methods.md#lf-net-ablation-variants) are config flags registered as one-line variants at the
 bottom. Variants without the soft-label network have no ``soft_label`` stage and no ``sll``
 module; variants without a rater module have no ``rcn``. The S and S+TV rows keep LF-Net's
 segmentation schedule (70 epochs); ``mv-unet`` and ``qmv-unet`` are the 150-epoch baselines.
@@ -133,7 +133,7 @@ def soft_label_loss(logits: torch.Tensor, soft_target: torch.Tensor, tau: float,
 
     logits (B, L, H, W) of the segmentation network; soft_target q̂1 (B, L, H, W), already softened
     and sums to 1 over L; mask bool (B, H, W) or None (every pixel). The paper sums over pixels; we
-    average over the selected ones (methods.md §3.13 item 4). An empty mask gives 0.
+    average over the selected ones (docs/methods.md#lf-net-loss-normalisation). An empty mask gives 0.
     """
     per_pixel = -(soft_target * F.log_softmax(logits.float() / tau, dim=1)).sum(1)  # (B, H, W)
     if mask is None:
@@ -228,7 +228,7 @@ def confusion_nll(cms: torch.Tensor, probs: torch.Tensor, raters: torch.Tensor, 
 
     cms (B, R, L, L, H, W) column-stochastic; probs (B, L, H, W) true-label probabilities;
     raters (B, R, H, W). Uses log of the mixed probabilities (not CrossEntropyLoss on them, the bug
-    of CM-UNet's code, methods.md §17 item 1).
+    of CM-UNet's code, docs/methods.md#cm-unet-double-softmax-in-the-loss).
     """
     noisy = (cms * probs.float()[:, None, None]).sum(3)  # (B, R, L, H, W); elementwise, so autocast keeps fp32
     picked = noisy.gather(2, raters[:, :, None]).squeeze(2)  # (B, R, H, W)
@@ -257,18 +257,22 @@ class LFNet(Method):
     class Config:
         beta: int | None = None  # TV threshold as a count of raters; None = R − 1 (paper eq. 3 and §III-C)
         tau: float = 2.5  # temperature of L_sl (paper, Implementation Details)
-        lam: float = 0.05  # λ, weight of L_rcl (paper default; the paper uses 0.01 on MNIST: pass lam=0.01 there)
+        lam: float = 0.05  # λ, weight of L_rcl (paper default; 0.01 on MNIST comes from the study file's settings)
         soft_label: str = "sll"  # q̂1 source: "sll" (paper) | "mv" | "staple" (§IV-D text ablations) | "none" (no L_sl)
         sl_tv: bool = True  # TV mask on L_sl (paper eq. 8; False = Table IV †)
-        sll_tv: bool = True  # TV mask on L_sll (paper eq. 4; False for S+SLS, methods.md §3.13 item 14)
+        sll_tv: bool = True  # TV mask on L_sll (paper eq. 4; False for S+SLS, docs/methods.md#lf-net-no-tv-ablations)
         sll_sees_image: bool = False  # SLL input = raters only (§III-C, f(Ỹ; Θ1)); True prepends the image
         use_ce: bool = True  # L_ce term (False = Table IV ‡)
         ce_tv: bool = True  # TV mask on L_ce (paper eq. 6; False = CE vs MV on every pixel, Table IV S rows)
         rater_module: str = (
             "rcn"  # "rcn" (paper) | "shared" (heads on Θ2's features, a reading) | "cm" (CM-UNet's CMs, §IV-D text) | "none"
         )
-        rcn_sees_image: bool = False  # RCN input = P2 only (methods.md §3.13 item 1, option a); True adds the image
-        rcl_epochs: int | None = None  # L_rcl active in the first N stage-2 epochs; None = all (item 5, other reading)
+        rcn_sees_image: bool = (
+            False  # RCN input = P2 only (docs/methods.md#lf-net-the-rater-characteristics-net, option a); True adds the image
+        )
+        rcl_epochs: int | None = (
+            None  # L_rcl active in the first N stage-2 epochs; None = all (docs/methods.md#lf-net-the-mnist-rcn-epochs, other reading)
+        )
         cm_trace_weight: float = 0.0  # trace regulariser of the CM rater module (see module docstring)
 
     def __init__(self, cfg: Config, spec: DataSpec):
@@ -382,17 +386,19 @@ class LFNet(Method):
     def deviations(self) -> list[str]:
         cfg = self.cfg
         out = [
-            "losses are means over (selected) pixels, not the paper's sums; L_rcl sums R per-rater means (methods.md §3.13 item 4)",
+            "losses are means over (selected) pixels, not the paper's sums; L_rcl sums R per-rater means (docs/methods.md#lf-net-loss-normalisation)",
         ]
         if cfg.soft_label == "sll":
-            out.append("SLL input: raters one-hot, R·L channels (missing rater = zeros), not R class-index channels (§3.13 item 2)")
+            out.append(
+                "SLL input: raters one-hot, R·L channels (missing rater = zeros), not R class-index channels (docs/methods.md#lf-net-soft-label-network-input)"
+            )
             if cfg.sll_sees_image:
                 out.append("SLL also sees the image (sll_sees_image=True; the paper's method section feeds only the raters)")
         if cfg.rater_module == "rcn":
             out.append(
                 "RCN input = the segmentation softmax P2"
                 + (" + image" if cfg.rcn_sees_image else "")
-                + "; the last decoder conv and head split per rater (§3.13 item 1)"
+                + "; the last decoder conv and head split per rater (docs/methods.md#lf-net-the-rater-characteristics-net)"
             )
         if cfg.rater_module == "shared":
             out.append("rater heads on the segmentation network's last decoder features (the shared-feature reading of the RCN)")

@@ -3,20 +3,20 @@
 Paper: M. H. Jensen, D. R. Jørgensen, R. Jalaboi, M. E. Hansen, M. A. Olsen, "Improving
 Uncertainty Estimation in Convolutional Neural Networks Using Inter-rater Agreement", MICCAI 2019.
 
-Implemented (reference/methods.md §8): the raters are not fused. At every training step, each
+Implemented (docs/methods.md#ls-unet): the raters are not fused. At every training step, each
 image's target is one of its *valid* raters (rater_valid True), drawn uniformly at random with the
 harness's generator; the draw is repeated at every step, so every rater keeps being seen (the trap
-of §8 is freezing one draw per image). Loss: pixel-wise cross-entropy against the drawn rater's
+of docs/methods.md#ls-unet is freezing one draw per image). Loss: pixel-wise cross-entropy against the drawn rater's
 label map, averaged over the pixels of the batch. An image without any valid rater is left out of
 the loss. Prediction: softmax of the U-Net's logits (argmax = the hard label).
 
 Deviations: none from the shared U-Net. No MC-dropout averaging at test time (the shared U-Net has
-no dropout; methods.md §8 lists it as optional). Jensen et al. released no code; Knegt's LIDC loader
+no dropout; docs/methods.md#ls-unet lists it as optional). Jensen et al. released no code; Knegt's LIDC loader
 (`random.randint(0, 3)` per `__getitem__`) is the reference for the sampling, which we restrict to
 valid raters.
 
 Defaults: the LF-Net paper trains LS-UNet with "official code, default training strategies"
-(methods.md §3.7). There is no official LS code, so we use the LF-Net paper's schedule for the
+(docs/methods.md#paper-budget-per-method). There is no official LS code, so we use the LF-Net paper's schedule for the
 other single-U-Net baselines in the paper budget: 150 epochs, Adam lr 1e-4 (bench/budget.py).
 """
 

@@ -3,7 +3,7 @@
 Paper: M. Y. Guan, V. Gulshan, A. M. Dai, G. E. Hinton, "Who Said What: Modeling Individual
 Labelers Improves Classification", AAAI 2018. Guan et al. classify fundus images with a shared
 Inception trunk and one softmax head per doctor ("Doctor Net", DN); the LF-Net paper uses it as a
-segmentation baseline (reference/methods.md §9).
+segmentation baseline (docs/methods.md#mh-unet).
 
 Implemented:
 - Trunk: the shared U-Net up to its last decoder features (B, 32, H, W), shared by all heads (the
@@ -12,7 +12,7 @@ Implemented:
   (the same thing: a 1×1 conv's output channels share no parameters).
 - Loss (stage "train"): head r is trained by cross-entropy on rater r's labels only; a missing
   rater (rater_valid False) contributes nothing. Normalisation: the mean over the valid (image,
-  rater) pairs of the per-pixel mean CE. methods.md §9 writes a sum over raters; with all raters
+  rater) pairs of the per-pixel mean CE. docs/methods.md#mh-unet-loss-normalisation writes a sum over raters; with all raters
   valid that is R times our value, which Adam's scale invariance makes nearly irrelevant.
 - Prediction (DN): the mean of the R heads' softmax probabilities.
 - Option `learned_weights` (WDN, Guan et al.'s "Weighted Doctor Net"): after the DN is trained, a
@@ -27,7 +27,7 @@ Implemented:
 Deviations: none from the shared U-Net.
 
 Defaults: the LF-Net paper trains MH-UNet with "official code, default training strategies"
-(methods.md §3.7). Guan et al. released no segmentation code, so the DN stage uses the LF-Net
+(docs/methods.md#paper-budget-per-method). Guan et al. released no segmentation code, so the DN stage uses the LF-Net
 paper's schedule for the single-U-Net baselines in the paper budget: 150 epochs, Adam lr 1e-4. The
 WDN stage trains R numbers: 10 epochs there (our choice). Budgets live in bench/budget.py.
 `needs_consistent_raters`: head r models one person only if rater slot r is one person throughout.

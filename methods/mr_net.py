@@ -3,7 +3,7 @@
 Paper: W. Ji, S. Yu, J. Wu, K. Ma, C. Bian, Q. Bi, J. Li, H. Liu, L. Cheng, Y. Zheng, "Learning
 Calibrated Medical Image Segmentation via Multi-Rater Agreement Modeling", CVPR 2021. Official code:
 `jiwei0921/MRNet` (`MRNet_Code/`, a3e0165): `trainer/trainer_cvpr.py`, `models/Unet/unet_model.py`,
-`models/VGGnet/Vggnet.py`, `models/soft_attention.py` (reference/methods.md §11).
+`models/VGGnet/Vggnet.py`, `models/soft_attention.py` (docs/methods.md#mr-net).
 
 What is implemented (three modules, trained jointly):
 
@@ -29,30 +29,30 @@ What is implemented (three modules, trained jointly):
 Training, per batch, with the three conditions of the official code: `m` one-hot (one random valid
 rater per sample), `p` random (integers 1–10 per valid rater, normalised), `ave` uniform (1/n_valid).
 The target for a condition is the condition-weighted sum of the raters' one-hot masks, a soft label.
-Losses (methods.md §11.5): coarse (3·L_ave + 2·L_p + 1·L_m)/6; MRM: mean over conditions and valid
+Losses (docs/methods.md#mr-net-losses): coarse (3·L_ave + 2·L_p + 1·L_m)/6; MRM: mean over conditions and valid
 (image, rater) pairs of each head's cross-entropy against that rater's mask; MPM (3·L_ave + 2·L_p +
 1·L_m)/6. The returned loss is their sum. Every loss is a mean over pixels. Missing raters get zero
 weight in every condition and are left out of the MRM loss. Inference: uniform condition (1/R, the
 official "Default Majority"), prediction = softmax of the MPM output.
 
-Deviations from the official code, and decisions (reference/methods.md §11, §17 items 9–13):
-- Backbone: the shared U-Net by default (one backbone for every method, DESIGN §4); the official
+Deviations from the official code, and decisions (docs/methods.md#mr-net-deviations-from-the-official-code, docs/methods.md#known-bugs-in-the-official-code):
+- Backbone: the shared U-Net by default (one backbone for every method, docs/methods.md#the-shared-u-net); the official
   ResNet-34 U-Net is `backbone="resnet34"` (the LF-Net paper's RIGA table used it). The MRM is a
   second shared U-Net with R heads instead of the official VGG16-BN + ASPP decoder, for the same
   fairness reason and for CPU cost; its ConvLSTM sits at the U-Net bottleneck.
 - Softmax over L classes with soft-target cross-entropy, not the official per-class sigmoid BCE
-  (whose disc/cup channels overlap): the benchmark's convention (DESIGN §3, methods.md §2). The MPM
+  (whose disc/cup channels overlap): the benchmark's convention (docs/methods.md#output-channels-and-probabilities). The MPM
   maps use the foreground classes 1..L−1 (binary: 2 maps, the official binary analogue; RIGA:
   rim and cup instead of the official disc and cup channels).
 - The MRM sees the coarse class probabilities (softmax); the official code feeds raw logits.
 - L_rec, the reconstruction loss, is omitted. In the official code it is computed on the detached
   coarse output, so it sends no gradient to the coarse network, and its gradient on the MRM is
-  cleared before use (methods.md §11.5): it has no effect on the published results. Implementing the
+  cleared before use (docs/methods.md#mr-net-reconstruction-loss-is-a-no-op): it has no effect on the published results. Implementing the
   paper's intent would add two MRM encoder passes per step and a choice the paper does not make
   (whether L_rec also trains the MRM). Without L_rec the official 0.7 factor on the coarse loss only
   rescales a loss that alone drives the coarse parameters, which Adam ignores, so it is dropped.
 - The MPM uniform branch receives the uniform-condition coarse output, as in the paper; the official
-  code passes the `p`-condition output there (a bug, methods.md §11.5).
+  code passes the `p`-condition output there (a bug, docs/methods.md#mr-net-perception-module-fed-the-wrong-coarse-output).
 - One optimiser (the harness's Adam) over all three modules in one stage, instead of three Adam
   optimisers stepped in turn. Because the MRM sees the coarse output detached and the MPM sees the
   rater maps, features and coarse output detached (as in the official code), the three losses touch
@@ -66,7 +66,7 @@ Deviations from the official code, and decisions (reference/methods.md §11, §1
   conditions give coarse features of ~10× the variance, and the MPM, normalised by that inflated
   running variance at inference, fell to a Dice of 0.04 where batch statistics gave 0.80 (measured
   on mnist-5k after one quick epoch).
-- The MPM's Gaussian kernel is fixed, as the paper and methods.md §11.4 describe it. The official code
+- The MPM's Gaussian kernel is fixed, as the paper and docs/methods.md#mr-net-the-three-modules describe it. The official code
   registers it as an `nn.Parameter`, so its optimiser trains it; its entries are ~1e-3, so Adam's
   first steps (~lr per step) rewrite it at the quick lr 1e-3.
 - The MPM's convolutions keep PyTorch's default init, not the official N(0, 0.01): with weights that
@@ -76,14 +76,16 @@ Deviations from the official code, and decisions (reference/methods.md §11, §1
 - The MPM's first layer is a 1×1 conv (shared U-Net features are already at full resolution) or the
   official ConvTranspose 2×2 (ResNet-34 features are at 1/2 resolution); width 32 (the shared U-Net's
   decoder width) or the official 64.
-- No weight decay (the official Adam has 5e-4): the harness owns the optimiser and applies the same
-  one to every method. Batch size is the dataset's, not the official 8.
+- Under the quick and plateau budgets no weight decay (the official Adam has 5e-4) and the dataset's
+  batch size (the official 8): those budgets train every method alike. The paper budget uses the
+  official weight decay, batch and flips. The official code's ±15° rotation augmentation is not
+  reproduced by any budget.
 
 Training (bench/budget.py): the paper budget is the official schedule, Adam lr 1e-4, weight decay
 5e-4, batch 8, flips, 123 epochs (`max_iteration=80000` becomes ceil(80000/655) = 123 epochs of 82
-batches, and the iteration counter never reaches 80000; methods.md §11.6, §17 item 12), last
+batches, and the iteration counter never reaches 80000; docs/methods.md#mr-net-schedule-and-model-selection, docs/methods.md#mr-net-iterations-that-are-epochs), last
 weights. The quick and plateau budgets use the benchmark's stopping rule on the validation split
-(the official code selects on its test set, §17 item 11). A step costs 6.05× a plain U-Net step in
+(the official code selects on its test set, docs/methods.md#mr-net-model-selection-on-the-test-set). A step costs 6.05× a plain U-Net step in
 FLOPs (coarse encoder once, then per condition: coarse decoder + EIM 0.76, MRM 1.04, MPM 0.13
 U-Nets) and about 10× in CPU time (32×1×28×28, one thread, bf16 on AMX: 1.63 s against 0.165 s).
 """

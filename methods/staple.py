@@ -1,7 +1,7 @@
 """Binary STAPLE label fusion (Warfield, Zou & Wells, IEEE TMI 23(7):903-921, 2004).
 
-Used by STAPLE-UNet (methods.md §7): fuse the raters of each image with STAPLE, threshold the
-posterior at 0.5 and train the shared U-Net on the fused mask. Granularity (methods.md §17 item 17):
+Used by STAPLE-UNet (docs/methods.md#staple-unet): fuse the raters of each image with STAPLE, threshold the
+posterior at 0.5 and train the shared U-Net on the fused mask. Granularity (docs/methods.md#staple-granularity-and-degenerate-cases):
 STAPLE here is run **per 2-D image**, i.e. every image gets its own prior and its own sensitivity
 and specificity per rater; callers that want per-volume fusion must stack the slices themselves.
 

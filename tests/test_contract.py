@@ -1,4 +1,4 @@
-"""Contract test over every registered method (DESIGN §9): a new method is checked without new test code."""
+"""Contract test over every registered method (docs/methods.md#how-each-method-is-tested): a new method is checked without new test code."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""The import graph inside bench/ is one-way (DESIGN §1): no module imports, even inside a function, one that imports it back."""
+"""The import graph inside bench/ is one-way (docs/architecture.md#architecture): no module imports, even inside a function, one that imports it back."""
 
 import ast
 import re

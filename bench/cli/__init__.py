@@ -1,4 +1,4 @@
-"""Command line: `python -m bench list|run|raters|report|paper|rescore|perf` (DESIGN §8).
+"""Command line: `python -m bench list|run|raters|report|paper|rescore|perf` (docs/architecture.md#who-owns-what).
 
 One module per verb (`add_parser` + its command); `options` holds what the verbs share. Bad input
 ends with one line on stderr and exit 2. Only argparse is loaded to parse, so `--help` is instant;

@@ -1,4 +1,4 @@
-"""`python -m bench run`: train and evaluate a sweep of cells, then print the table (DESIGN §8)."""
+"""`python -m bench run`: train and evaluate a sweep of cells, then print the table (docs/architecture.md#the-run-path-room-by-room)."""
 
 from __future__ import annotations
 

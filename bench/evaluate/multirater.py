@@ -4,7 +4,7 @@ These are the field's metrics for methods that are scored against several raters
 at once, or that output several segmentations (samples, or one per rater): the
 generalised energy distance (GED), Hungarian-matched Dice, Dice_max, per-rater
 Dice and soft Dice/IoU at thresholds (calibration, ECE: bench/evaluate/calibration.py). Each
-docstring states the formula, the empty-mask rule and the citation (DESIGN.md §7).
+docstring states the formula, the empty-mask rule and the citation (docs/methods.md#metrics).
 
 Shapes and vocabulary:
 
@@ -34,45 +34,7 @@ when both masks are empty. The rule names the value given to such a pair:
 The rule applies to every pair, including a mask paired with itself in GED (see
 :func:`ged`). A pair with exactly one empty mask needs no rule: Dice = IoU = 0.
 
-What public code does (read with the ``search`` tool, files named):
-
-- Probabilistic U-Net (Kohl et al. 2018), ``SimonKohl/probabilistic_unet``: only
-  the Cityscapes evaluation is public (``evaluation/eval_cityscapes.py``,
-  ``utils/training_utils.py``). There the IoU of a class absent from both masks
-  is NaN and is dropped by a ``nanmean`` over classes; GED's expectations run
-  over all ordered pairs, S = S' and Y = Y' included. The LIDC evaluation code is
-  not public, so the binary empty-empty rule behind the paper's LIDC numbers
-  could NOT be verified.
-- PHiSeg (Baumgartner et al. 2019), ``baumgach/PHiSeg-code``
-  (``utils.generalised_energy_distance`` called on the foreground label from
-  ``phiseg_test_quantitative.py``): IoU(∅, ∅) = 1, so d = 0: rule ``"one"``;
-  all ordered pairs including S = S' and Y = Y' (N² and M² terms). Verified.
-- D-Persona (Wu et al. 2024), ``ycwu1997/D-Persona``
-  (``code/lib/metrics_set.py``, used by ``code/evaluate_dp.py``): its GED uses
-  IoU = |∩| / (|∪| + 1e-8), so IoU(∅, ∅) = 0 and d = 1, even for an empty mask
-  paired with itself: rule ``"zero"``, all ordered pairs including self-pairs.
-  Its Dice (``dice_at_all``) is (2|∩| + 1e-8) / (|S| + |Y| + 1e-8): rule ``"one"``.
-  Hungarian Dice: ``linear_sum_assignment`` on 1 - Dice with raters as rows,
-  mean over raters; the code assumes M >= R (M < R raises IndexError there).
-  Dice_max is computed both ways: per prediction, best over raters
-  (``dice_max``) and per rater, best over predictions (``dice_max_reverse``,
-  the one used for model selection in ``validate``). Its soft Dice
-  (``dice_at_thresh``) binarises the mean prediction and the rater mean with
-  ``> t``. Verified.
-- PADL (Liao et al., arXiv:2111.13410), ``Merrical/PADL`` (``utils/metrics.py``,
-  ``trainer/train_riga_padl.py``): soft Dice at (0.1, 0.3, 0.5, 0.7, 0.9) with
-  ``> t`` on both sides and smoothing 1e-6 in numerator and denominator, so
-  both empty -> 1 (rule ``"one"``); its soft IoU smooths with 1 (both empty ->
-  1, and every IoU biased upwards). Scored against the rater mean ("Mean
-  Voting") and against each rater. No GED or Hungarian Dice in the public code.
-  Verified.
-- MR-Net (Ji et al. 2021), ``jiwei0921/MRNet`` (``trainer_cvpr.val_epoch``):
-  binarises both sides with ``>= t``; eps makes both-empty 1 (rule ``"one"``).
-  Verified; :func:`bench.evaluate.pixel.soft_dice_iou` reproduces it.
-- Pionono (Schmidt et al., ICCV 2023), ``arneschmidt/pionono_segmentation``
-  (``src/utils/test_helpers.py``): Dice smoothed with 1e-4 in numerator and
-  denominator, both empty -> 1 (rule ``"one"``); no GED or Hungarian matching in
-  its public test helpers.
+What public code does, library by library, and which rule each uses: docs/methods.md#empty-pair-rules-in-public-code.
 """
 
 from __future__ import annotations
@@ -494,7 +456,7 @@ def soft_dice_iou_at(
 
     Reference:
         W. Ji et al., "Learning calibrated medical image segmentation via
-        multi-rater agreement modeling", CVPR 2021; reference/methods.md §11.8.
+        multi-rater agreement modeling", CVPR 2021; docs/methods.md#soft-dsc-and-soft-iou.
     """
     fill = _empty_value(empty)
     p, g = _check_prob_pair(probs, rater_mean, "probs", "rater_mean")

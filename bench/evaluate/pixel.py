@@ -2,7 +2,7 @@
 
 Every function takes a batch of 2-D masks, shape (N, H, W), and returns one value
 per image, shape (N,). Each docstring states the formula, the empty-mask rule and
-the citation (see also DESIGN.md §7 and reference/methods.md §11.8, §15).
+the citation (see also docs/methods.md#metrics and docs/methods.md#soft-dsc-and-soft-iou, docs/methods.md#dsc-conventions).
 
 Conventions shared by all functions:
 
@@ -323,7 +323,7 @@ def soft_dice_iou(
         W. Ji, S. Yu, J. Wu, K. Ma, C. Bian, Q. Bi, J. Li, H. Liu, L. Cheng,
         Y. Zheng, "Learning calibrated medical image segmentation via multi-rater
         agreement modeling", CVPR 2021 (code: trainer_cvpr.val_epoch,
-        utils/dice_loss.py); reference/methods.md §11.8.
+        utils/dice_loss.py); docs/methods.md#soft-dsc-and-soft-iou.
     """
     probs = np.asarray(probs, dtype=np.float64)
     rater_mean = np.asarray(rater_mean, dtype=np.float64)
