@@ -252,10 +252,11 @@ def claim_and_run(cell: Cell, opts: RunOptions, wait: bool) -> dict:
 
 @contextmanager
 def pinned_device(requested: str, results: Path):
-    """The cell's device; with several GPUs visible, the first one no other cell on this host holds.
+    """The cell's device; with several GPUs visible, the least-shared one, its cells spread evenly.
 
-    Parallel workers (loky processes, dask workers without their own CUDA_VISIBLE_DEVICES) each
-    take one GPU for the length of a cell through an flock per GPU, so two cells never share one.
+    Parallel workers (loky processes, dask workers without their own CUDA_VISIBLE_DEVICES) each take
+    a slot of a GPU for the length of a cell through an flock per slot (`gpu-<k>-slot-<j>.lock`),
+    filling slot 0 of every card before slot 1 of any, so the cards share the cells evenly.
     """
     device = harness.resolve_device(requested)
     n_gpus = torch.cuda.device_count() if device.type == "cuda" else 0
@@ -263,12 +264,23 @@ def pinned_device(requested: str, results: Path):
         yield device
         return
     folder = results / "locks" / platform.node()
+    slots = [(k, j) for j in range(harness.MAX_CELLS_PER_GPU) for k in range(n_gpus)]
     with ExitStack() as held:
-        free = next((k for k in range(n_gpus) if held.enter_context(store.locked(folder / f"gpu-{k}.lock", wait=False))), None)
-        if free is None:  # more workers than GPUs: queue on one
+        free = next((k for k, j in slots if held.enter_context(store.locked(folder / f"gpu-{k}-slot-{j}.lock", wait=False))), None)
+        if free is None:  # more workers than slots: queue on one
             free = os.getpid() % n_gpus
-            held.enter_context(store.locked(folder / f"gpu-{free}.lock"))
+            held.enter_context(store.locked(folder / f"gpu-{free}-slot-0.lock"))
         yield torch.device("cuda", free)
+
+
+def first_batch(method: methods.Method, train: RaterData, device: torch.device, size: int = 256) -> dict[str, torch.Tensor]:
+    """The first training images with their raters and prepared targets, on `device`: what a precision is measured on
+    (CUDA only; on the CPU nothing is measured and nothing is copied)."""
+    if device.type != "cuda":
+        return {"images": torch.empty(0)}
+    part = slice(0, min(size, train.n))
+    arrays = {"images": train.images[part], "raters": train.raters[part], "rater_valid": train.rater_valid[part]}
+    return harness.to_tensors({**arrays, **method.prepare(arrays["raters"], arrays["rater_valid"])}, device)
 
 
 def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
@@ -283,9 +295,12 @@ def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
         method = build_method(cell.method, cell.seed, data.dataset, data.train, opts.budget)
         schedules = stage_schedules(method, trained_method(cell.method)[0], data.dataset, data.train.n, opts)
         store.write_json(out / "config.json", cell_config(cell, opts, data, method, schedules))
+        chosen = harness.resolve_precision(method, first_batch(method, data.train, device), schedules[method.stages[0].name], device,
+                                           opts.precision)  # fmt: skip
+        precision = chosen["precision"]
         manifest.update(
-            device=str(device), precision=str(harness.autocast_dtype(device, opts.precision) or "float32"), deviations=method.deviations(),
-            threads=torch.get_num_threads(), cpu=cpu_isa(),
+            device=str(device), precision=str(harness.autocast_dtype(device, precision) or "float32"), precision_choice=chosen,
+            deviations=method.deviations(), threads=torch.get_num_threads(), cpu=cpu_isa(),
         )  # fmt: skip
         if method.needs_consistent_raters and not data.train.rater_ids_consistent:
             manifest["deviations"].append("rater slots are not consistent identities here; per-rater modelling runs per slot")
@@ -294,18 +309,18 @@ def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
         train, val = data.train, data.val
         manifest["stages"] = harness.fit(
             method, train.images, train.raters, train.rater_valid, schedules=schedules, seed=cell.seed, device=device,
-            val=(val.images, val.raters, val.rater_valid), val_gt=val.gt, precision=opts.precision,
+            val=(val.images, val.raters, val.rater_valid), val_gt=val.gt, precision=precision,
             checkpoint_dir=out / "checkpoints", log_path=out / "train_log.csv", progress=opts.progress, desc=f"{cell.method} seed {cell.seed}",
         )  # fmt: skip
         t1 = time.time()
-        manifest["degenerate"] = degenerate(harness.predict_proba(method, val.images, device=device, precision=opts.precision), val)
+        manifest["degenerate"] = degenerate(harness.predict_proba(method, val.images, device=device, precision=precision), val)
         if val.gt is not None:  # a diagnostic of the method's learned fused label, if it has one (GT read after training only)
             teacher = harness.teacher_outside_tv(
-                method, val.images, val.raters, val.rater_valid, val.gt, device=device, precision=opts.precision
+                method, val.images, val.raters, val.rater_valid, val.gt, device=device, precision=precision
             )
             if teacher is not None:
                 manifest["teacher"] = teacher
-        probs = harness.predict_proba(method, data.test.images, device=device, precision=opts.precision)
+        probs = harness.predict_proba(method, data.test.images, device=device, precision=precision)
         store.write_predictions(out / "predictions.npz", probs, data.test.case_ids)
         fused = fused_test_references(cell.dataset, opts.data_root, cell.raters, cell.noise, store.cache_dir(opts.results))
         rows, bins = score_cell(cell, probs, data.test, {k: v[: data.test.n] for k, v in fused.items()})

@@ -43,6 +43,23 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+#: GPU memory one cell of the shared U-Net family needs at most, with the split kept on the device (LIDC's 15,000
+#: 180×180 crops at batch 8: about 1.3 GB), rounded up: how many cells `gpu_slots` lets share one card.
+CELL_GPU_BYTES = 2 * 1024**3
+#: More cells than this on one card only queue on its streams.
+MAX_CELLS_PER_GPU = 8
+
+
+def gpu_slots(cpus: int) -> int:
+    """How many cells may train at once on the visible GPUs: per card, what its free memory holds (`CELL_GPU_BYTES`
+    each), at most `MAX_CELLS_PER_GPU` and at most one CPU per cell (each cell's host thread feeds its card); 0 without CUDA."""
+    if not torch.cuda.is_available():
+        return 0
+    n_gpus = torch.cuda.device_count()
+    per_card = min(torch.cuda.mem_get_info(k)[0] // CELL_GPU_BYTES for k in range(n_gpus))
+    return max(n_gpus, min(n_gpus * max(1, min(per_card, MAX_CELLS_PER_GPU)), max(cpus, n_gpus)))
+
+
 @cache
 def cpu_has_fast_bf16() -> bool:
     """True when the CPU computes bf16 matrix products natively (AMX or AVX512-BF16).
@@ -67,6 +84,66 @@ def autocast_dtype(device: torch.device, precision: str) -> torch.dtype | None:
     if device.type == "cuda":
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else None
     return torch.bfloat16 if cpu_has_fast_bf16() else None
+
+
+#: The CUDA precision chosen for each (method config, batch shape) in this process: measured once, then reused.
+_CUDA_CHOICES: dict[tuple, dict] = {}
+
+
+def faster(timings: dict[str, float]) -> str:
+    """The precision with the shortest measured step time (ms); a tie keeps the first, fp32."""
+    return min(timings, key=lambda name: (timings[name], list(timings).index(name)))
+
+
+def resolve_precision(method: Method, data: dict[str, torch.Tensor], sched: Schedule, device: torch.device, precision: str) -> dict:
+    """The precision a cell trains and predicts in: {"precision": "fp32" | "bf16", "tf32": bool, "step_ms": {...}}.
+
+    `fp32` and `bf16` are kept. `auto` on the CPU is bf16 where the CPU computes it natively, else
+    fp32. `auto` on CUDA measures: fp32 with TF32 matrix products, and bf16 autocast, each for 10
+    steps of a copy of the method on a batch of the cell's shape (bilinear upsampling's backward is
+    slow in bf16 on some cards, so the faster one depends on the shape), and keeps the faster; the
+    choice is made once per configuration and batch shape in a process. TF32 is on for fp32 on
+    CUDA. Both change results, so the cell's manifest records them.
+    """
+    if device.type != "cuda":
+        dtype = autocast_dtype(device, precision)
+        return {"precision": "bf16" if dtype is not None else "fp32", "tf32": False, "step_ms": {}}
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    if precision != "auto":
+        return {"precision": precision, "tf32": precision == "fp32", "step_ms": {}}
+    index = torch.arange(min(sched.batch_size, len(data["images"])))
+    key = (type(method).__name__, repr(method.cfg), tuple(data["images"][index].shape))
+    if key not in _CUDA_CHOICES:
+        batch = make_batch(data, index, device)
+        timings = {name: _step_ms(method, batch, sched, device, dtype) for name, dtype in (("fp32", None), ("bf16", torch.bfloat16))}
+        _CUDA_CHOICES[key] = {"precision": faster(timings), "step_ms": {k: round(v, 3) for k, v in timings.items()}}
+    choice = _CUDA_CHOICES[key]
+    return {**choice, "tf32": choice["precision"] == "fp32"}
+
+
+def _step_ms(method: Method, batch: dict[str, torch.Tensor], sched: Schedule, device: torch.device, dtype, steps: int = 10) -> float:
+    """Mean time of a training step (ms) of a copy of `method`'s first stage in `dtype`, after three warm-up steps."""
+    import copy
+
+    probe = copy.deepcopy(method).to(device=device, memory_format=torch.channels_last).train()
+    optimiser = make_optimiser(sched, list(probe.parameters()))
+    ctx = StepContext(probe.stages[0].name, 0, 0, torch.Generator(device=device).manual_seed(0))
+
+    def step():
+        with autocast(device, dtype):
+            loss = probe.loss(batch, ctx)["loss"]
+        optimiser.zero_grad(set_to_none=True)
+        loss.backward()
+        optimiser.step()
+
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize(device)
+    started = time.perf_counter()
+    for _ in range(steps):
+        step()
+    torch.cuda.synchronize(device)
+    return (time.perf_counter() - started) / steps * 1000
 
 
 def autocast(device: torch.device, dtype: torch.dtype | None):
