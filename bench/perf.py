@@ -25,6 +25,13 @@ backward convolutions; pooling, interpolation, elementwise work and the optimise
 and compared with the peak of large square matmuls measured in the same run (on CUDA, fp32
 convolutions may use TF32 while the fp32 matmul peak does not; the JSON records both flags).
 
+Limits, beside the peaks: on CUDA the TF32 matmul peak too (fp32 cells on CUDA allow TF32); the
+copy bandwidth of a large tensor; per configuration a lower bound of the bytes a step moves
+(`step_bytes`, an estimate: activations written, read back and their gradients, parameters and Adam's state) and
+the memory-bound step time it implies; on CUDA the kernels and host synchronisations per harness
+step (profiler). Graphed steps and concurrent cells are not timed here yet: the harness has no
+graphed engine, and concurrent cells are a property of a sweep (`--backend auto` on CUDA).
+
 Peak memory: on CUDA `torch.cuda.max_memory_allocated` per run (reset before each); on CPU the
 process's maximum resident set size so far (`getrusage`), which only grows, so a later run's value
 includes the earlier runs' peaks.
@@ -38,6 +45,7 @@ from __future__ import annotations
 
 import gc
 import json
+import math
 import os
 import platform
 import resource
@@ -121,7 +129,7 @@ def environment(device: torch.device) -> dict:
     harness_precision = "bf16" if default == torch.bfloat16 else "fp32"
     if device.type == "cuda":
         name = torch.cuda.get_device_name(device)
-        note = "bf16 autocast (auto on a CUDA GPU with bf16)" if default else "fp32 (auto: this GPU has no bf16)"
+        note = "auto: per cell, the faster of fp32 with TF32 and bf16 autocast, measured on its shape (bench.harness.resolve_precision)"
     else:
         name = cpu_name()
         note = (
@@ -195,7 +203,75 @@ def matmul_peak(device: torch.device, dtype: torch.dtype, n: int, seconds: float
     return {"n": n, "repetitions": reps + 1, "gflops": 2 * n**3 / best / 1e9}
 
 
+def tf32_peak(device: torch.device, n: int) -> dict:
+    """The fp32 matmul peak with TF32 allowed (CUDA only; the harness allows it for fp32 cells on CUDA)."""
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        return matmul_peak(device, torch.float32, n)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+
+
+def bandwidth(device: torch.device, megabytes: int) -> dict:
+    """GB/s of a large tensor copy (bytes read + bytes written), best of a few repetitions after one warm-up."""
+    src = torch.ones(megabytes * 2**18, device=device)  # float32: 4 bytes
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    sync(device)
+    best = math.inf
+    for _ in range(5):
+        start = time.perf_counter()
+        dst.copy_(src)
+        sync(device)
+        best = min(best, time.perf_counter() - start)
+    return {"megabytes": megabytes, "gbs": 2 * src.numel() * 4 / best / 1e9}
+
+
 # --------------------------------------------------------------------------- training
+
+
+def step_bytes(method: methods.Method, batch: dict[str, torch.Tensor]) -> int:
+    """An estimate of the memory traffic of one fp32 training step, in bytes.
+
+    Activations: every module output is written in the forward pass, read again in the backward
+    pass and its gradient written (3 × its bytes). Parameters: read in the forward and backward
+    passes, gradient written, and Adam reads the gradient and both moments and writes both moments
+    and the weight (8 × their bytes). Input batches and temporaries are left out.
+    """
+    sizes = []
+    hooks = [m.register_forward_hook(lambda _m, _i, out: sizes.append(out.numel() * out.element_size()) if torch.is_tensor(out) else None)
+             for m in method.modules() if not list(m.children())]  # fmt: skip
+    ctx = methods.StepContext("train", 0, 0, torch.Generator(device=batch["images"].device).manual_seed(0))
+    try:
+        with torch.no_grad():
+            method.loss(batch, ctx)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    params = sum(p.numel() * p.element_size() for p in method.parameters())
+    return 3 * sum(sizes) + 8 * params
+
+
+def cuda_step_counts(cfg: dict, device: torch.device, steps: int = 3) -> dict:
+    """Kernels and host synchronisations per harness step on CUDA, from the profiler (CUDA only)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    images, raters, valid = random_data(cfg["batch"] * 4, cfg["channels"], cfg["height"], cfg["width"])
+    method = build_mv_unet(cfg["channels"], device)
+    data = harness.to_tensors({"images": images, "raters": raters, "rater_valid": valid, **method.prepare(raters, valid)}, device)
+    sched = harness.fixed_schedules(method, 100, cfg["batch"])["train"]
+    run = harness.StageRun(method, 0, method.stages[0], sched, len(images), 0, device, torch.bfloat16, None)
+    run.train_step(data)
+    sync(device)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            run.train_step(data)
+        sync(device)
+    events = prof.events()
+    kernels = sum(1 for e in events if str(getattr(e, "device_type", "")).endswith("CUDA"))
+    syncs = sum(1 for e in events if e.name in ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaMemcpy", "cudaEventSynchronize"))
+    return {"kernels_per_step": kernels / steps, "host_syncs_per_step": max(syncs - 1, 0) / steps}  # the final sync is ours
 
 
 def step_flops(method: methods.Method, batch: dict[str, torch.Tensor]) -> int:
@@ -262,8 +338,9 @@ def time_training(cfg: dict, steps: int, warmup: int, device: torch.device, peak
     images, raters, valid = random_data(cfg["batch"], cfg["channels"], cfg["height"], cfg["width"])
     method = build_mv_unet(cfg["channels"], device)
     data = harness.to_tensors({"images": images, "raters": raters, "rater_valid": valid}, device)
-    flops = step_flops(method, harness.make_batch(data, torch.arange(cfg["batch"]), device))
-    del method, data
+    batch = harness.make_batch(data, torch.arange(cfg["batch"]), device)
+    flops, traffic = step_flops(method, batch), step_bytes(method, batch)
+    del method, data, batch
     free(device)
     runs = []
     for precision in PRECISIONS:
@@ -283,7 +360,10 @@ def time_training(cfg: dict, steps: int, warmup: int, device: torch.device, peak
     for precision in PRECISIONS:
         speed = {r["loop"]: r["images_per_s"] for r in runs if r["precision"] == precision}
         overhead[precision] = 1 - speed["harness"] / speed["bare"]
-    return {**cfg, "steps": steps, "warmup": warmup, "flops_per_step": flops, "runs": runs, "harness_overhead": overhead}
+    bound = {"bytes_per_step": traffic, "memory_bound_ms": 1000 * traffic / (peaks["bandwidth"]["gbs"] * 1e9)}
+    if device.type == "cuda":
+        bound.update(cuda_step_counts(cfg, device))
+    return {**cfg, "steps": steps, "warmup": warmup, "flops_per_step": flops, **bound, "runs": runs, "harness_overhead": overhead}
 
 
 # --------------------------------------------------------------------------- metrics and STAPLE
@@ -376,7 +456,12 @@ def run_perf(out: Path, quick: bool = False, device: str = "auto", steps: int | 
     result["env"] = environment(dev)
     log(f"matmul peak ({n_matmul}x{n_matmul})")
     peaks = {p: matmul_peak(dev, torch.float32 if p == "fp32" else torch.bfloat16, n_matmul) for p in PRECISIONS}
+    if dev.type == "cuda":
+        peaks["tf32"] = tf32_peak(dev, n_matmul)
     result["matmul_peak"] = peaks
+    log("memory bandwidth")
+    result["bandwidth"] = bandwidth(dev, 16 if quick else (1024 if dev.type == "cuda" else 256))
+    peaks = {**peaks, "bandwidth": result["bandwidth"]}
     result["training"] = []
     for cfg in train_configs(dev, quick):
         log(f"training {cfg['name']}")
@@ -400,12 +485,18 @@ def format_report(result: dict) -> str:
         f"device: {env['device']} ({env['device_name']}), torch {env['torch']}, {env['threads']} threads",
         f"harness default precision: {env['precision_note']}",
         "matmul peak: " + ", ".join(f"{p} {v['gflops']:.1f} GFLOP/s ({v['n']}x{v['n']})" for p, v in result["matmul_peak"].items()),
+        f"memory bandwidth (copy): {result['bandwidth']['gbs']:.1f} GB/s",
     ]
     for cfg in result["training"]:
         lines.append("")
         lines.append(
             f"training {cfg['name']}: {cfg['channels']} ch, {cfg['height']}x{cfg['width']}, batch {cfg['batch']}, "
             f"{cfg['steps']} timed steps after {cfg['warmup']} warm-up, {cfg['flops_per_step'] / 1e9:.2f} GFLOP/step ({cfg['note']})"
+        )
+        counts = (f", {cfg['kernels_per_step']:.0f} kernels and {cfg['host_syncs_per_step']:.1f} host syncs per step"
+                  if "kernels_per_step" in cfg else "")  # fmt: skip
+        lines.append(
+            f"  memory traffic ≈ {cfg['bytes_per_step'] / 1e6:.1f} MB/step: memory-bound step ≈ {cfg['memory_bound_ms']:.3f} ms{counts}"
         )
         lines.append(f"  {'precision':<11}{'loop':<9}{'img/s':>10}{'GFLOP/s':>10}{'% peak':>8}{'overhead':>10}{'peak MiB':>10}")
         for run in cfg["runs"]:

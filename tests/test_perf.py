@@ -49,13 +49,15 @@ def test_quick_run_writes_all_sections(quick_run):
     assert positive(env["threads"])
     assert env["harness_precision"] == ("bf16" if harness.autocast_dtype(torch.device("cpu"), "auto") else "fp32")
 
-    assert set(data["matmul_peak"]) == {"fp32", "bf16"}
+    assert set(data["matmul_peak"]) == {"fp32", "bf16"}  # tf32 on CUDA only
+    assert positive(data["bandwidth"]["gbs"])
     assert all(positive(v["gflops"]) and positive(v["n"]) for v in data["matmul_peak"].values())
 
     assert [c["name"] for c in data["training"]] == ["28x28", "180x180", "hyperspectral"]
     assert data["training"][2]["channels"] == 60
     for cfg in data["training"]:
         assert positive(cfg["flops_per_step"]) and positive(cfg["steps"]) and positive(cfg["batch"])
+        assert positive(cfg["bytes_per_step"]) and positive(cfg["memory_bound_ms"]) and "kernels_per_step" not in cfg  # CUDA only
         assert {(r["precision"], r["loop"]) for r in cfg["runs"]} == {(p, loop) for p in ("fp32", "bf16") for loop in ("harness", "bare")}
         for run in cfg["runs"]:
             for key in ("seconds", "images_per_s", "gflops", "peak_fraction", "peak_memory_mib"):
