@@ -4,7 +4,6 @@ statistics of its training pool, measured once and kept with them."""
 from __future__ import annotations
 
 import hashlib
-import os
 from functools import lru_cache
 from pathlib import Path
 
@@ -69,12 +68,7 @@ def fused_test_references(
             pass
     fused = fused_references(load_splits(dataset, data_root, raters, noise, cache_folder).test)
     if path is not None:
-        tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.npz")
-        try:
-            np.savez(tmp, **fused)
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
+        data_cache.save_arrays(path, fused)
     return fused
 
 

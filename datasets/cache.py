@@ -64,6 +64,11 @@ def save(path: Path, splits: Splits) -> None:
             "spacing": data.spacing,
         }
     arrays["header"] = np.array(json.dumps(header))
+    save_arrays(path, arrays)
+
+
+def save_arrays(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """An .npz of `arrays` written through a temporary file and one rename: a killed writer never leaves a torn file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.npz")
     try:

@@ -161,6 +161,17 @@ def rater_cross_entropy(rater_logits: torch.Tensor, raters: torch.Tensor, valid:
     return per_rater_mean(ce.unflatten(0, raters.shape[:2]), valid)
 
 
+def per_rater_branches(channels: int, outputs: int, n_raters: int) -> nn.Sequential:
+    """R independent branches on C channels, each a 3×3 conv (+ BN + ReLU) and a 1×1 conv to `outputs` channels, computed
+    as one (C → R·C) conv and a grouped 1×1 conv: (B, C, H, W) → (B, R·outputs, H, W), rater-major."""
+    return nn.Sequential(
+        nn.Conv2d(channels, channels * n_raters, 3, padding=1, bias=False),
+        nn.BatchNorm2d(channels * n_raters),
+        nn.ReLU(inplace=True),
+        nn.Conv2d(channels * n_raters, outputs * n_raters, 1, groups=n_raters),
+    )
+
+
 class RaterHeads(nn.Module):
     """R per-rater branches on C-channel features: a 3×3 conv (+ BN + ReLU) and a 1×1 class head each.
 
@@ -171,12 +182,7 @@ class RaterHeads(nn.Module):
     def __init__(self, channels: int, n_classes: int, n_raters: int):
         super().__init__()
         self.n_raters, self.n_classes = n_raters, n_classes
-        self.branches = nn.Sequential(
-            nn.Conv2d(channels, channels * n_raters, 3, padding=1, bias=False),
-            nn.BatchNorm2d(channels * n_raters),
-            nn.ReLU(inplace=True),
-            nn.Conv2d(channels * n_raters, n_classes * n_raters, 1, groups=n_raters),
-        )
+        self.branches = per_rater_branches(channels, n_classes, n_raters)
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         return self.branches(features).unflatten(1, (self.n_raters, self.n_classes))
@@ -210,12 +216,7 @@ class ConfusionMatrixHeads(nn.Module):
     def __init__(self, in_channels: int, n_classes: int, n_raters: int):
         super().__init__()
         self.n_raters, self.n_classes = n_raters, n_classes
-        self.heads = nn.Sequential(
-            nn.Conv2d(in_channels, in_channels * n_raters, 3, padding=1, bias=False),
-            nn.BatchNorm2d(in_channels * n_raters),
-            nn.ReLU(inplace=True),
-            nn.Conv2d(in_channels * n_raters, n_classes * n_classes * n_raters, 1, groups=n_raters),
-        )
+        self.heads = per_rater_branches(in_channels, n_classes * n_classes, n_raters)
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         L = self.n_classes
