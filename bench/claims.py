@@ -19,7 +19,6 @@ from bench.rows import display
 from bench.study import Claim, Column, Study
 from bench.verdicts import (
     ALPHA,
-    SCALE,
     TOLERANCE_POINTS,
     ClaimReport,
     Group,
@@ -29,6 +28,7 @@ from bench.verdicts import (
     measured_reference,
     paper_setting,
     samples,
+    scale,
 )
 from datasets import DATASETS
 
@@ -102,7 +102,7 @@ def order_check(table, group: Group, column: Column, pairs, where: str, referenc
     reference = reference or measured_reference(column, group.dataset)
     rows = scoped(table, group, reference, noise)
     higher = higher_is_better(column.metric)
-    scale = SCALE.get(column.metric, 1.0)
+    factor = scale(column.metric)
     present = set(rows["method"])
     pairs = [p for p in pairs if p[0] in present and p[1] in present]
     if not pairs:
@@ -113,7 +113,7 @@ def order_check(table, group: Group, column: Column, pairs, where: str, referenc
         results.append(test.iloc[0].to_dict() if len(test) else {"p": math.nan, "median_diff": math.nan})
     ps = stats.holm([r["p"] for r in results])
     for (better, worse), r, p in zip(pairs, results, ps):
-        means = rows[(rows["metric"] == column.metric) & (rows["structure"] == column.structure)].groupby("method")["value"].mean() * scale
+        means = rows[(rows["metric"] == column.metric) & (rows["structure"] == column.structure)].groupby("method")["value"].mean() * factor
         ahead = means[better] > means[worse] if higher else means[better] < means[worse]
         ok = bool(ahead and p < ALPHA)
         r.update(ok=ok, p_holm=p)
@@ -126,7 +126,7 @@ def margin_check(claim: Claim, table, group: Group, column: Column, reference: s
     paper = study.current()
     rows = scoped(table, group, reference)
     rows = rows[(rows["metric"] == column.metric) & (rows["structure"] == column.structure)]
-    means = rows.groupby("method")["value"].mean() * SCALE.get(column.metric, 1.0)
+    means = rows.groupby("method")["value"].mean() * scale(column.metric)
     if paper.reference_method not in means:
         return {"group": group, "where": where, "holds": None, "lines": []}
     versus = claim.params.get("versus") or {}
@@ -150,7 +150,7 @@ def tie_check(claim: Claim, table, group: Group, column: Column, reference: str,
     check = order_check(table, group, column, [tuple(p) for p in claim.params["pairs"]], where, reference)
     rows = scoped(table, group, reference)
     rows = rows[(rows["metric"] == column.metric) & (rows["structure"] == column.structure)]
-    means = rows.groupby("method")["value"].mean() * SCALE.get(column.metric, 1.0)
+    means = rows.groupby("method")["value"].mean() * scale(column.metric)
     lines, ok = [], check["holds"] is not None
     for a, b in claim.params["pairs"]:
         if a in means and b in means:

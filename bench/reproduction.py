@@ -26,7 +26,6 @@ from bench.evaluate.metrics import higher_is_better
 from bench.rows import table_of
 from bench.study import Column, Study, Table
 from bench.verdicts import (
-    SCALE,
     ClaimReport,
     Entry,
     Group,
@@ -35,6 +34,7 @@ from bench.verdicts import (
     group_for,
     measure,
     measured_reference,
+    scale,
     stand_ins,
     value_verdict,
 )
@@ -115,8 +115,8 @@ def assess_table(t: Table, table: pd.DataFrame, cells: pd.DataFrame, paper: Stud
 
 
 def column_entries(t: Table, j: int, part: pd.DataFrame, column: Column, group: Group, cells: pd.DataFrame) -> list[Entry]:
-    scale = SCALE.get(column.metric, 1.0)
-    measured = {m: measure(g["value"].to_numpy(), scale) for m, g in part.groupby("method")}
+    factor = scale(column.metric)
+    measured = {m: measure(g["value"].to_numpy(), factor) for m, g in part.groupby("method")}
     if column.metric == "dsc" and group.labels.get("average") is not None:
         measured["average"] = Measured(100 * group.labels["average"], math.nan, 0, (math.nan, math.nan))
     kinds = {table_of(r.method) for r in t.rows} - {None}  # other measured methods of the same registry table, after the paper's rows
@@ -142,7 +142,7 @@ def ranking(t: Table, j: int, entries: list[Entry], table: pd.DataFrame, column:
     paper = study.current()
     higher = higher_is_better(column.metric)
     both = [e for e in entries if e.paper and e.measured and e.method not in ("average", paper.oracle)]
-    out: dict = {"n": len(both), "scale": SCALE.get(column.metric, 1.0)}
+    out: dict = {"n": len(both), "scale": scale(column.metric)}
     if len(both) >= 3:
         tau, p = scipy_stats.kendalltau([e.paper[0] for e in both], [e.measured.mean for e in both])
         out.update(tau=float(tau), p=float(p))
@@ -192,7 +192,7 @@ def assess_value(value, table: pd.DataFrame, cells: pd.DataFrame, paper: Study) 
         seeds = seeds[(seeds["dataset"] == dataset) & (seeds["method"] == value.method)]
         for raters in sorted(set(seeds["raters"]), key=lambda r: r != paper.paper_raters.get(value.column.dataset)):
             group = group_for(dataset, raters, value.column.dataset, cells, value.column, paper)
-            mine = measure(seeds[seeds["raters"] == raters]["value"].to_numpy(), SCALE.get(value.column.metric, 1.0))
+            mine = measure(seeds[seeds["raters"] == raters]["value"].to_numpy(), scale(value.column.metric))
             entry = Entry(value.method, (value.mean, value.sd), mine)
             entry.verdict = group.kind if group.kind != "verdict" else value_verdict((value.mean, value.sd), mine, value.column.metric)
             return value, group, entry

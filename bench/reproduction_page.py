@@ -20,7 +20,7 @@ import pandas as pd
 from bench import data, figures, report, report_tables, result_figures, store, study
 from bench.reproduction import Assessment
 from bench.rows import display
-from bench.verdicts import CLAIM_RULE, DIGITS, VALUE_RULE, Entry, Group, TableReport, is_paper_setting
+from bench.verdicts import CLAIM_RULE, VALUE_RULE, Entry, Group, TableReport, digits, is_paper_setting
 
 Block = tuple  # ("h", level, text) | ("p", text) | ("list", items) | ("table", header, rows) | ("img", path, caption)
 
@@ -158,9 +158,9 @@ def table_blocks(t: TableReport, figs: dict, out_dir: Path) -> list[Block]:
             name = f"{column.metric}" + ("" if column.structure == "foreground" else f" ({column.structure})")
             blocks.append(("p", f"**{column.dataset} {name}**, paper units" + (" (%)" if column.metric != "bahd" else " (pixels)")))
             extra = g.extra.get(j, pd.DataFrame()) if column.metric == "dsc" else pd.DataFrame()
-            digits = DIGITS.get(column.metric, 2)
+            places = digits(column.metric)
             blocks.append(("table", ["method", "paper", "measured (n seeds)", "95 % CI", "Δ", "verdict", "precision / recall / area"],
-                           [entry_row(e, extra, digits) for e in rows]))  # fmt: skip
+                           [entry_row(e, extra, places) for e in rows]))  # fmt: skip
             blocks.append(("p", ranking_line(g.ranking.get(j, {}))))
         for key in (("boxplot", g.dataset, g.raters), ("curves", g.dataset, g.raters), ("fused", g.dataset, g.raters)):
             for path in figs.get(key, []):

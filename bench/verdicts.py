@@ -13,24 +13,24 @@ import pandas as pd
 from scipy import stats as scipy_stats
 
 from bench import study
+from bench.evaluate import metrics
 from bench.study import Claim, Column, Study, Table
 from datasets import DATASETS
 
-#: Paper units per stored unit: DSC, soft DSC and soft IoU are stored as fractions and given in %; digits as the paper prints them.
-SCALE = {"dsc": 100.0, "soft_dice": 100.0, "soft_iou": 100.0}
-
-
-DIGITS = {"bahd": 3}
-
-
 #: The tolerance of a value verdict: points for the % metrics, a share of the paper's value for the others.
 TOLERANCE_POINTS = 2.0
-
-
 TOLERANCE_SHARE = 0.10
+ALPHA = 0.05  # of the Holm-adjusted paired tests behind a claim
 
 
-ALPHA = 0.05
+def scale(metric: str) -> float:
+    """Paper units per stored unit, from the metric's descriptor: 100 for DSC, soft DSC and soft IoU (stored as fractions)."""
+    return metrics.get(metric).scale if metric in metrics.METRICS else 1.0
+
+
+def digits(metric: str) -> int:
+    """The decimals the paper prints (its descriptor's): 2 for the % metrics, 3 for bAHD."""
+    return metrics.get(metric).digits if metric in metrics.METRICS else 2
 
 
 VALUE_RULE = (
@@ -109,7 +109,7 @@ def value_verdict(paper: tuple[float, float], measured: Measured, metric: str) -
     """`VALUE_RULE` for one value."""
     mean, sd = paper
     sd = 0.0 if math.isnan(sd) else sd
-    tolerance = TOLERANCE_POINTS if metric in SCALE else TOLERANCE_SHARE * abs(mean)
+    tolerance = TOLERANCE_POINTS if scale(metric) == 100 else TOLERANCE_SHARE * abs(mean)
     inside = measured.n > 1 and measured.ci[0] - sd <= mean <= measured.ci[1] + sd
     return "reproduced" if inside or abs(measured.mean - mean) <= tolerance else "not reproduced"
 
