@@ -55,15 +55,16 @@ class Assessment:
 
 
 def cell_info(results: Path) -> pd.DataFrame:
-    """One row per finished cell: keys, budget, rater setting's label statistics and input, and how its stages stopped."""
+    """One row per finished cell: keys, budget, rater setting's label statistics and input, how its stages stopped and its
+    degenerate-prediction flag ("empty", "full" or "")."""
     rows = []
     for folder, info in store.manifests(results):
         config = store.read_json(folder / "config.json")
         setting = info.get("rater_setting") or {}
         stops = "+".join(s.get("reason", "").split(":")[0] for s in info.get("stages", {}).values())
         rows.append({**info["cell"], "budget": config.get("budget", {}).get("name", ""), "labels": setting.get("labels") or {},
-                     "input": setting.get("input", ""), "stops": stops})  # fmt: skip
-    return pd.DataFrame(rows, columns=[*store.KEYS, "budget", "labels", "input", "stops"])
+                     "input": setting.get("input", ""), "stops": stops, "flag": info.get("degenerate", {}).get("flag", "")})  # fmt: skip
+    return pd.DataFrame(rows, columns=[*store.KEYS, "budget", "labels", "input", "stops", "flag"])
 
 
 def per_seed(table: pd.DataFrame, column: Column, reference: str) -> pd.DataFrame:
@@ -119,7 +120,8 @@ def column_entries(t: Table, j: int, part: pd.DataFrame, column: Column, group: 
     measured = {m: measure(g["value"].to_numpy(), factor) for m, g in part.groupby("method")}
     if column.metric == "dsc" and group.labels.get("average") is not None:
         measured["average"] = Measured(100 * group.labels["average"], math.nan, 0, (math.nan, math.nan))
-    kinds = {table_of(r.method) for r in t.rows} - {None}  # other measured methods of the same registry table, after the paper's rows
+    # Other measured methods of the rows' registry table after the paper's rows (the reference method shows in every table).
+    kinds = {table_of(r.method) for r in t.rows if r.method != study.current().reference_method} - {None}
     rows = [r.method for r in t.rows]
     order = rows + [m for m in sorted(measured) if m not in rows and table_of(m) in kinds]
     out = []

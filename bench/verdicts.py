@@ -146,6 +146,9 @@ def group_for(dataset: str, raters: str, own: str, cells: pd.DataFrame, column: 
     labels = next((x for x in mine["labels"] if x), {})
     counts = mine["stops"].value_counts()
     stops = " · ".join(f"{s or 'unknown'} {c}/{len(mine)}" for s, c in counts.items())
+    flagged = mine[mine["flag"] != ""].groupby(["method", "flag"]).size()
+    if len(flagged):  # most validation cases predicted empty (or full): such a mean measures nothing
+        stops += "; degenerate predictions: " + ", ".join(f"{m} {f} {n}/{(mine['method'] == m).sum()}" for (m, f), n in flagged.items())
     notes, kind = [], "verdict"
     if dataset != own and DATASETS[dataset].subset_of != own:
         kind = "pipeline check"
