@@ -296,7 +296,7 @@ def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
         schedules = stage_schedules(method, trained_method(cell.method)[0], data.dataset, data.train.n, opts)
         store.write_json(out / "config.json", cell_config(cell, opts, data, method, schedules))
         chosen = harness.resolve_precision(method, first_batch(method, data.train, device), schedules[method.stages[0].name], device,
-                                           opts.precision)  # fmt: skip
+                                           opts.precision, store.cache_dir(opts.results) / "cuda-precision.json")  # fmt: skip
         precision = chosen["precision"]
         manifest.update(
             device=str(device), precision=str(harness.autocast_dtype(device, precision) or "float32"), precision_choice=chosen,

@@ -13,7 +13,7 @@ import math
 
 import pandas as pd
 
-from bench import stats, study
+from bench import stats
 from bench.evaluate.metrics import higher_is_better
 from bench.rows import display
 from bench.study import Claim, Column, Study
@@ -45,49 +45,52 @@ def assess_claim(claim: Claim, tables: list[TableReport], table: pd.DataFrame, c
                 for group in report.groups:
                     for j, column in enumerate(report.table.columns):
                         if j in group.entries and group.dataset in samples(column.dataset):
-                            others = [
-                                e.method for e in group.entries[j] if e.measured and e.paper and e.method not in ("average", paper.oracle)
-                            ]
-                            pairs = [(paper.reference_method, m) for m in others if m != paper.reference_method]
-                            checks.append(
-                                order_check(table, group, column, pairs, f"{report.table.label} {column.dataset} {column.metric}")
-                            )
+                            pairs = [(paper.reference_method, m) for m in competitors(report.table.id, paper)]
+                            where = f"{report.table.label} {column.dataset} {column.metric}"
+                            checks.append(order_check(table, group, column, pairs, where, optional=True))
         return combine(claim, checks)
-    columns = claim_columns(claim)
     checks = []
-    for column in columns:
+    for column in claim_columns(claim):
         for dataset in samples(column.dataset):
             reference = measured_reference(column, dataset)
-            for raters in sorted(set(cells.loc[cells["dataset"] == dataset, "raters"])):
+            mine = cells[cells["dataset"] == dataset]
+            for raters in sorted(set(mine["raters"])):
                 group = group_for(dataset, raters, column.dataset, cells, column, paper)
                 where = f"{dataset}/{raters} {column.metric}"
-                if claim.kind in ("order", "significant", "noise"):
-                    pairs = [tuple(p) for p in claim.params.get("pairs", [])]
-                    if claim.kind == "significant":
-                        present = set(cells.loc[(cells["dataset"] == dataset) & (cells["raters"] == raters), "method"])
-                        pairs = [(paper.reference_method, m) for m in sorted(present - {paper.reference_method, paper.oracle})]
-                    levels = (
-                        sorted(set(cells.loc[(cells["dataset"] == dataset) & (cells["raters"] == raters), "noise"]))
-                        if claim.kind == "noise"
-                        else ["protocol"]
-                    )
-                    for level in levels:
-                        checks.append(order_check(table, group, column, pairs, f"{where} noise {level}", reference, level))
+                if claim.kind in ("order", "noise"):
+                    pairs = [tuple(p) for p in claim.params["pairs"]]
+                    levels = sorted(set(mine.loc[mine["raters"] == raters, "noise"])) if claim.kind == "noise" else ["protocol"]
+                    checks += [order_check(table, group, column, pairs, f"{where} noise {level}", reference, level) for level in levels]
+                elif claim.kind == "significant":  # against the paper table's competitors on this dataset
+                    pairs = [(paper.reference_method, m) for m in competitors(table_of_dataset(column.dataset, paper), paper)]
+                    checks.append(order_check(table, group, column, pairs, where, reference, optional=True))
                 elif claim.kind == "margin":
-                    checks.append(margin_check(claim, table, group, column, reference, where))
+                    checks.append(margin_check(claim, table, group, column, reference, where, paper))
                 elif claim.kind == "tie":
                     checks.append(tie_check(claim, table, group, column, reference, where))
     return combine(claim, checks)
 
 
+def competitors(table_id: str, paper: Study) -> list[str]:
+    """The methods a paper table compares with its reference method: its rows but the reference, the Oracle and the Average."""
+    rows = [r.method for r in paper.table(table_id).rows] if table_id else []
+    return [m for m in rows if m not in (paper.reference_method, paper.oracle, "average")]
+
+
+def table_of_dataset(dataset: str, paper: Study) -> str:
+    """The id of the first paper table with a column on `dataset` ("" if none)."""
+    return next((t.id for t in paper.tables if any(c.dataset == dataset for c in t.columns)), "")
+
+
 def claim_columns(claim: Claim) -> list[Column]:
+    """The columns a claim is checked on: its metric on each of its datasets (RIGA: soft DSC of disc and cup, against the rater mean)."""
     datasets = claim.params.get("datasets") or [claim.params["dataset"]]
     metric = claim.params.get("metric", "dsc")
     out = []
     for dataset in datasets:
         structures = ["disc", "cup"] if dataset == "riga" else ["foreground"]
-        reference = "rater-mean" if metric.startswith("soft") else DATASETS[dataset].reference
         metric_here = "soft_dice" if dataset == "riga" and metric == "dsc" else metric
+        reference = "rater-mean" if metric_here.startswith("soft") else DATASETS[dataset].reference
         out += [Column(dataset, metric_here, reference, s) for s in structures]
     return out
 
@@ -97,75 +100,76 @@ def scoped(table: pd.DataFrame, group: Group, reference: str, noise: str = "prot
                  & (table["reference"] == reference)]  # fmt: skip
 
 
-def order_check(table, group: Group, column: Column, pairs, where: str, reference: str | None = None, noise: str = "protocol") -> dict:
-    """Each (better, worse) pair: better in the mean and in a Holm-adjusted paired test (one family for the pairs)."""
+def order_check(table, group: Group, column: Column, pairs, where: str, reference: str | None = None, noise: str = "protocol",
+                optional: bool = False) -> dict:  # fmt: skip
+    """Each (better, worse) pair: better in the mean, and a Holm-adjusted paired test (one family per column and noise
+    level) significant in its favour (positive effect size). A pair that was not run makes the check incomplete
+    (`holds` None, `missing` named), unless `optional` (a competitor the results did not train is left out)."""
     reference = reference or measured_reference(column, group.dataset)
     rows = scoped(table, group, reference, noise)
-    higher = higher_is_better(column.metric)
-    factor = scale(column.metric)
+    rows = rows[(rows["metric"] == column.metric) & (rows["structure"] == column.structure)]
     present = set(rows["method"])
-    pairs = [p for p in pairs if p[0] in present and p[1] in present]
-    if not pairs:
-        return {"group": group, "where": where, "holds": None, "lines": []}
-    results, lines = [], []
+    missing = [p for p in pairs if p[0] not in present or p[1] not in present]
+    pairs = [p for p in pairs if p not in missing]
+    out = {"group": group, "where": where, "holds": None, "lines": [], "missing": [] if optional or not pairs else missing, "results": []}
+    if not pairs or out["missing"]:  # none of it run here: not run; part of it: incomplete
+        if out["missing"]:
+            out["lines"] = [f"{where}: not run: {', '.join(f'{display(a)} vs {display(b)}' for a, b in out['missing'])}"]
+        return out
+    higher = higher_is_better(column.metric)
+    means = rows.groupby("method")["value"].mean() * scale(column.metric)
+    results = []
     for better, worse in pairs:
         test = stats.paired_tests(rows, column.metric, column.structure, better, higher, others=[worse])
-        results.append(test.iloc[0].to_dict() if len(test) else {"p": math.nan, "median_diff": math.nan})
-    ps = stats.holm([r["p"] for r in results])
-    for (better, worse), r, p in zip(pairs, results, ps):
-        means = rows[(rows["metric"] == column.metric) & (rows["structure"] == column.structure)].groupby("method")["value"].mean() * factor
+        results.append(test.iloc[0].to_dict() if len(test) else {"p": math.nan, "effect_size": math.nan})
+    for (better, worse), r, p in zip(pairs, results, stats.holm([r["p"] for r in results])):
         ahead = means[better] > means[worse] if higher else means[better] < means[worse]
-        ok = bool(ahead and p < ALPHA)
-        r.update(ok=ok, p_holm=p)
-        lines.append(f"{where}: {display(better)} {means[better]:.2f} vs {display(worse)} {means[worse]:.2f}, "
-                     f"Holm p {p:.2g} → {'holds' if ok else 'does not hold'}")  # fmt: skip
-    return {"group": group, "where": where, "holds": all(r["ok"] for r in results), "lines": lines}
+        r.update(ok=bool(ahead and p < ALPHA and r["effect_size"] > 0), p_holm=p, better=better, worse=worse,
+                 diff=abs(means[better] - means[worse]))  # fmt: skip
+        out["lines"].append(f"{where}: {display(better)} {means[better]:.2f} vs {display(worse)} {means[worse]:.2f}, Holm p {p:.2g}, "
+                            f"effect size {r['effect_size']:+.2f} → {'holds' if r['ok'] else 'does not hold'}")  # fmt: skip
+    return {**out, "holds": all(r["ok"] for r in results), "results": results}
 
 
-def margin_check(claim: Claim, table, group: Group, column: Column, reference: str, where: str) -> dict:
-    paper = study.current()
+def margin_check(claim: Claim, table, group: Group, column: Column, reference: str, where: str, paper: Study) -> dict:
+    """The reference method ahead (`order_check`) by at least the claimed points minus the tolerance, against the named
+    competitors (`versus`) or the paper table's best one."""
     rows = scoped(table, group, reference)
     rows = rows[(rows["metric"] == column.metric) & (rows["structure"] == column.structure)]
     means = rows.groupby("method")["value"].mean() * scale(column.metric)
-    if paper.reference_method not in means:
-        return {"group": group, "where": where, "holds": None, "lines": []}
     versus = claim.params.get("versus") or {}
     if not versus:
-        others = means.drop([m for m in (paper.reference_method, paper.oracle) if m in means])
-        if others.empty:
-            return {"group": group, "where": where, "holds": None, "lines": []}
-        versus = {others.idxmax(): claim.params["points"]}
-    versus = {m: pts for m, pts in versus.items() if m in means}
+        others = means.reindex(competitors(table_of_dataset(column.dataset, paper), paper)).dropna()
+        versus = {others.idxmax(): claim.params["points"]} if len(others) else {}
     check = order_check(table, group, column, [(paper.reference_method, m) for m in versus], where, reference)
-    lines, ok = [], bool(check["holds"])
+    if check["holds"] is None:
+        return check
+    ok, lines = bool(check["holds"]), []
     for method, points in versus.items():
         margin = means[paper.reference_method] - means[method]
-        enough = margin >= points - TOLERANCE_POINTS
-        ok = ok and enough
+        ok = ok and margin >= points - TOLERANCE_POINTS
         lines.append(f"{where}: {display(paper.reference_method)} − {display(method)} = {margin:+.2f} points (claimed ≈ {points:g})")
-    return {"group": group, "where": where, "holds": ok, "lines": lines + check["lines"]}
+    return {**check, "holds": ok, "lines": lines + check["lines"]}
 
 
 def tie_check(claim: Claim, table, group: Group, column: Column, reference: str, where: str) -> dict:
+    """No effect: for each pair, the difference is within the tolerance or its Holm-adjusted test is not significant,
+    whichever way it points."""
     check = order_check(table, group, column, [tuple(p) for p in claim.params["pairs"]], where, reference)
-    rows = scoped(table, group, reference)
-    rows = rows[(rows["metric"] == column.metric) & (rows["structure"] == column.structure)]
-    means = rows.groupby("method")["value"].mean() * scale(column.metric)
-    lines, ok = [], check["holds"] is not None
-    for a, b in claim.params["pairs"]:
-        if a in means and b in means:
-            small = abs(means[a] - means[b]) <= TOLERANCE_POINTS
-            ok = ok and (small or not check["holds"])
-            lines.append(f"{where}: {display(a)} {means[a]:.2f} vs {display(b)} {means[b]:.2f}")
-    return {"group": group, "where": where, "holds": ok if check["holds"] is not None else None, "lines": lines}
+    if check["holds"] is None:
+        return check
+    ties = [r["diff"] <= TOLERANCE_POINTS or not r["p_holm"] < ALPHA for r in check["results"]]
+    lines = [f"{where}: {display(r['better'])} vs {display(r['worse'])}: {r['diff']:.2f} points apart, Holm p {r['p_holm']:.2g} → "
+             f"{'no effect' if tie else 'an effect'}" for r, tie in zip(check["results"], ties)]  # fmt: skip
+    return {**check, "holds": all(ties), "lines": lines}
 
 
 def label_claim(claim: Claim, cells: pd.DataFrame) -> ClaimReport:
-    """A claim on the fused labels, checked on each rater setting's training pool (label statistics, no training)."""
+    """A claim on the fused labels, checked on each rater setting's training pool at the protocol (label statistics, no training)."""
     left, op, right = claim.params["check"].split()
     evidence, verdicts = [], []
     for dataset in claim.params["datasets"]:
-        mine = cells[cells["dataset"].isin(samples(dataset))]
+        mine = cells[cells["dataset"].isin(samples(dataset)) & (cells["noise"] == "protocol")]
         for (name, raters), part in mine.groupby(["dataset", "raters"]):
             labels = next((x for x in part["labels"] if x), None)
             if not labels:
@@ -181,13 +185,16 @@ def label_claim(claim: Claim, cells: pd.DataFrame) -> ClaimReport:
 
 
 def combine(claim: Claim, checks: list[dict]) -> ClaimReport:
-    """A claim's verdict from its checks: over the verdict-grade ones under the paper's setting where there are some."""
-    checks = [c for c in checks if c["holds"] is not None]
-    if not checks:
-        return ClaimReport(claim, "not run", ["no cells measure it in this results folder"])
+    """A claim's verdict from its checks, over the verdict-grade ones under the paper's setting where there are some:
+    "incomplete" when a comparison it needs was not run there, "not run" when none was."""
     evidence = [line for c in checks for line in c["lines"]]
-    graded = [c for c in checks if c["group"].kind != "pipeline check"]
+    ran = [c for c in checks if c["holds"] is not None or c.get("missing")]
+    if not ran:
+        return ClaimReport(claim, "not run", ["no cells measure it in this results folder"])
+    graded = [c for c in ran if c["group"].kind != "pipeline check"]
     if not graded:
         return ClaimReport(claim, "pipeline check", evidence)
     judged = [c for c in graded if is_paper_setting(c["group"])] or graded
+    if any(c["holds"] is None for c in judged):
+        return ClaimReport(claim, "incomplete", evidence)
     return ClaimReport(claim, "holds" if all(c["holds"] for c in judged) else "does not hold", evidence)

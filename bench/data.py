@@ -10,11 +10,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from bench.evaluate import scoring as scoring_module
 from bench.evaluate.scoring import fused_references
 from datasets import RaterData, Splits, get_dataset
 from datasets import cache as data_cache
 from datasets.noise import threshold_vote_foreground
 from datasets.raters import rater_dice
+from methods import fusion as fusion_module
+from methods import staple as staple_module
 from methods.fusion import majority_vote
 from methods.staple import staple
 
@@ -44,12 +47,25 @@ def load_splits(dataset: str, data_root: Path, raters: str, noise: str, cache_fo
     """The dataset's splits under a rater style and noise level, from the on-disk cache when it is there."""
     path = data_cache.cache_path(cache_folder, dataset, raters, noise, data_root) if cache_folder is not None else None
     splits = data_cache.load(path) if path is not None and path.is_file() else None
-    if splits is None:
+    fresh = splits is None
+    if fresh:
         splits = get_dataset(dataset).load(data_root, raters, noise)
-        splits.raters_info["labels"] = label_statistics(splits.train)
-        if path is not None:
-            data_cache.save(path, splits)
+    if splits.raters_info.get("labels_version") != fusion_version():  # new splits, or statistics of an older rule
+        splits.raters_info.update(labels=label_statistics(splits.train), labels_version=fusion_version())
+        fresh = True
+    if fresh and path is not None:
+        data_cache.save(path, splits)
     return splits
+
+
+@lru_cache(maxsize=1)
+def fusion_version() -> str:
+    """A hash of the code behind the label statistics and the fused references (this module, STAPLE, the vote fusion, the
+    references): the splits cache is keyed by the adapters' code only, so these are recomputed when this changes."""
+    digest = hashlib.sha256()
+    for path in (Path(__file__), Path(fusion_module.__file__), Path(staple_module.__file__), Path(scoring_module.__file__)):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
 
 
 @lru_cache(maxsize=4)
@@ -59,12 +75,12 @@ def fused_test_references(
     """The test split's majority and STAPLE references (bench/evaluate/scoring.py `fused_references`), the same for every
     cell of a data setting: computed once and kept beside the cached splits (`<splits>-references.npz`)."""
     splits_path = data_cache.cache_path(cache_folder, dataset, raters, noise, data_root) if cache_folder is not None else None
-    path = splits_path.with_name(splits_path.stem + "-references.npz") if splits_path is not None else None
+    path = splits_path.with_name(f"{splits_path.stem}-references-{fusion_version()}.npz") if splits_path is not None else None
     if path is not None and path.is_file():
         try:
             with np.load(path, allow_pickle=False) as f:
                 return {k: f[k] for k in f.files}
-        except (OSError, ValueError):  # a torn file: computed again below
+        except Exception:  # a torn or foreign file: computed again below
             pass
     fused = fused_references(load_splits(dataset, data_root, raters, noise, cache_folder).test)
     if path is not None:

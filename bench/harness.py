@@ -7,6 +7,7 @@ methods own only their networks and losses.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import sys
 import time
@@ -21,6 +22,7 @@ from tqdm.auto import tqdm
 
 from bench.budget import Schedule
 from bench.checkpoints import append_log, logged_stops, resume, save_checkpoint, trim_log
+from bench.store import locked, write_json
 from methods.base import Method, StepContext
 
 
@@ -95,30 +97,41 @@ def faster(timings: dict[str, float]) -> str:
     return min(timings, key=lambda name: (timings[name], list(timings).index(name)))
 
 
-def resolve_precision(method: Method, data: dict[str, torch.Tensor], sched: Schedule, device: torch.device, precision: str) -> dict:
+def resolve_precision(
+    method: Method, data: dict[str, torch.Tensor], sched: Schedule, device: torch.device, precision: str, record: Path | None = None
+) -> dict:
     """The precision a cell trains and predicts in: {"precision": "fp32" | "bf16", "tf32": bool, "step_ms": {...}}.
 
     `fp32` and `bf16` are kept. `auto` on the CPU is bf16 where the CPU computes it natively, else
     fp32. `auto` on CUDA measures: fp32 with TF32 matrix products, and bf16 autocast, each for 10
     steps of a copy of the method on a batch of the cell's shape (bilinear upsampling's backward is
-    slow in bf16 on some cards, so the faster one depends on the shape), and keeps the faster; the
-    choice is made once per configuration and batch shape in a process. TF32 is on for fp32 on
-    CUDA. Both change results, so the cell's manifest records them.
+    slow in bf16 on some cards, so the faster one depends on the shape), and keeps the faster. The
+    choice is made once per card, method configuration and batch shape and kept in `record` (a JSON
+    file of the results folder, written under a lock), so every cell of that configuration, whatever
+    ran beside it, trains in the same precision. TF32 is on exactly when fp32 is chosen on CUDA.
+    Both change results, so the cell's manifest records them.
     """
     if device.type != "cuda":
         dtype = autocast_dtype(device, precision)
         return {"precision": "bf16" if dtype is not None else "fp32", "tf32": False, "step_ms": {}}
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
-    if precision != "auto":
-        return {"precision": precision, "tf32": precision == "fp32", "step_ms": {}}
-    index = torch.arange(min(sched.batch_size, len(data["images"])))
-    key = (type(method).__name__, repr(method.cfg), tuple(data["images"][index].shape))
-    if key not in _CUDA_CHOICES:
-        batch = make_batch(data, index, device)
-        timings = {name: _step_ms(method, batch, sched, device, dtype) for name, dtype in (("fp32", None), ("bf16", torch.bfloat16))}
-        _CUDA_CHOICES[key] = {"precision": faster(timings), "step_ms": {k: round(v, 3) for k, v in timings.items()}}
-    choice = _CUDA_CHOICES[key]
-    return {**choice, "tf32": choice["precision"] == "fp32"}
+    choice = {"precision": precision, "step_ms": {}}
+    if precision == "auto":
+        index = torch.arange(min(sched.batch_size, len(data["images"])))
+        key = repr((torch.cuda.get_device_name(device), type(method).__name__, method.cfg, tuple(data["images"][index].shape)))
+        with locked(record.with_suffix(".lock")) if record is not None else nullcontext():
+            known = json.loads(record.read_text()) if record is not None and record.is_file() else {}
+            if key not in known and key not in _CUDA_CHOICES:
+                batch = make_batch(data, index, device)
+                timings = {
+                    name: _step_ms(method, batch, sched, device, dtype) for name, dtype in (("fp32", None), ("bf16", torch.bfloat16))
+                }
+                _CUDA_CHOICES[key] = {"precision": faster(timings), "step_ms": {k: round(v, 3) for k, v in timings.items()}}
+            choice = known.get(key) or _CUDA_CHOICES[key]
+            if record is not None and key not in known:
+                write_json(record, {**known, key: choice})
+    tf32 = choice["precision"] == "fp32"
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = tf32
+    return {**choice, "tf32": tf32}
 
 
 def _step_ms(method: Method, batch: dict[str, torch.Tensor], sched: Schedule, device: torch.device, dtype, steps: int = 10) -> float:

@@ -186,7 +186,10 @@ def absent(dataset: str, data_root: Path) -> str:
 
 
 def assess_value(value, table: pd.DataFrame, cells: pd.DataFrame, paper: Study) -> tuple:
-    """A number of the text, against the first setting that measured it (the paper's setting first)."""
+    """A number of the text, against the first setting that measured it (the paper's setting first); a number against
+    an expert ground truth that was never released is not comparable, measured or not."""
+    if value.column.reference == "expert" and value.method == "average":
+        return value, None, Entry(value.method, (value.mean, value.sd), None, "not comparable: the paper's expert GT was not released")
     t = Table(value.id, value.id, value.line, value.text, (value.column,), ())
     for dataset in stand_ins(t, value.column.dataset):
         reference = measured_reference(value.column, dataset)

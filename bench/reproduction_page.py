@@ -49,6 +49,8 @@ def figure_files(assessment: Assessment, fig_dir: Path, data_root: Path) -> dict
     fig_dir.mkdir(parents=True, exist_ok=True)
     results = assessment.results
     out: dict[tuple, list[Path]] = {}
+    if not (results / "metrics.parquet").is_file():  # nothing collected: no figure
+        return out
     table = pd.read_parquet(results / "metrics.parquet")
     table = table[table["noise"] == "protocol"]
     for path in report.write_boxplots(table, report.all_tests(table), fig_dir):
@@ -120,7 +122,7 @@ def page(a: Assessment, figs: dict, out_dir: Path) -> list[Block]:
     for c in a.claims:
         blocks += [("p", f"**{c.verdict}** — {c.claim.text} (`{c.claim.id}`, line {c.claim.line})"), ("list", c.evidence or ["—"])]
     blocks += [("h", 2, "Numbers of the text"), ("table", ["line", "what", "paper", "measured", "verdict"], [
-        [str(v.line), v.text, _pm(v.mean, v.sd), _measured(e) if e else "–", (e.verdict if e else "not run") + (f" ({g.note})" if g else "")]
+        [str(v.line), v.text, _pm(v.mean, v.sd), _measured(e) if e and e.measured else "–", (e.verdict if e else "not run") + (f" ({g.note})" if g else "")]
         for v, g, e in a.values
     ])]  # fmt: skip
     blocks += readings_blocks(a)
@@ -216,7 +218,7 @@ def readings_blocks(a: Assessment) -> list[Block]:
         ("h", 2, "LF-Net's declared readings"),
         ("p", "Declared before any was run (docs/decisions.md). The teacher's mean p(fg) on the validation pixels outside the "
               "threshold-vote mask, split by what GT says there, over the cells that ran (GT read after training, a diagnostic):"),
-        ("table", ["method", "reading", "line", "p(fg) | GT fg", "p(fg) | GT bg", "cells"], rows),
+        ("table", ["method", "reading", "line", "p(fg) where GT is fg", "p(fg) where GT is bg", "cells"], rows),
     ]  # fmt: skip
 
 
@@ -242,7 +244,7 @@ def to_markdown(blocks: list[Block]) -> str:
         elif b[0] == "list":
             out.append("\n".join(f"- {item}" for item in b[1]))
         elif b[0] == "table":
-            lines = ["| " + " | ".join(b[1]) + " |", "|" + " --- |" * len(b[1])]
+            lines = ["| " + " | ".join(h.replace("|", "/") for h in b[1]) + " |", "|" + " --- |" * len(b[1])]
             out.append("\n".join(lines + ["| " + " | ".join(c.replace("|", "/") for c in row) + " |" for row in b[2]]))
         elif b[0] == "img":
             out.append(f"![{b[2]}]({b[1].as_posix()})")

@@ -48,11 +48,13 @@ VALUE_RULE = (
 CLAIM_RULE = (
     "A claim about an order (a method beats another, is best, each module helps) **holds** only where the order holds "
     "in the means and every paired two-sided Wilcoxon signed-rank test behind it, on per-case values averaged over "
-    f"seeds and Holm-adjusted within the claim, has p < {ALPHA:g}. A margin claim also needs the measured margin to be "
-    f"at least the claimed one minus {TOLERANCE_POINTS:g} points; a claim of no effect holds when the difference is "
-    f"within {TOLERANCE_POINTS:g} points or not significant. A claim on label statistics is checked on the rater pool "
-    "itself, without training. Otherwise it **does not hold**; with only pipeline checks behind it, it is a **pipeline "
-    "check**; with no cell behind it, **not run**."
+    f"seeds and Holm-adjusted within each column (dataset, metric, noise level) of the claim, has p < {ALPHA:g} with "
+    'its effect in the claimed direction. A claim against "every competitor" means the rows of the paper\'s table. A '
+    f"margin claim also needs the measured margin to be at least the claimed one minus {TOLERANCE_POINTS:g} points; a "
+    f"claim of no effect holds when each difference is within {TOLERANCE_POINTS:g} points or not significant, either "
+    "way. A claim on label statistics is checked on the rater pool itself, without training. Otherwise it **does not "
+    "hold**; with only pipeline checks behind it, it is a **pipeline check**; with part of its comparisons missing, "
+    "**incomplete**; with no cell behind it, **not run**."
 )
 
 
@@ -141,9 +143,11 @@ def is_paper_setting(group: Group) -> bool:
 
 
 def group_for(dataset: str, raters: str, own: str, cells: pd.DataFrame, column: Column, paper: Study) -> Group:
-    mine = cells[(cells["dataset"] == dataset) & (cells["raters"] == raters) & (cells["noise"] == "protocol")]
+    """The protocol group of a rater setting: how far its cells can be trusted (budget, stand-in, reference), their label
+    statistics (at the protocol) and how they stopped (every noise level: a noise sweep is graded as its cells are)."""
+    mine = cells[(cells["dataset"] == dataset) & (cells["raters"] == raters)]
     budget = ", ".join(sorted(set(mine["budget"])))
-    labels = next((x for x in mine["labels"] if x), {})
+    labels = next((x for x in mine.loc[mine["noise"] == "protocol", "labels"] if x), {})
     counts = mine["stops"].value_counts()
     stops = " · ".join(f"{s or 'unknown'} {c}/{len(mine)}" for s, c in counts.items())
     flagged = mine[mine["flag"] != ""].groupby(["method", "flag"]).size()

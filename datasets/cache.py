@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import zipfile
 from functools import cache
 from pathlib import Path
 
@@ -96,6 +97,6 @@ def load(path: Path) -> Splits | None:
                     raters_simulated=meta["raters_simulated"],
                     spacing=tuple(meta["spacing"]),
                 )
-    except (OSError, ValueError, KeyError, EOFError, DataError):  # DataError: it fails today's checks
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, DataError):  # DataError: it fails today's checks
         return None
     return Splits(**parts, rule=header["rule"], raters_info=header["raters_info"])

@@ -53,10 +53,13 @@ the pixels whose seeded uniform draw is below f:
   from the full support whose draw is below min(s, 1); for 1 < s <= 2 also the pixels of the
   kept blocks whose draw is below s - 1, so wrong is empty from s = 2 on.
 
-Block membership is always that of the full support, so a pixel's fate does not move with s,
-and the pool's Average falls monotonically enough in s for bisection (datasets/noise.py).
-Random draws: image i draws from ``np.random.default_rng([seed, keys[i]])``, in a fixed order
-that does not depend on s; at s = 1 every rule is deterministic.
+Block membership is always that of the full support, so a pixel's fate does not move with s.
+Over and under are nested chains; wrong is not (it gains support pixels and loses deleted ones as
+s grows), but its Dice with GT, and the pool's Average, fall monotonically enough in s for
+bisection (datasets/noise.py). Wrong's start and over share their growth draws, so at any s the
+support pixels wrong gains are among those over gains. Random draws: image i draws from
+``np.random.default_rng([seed, keys[i], 1])``, in a fixed order that does not depend on s; at
+s = 1 every rule is deterministic.
 """
 
 from __future__ import annotations
@@ -89,6 +92,8 @@ OVER_LEVELS = 3
 WRONG_PASSES = 2
 #: Slices of the volume the release was simulated in; the kept slice.
 SLICES, KEPT_SLICE = 3, 1
+#: The third entropy word of the raters' random stream (see `_draws`).
+RATER_STREAM = 1
 
 
 def simulate_raters_cm(
@@ -136,10 +141,14 @@ def _simulate(gt, raw, seed, strength, keys, wrong_rule) -> np.ndarray:
 
 
 def _draws(keys: np.ndarray, seed: int, shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per-image uniform [0, 1) fields (n, H, W) float32, drawn in a fixed order: growth, erosion, deletion."""
+    """Per-image uniform [0, 1) fields (n, H, W) float32, drawn in a fixed order: growth, erosion, deletion.
+
+    The stream is `default_rng([seed, key, RATER_STREAM])`, not the `[seed, key]` stream of the input noise
+    (datasets/mnist.py), so the raters' draws and the image's noise are independent.
+    """
     u = np.empty((len(keys), 3) + tuple(shape), dtype=np.float32)
     for i, key in enumerate(keys):
-        u[i] = np.random.default_rng([seed, int(key)]).random((3,) + tuple(shape), dtype=np.float32)
+        u[i] = np.random.default_rng([seed, int(key), RATER_STREAM]).random((3,) + tuple(shape), dtype=np.float32)
     return u[:, 0], u[:, 1], u[:, 2]
 
 

@@ -47,11 +47,12 @@ Decisions on the paper's open points (docs/methods.md#lf-net-open-points; record
   through P2, so it cannot model a rater from the image alone and bypass the segmentation network.
   ``rcn_sees_image=True`` concatenates the image (option (b)).
 - Shared-feature reading (``rater_module="shared"``, ``lf-net-rcn-shared``): the paper never says
-  how the RCN connects to the segmentation network. Read "the backbone network is the 2D U-Net,
-  except the last decoder layer" as the segmentation U-Net itself, the RCN's R heads (the last
-  decoder layer's 3×3 conv + BN + ReLU and a 1×1 class head per rater, ``RaterHeads``) sit on the
-  segmentation network's last decoder features, so L_rcl shapes Θ2's features directly instead
-  of reaching Θ2 through P2. Run as a declared reading beside ``rcn_sees_image=True``
+  how the RCN connects to the segmentation network. Read "the backbone network is the 2D U-Net"
+  as the segmentation U-Net itself: R per-rater heads (a 3×3 conv + BN + ReLU and a 1×1 class
+  head each, ``RaterHeads``) sit on top of the segmentation network's complete last decoder block,
+  whose output also feeds its own class head, so L_rcl shapes Θ2's features directly instead of
+  reaching Θ2 through P2. (The heads add a layer rather than replacing the last decoder conv, as
+  the separate RCN does.) Run as a declared reading beside ``rcn_sees_image=True``
   (``lf-net-rcn-image``), not as the default.
 - RCN architecture ("the backbone network is the 2D U-Net, except the last decoder layer, where the
   branches are split"): the shared U-Net whose last decoder block keeps its first 3×3 conv shared;

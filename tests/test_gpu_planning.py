@@ -50,13 +50,14 @@ def test_cells_spread_over_the_cards_before_sharing_one(two_cards, tmp_path):
     assert sorted(p.name for p in (tmp_path / "locks").rglob("*.lock"))[:2] == ["gpu-0-slot-0.lock", "gpu-0-slot-1.lock"]
 
 
-def test_the_cuda_precision_is_measured_once_per_shape_and_recorded(monkeypatch):
+def test_the_cuda_precision_is_measured_once_per_shape_and_recorded(monkeypatch, tmp_path):
     """The faster of fp32 (with TF32) and bf16 for the cell's shape, measured once; here with a test double for the timer."""
     from methods import DataSpec, build_method
 
     measured = []
     monkeypatch.setattr(harness, "_step_ms", lambda method, batch, sched, device, dtype: measured.append(dtype) or (3.0 if dtype else 2.0))
     monkeypatch.setattr(harness, "make_batch", lambda data, index, device: data)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Test Card")
     monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", torch.backends.cuda.matmul.allow_tf32)  # restored after
     monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", torch.backends.cudnn.allow_tf32)
     harness._CUDA_CHOICES.clear()
@@ -64,10 +65,13 @@ def test_the_cuda_precision_is_measured_once_per_shape_and_recorded(monkeypatch)
     data = {"images": torch.zeros(8, 1, 16, 16)}
     sched = harness.fixed_schedules(method, 10, 4)["train"]
     cuda = torch.device("cuda")
-    first = harness.resolve_precision(method, data, sched, cuda, "auto")
-    again = harness.resolve_precision(method, data, sched, cuda, "auto")
+    record = tmp_path / "cuda-precision.json"
+    first = harness.resolve_precision(method, data, sched, cuda, "auto", record)
+    again = harness.resolve_precision(method, data, sched, cuda, "auto", record)
     assert first == again == {"precision": "fp32", "step_ms": {"fp32": 2.0, "bf16": 3.0}, "tf32": True}
     assert measured == [None, torch.bfloat16]  # once for this configuration and shape
+    harness._CUDA_CHOICES.clear()  # another process: reads the record, measures nothing
+    assert harness.resolve_precision(method, data, sched, cuda, "auto", record) == first and len(measured) == 2
     assert harness.resolve_precision(method, data, sched, cuda, "bf16") == {"precision": "bf16", "tf32": False, "step_ms": {}}
     assert harness.faster({"fp32": 1.0, "bf16": 1.0}) == "fp32" and harness.faster({"fp32": 2.0, "bf16": 1.0}) == "bf16"
     cpu = harness.resolve_precision(method, data, sched, torch.device("cpu"), "auto")
