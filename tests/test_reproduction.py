@@ -17,8 +17,9 @@ LABELS = {"average": 0.465, "majority": 0.63, "majority_area_ratio": 0.54, "mean
           "staple": 0.95, "staple_area_ratio": 1.1, "tv_gt_share": 0.12, "tv_empty_share": 0.2, "gt_area": 104.0, "raters": {}}  # fmt: skip
 
 
-def write_cell(results, method: str, seed: int, dsc: np.ndarray, budget: str = "plateau", dataset: str = "mnist-5k", raters: str = "lfnet"):
-    """One finished cell as bench/sweep.py leaves it (manifest, config, metrics), scored against GT only."""
+def write_cell(results, method: str, seed: int, dsc: np.ndarray, budget: str = "plateau", dataset: str = "mnist-5k", raters: str = "lfnet",
+               reference: str = "gt"):  # fmt: skip
+    """One finished cell as bench/cell.py leaves it (manifest, config, metrics), scored against one reference only."""
     keys = {"dataset": dataset, "raters": raters, "noise": "protocol", "method": method, "seed": seed}
     folder = store.cell_dir(results, store.Cell(**keys))
     folder.mkdir(parents=True)
@@ -30,7 +31,7 @@ def write_cell(results, method: str, seed: int, dsc: np.ndarray, budget: str = "
     for case, value in enumerate(dsc):
         tp = int(round(100 * value))
         for metric, v in (("dsc", value), ("bahd", 5 * (1 - value))):
-            rows.append({**keys, "reference": "gt", "case": f"c{case:02d}", "structure": "foreground", "metric": metric, "value": v,
+            rows.append({**keys, "reference": reference, "case": f"c{case:02d}", "structure": "foreground", "metric": metric, "value": v,
                          "tp": tp, "fp": 100 - tp, "fn": 100 - tp, "n_gt": 100, "n_pred": 100, "gt_to_pred_sum": np.nan,
                          "pred_to_gt_sum": np.nan})  # fmt: skip
     store.write_table(folder / "metrics.parquet", pd.DataFrame(rows, columns=COLUMNS))
@@ -119,3 +120,32 @@ def test_the_page_states_the_rule_first_and_embeds_its_figures(verdicts, tmp_pat
     assert "![boxplot" in md and (tmp_path / "paper" / "figures").is_dir()
     assert "data:image/png;base64," in page and 'src="figures/' not in page and "<table>" in page
     assert page.count("<h2>") == md.count("\n## ") + md.startswith("## ")
+
+
+def test_an_order_needs_its_effect_in_the_claimed_direction(tmp_path):
+    """LF-Net ahead in the mean by a few large wins while it loses most cases: significant, but the other way: no claim holds."""
+    other = np.full(40, 0.90)
+    ours = np.concatenate([other[:35] - 0.01, other[35:] + 0.09])  # mean +0.00375, median −0.01
+    for seed in range(3):
+        write_cell(tmp_path, "lf-net", seed, ours)
+        write_cell(tmp_path, "mv-unet", seed, other)
+    store.collect(tmp_path)
+    a = reproduction.assess(tmp_path, tmp_path / "data")
+    best = claim(a, "best-everywhere")
+    assert best.verdict == "does not hold", best.evidence
+    assert any("effect size -" in line for line in best.evidence)
+
+
+def test_no_effect_means_no_effect_either_way_and_a_partial_ablation_is_incomplete(tmp_path):
+    worse = np.linspace(0.60, 0.70, 30)
+    for seed in range(3):  # LIDC: LF-Net 5 points below its variant without the rater net: an effect, the wrong way
+        write_cell(tmp_path, "lf-net", seed, worse, dataset="lidc", raters="real", reference="majority")
+        write_cell(tmp_path, "lf-net-s-tv-sls", seed, worse + 0.05, dataset="lidc", raters="real", reference="majority")
+        for method in ("lf-net-s", "lf-net-s-tv"):  # Choledoch: two of the ablation's rows only
+            write_cell(tmp_path, method, seed, worse + (0.1 if method == "lf-net-s-tv" else 0), dataset="choledoch", raters="choledoch")
+    store.collect(tmp_path)
+    a = reproduction.assess(tmp_path, tmp_path / "data")
+    tie = claim(a, "lidc-rcn-no-help")
+    assert tie.verdict == "does not hold" and "an effect" in tie.evidence[0], tie.evidence
+    modules = claim(a, "each-module-helps")
+    assert modules.verdict == "incomplete" and any("not run: S+TV+SLS vs S+TV" in line for line in modules.evidence), modules.evidence
