@@ -51,7 +51,7 @@ def assess_claim(claim: Claim, tables: list[TableReport], table: pd.DataFrame, c
         return combine(claim, checks)
     checks = []
     for column in claim_columns(claim):
-        for dataset in samples(column.dataset):
+        for dataset in claim_datasets(column, table, paper):
             reference = measured_reference(column, dataset)
             mine = cells[cells["dataset"] == dataset]
             for raters in sorted(set(mine["raters"])):
@@ -75,6 +75,17 @@ def competitors(table_id: str, paper: Study) -> list[str]:
     """The methods a paper table compares with its reference method: its rows but the reference, the Oracle and the Average."""
     rows = [r.method for r in paper.table(table_id).rows] if table_id else []
     return [m for m in rows if m not in (paper.reference_method, paper.oracle, "average")]
+
+
+def claim_datasets(column: Column, table: pd.DataFrame, paper: Study) -> list[str]:
+    """Where a claim on a column is checked: its dataset and the samples of it, then the stand-in any paper table declares
+    for that dataset where the stand-in has the column's metric and structure (its checks are pipeline checks)."""
+    out = samples(column.dataset)
+    for t in paper.tables:
+        if t.stand_in and t.stand_in not in out and any(c.dataset == column.dataset for c in t.columns):
+            rows = table[(table["dataset"] == t.stand_in) & (table["metric"] == column.metric) & (table["structure"] == column.structure)]
+            out += [t.stand_in] if len(rows) else []
+    return out
 
 
 def table_of_dataset(dataset: str, paper: Study) -> str:

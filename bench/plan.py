@@ -95,23 +95,26 @@ class SweepSpec:
 
 
 def resolve_methods(text: str, has_gt: bool = True) -> list[str]:
-    """`all` = the paper's methods plus the oracle (where the dataset has ground truth to train it); `ablation` = LF-Net's
-    ablation rows; `readings` = LF-Net under each declared reading of the paper's open points; or a list."""
+    """A comma list of method names and groups, in order, each method once: `all` = the paper's methods plus the oracle
+    (where the dataset has ground truth to train it); `ablation` = LF-Net's ablation rows; `readings` = LF-Net under each
+    declared reading of the paper's open points."""
     paper = study.current()
-    if text == "all":
-        return [*methods.method_names("main"), *([paper.oracle] if has_gt else [])]
-    if text == "ablation":  # Table IV: the full model and its ablation variants
-        return [paper.reference_method, *methods.method_names("ablation")]
-    if text == "readings":  # the study's declared readings, the one reported as the method first
-        return [r["method"] for r in paper.readings]
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    if not names:
-        raise PlanError("--methods is empty; give all, ablation or a comma list, e.g. --methods mv-unet,lf-net")
+    groups = {
+        "all": [*methods.method_names("main"), *([paper.oracle] if has_gt else [])],
+        "ablation": [paper.reference_method, *methods.method_names("ablation")],  # Table IV: the full model and its variants
+        "readings": [r["method"] for r in paper.readings],  # the one reported as the method first
+    }
+    items = [n.strip() for n in text.split(",") if n.strip()]
+    if not items:
+        raise PlanError("--methods is empty; give all, ablation, readings or a comma list, e.g. --methods mv-unet,lf-net")
+    refuse_twice("--methods", text, items)
     known = [*methods.method_names(), paper.oracle]
-    for name in names:
-        if name not in known:
-            raise PlanError(f"unknown method {name!r}; known: {', '.join(known)}")
-    return names
+    names = []
+    for item in items:
+        if item not in known and item not in groups:
+            raise PlanError(f"unknown method {item!r}; known: {', '.join(known)} (groups: {', '.join(groups)})")
+        names += groups.get(item, [item])
+    return list(dict.fromkeys(names))  # groups may share a method (lf-net is in all three): each runs once
 
 
 def refuse_twice(flag: str, text: str, values: list) -> None:

@@ -49,6 +49,7 @@ class Assessment:
     tables: list[TableReport]
     claims: list[ClaimReport]
     values: list[tuple]  # (study Value, Group or None, Entry or None)
+    readings: list[dict]  # one row per declared reading × (dataset, raters) that ran it, see `assess_readings`
 
 
 # --------------------------------------------------------------------------- reading the results folder
@@ -88,7 +89,49 @@ def assess(results: Path, data_root: Path, paper: Study | None = None) -> Assess
     tables = [assess_table(t, table, cells, paper, data_root) for t in paper.tables]
     values = [assess_value(v, table, cells, paper) for v in paper.values]
     claims = [assess_claim(c, tables, table, cells, paper) for c in paper.claims]
-    return Assessment(paper, results, budget, tables, claims, values)
+    return Assessment(paper, results, budget, tables, claims, values, assess_readings(table, results, paper))
+
+
+def assess_readings(table: pd.DataFrame, results: Path, paper: Study) -> list[dict]:
+    """Each declared reading of the reference method, per (dataset, raters) at the protocol: DSC vs the dataset's reference
+    (per-seed case means), precision / recall / area, the paired test against the first reading, and the teacher's mean
+    p(fg) outside the threshold-vote mask split by GT (from the manifests)."""
+    if not paper.readings:
+        return []
+    first = paper.readings[0]["method"]
+    names = [r["method"] for r in paper.readings]
+    teachers: dict[tuple, list[dict]] = {}
+    for _, info in store.manifests(results):
+        cell = info["cell"]
+        if cell["method"] in names and cell["noise"] == "protocol" and info.get("teacher"):
+            teachers.setdefault((cell["dataset"], cell["raters"], cell["method"]), []).append(info["teacher"])
+    rows = table[(table["metric"] == "dsc") & (table["noise"] == "protocol") & table["method"].isin(names)]
+    out = []
+    for (dataset, raters), part in rows.groupby(["dataset", "raters"], sort=True):
+        part = part[part["reference"] == DATASETS[dataset].reference]
+        structure = part["structure"].iloc[0] if len(part) else "foreground"
+        part = part[part["structure"] == structure]
+        column = Column(dataset, "dsc", DATASETS[dataset].reference, structure)
+        seeds = per_seed(part, column, column.reference)
+        pooled = areas(part, dataset, raters, column.reference, column)
+        tests = stats.paired_tests(part, "dsc", structure, first, True, others=[n for n in names if n != first])
+        tests = tests.set_index("method") if len(tests) else pd.DataFrame()
+        for reading in paper.readings:
+            method = reading["method"]
+            got = seeds[seeds["method"] == method]["value"].to_numpy()
+            if not len(got):
+                continue
+            ts = teachers.get((dataset, raters, method), [])
+            out.append({
+                **reading, "dataset": dataset, "raters": raters, "structure": structure,
+                "measured": measure(got, scale("dsc")),
+                "areas": pooled.loc[method].to_dict() if method in pooled.index else {},
+                "test": tests.loc[method].to_dict() if method in tests.index else None,
+                "teacher_fg": float(np.mean([t["p_fg_outside_tv_gt_fg"] for t in ts])) if ts else math.nan,
+                "teacher_bg": float(np.mean([t["p_fg_outside_tv_gt_bg"] for t in ts])) if ts else math.nan,
+                "teacher_cells": len(ts),
+            })  # fmt: skip
+    return out
 
 
 def assess_table(t: Table, table: pd.DataFrame, cells: pd.DataFrame, paper: Study, data_root: Path) -> TableReport:

@@ -20,7 +20,7 @@ import pandas as pd
 from bench import data, figures, report, report_tables, result_figures, store, study
 from bench.reproduction import Assessment
 from bench.rows import display
-from bench.verdicts import CLAIM_RULE, VALUE_RULE, Entry, Group, TableReport, digits, is_paper_setting
+from bench.verdicts import CLAIM_RULE, VALUE_RULE, Entry, Group, TableReport, digits, is_paper_setting, scale
 
 Block = tuple  # ("h", level, text) | ("p", text) | ("list", items) | ("table", header, rows) | ("img", path, caption)
 
@@ -116,8 +116,9 @@ def page(a: Assessment, figs: dict, out_dir: Path) -> list[Block]:
         ("h", 2, "Headline"),
         ("list", headline(a)),
     ]
+    shown: set[Path] = set()  # a figure is embedded once, under the first table that shows its group
     for t in a.tables:
-        blocks += table_blocks(t, figs, out_dir)
+        blocks += table_blocks(t, figs, out_dir, shown)
     blocks += [("h", 2, "Claims of the text")]
     for c in a.claims:
         blocks += [("p", f"**{c.verdict}** — {c.claim.text} (`{c.claim.id}`, line {c.claim.line})"), ("list", c.evidence or ["—"])]
@@ -149,7 +150,7 @@ def headline(a: Assessment) -> list[str]:
     return lines
 
 
-def table_blocks(t: TableReport, figs: dict, out_dir: Path) -> list[Block]:
+def table_blocks(t: TableReport, figs: dict, out_dir: Path, shown: set[Path]) -> list[Block]:
     blocks: list[Block] = [("h", 2, f"{t.table.label}: {t.table.title} (line {t.table.line})")]
     if t.not_run:
         blocks.append(("list", t.not_run))
@@ -164,9 +165,13 @@ def table_blocks(t: TableReport, figs: dict, out_dir: Path) -> list[Block]:
             blocks.append(("table", ["method", "paper", "measured (n seeds)", "95 % CI", "Δ", "verdict", "precision / recall / area"],
                            [entry_row(e, extra, places) for e in rows]))  # fmt: skip
             blocks.append(("p", ranking_line(g.ranking.get(j, {}))))
-        for key in (("boxplot", g.dataset, g.raters), ("curves", g.dataset, g.raters), ("fused", g.dataset, g.raters)):
-            for path in figs.get(key, []):
-                blocks.append(("img", path.relative_to(out_dir), f"{key[0]}: {path.stem}"))
+        paths = [path for kind in ("boxplot", "curves", "fused") for path in figs.get((kind, g.dataset, g.raters), [])]
+        if any(path in shown for path in paths):
+            blocks.append(("p", f"The box plots, learning curves and fused labels of {g.dataset} `{g.raters}` are shown above."))
+        for path in paths:
+            if path not in shown:
+                blocks.append(("img", path.relative_to(out_dir), path.stem))
+                shown.add(path)
     return blocks
 
 
@@ -200,25 +205,41 @@ def ranking_line(r: dict) -> str:
         parts.append(f"best measured: {display(r['winner'])} (paper: {display(r['paper_winner']) if r.get('paper_winner') else '–'})")
     test = r.get("test")
     if test:
-        parts.append(f"{display(test['method'])} vs {display(test['reference_method'])}: median difference {r['scale'] * -test['median_diff']:+.2f} "
-                     f"points per case in {display(test['method'])}'s favour, Wilcoxon p {test['p']:.2g}")  # fmt: skip
+        diff = r["scale"] * -test["median_diff"]
+        diff = f"{diff:+.2f} points" if r["scale"] == 100 else f"{diff:+.3f}"  # DSC-like in points of %, bAHD in pixels
+        parts.append(f"{display(test['method'])} vs {display(test['reference_method'])}: median difference {diff} per case in "
+                     f"{display(test['method'])}'s favour, Wilcoxon p {test['p']:.2g}")  # fmt: skip
     return "; ".join(parts) or "no ranking: fewer than three methods with a paper value"
 
 
 def readings_blocks(a: Assessment) -> list[Block]:
+    if not a.study.readings:
+        return []
+    head = [("h", 2, "LF-Net's declared readings"),
+            ("p", "Declared before any was run (docs/decisions.md): " + "; ".join(
+                f"`{r['method']}` (line {r['line']}): {r['text']}" for r in a.study.readings) + ".")]  # fmt: skip
+    if not a.readings:
+        return [
+            *head,
+            ("p", "No cells of these readings in this results folder (python -m bench run --methods readings --budget plateau)."),
+        ]
+    first = a.study.readings[0]["method"]
     rows = []
-    for reading in a.study.readings:
-        teachers = [info.get("teacher", {}) for _, info in store.manifests(a.results) if info["cell"]["method"] == reading["method"]
-                    and info["cell"]["noise"] == "protocol" and info.get("teacher")]  # fmt: skip
-        fg = [t["p_fg_outside_tv_gt_fg"] for t in teachers]
-        bg = [t["p_fg_outside_tv_gt_bg"] for t in teachers]
-        mean = lambda xs: f"{sum(xs) / len(xs):.3f}" if xs else "–"  # noqa: E731
-        rows.append([f"`{reading['method']}`", reading["text"], str(reading["line"]), mean(fg), mean(bg), str(len(teachers))])
+    for r in a.readings:
+        test, ar = r["test"], r["areas"]
+        versus = f"{-test['median_diff'] * scale('dsc'):+.2f}, Holm p {test['p_holm']:.2g}" if test else "–"
+        prf = " / ".join(f"{ar[k]:.2f}" for k in ("precision", "recall", "area")) if ar else "–"
+        teacher = f"{r['teacher_fg']:.3f} / {r['teacher_bg']:.3f} ({r['teacher_cells']})" if r["teacher_cells"] else "–"
+        rows.append([f"{r['dataset']} `{r['raters']}`", f"`{r['method']}`", _measured(Entry(r["method"], None, r["measured"], "")),
+                     versus, prf, teacher])  # fmt: skip
     return [
-        ("h", 2, "LF-Net's declared readings"),
-        ("p", "Declared before any was run (docs/decisions.md). The teacher's mean p(fg) on the validation pixels outside the "
-              "threshold-vote mask, split by what GT says there, over the cells that ran (GT read after training, a diagnostic):"),
-        ("table", ["method", "reading", "line", "p(fg) where GT is fg", "p(fg) where GT is bg", "cells"], rows),
+        *head,
+        ("p", f"DSC (%) against each dataset's reference at the protocol; the median per-case difference from `{first}` "
+              "(paired Wilcoxon, Holm within the readings); precision / recall / predicted area ÷ reference area pooled over "
+              "cases and seeds; the teacher's mean p(fg) on the validation pixels outside the threshold-vote mask where GT is "
+              "foreground / background (GT read after training, a diagnostic). Readings that differ only in the segmentation "
+              "stage train the same soft-label network from the same seed, so their teacher columns agree."),
+        ("table", ["setting", "method", "DSC (n seeds)", f"vs `{first}`", "precision / recall / area", "teacher p(fg) outside TV: GT fg / bg (cells)"], rows),
     ]  # fmt: skip
 
 

@@ -16,7 +16,7 @@ import torch
 from test_protocol import Scripted, rule, tiny
 
 import methods
-from bench import cell, cli, harness, plan, report, store, sweep
+from bench import cell, cli, harness, plan, report, store, study, sweep
 from bench.budget import BUDGETS
 from bench.cli import report as report_verb
 from bench.cli import run as run_verb
@@ -86,6 +86,16 @@ def test_set_with_a_wrong_type_is_one_line_before_any_cell(tmp_path, capsys):
 def test_duplicate_seeds_or_noise_levels_are_refused(flags, expected, tmp_path, capsys):
     code, out, err = run_main(["run", "--methods", "mv-unet", *flags, "--dry-run", "--results", str(tmp_path / "r")], capsys)
     assert (code, err) == (2, expected)
+
+
+def test_method_groups_combine_and_each_method_runs_once(capsys, tmp_path):
+    paper = study.current()
+    names = plan.resolve_methods("all,ablation,readings")
+    assert len(names) == len(set(names)) and names[: len(plan.resolve_methods("all"))] == plan.resolve_methods("all")
+    assert set(plan.resolve_methods("ablation")) | {r["method"] for r in paper.readings} <= set(names)
+    assert plan.resolve_methods("readings,mv-unet") == [*(r["method"] for r in paper.readings), "mv-unet"]
+    code, out, err = run_main(["run", "--methods", "mv-unet,all,mv-unet", "--dry-run", "--results", str(tmp_path / "r")], capsys)
+    assert (code, err) == (2, "error: --methods mv-unet,all,mv-unet: mv-unet given more than once; list each value once\n")
 
 
 # --------------------------------------------------------------------------- 3. no abbreviated flags

@@ -149,3 +149,28 @@ def test_no_effect_means_no_effect_either_way_and_a_partial_ablation_is_incomple
     assert tie.verdict == "does not hold" and "an effect" in tie.evidence[0], tie.evidence
     modules = claim(a, "each-module-helps")
     assert modules.verdict == "incomplete" and any("not run: S+TV+SLS vs S+TV" in line for line in modules.evidence), modules.evidence
+
+
+def test_a_claim_measured_only_on_a_stand_in_is_a_pipeline_check(tmp_path):
+    """Table IV's rows on mnist-5k (its declared stand-in for Choledoch): the ablation claim is checked there, never graded."""
+    means = {"lf-net-s": 0.60, "lf-net-s-tv": 0.90, "lf-net-s-tv-sls": 0.89, "lf-net": 0.895, "lf-net-no-ce": 0.88}
+    make_results(tmp_path, means)
+    modules = claim(reproduction.assess(tmp_path, tmp_path / "data"), "each-module-helps")
+    assert modules.verdict == "pipeline check", modules.evidence
+    assert any(line.startswith("mnist-5k/lfnet") and "S+TV+SLS 89.00 vs S+TV 90.00" in line and "does not hold" in line
+               for line in modules.evidence), modules.evidence  # fmt: skip
+
+
+def test_the_declared_readings_are_compared_with_the_first(tmp_path):
+    make_results(tmp_path, {"lf-net": 0.89, "lf-net-no-tv-sl": 0.92, "lf-net-rcn-image": 0.89})
+    a = reproduction.assess(tmp_path, tmp_path / "data")
+    rows = {r["method"]: r for r in a.readings}
+    assert set(rows) == {"lf-net", "lf-net-no-tv-sl", "lf-net-rcn-image"}  # lf-net-rcn-shared was not run
+    assert rows["lf-net"]["test"] is None and rows["lf-net-no-tv-sl"]["measured"].mean == pytest.approx(92.0, abs=0.01)
+    assert (
+        -rows["lf-net-no-tv-sl"]["test"]["median_diff"] == pytest.approx(0.03, abs=1e-9)
+        and rows["lf-net-no-tv-sl"]["test"]["p_holm"] < 0.05
+    )
+    assert rows["lf-net-rcn-image"]["teacher_cells"] == 0  # the test's manifests carry no teacher
+    md = reproduction_page.write(a, tmp_path / "paper", tmp_path / "data")[0].read_text()
+    assert "| mnist-5k `lfnet` | `lf-net-no-tv-sl` | 92.00 ± 0.10 (3) | +3.00, Holm p" in md

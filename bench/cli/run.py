@@ -31,7 +31,8 @@ def add_parser(verbs) -> None:
     what.add_argument(
         "--methods",
         default="all",
-        help="all (the paper's methods and the oracle), ablation, readings (LF-Net under each declared reading), or a comma list (default: all)",
+        help="a comma list of methods and groups: all (the paper's methods and the oracle), ablation, readings (LF-Net under each "
+        "declared reading); e.g. all,ablation,readings (each method once; default: all)",
     )
     what.add_argument(
         "--dataset", default="mnist-5k", help="dataset name (default: mnist-5k, embedded; see `python -m bench list datasets`)"
