@@ -36,6 +36,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import torch
+
 import methods
 from bench import study
 from bench.study import PaperStage
@@ -161,3 +163,9 @@ BUDGETS = {
         Budget("paper-rcl15", early_stopping=False, rcl_reading=True, description="paper, MNIST RCN: L_rcl in the first 15 of 70 epochs"),
     )
 }
+
+
+def make_optimiser(schedule: Schedule, params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
+    """The optimiser `schedule` names, over `params`."""
+    kind = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}[schedule.optimiser]  # Schedule checked the name
+    return kind(params, lr=schedule.lr, weight_decay=schedule.weight_decay)

@@ -25,7 +25,7 @@ import pandas as pd
 import torch
 
 import methods
-from bench import harness, store, study
+from bench import hardware, harness, store, study
 from bench.budget import Budget, Schedule
 from bench.data import data_fingerprint, fused_test_references, load_splits, training_subset
 from bench.evaluate.long_table import CALIBRATION, COLUMNS, with_keys
@@ -258,13 +258,13 @@ def pinned_device(requested: str, results: Path):
     a slot of a GPU for the length of a cell through an flock per slot (`gpu-<k>-slot-<j>.lock`),
     filling slot 0 of every card before slot 1 of any, so the cards share the cells evenly.
     """
-    device = harness.resolve_device(requested)
+    device = hardware.resolve_device(requested)
     n_gpus = torch.cuda.device_count() if device.type == "cuda" else 0
     if n_gpus <= 1:
         yield device
         return
     folder = results / "locks" / platform.node()
-    slots = [(k, j) for j in range(harness.MAX_CELLS_PER_GPU) for k in range(n_gpus)]
+    slots = [(k, j) for j in range(hardware.MAX_CELLS_PER_GPU) for k in range(n_gpus)]
     with ExitStack() as held:
         free = next((k for k, j in slots if held.enter_context(store.locked(folder / f"gpu-{k}-slot-{j}.lock", wait=False))), None)
         if free is None:  # more workers than slots: queue on one
@@ -280,7 +280,7 @@ def first_batch(method: methods.Method, train: RaterData, device: torch.device, 
         return {"images": torch.empty(0)}
     part = slice(0, min(size, train.n))
     arrays = {"images": train.images[part], "raters": train.raters[part], "rater_valid": train.rater_valid[part]}
-    return harness.to_tensors({**arrays, **method.prepare(arrays["raters"], arrays["rater_valid"])}, device)
+    return hardware.to_tensors({**arrays, **method.prepare(arrays["raters"], arrays["rater_valid"])}, device)
 
 
 def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
@@ -295,11 +295,11 @@ def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
         method = build_method(cell.method, cell.seed, data.dataset, data.train, opts.budget)
         schedules = stage_schedules(method, trained_method(cell.method)[0], data.dataset, data.train.n, opts)
         store.write_json(out / "config.json", cell_config(cell, opts, data, method, schedules))
-        chosen = harness.resolve_precision(method, first_batch(method, data.train, device), schedules[method.stages[0].name], device,
+        chosen = hardware.resolve_precision(method, first_batch(method, data.train, device), schedules[method.stages[0].name], device,
                                            opts.precision, store.cache_dir(opts.results) / "cuda-precision.json")  # fmt: skip
         precision = chosen["precision"]
         manifest.update(
-            device=str(device), precision=str(harness.autocast_dtype(device, precision) or "float32"), precision_choice=chosen,
+            device=str(device), precision=str(hardware.autocast_dtype(device, precision) or "float32"), precision_choice=chosen,
             deviations=method.deviations(), threads=torch.get_num_threads(), cpu=cpu_isa(),
         )  # fmt: skip
         if method.needs_consistent_raters and not data.train.rater_ids_consistent:

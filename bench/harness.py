@@ -1,180 +1,31 @@
 """The one training loop (docs/decisions.md#harness): stages → steps → loss → backward → step, stopped by the budget's rule.
 
-The harness owns the optimiser, device, precision, seeds, checkpoints and the training log;
-methods own only their networks and losses.
+The harness owns the optimiser, seeds, the stopping rule, checkpoints and the training log (the device and
+precision come from `bench/hardware.py`); methods own only their networks and losses.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import sys
 import time
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from bench.budget import Schedule
+from bench.budget import Schedule, make_optimiser
 from bench.checkpoints import append_log, logged_stops, resume, save_checkpoint, trim_log
-from bench.store import locked, write_json
+from bench.hardware import autocast, autocast_dtype, make_batch, to_tensors
 from methods.base import Method, StepContext
-
-
-class DeviceError(RuntimeError):
-    """The requested device or precision is not available here."""
 
 
 class NonFiniteLoss(RuntimeError):
     """A loss became NaN or infinite: the cell fails with this message."""
-
-
-def resolve_device(name: str) -> torch.device:
-    """`auto` → CUDA when available, else CPU; `cuda` without a GPU is an error."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise DeviceError("--device cuda: no CUDA GPU is visible to PyTorch; use --device cpu or auto")
-    if name not in ("cpu", "cuda"):
-        raise DeviceError(f"--device must be auto, cpu or cuda, not {name!r}")
-    return torch.device(name)
-
-
-#: GPU memory one cell of the shared U-Net family needs at most, with the split kept on the device (LIDC's 15,000
-#: 180×180 crops at batch 8: about 1.3 GB), rounded up: how many cells `gpu_slots` lets share one card.
-CELL_GPU_BYTES = 2 * 1024**3
-#: More cells than this on one card only queue on its streams.
-MAX_CELLS_PER_GPU = 8
-
-
-def gpu_slots(cpus: int) -> int:
-    """How many cells may train at once on the visible GPUs: per card, what its free memory holds (`CELL_GPU_BYTES`
-    each), at most `MAX_CELLS_PER_GPU` and at most one CPU per cell (each cell's host thread feeds its card); 0 without CUDA."""
-    if not torch.cuda.is_available():
-        return 0
-    n_gpus = torch.cuda.device_count()
-    per_card = min(torch.cuda.mem_get_info(k)[0] // CELL_GPU_BYTES for k in range(n_gpus))
-    return max(n_gpus, min(n_gpus * max(1, min(per_card, MAX_CELLS_PER_GPU)), max(cpus, n_gpus)))
-
-
-@cache
-def cpu_has_fast_bf16() -> bool:
-    """True when the CPU computes bf16 matrix products natively (AMX or AVX512-BF16).
-
-    Without them PyTorch emulates bf16 and autocast is slower than fp32: on a 2-core Xeon with
-    AVX-512 but neither extension, the shared U-Net trained at 76 img/s in bf16 and 237 img/s in
-    fp32 (28×28, batch 128; see `python -m bench perf`).
-    """
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return any(f in flags.split() for f in ("amx_bf16", "avx512_bf16"))
-
-
-def autocast_dtype(device: torch.device, precision: str) -> torch.dtype | None:
-    """`auto`: bf16 on CUDA GPUs and CPUs that support it natively, fp32 otherwise; or forced `fp32`/`bf16`."""
-    if precision == "fp32":
-        return None
-    if precision == "bf16":
-        return torch.bfloat16
-    if device.type == "cuda":
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else None
-    return torch.bfloat16 if cpu_has_fast_bf16() else None
-
-
-#: The CUDA precision chosen for each (method config, batch shape) in this process: measured once, then reused.
-_CUDA_CHOICES: dict[tuple, dict] = {}
-
-
-def faster(timings: dict[str, float]) -> str:
-    """The precision with the shortest measured step time (ms); a tie keeps the first, fp32."""
-    return min(timings, key=lambda name: (timings[name], list(timings).index(name)))
-
-
-def resolve_precision(
-    method: Method, data: dict[str, torch.Tensor], sched: Schedule, device: torch.device, precision: str, record: Path | None = None
-) -> dict:
-    """The precision a cell trains and predicts in: {"precision": "fp32" | "bf16", "tf32": bool, "step_ms": {...}}.
-
-    `fp32` and `bf16` are kept. `auto` on the CPU is bf16 where the CPU computes it natively, else
-    fp32. `auto` on CUDA measures: fp32 with TF32 matrix products, and bf16 autocast, each for 10
-    steps of a copy of the method on a batch of the cell's shape (bilinear upsampling's backward is
-    slow in bf16 on some cards, so the faster one depends on the shape), and keeps the faster. The
-    choice is made once per card, method configuration and batch shape and kept in `record` (a JSON
-    file of the results folder, written under a lock), so every cell of that configuration, whatever
-    ran beside it, trains in the same precision. TF32 is on exactly when fp32 is chosen on CUDA.
-    Both change results, so the cell's manifest records them.
-    """
-    if device.type != "cuda":
-        dtype = autocast_dtype(device, precision)
-        return {"precision": "bf16" if dtype is not None else "fp32", "tf32": False, "step_ms": {}}
-    choice = {"precision": precision, "step_ms": {}}
-    if precision == "auto":
-        index = torch.arange(min(sched.batch_size, len(data["images"])))
-        key = repr((torch.cuda.get_device_name(device), type(method).__name__, method.cfg, tuple(data["images"][index].shape)))
-        with locked(record.with_suffix(".lock")) if record is not None else nullcontext():
-            known = json.loads(record.read_text()) if record is not None and record.is_file() else {}
-            if key not in known and key not in _CUDA_CHOICES:
-                batch = make_batch(data, index, device)
-                timings = {
-                    name: _step_ms(method, batch, sched, device, dtype) for name, dtype in (("fp32", None), ("bf16", torch.bfloat16))
-                }
-                _CUDA_CHOICES[key] = {"precision": faster(timings), "step_ms": {k: round(v, 3) for k, v in timings.items()}}
-            choice = known.get(key) or _CUDA_CHOICES[key]
-            if record is not None and key not in known:
-                write_json(record, {**known, key: choice})
-    tf32 = choice["precision"] == "fp32"
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = tf32
-    return {**choice, "tf32": tf32}
-
-
-def _step_ms(method: Method, batch: dict[str, torch.Tensor], sched: Schedule, device: torch.device, dtype, steps: int = 10) -> float:
-    """Mean time of a training step (ms) of a copy of `method`'s first stage in `dtype`, after three warm-up steps."""
-    import copy
-
-    probe = copy.deepcopy(method).to(device=device, memory_format=torch.channels_last).train()
-    optimiser = make_optimiser(sched, list(probe.parameters()))
-    ctx = StepContext(probe.stages[0].name, 0, 0, torch.Generator(device=device).manual_seed(0))
-
-    def step():
-        with autocast(device, dtype):
-            loss = probe.loss(batch, ctx)["loss"]
-        optimiser.zero_grad(set_to_none=True)
-        loss.backward()
-        optimiser.step()
-
-    for _ in range(3):
-        step()
-    torch.cuda.synchronize(device)
-    started = time.perf_counter()
-    for _ in range(steps):
-        step()
-    torch.cuda.synchronize(device)
-    return (time.perf_counter() - started) / steps * 1000
-
-
-def autocast(device: torch.device, dtype: torch.dtype | None):
-    return torch.autocast(device.type, dtype=dtype) if dtype is not None else nullcontext()
-
-
-def to_tensors(arrays: dict[str, np.ndarray], device: torch.device) -> dict[str, torch.Tensor]:
-    """Per-image arrays → tensors, kept on the device for CUDA (the splits of the paper's datasets fit)."""
-    out = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in arrays.items()}
-    return {k: v.to(device) for k, v in out.items()} if device.type == "cuda" else out
-
-
-def make_batch(data: dict[str, torch.Tensor], index: torch.Tensor, device: torch.device) -> dict[str, torch.Tensor]:
-    batch = {k: v[index.to(v.device)].to(device, non_blocking=True) for k, v in data.items()}
-    batch["images"] = batch["images"].contiguous(memory_format=torch.channels_last)
-    batch["raters"] = batch["raters"].long()
-    batch["index"] = index.to(device)
-    return batch
 
 
 @dataclass
@@ -210,11 +61,6 @@ class StopState:
 def fixed_schedules(method: Method, steps: int, batch_size: int, lr: float = 1e-3) -> dict[str, Schedule]:
     """Every stage for exactly `steps` steps with Adam at `lr`, evaluated once at the end (tests and smoke runs)."""
     return {s.name: Schedule("adam", lr, batch_size, steps, False, steps, source="fixed") for s in method.stages}
-
-
-def make_optimiser(schedule: Schedule, params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
-    kind = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}[schedule.optimiser]  # Schedule checked the name
-    return kind(params, lr=schedule.lr, weight_decay=schedule.weight_decay)
 
 
 def flip(batch: dict[str, torch.Tensor], gen: torch.Generator) -> None:

@@ -43,12 +43,8 @@ STAPLE: `methods.staple.staple` on a batch vs SimpleITK's `STAPLEImageFilter` pe
 
 from __future__ import annotations
 
-import gc
 import json
-import math
 import os
-import platform
-import resource
 import sys
 import time
 from datetime import datetime, timezone
@@ -60,7 +56,7 @@ import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
 import methods
-from bench import harness
+from bench import hardware, harness, machine
 from bench.evaluate import pixel as bm
 from methods.staple import staple
 
@@ -114,120 +110,6 @@ def build_mv_unet(channels: int, device: torch.device, seed: int = 0) -> methods
 # --------------------------------------------------------------------------- environment
 
 
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def environment(device: torch.device) -> dict:
-    default = harness.autocast_dtype(device, "auto")
-    harness_precision = "bf16" if default == torch.bfloat16 else "fp32"
-    if device.type == "cuda":
-        name = torch.cuda.get_device_name(device)
-        note = "auto: per cell, the faster of fp32 with TF32 and bf16 autocast, measured on its shape (bench.harness.resolve_precision)"
-    else:
-        name = cpu_name()
-        note = (
-            "bf16 autocast (auto: this CPU has native bf16, AMX or AVX512-BF16)"
-            if default
-            else "fp32 (auto: this CPU has no native bf16, autocast would emulate it); bf16 shown for reference"
-        )
-    env = {
-        "device": device.type,
-        "device_name": name,
-        "cpu": cpu_name(),
-        "torch": torch.__version__,
-        "numpy": np.__version__,
-        "python": platform.python_version(),
-        "threads": torch.get_num_threads(),
-        "cpu_count": os.cpu_count(),
-        "cpu_fast_bf16": harness.cpu_has_fast_bf16(),
-        "harness_precision": harness_precision,
-        "precision_note": note,
-    }
-    if device.type == "cuda":
-        env["cuda_matmul_allow_tf32"] = torch.backends.cuda.matmul.allow_tf32
-        env["cudnn_allow_tf32"] = torch.backends.cudnn.allow_tf32
-    return env
-
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def reset_peak_memory(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-
-
-def peak_memory_mib(device: torch.device) -> tuple[float, str]:
-    """(MiB, what it is): CUDA max allocated since the last reset, or the process's max RSS so far."""
-    if device.type == "cuda":
-        return torch.cuda.max_memory_allocated(device) / 2**20, "cuda_max_memory_allocated"
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
-    return (rss / 2**20 if sys.platform == "darwin" else rss / 2**10), "process_max_rss"
-
-
-def free(device: torch.device) -> None:
-    gc.collect()
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
-
-
-# --------------------------------------------------------------------------- matmul peak
-
-
-def matmul_peak(device: torch.device, dtype: torch.dtype, n: int, seconds: float = 1.0) -> dict:
-    """GFLOP/s of n×n @ n×n matmuls (2n³ FLOPs each), best of a few repetitions after one warm-up."""
-    a = torch.randn(n, n, device=device).to(dtype)
-    b = torch.randn(n, n, device=device).to(dtype)
-    torch.mm(a, b)
-    sync(device)
-    start = time.perf_counter()
-    torch.mm(a, b)
-    sync(device)
-    first = max(time.perf_counter() - start, 1e-9)
-    reps = int(min(50, max(2, seconds / first)))
-    best = first
-    for _ in range(reps):
-        start = time.perf_counter()
-        torch.mm(a, b)
-        sync(device)
-        best = min(best, time.perf_counter() - start)
-    return {"n": n, "repetitions": reps + 1, "gflops": 2 * n**3 / best / 1e9}
-
-
-def tf32_peak(device: torch.device, n: int) -> dict:
-    """The fp32 matmul peak with TF32 allowed (CUDA only; the harness allows it for fp32 cells on CUDA)."""
-    before = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = True
-    try:
-        return matmul_peak(device, torch.float32, n)
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = before
-
-
-def bandwidth(device: torch.device, megabytes: int) -> dict:
-    """GB/s of a large tensor copy (bytes read + bytes written), best of a few repetitions after one warm-up."""
-    src = torch.ones(megabytes * 2**18, device=device)  # float32: 4 bytes
-    dst = torch.empty_like(src)
-    dst.copy_(src)
-    sync(device)
-    best = math.inf
-    for _ in range(5):
-        start = time.perf_counter()
-        dst.copy_(src)
-        sync(device)
-        best = min(best, time.perf_counter() - start)
-    return {"megabytes": megabytes, "gbs": 2 * src.numel() * 4 / best / 1e9}
-
-
 # --------------------------------------------------------------------------- training
 
 
@@ -259,15 +141,15 @@ def cuda_step_counts(cfg: dict, device: torch.device, steps: int = 3) -> dict:
 
     images, raters, valid = random_data(cfg["batch"] * 4, cfg["channels"], cfg["height"], cfg["width"])
     method = build_mv_unet(cfg["channels"], device)
-    data = harness.to_tensors({"images": images, "raters": raters, "rater_valid": valid, **method.prepare(raters, valid)}, device)
+    data = hardware.to_tensors({"images": images, "raters": raters, "rater_valid": valid, **method.prepare(raters, valid)}, device)
     sched = harness.fixed_schedules(method, 100, cfg["batch"])["train"]
     run = harness.StageRun(method, 0, method.stages[0], sched, len(images), 0, device, torch.bfloat16, None)
     run.train_step(data)
-    sync(device)
+    machine.sync(device)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(steps):
             run.train_step(data)
-        sync(device)
+        machine.sync(device)
     events = prof.events()
     kernels = sum(1 for e in events if str(getattr(e, "device_type", "")).endswith("CUDA"))
     syncs = sum(1 for e in events if e.name in ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaMemcpy", "cudaEventSynchronize"))
@@ -294,11 +176,11 @@ def time_harness(cfg: dict, precision: str, steps: int, warmup: int, device: tor
     kwargs = {"seed": seed, "device": device, "precision": precision}
     harness.fit(method, images[: warmup * b], raters[: warmup * b], valid[: warmup * b], progress=False,
                 schedules=harness.fixed_schedules(method, warmup, b, 1e-4), **kwargs)  # fmt: skip
-    sync(device)
+    machine.sync(device)
     start = time.perf_counter()
     harness.fit(method, images[warmup * b :], raters[warmup * b :], valid[warmup * b :], progress=False,
                 schedules=harness.fixed_schedules(method, steps, b, 1e-4), **kwargs)  # fmt: skip
-    sync(device)
+    machine.sync(device)
     return time.perf_counter() - start
 
 
@@ -308,7 +190,7 @@ def bare_steps(net, optimiser, images, raters, batch_size: int, steps: int, dtyp
         sl = slice(i * batch_size, (i + 1) * batch_size)
         x, votes = images[sl], raters[sl]
         target = (votes.sum(1) * 2 > votes.shape[1]).long()  # majority vote; 5 raters never tie
-        with harness.autocast(device, dtype):
+        with hardware.autocast(device, dtype):
             logits = net(x)
         loss = F.cross_entropy(logits.float(), target)
         optimiser.zero_grad(set_to_none=True)
@@ -324,12 +206,12 @@ def time_bare(cfg: dict, precision: str, steps: int, warmup: int, device: torch.
     r = torch.from_numpy(raters).to(device)
     net = build_mv_unet(cfg["channels"], device, seed).net.train()
     optimiser = torch.optim.Adam(net.parameters(), lr=1e-4)
-    dtype = harness.autocast_dtype(device, precision)
+    dtype = hardware.autocast_dtype(device, precision)
     bare_steps(net, optimiser, x[: warmup * b], r[: warmup * b], b, warmup, dtype, device)
-    sync(device)
+    machine.sync(device)
     start = time.perf_counter()
     bare_steps(net, optimiser, x[warmup * b :], r[warmup * b :], b, steps, dtype, device)
-    sync(device)
+    machine.sync(device)
     return time.perf_counter() - start
 
 
@@ -337,25 +219,25 @@ def time_training(cfg: dict, steps: int, warmup: int, device: torch.device, peak
     """Both loops in both precisions for one configuration, with its FLOP count and the harness overhead."""
     images, raters, valid = random_data(cfg["batch"], cfg["channels"], cfg["height"], cfg["width"])
     method = build_mv_unet(cfg["channels"], device)
-    data = harness.to_tensors({"images": images, "raters": raters, "rater_valid": valid}, device)
-    batch = harness.make_batch(data, torch.arange(cfg["batch"]), device)
+    data = hardware.to_tensors({"images": images, "raters": raters, "rater_valid": valid}, device)
+    batch = hardware.make_batch(data, torch.arange(cfg["batch"]), device)
     flops, traffic = step_flops(method, batch), step_bytes(method, batch)
     del method, data, batch
-    free(device)
+    machine.free(device)
     runs = []
     for precision in PRECISIONS:
         for loop, timer in (("harness", time_harness), ("bare", time_bare)):
             log(f"  {cfg['name']}: {precision} {loop} ({warmup} + {steps} steps)")
-            reset_peak_memory(device)
+            machine.reset_peak_memory(device)
             seconds = timer(cfg, precision, steps, warmup, device)
-            memory, memory_kind = peak_memory_mib(device)
+            memory, memory_kind = machine.peak_memory_mib(device)
             gflops = flops * steps / seconds / 1e9
             runs.append({
                 "precision": precision, "loop": loop, "seconds": seconds, "images_per_s": steps * cfg["batch"] / seconds,
                 "gflops": gflops, "peak_fraction": gflops / peaks[precision]["gflops"],
                 "peak_memory_mib": memory, "memory_kind": memory_kind,
             })  # fmt: skip
-            free(device)
+            machine.free(device)
     overhead = {}
     for precision in PRECISIONS:
         speed = {r["loop"]: r["images_per_s"] for r in runs if r["precision"] == precision}
@@ -447,20 +329,20 @@ def time_staple(n: int, size: int, seed: int = 0) -> dict:
 
 def run_perf(out: Path, quick: bool = False, device: str = "auto", steps: int | None = None, verbose: bool = False) -> dict:
     """Time training, metrics and STAPLE; write the results to `out` (JSON, atomically) and return them."""
-    dev = harness.resolve_device(device)
+    dev = hardware.resolve_device(device)
     log = (lambda msg: print(msg, file=sys.stderr, flush=True)) if verbose else (lambda msg: None)
     steps = steps if steps is not None else (QUICK_STEPS if quick else DEFAULT_STEPS[dev.type])
     warmup = QUICK_WARMUP if quick else WARMUP_STEPS[dev.type]
     n_matmul = 256 if quick else (4096 if dev.type == "cuda" else 2048)
     result = {"schema": SCHEMA, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "quick": quick}
-    result["env"] = environment(dev)
+    result["env"] = machine.environment(dev)
     log(f"matmul peak ({n_matmul}x{n_matmul})")
-    peaks = {p: matmul_peak(dev, torch.float32 if p == "fp32" else torch.bfloat16, n_matmul) for p in PRECISIONS}
+    peaks = {p: machine.matmul_peak(dev, torch.float32 if p == "fp32" else torch.bfloat16, n_matmul) for p in PRECISIONS}
     if dev.type == "cuda":
-        peaks["tf32"] = tf32_peak(dev, n_matmul)
+        peaks["tf32"] = machine.tf32_peak(dev, n_matmul)
     result["matmul_peak"] = peaks
     log("memory bandwidth")
-    result["bandwidth"] = bandwidth(dev, 16 if quick else (1024 if dev.type == "cuda" else 256))
+    result["bandwidth"] = machine.bandwidth(dev, 16 if quick else (1024 if dev.type == "cuda" else 256))
     peaks = {**peaks, "bandwidth": result["bandwidth"]}
     result["training"] = []
     for cfg in train_configs(dev, quick):

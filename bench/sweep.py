@@ -13,7 +13,7 @@ import sys
 
 from tqdm.auto import tqdm
 
-from bench import harness, store
+from bench import hardware, store
 from bench.cell import RunOptions, run_cell
 from bench.store import Cell
 
@@ -22,7 +22,7 @@ BACKENDS = ("auto", "sequential", "loky", "dask")
 
 def resolve_backend(backend: str, n_jobs: int | None, n_cells: int, device: str) -> tuple[str, int]:
     """`auto`: several cells at once where there are several to run: one loky worker per usable CPU on the CPU, and on
-    CUDA as many as the cards' free memory and the CPUs allow (`harness.gpu_slots`); else sequential. `--n-jobs` overrides.
+    CUDA as many as the cards' free memory and the CPUs allow (`hardware.gpu_slots`); else sequential. `--n-jobs` overrides.
 
     Measured on this project's 2-core machine (Xeon with AMX, bf16, the shared U-Net at 28×28, batch
     32): a step takes 164 ms on one thread and 103 ms on two, so two one-thread processes do up to
@@ -31,8 +31,8 @@ def resolve_backend(backend: str, n_jobs: int | None, n_cells: int, device: str)
     thread, so several cells per card pay. Results do not depend on the choice: every backend runs a
     cell on the same number of threads (`--threads`), and a cell never shares its process.
     """
-    on_cpu = harness.resolve_device(device).type == "cpu"
-    workers = n_jobs or (usable_cpus() if on_cpu else harness.gpu_slots(usable_cpus()))
+    on_cpu = hardware.resolve_device(device).type == "cpu"
+    workers = n_jobs or (usable_cpus() if on_cpu else hardware.gpu_slots(usable_cpus()))
     if backend != "auto":
         return backend, n_jobs or usable_cpus()
     return ("loky", min(workers, n_cells)) if workers > 1 and n_cells > 1 else ("sequential", 1)

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import methods
-from bench import cell, harness, study
+from bench import cell, hardware, harness, study
 from bench.budget import BUDGETS
 from datasets import get_dataset, oracle_view
 from methods.base import StepContext
@@ -24,7 +24,7 @@ def build(name, data, seed=0):
 def first_batch(method, data, n=4):
     arrays = {"images": data.images, "raters": data.raters, "rater_valid": data.rater_valid}
     arrays.update(method.prepare(data.raters, data.rater_valid))
-    return harness.make_batch(harness.to_tensors(arrays, CPU), torch.arange(n), CPU)
+    return hardware.make_batch(hardware.to_tensors(arrays, CPU), torch.arange(n), CPU)
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -7,7 +7,7 @@ from contextlib import ExitStack
 import pytest
 import torch
 
-from bench import cell, harness, sweep
+from bench import cell, hardware, harness, sweep
 
 GIB = 1024**3
 
@@ -24,13 +24,13 @@ def two_cards(monkeypatch):
 
 def test_auto_runs_several_cells_per_card_within_memory_and_cpus(two_cards, monkeypatch):
     monkeypatch.setattr(sweep, "usable_cpus", lambda: 16)
-    assert harness.gpu_slots(16) == 16  # 8 a card (the cap), 16 CPUs
+    assert hardware.gpu_slots(16) == 16  # 8 a card (the cap), 16 CPUs
     assert sweep.resolve_backend("auto", None, 30, "cuda") == ("loky", 16)
     assert sweep.resolve_backend("auto", None, 5, "cuda") == ("loky", 5)  # no more workers than cells
     assert sweep.resolve_backend("auto", None, 1, "cuda") == ("sequential", 1)
     assert sweep.resolve_backend("auto", 3, 30, "cuda") == ("loky", 3)  # --n-jobs overrides
     two_cards["free"] = 5  # two cells' worth a card
-    assert harness.gpu_slots(16) == 4
+    assert hardware.gpu_slots(16) == 4
     monkeypatch.setattr(sweep, "usable_cpus", lambda: 3)
     two_cards["free"] = 60
     assert sweep.resolve_backend("auto", None, 30, "cuda") == ("loky", 3)  # one CPU per cell
@@ -55,24 +55,24 @@ def test_the_cuda_precision_is_measured_once_per_shape_and_recorded(monkeypatch,
     from methods import DataSpec, build_method
 
     measured = []
-    monkeypatch.setattr(harness, "_step_ms", lambda method, batch, sched, device, dtype: measured.append(dtype) or (3.0 if dtype else 2.0))
-    monkeypatch.setattr(harness, "make_batch", lambda data, index, device: data)
+    monkeypatch.setattr(hardware, "_step_ms", lambda method, batch, sched, device, dtype: measured.append(dtype) or (3.0 if dtype else 2.0))
+    monkeypatch.setattr(hardware, "make_batch", lambda data, index, device: data)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Test Card")
     monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", torch.backends.cuda.matmul.allow_tf32)  # restored after
     monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", torch.backends.cudnn.allow_tf32)
-    harness._CUDA_CHOICES.clear()
+    hardware._CUDA_CHOICES.clear()
     method = build_method("mv-unet", DataSpec(1, 2, 3))
     data = {"images": torch.zeros(8, 1, 16, 16)}
     sched = harness.fixed_schedules(method, 10, 4)["train"]
     cuda = torch.device("cuda")
     record = tmp_path / "cuda-precision.json"
-    first = harness.resolve_precision(method, data, sched, cuda, "auto", record)
-    again = harness.resolve_precision(method, data, sched, cuda, "auto", record)
+    first = hardware.resolve_precision(method, data, sched, cuda, "auto", record)
+    again = hardware.resolve_precision(method, data, sched, cuda, "auto", record)
     assert first == again == {"precision": "fp32", "step_ms": {"fp32": 2.0, "bf16": 3.0}, "tf32": True}
     assert measured == [None, torch.bfloat16]  # once for this configuration and shape
-    harness._CUDA_CHOICES.clear()  # another process: reads the record, measures nothing
-    assert harness.resolve_precision(method, data, sched, cuda, "auto", record) == first and len(measured) == 2
-    assert harness.resolve_precision(method, data, sched, cuda, "bf16") == {"precision": "bf16", "tf32": False, "step_ms": {}}
-    assert harness.faster({"fp32": 1.0, "bf16": 1.0}) == "fp32" and harness.faster({"fp32": 2.0, "bf16": 1.0}) == "bf16"
-    cpu = harness.resolve_precision(method, data, sched, torch.device("cpu"), "auto")
-    assert cpu["precision"] == ("bf16" if harness.cpu_has_fast_bf16() else "fp32") and cpu["step_ms"] == {}
+    hardware._CUDA_CHOICES.clear()  # another process: reads the record, measures nothing
+    assert hardware.resolve_precision(method, data, sched, cuda, "auto", record) == first and len(measured) == 2
+    assert hardware.resolve_precision(method, data, sched, cuda, "bf16") == {"precision": "bf16", "tf32": False, "step_ms": {}}
+    assert hardware.faster({"fp32": 1.0, "bf16": 1.0}) == "fp32" and hardware.faster({"fp32": 2.0, "bf16": 1.0}) == "bf16"
+    cpu = hardware.resolve_precision(method, data, sched, torch.device("cpu"), "auto")
+    assert cpu["precision"] == ("bf16" if hardware.cpu_has_fast_bf16() else "fp32") and cpu["step_ms"] == {}

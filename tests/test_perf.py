@@ -12,7 +12,7 @@ import math
 import pytest
 import torch
 
-from bench import harness, perf
+from bench import hardware, perf
 from bench.cli import perf as perf_verb
 
 
@@ -47,7 +47,7 @@ def test_quick_run_writes_all_sections(quick_run):
     env = data["env"]
     assert env["device"] == "cpu" and env["device_name"] and env["torch"] == torch.__version__
     assert positive(env["threads"])
-    assert env["harness_precision"] == ("bf16" if harness.autocast_dtype(torch.device("cpu"), "auto") else "fp32")
+    assert env["harness_precision"] == ("bf16" if hardware.autocast_dtype(torch.device("cpu"), "auto") else "fp32")
 
     assert set(data["matmul_peak"]) == {"fp32", "bf16"}  # tf32 on CUDA only
     assert positive(data["bandwidth"]["gbs"])
@@ -107,8 +107,8 @@ def test_step_flops_matches_a_hand_estimate(one_thread):
     device = torch.device("cpu")
     images, raters, valid = perf.random_data(2, 1, 28, 28)
     method = perf.build_mv_unet(1, device)
-    data = harness.to_tensors({"images": images, "raters": raters, "rater_valid": valid}, device)
-    flops = perf.step_flops(method, harness.make_batch(data, torch.arange(2), device))
+    data = hardware.to_tensors({"images": images, "raters": raters, "rater_valid": valid}, device)
+    flops = perf.step_flops(method, hardware.make_batch(data, torch.arange(2), device))
     estimate = 3 * 2 * unet_forward_flops(1, 28, 28)  # training ≈ forward + 2× forward for the backward
     assert flops > 0
     assert 0.5 <= flops / estimate <= 2.0, (flops, estimate)

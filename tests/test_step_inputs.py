@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import methods.fusion as fusion
-from bench import harness
+from bench import hardware, harness
 from methods import DataSpec, build_method
 
 
@@ -65,7 +65,7 @@ def test_training_steps_do_not_synchronise_with_the_host():
     method = build_method("lf-net", DataSpec(1, 2, 3))
     device = torch.device("cuda")
     method.to(device=device, memory_format=torch.channels_last)
-    data = harness.to_tensors({"images": images, "raters": raters, "rater_valid": valid, **method.prepare(raters, valid)}, device)
+    data = hardware.to_tensors({"images": images, "raters": raters, "rater_valid": valid, **method.prepare(raters, valid)}, device)
     schedules = harness.fixed_schedules(method, 100, 16)
     run = harness.StageRun(method, 0, method.stages[0], schedules[method.stages[0].name], len(images), 0, device, torch.bfloat16, None)
     run.train_step(data)  # first step: allocations, cuDNN autotuning

@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(["run", *(argv or [])])
     import methods
     from bench import store
-    from bench.harness import DeviceError
+    from bench.hardware import DeviceError
     from bench.plan import PlanError
     from datasets import DataError
 
