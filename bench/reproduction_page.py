@@ -176,7 +176,8 @@ def table_blocks(t: TableReport, figs: dict, out_dir: Path, shown: set[Path]) ->
 
 
 def group_line(g: Group) -> str:
-    parts = [g.note or "—", f"budget {g.budget}", f"stopped by: {g.stops or '—'}"]
+    quick = " (a pipeline check)" if "quick" in g.budget else ""
+    parts = [g.note or "—", f"budget {g.budget}{quick}", f"stopped by: {g.stops or '—'}"]
     labels = g.labels
     if labels:
         parts.append(f"pool (no training): Average {100 * labels['average']:.2f}, majority-vote label {100 * labels['majority']:.2f} "

@@ -160,8 +160,7 @@ def group_for(dataset: str, raters: str, own: str, cells: pd.DataFrame, column: 
     elif dataset != own:
         notes.append(f"on {dataset}, a sample of {own}'s images")
     if "quick" in budget:
-        kind = "pipeline check"
-        notes.append("quick budget: a pipeline check")
+        kind = "pipeline check"  # group_line says why: "budget quick (a pipeline check)"
     identified = paper_setting(own)
     if identified:
         notes.append("the setting identified as the paper's" if raters == identified else f"not the paper's setting ({identified} is)")

@@ -104,6 +104,9 @@ def test_the_quick_budget_is_never_a_verdict(tmp_path):
     assert {rows[m].verdict for m in ("mv-unet", "staple-unet", "lf-net")} == {"pipeline check"}
     assert rows["mv-unet"].measured.mean == pytest.approx(57.62, abs=0.01)  # the value is shown all the same
     assert claim(a, "best-everywhere").verdict == "pipeline check"
+    group = next(g for g in next(t for t in a.tables if t.table.id == "table1").groups if g.entries)
+    line = reproduction_page.group_line(group)
+    assert "budget quick (a pipeline check)" in line and line.count("budget") == 1, line
     ablation = next(t for t in a.tables if t.table.id == "table4")  # mnist-5k stands in for Choledoch there
     assert all(g.kind == "pipeline check" and "stands in for choledoch" in g.note for g in ablation.groups)
 
