@@ -50,7 +50,16 @@ def test_cells_spread_over_the_cards_before_sharing_one(two_cards, tmp_path):
     assert sorted(p.name for p in (tmp_path / "locks").rglob("*.lock"))[:2] == ["gpu-0-slot-0.lock", "gpu-0-slot-1.lock"]
 
 
-def test_the_cuda_precision_is_measured_once_per_shape_and_recorded(monkeypatch, tmp_path):
+@pytest.fixture
+def tf32_flags():
+    """resolve_precision sets the TF32 flags; restored by hand, not by monkeypatch (torch's cuBLAS flag is a computed
+    attribute, which pytest ≥ 9.2 tries to delete on undo, leaving the test's other patches in place)."""
+    flags = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    yield
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = flags
+
+
+def test_the_cuda_precision_is_measured_once_per_shape_and_recorded(monkeypatch, tmp_path, tf32_flags):
     """The faster of fp32 (with TF32) and bf16 for the cell's shape, measured once; here with a test double for the timer."""
     from methods import DataSpec, build_method
 
@@ -58,8 +67,6 @@ def test_the_cuda_precision_is_measured_once_per_shape_and_recorded(monkeypatch,
     monkeypatch.setattr(hardware, "_step_ms", lambda method, batch, sched, device, dtype: measured.append(dtype) or (3.0 if dtype else 2.0))
     monkeypatch.setattr(hardware, "make_batch", lambda data, index, device: data)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Test Card")
-    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", torch.backends.cuda.matmul.allow_tf32)  # restored after
-    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", torch.backends.cudnn.allow_tf32)
     hardware._CUDA_CHOICES.clear()
     method = build_method("mv-unet", DataSpec(1, 2, 3))
     data = {"images": torch.zeros(8, 1, 16, 16)}

@@ -644,7 +644,7 @@ def params():
         yield pytest.param(case, id=case.id, marks=marks)
 
 
-@pytest.mark.parametrize("case", params())
+@pytest.mark.parametrize("case", list(params()))
 def test_bad_input_is_refused_in_one_line_before_anything_is_written(tmp_path, case):
     args, names = case.setup(tmp_path)
     results = tmp_path / "results"
