@@ -107,9 +107,6 @@ def build_mv_unet(channels: int, device: torch.device, seed: int = 0) -> methods
     return method.to(device=device, memory_format=torch.channels_last)
 
 
-# --------------------------------------------------------------------------- environment
-
-
 # --------------------------------------------------------------------------- training
 
 
