@@ -56,16 +56,17 @@ class Assessment:
 
 
 def cell_info(results: Path) -> pd.DataFrame:
-    """One row per finished cell: keys, budget, rater setting's label statistics and input, how its stages stopped and its
-    degenerate-prediction flag ("empty", "full" or "")."""
+    """One row per finished cell: keys, budget, rater setting's label statistics and input, how its stages stopped, its
+    degenerate-prediction flag ("empty", "full" or "") and its teacher diagnostic ({} for a method without one)."""
     rows = []
     for folder, info in store.manifests(results):
         config = store.read_json(folder / "config.json")
         setting = info.get("rater_setting") or {}
         stops = "+".join(s.get("reason", "").split(":")[0] for s in info.get("stages", {}).values())
         rows.append({**info["cell"], "budget": config.get("budget", {}).get("name", ""), "labels": setting.get("labels") or {},
-                     "input": setting.get("input", ""), "stops": stops, "flag": info.get("degenerate", {}).get("flag", "")})  # fmt: skip
-    return pd.DataFrame(rows, columns=[*store.KEYS, "budget", "labels", "input", "stops", "flag"])
+                     "input": setting.get("input", ""), "stops": stops, "flag": info.get("degenerate", {}).get("flag", ""),
+                     "teacher": info.get("teacher") or {}})  # fmt: skip
+    return pd.DataFrame(rows, columns=[*store.KEYS, "budget", "labels", "input", "stops", "flag", "teacher"])
 
 
 def per_seed(table: pd.DataFrame, column: Column, reference: str) -> pd.DataFrame:
@@ -89,22 +90,19 @@ def assess(results: Path, data_root: Path, paper: Study | None = None) -> Assess
     tables = [assess_table(t, table, cells, paper, data_root) for t in paper.tables]
     values = [assess_value(v, table, cells, paper) for v in paper.values]
     claims = [assess_claim(c, tables, table, cells, paper) for c in paper.claims]
-    return Assessment(paper, results, budget, tables, claims, values, assess_readings(table, results, paper))
+    return Assessment(paper, results, budget, tables, claims, values, assess_readings(table, cells, paper))
 
 
-def assess_readings(table: pd.DataFrame, results: Path, paper: Study) -> list[dict]:
+def assess_readings(table: pd.DataFrame, cells: pd.DataFrame, paper: Study) -> list[dict]:
     """Each declared reading of the reference method, per (dataset, raters) at the protocol: DSC vs the dataset's reference
     (per-seed case means), precision / recall / area, the paired test against the first reading, and the teacher's mean
-    p(fg) outside the threshold-vote mask split by GT (from the manifests)."""
+    p(fg) outside the threshold-vote mask split by GT (`cells`' teacher column, from the manifests)."""
     if not paper.readings:
         return []
     first = paper.readings[0]["method"]
     names = [r["method"] for r in paper.readings]
-    teachers: dict[tuple, list[dict]] = {}
-    for _, info in store.manifests(results):
-        cell = info["cell"]
-        if cell["method"] in names and cell["noise"] == "protocol" and info.get("teacher"):
-            teachers.setdefault((cell["dataset"], cell["raters"], cell["method"]), []).append(info["teacher"])
+    taught = cells[cells["method"].isin(names) & (cells["noise"] == "protocol") & cells["teacher"].astype(bool)]
+    teachers = taught.groupby(["dataset", "raters", "method"])["teacher"].agg(list).to_dict()
     rows = table[(table["metric"] == "dsc") & (table["noise"] == "protocol") & table["method"].isin(names)]
     out = []
     for (dataset, raters), part in rows.groupby(["dataset", "raters"], sort=True):
