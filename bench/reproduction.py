@@ -50,6 +50,7 @@ class Assessment:
     claims: list[ClaimReport]
     values: list[tuple]  # (study Value, Group or None, Entry or None)
     readings: list[dict]  # one row per declared reading × (dataset, raters) that ran it, see `assess_readings`
+    table: pd.DataFrame  # the results folder's long table (empty when nothing was collected), for the page's figures
 
 
 # --------------------------------------------------------------------------- reading the results folder
@@ -90,7 +91,7 @@ def assess(results: Path, data_root: Path, paper: Study | None = None) -> Assess
     tables = [assess_table(t, table, cells, paper, data_root) for t in paper.tables]
     values = [assess_value(v, table, cells, paper) for v in paper.values]
     claims = [assess_claim(c, tables, table, cells, paper) for c in paper.claims]
-    return Assessment(paper, results, budget, tables, claims, values, assess_readings(table, cells, paper))
+    return Assessment(paper, results, budget, tables, claims, values, assess_readings(table, cells, paper), table)
 
 
 def assess_readings(table: pd.DataFrame, cells: pd.DataFrame, paper: Study) -> list[dict]:

@@ -49,10 +49,9 @@ def figure_files(assessment: Assessment, fig_dir: Path, data_root: Path) -> dict
     fig_dir.mkdir(parents=True, exist_ok=True)
     results = assessment.results
     out: dict[tuple, list[Path]] = {}
-    if not (results / "metrics.parquet").is_file():  # nothing collected: no figure
+    if assessment.table.empty:  # nothing collected: no figure
         return out
-    table = pd.read_parquet(results / "metrics.parquet")
-    table = table[table["noise"] == "protocol"]
+    table = assessment.table[assessment.table["noise"] == "protocol"]
     for path in report.write_boxplots(table, report.all_tests(table), fig_dir):
         if path.suffix == ".png":
             dataset, raters = _group_of(path.stem, table, "boxplot_dsc_")
