@@ -39,6 +39,8 @@ from matplotlib.figure import Figure
 
 import methods
 from bench.evaluate.pixel import dice
+from bench.evaluate.scoring import reference_mask
+from datasets import RaterData
 from methods.fusion import majority_vote, rater_mean, threshold_vote_mask
 from methods.staple import staple
 
@@ -335,6 +337,11 @@ def qualitative_figure(
 
 
 # --------------------------------------------------------------------------- which images
+
+
+def example_indices(split: RaterData, k: int) -> list[int]:
+    """`pick_indices` on the split's GT, or on its raters' majority vote where it has none."""
+    return pick_indices(split.gt if split.gt is not None else reference_mask(split, "majority"), k)
 
 
 def pick_indices(gt: np.ndarray, k: int, seed: int = 0) -> list[int]:

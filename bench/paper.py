@@ -191,9 +191,8 @@ def image_figure(kind, recipe, setting, cells, results, data_root, out, note) ->
     title = titled(recipe, note, f"\n{setting.dataset}, raters {raters}, noise {noise}")
     stem = report_tables.slug(setting.dataset, raters)
     train = splits.train
-    shown = train.gt if train.gt is not None else reference_mask(train, "majority")
     if kind == "raters":
-        idx = figures.pick_indices(shown, recipe.examples)
+        idx = figures.example_indices(train, recipe.examples)
         fig = figures.rater_examples_figure(train.images, train.raters, train.gt, list(train.rater_names), idx, title, train.rater_valid)
         return result_figures.save(fig, out / f"raters_{stem}")
     done = [c for c in cells if store.is_done(results, c)]
@@ -202,7 +201,7 @@ def image_figure(kind, recipe, setting, cells, results, data_root, out, note) ->
         if cell is None:
             return []
         method = store.load_trained(store.cell_dir(results, cell))
-        idx = figures.pick_indices(shown, recipe.examples)
+        idx = figures.example_indices(train, recipe.examples)
         fig = figures.fused_label_figure(train.images, train.raters, train.rater_valid, method, idx, title, list(train.rater_names))
         return result_figures.save(fig, out / f"fused_labels_{stem}")
     if kind == "qualitative":

@@ -91,7 +91,7 @@ def fused_figure(results: Path, data_root: Path, dataset: str, raters: str, fig_
         train = data.load_splits(dataset, data_root, raters, "protocol", store.cache_dir(results)).train
     if train.gt is None:
         return None
-    idx = figures.pick_indices(train.gt, 2)
+    idx = figures.example_indices(train, 2)
     title = f"{dataset}, raters {raters}: fused labels of two training images ({display(cell.method)}, seed 0)"
     fig = figures.fused_label_figure(train.images, train.raters, train.rater_valid, method, idx, title, list(train.rater_names))
     return result_figures.save(fig, fig_dir / f"fused_labels_{report_tables.slug(dataset, raters)}")[0]
