@@ -46,6 +46,7 @@ class RunOptions:
     max_steps: int | None = None  # caps every stage at N steps (smoke runs; the budget's rule still applies)
     device: str = "auto"
     precision: str = "auto"
+    engine: str = "eager"  # how each training step runs (bench/steps.py); recorded in the manifest
     train_size: int | None = None  # overrides the budget's training-set cap
     test_size: int | None = None  # evaluate on the first N test images (smoke runs only)
     force: bool = False
@@ -111,7 +112,7 @@ def cell_data(cell: Cell, opts: RunOptions) -> CellData:
     splits = load_splits(cell.dataset, opts.data_root, cell.raters, cell.noise, store.cache_dir(opts.results))
     dataset = get_dataset(cell.dataset)
     train = training_subset(splits.train, opts.train_size or opts.budget.train_size(dataset))
-    val = training_subset(splits.val, opts.budget.val_size)
+    val = training_subset(splits.val, opts.budget.val_size(dataset))
     test = splits.test if opts.test_size is None else splits.test.subset(np.arange(min(opts.test_size, splits.test.n)))
     if is_oracle(cell.method):
         train, val = oracle_view(train), oracle_view(val)  # the oracle's own objective: ground truth is its only rater
@@ -300,7 +301,7 @@ def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
         precision = chosen["precision"]
         manifest.update(
             device=str(device), precision=str(hardware.autocast_dtype(device, precision) or "float32"), precision_choice=chosen,
-            deviations=method.deviations(), threads=torch.get_num_threads(), cpu=cpu_isa(),
+            deviations=method.deviations(), threads=torch.get_num_threads(), cpu=cpu_isa(), engine=opts.engine,
         )  # fmt: skip
         if method.needs_consistent_raters and not data.train.rater_ids_consistent:
             manifest["deviations"].append("rater slots are not consistent identities here; per-rater modelling runs per slot")
@@ -309,7 +310,7 @@ def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
         train, val = data.train, data.val
         manifest["stages"] = harness.fit(
             method, train.images, train.raters, train.rater_valid, schedules=schedules, seed=cell.seed, device=device,
-            val=(val.images, val.raters, val.rater_valid), val_gt=val.gt, precision=precision,
+            val=(val.images, val.raters, val.rater_valid), val_gt=val.gt, precision=precision, engine=opts.engine,
             checkpoint_dir=out / "checkpoints", log_path=out / "train_log.csv", progress=opts.progress, desc=f"{cell.method} seed {cell.seed}",
         )  # fmt: skip
         t1 = time.time()

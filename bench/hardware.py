@@ -149,8 +149,10 @@ def _step_ms(method: Method, batch: dict[str, torch.Tensor], sched: Schedule, de
     return (time.perf_counter() - started) / steps * 1000
 
 
-def autocast(device: torch.device, dtype: torch.dtype | None):
-    return torch.autocast(device.type, dtype=dtype) if dtype is not None else nullcontext()
+def autocast(device: torch.device, dtype: torch.dtype | None, cache: bool = True):
+    """Autocast to `dtype` (None: none). `cache=False` for a step a CUDA graph captures: autocast's cache of cast weights
+    would hold tensors from the capture's memory pool across replays."""
+    return torch.autocast(device.type, dtype=dtype, cache_enabled=cache) if dtype is not None else nullcontext()
 
 
 def to_tensors(arrays: dict[str, np.ndarray], device: torch.device) -> dict[str, torch.Tensor]:

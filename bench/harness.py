@@ -18,9 +18,10 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from bench.budget import Schedule, make_optimiser
+from bench.budget import Schedule
 from bench.checkpoints import append_log, logged_stops, resume, save_checkpoint, trim_log
 from bench.hardware import autocast, autocast_dtype, make_batch, to_tensors
+from bench.steps import make_step
 from methods.base import Method, StepContext
 
 
@@ -61,18 +62,6 @@ class StopState:
 def fixed_schedules(method: Method, steps: int, batch_size: int, lr: float = 1e-3) -> dict[str, Schedule]:
     """Every stage for exactly `steps` steps with Adam at `lr`, evaluated once at the end (tests and smoke runs)."""
     return {s.name: Schedule("adam", lr, batch_size, steps, False, steps, source="fixed") for s in method.stages}
-
-
-def flip(batch: dict[str, torch.Tensor], gen: torch.Generator) -> None:
-    """Random flips, p = 0.5 per image and axis, of every per-pixel array of the batch (image, raters, prepared targets) alike."""
-    images = batch["images"]
-    size = images.shape[-2:]
-    for dim in (-1, -2):
-        chosen = torch.rand(images.shape[0], generator=gen, device=gen.device) < 0.5
-        for key, value in batch.items():
-            if value.ndim >= 3 and value.shape[-2:] == size:
-                where = chosen.view(-1, *([1] * (value.ndim - 1))).to(value.device)
-                batch[key] = torch.where(where, value.flip(dim), value)
 
 
 @torch.inference_mode()
@@ -118,6 +107,7 @@ def fit(
     val: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
     val_gt: np.ndarray | None = None,
     precision: str = "auto",
+    engine: str = "eager",
     checkpoint_dir: Path | None = None,
     checkpoint_seconds: float = 60.0,
     log_path: Path | None = None,
@@ -135,7 +125,8 @@ def fit(
     Each stage gets a fresh optimiser and its own generators seeded by (seed, stage index). A
     mid-stage checkpoint (at an evaluation, at most every `checkpoint_seconds`) holds the weights,
     optimiser, best weights, stopping state and generator states, so a killed run resumes exactly
-    as an uninterrupted one would have gone on. The per-stage bar ("<desc> <stage>") shows only when
+    as an uninterrupted one would have gone on. `engine` runs each step op by op ("eager") or as a
+    replayed CUDA graph ("graphed", bench/steps.py). The per-stage bar ("<desc> <stage>") shows only when
     `progress` is set and stderr is a terminal, so logs get no cursor escapes.
     """
     progress = progress and sys.stderr.isatty()
@@ -157,7 +148,8 @@ def fit(
     trim_log(log_path, {s.name for s in stages[:first]}, (stages[first].name, partial["step"]) if partial else None)
     records = logged_stops(log_path)  # stages a resumed run finished before
     for k in range(first, len(stages)):
-        run = StageRun(method, k, stages[k], schedules[stages[k].name], len(images), seed, device, dtype, partial if k == first else None)
+        run = StageRun(method, k, stages[k], schedules[stages[k].name], len(images), seed, device, dtype, partial if k == first else None,
+                       engine)  # fmt: skip
         diagnostic = val_gt if k == len(stages) - 1 else None  # the last stage decides the prediction
         records[stages[k].name] = run.train(data, val_data, diagnostic, log_path, checkpoint_dir, checkpoint_seconds, progress, desc)
     method.eval()
@@ -167,13 +159,15 @@ def fit(
 class StageRun:
     """One stage of `fit`: its optimiser, generators, position in the data and stopping state, resumable from a checkpoint."""
 
-    def __init__(self, method: Method, k: int, stage, sched: Schedule, n: int, seed: int, device, dtype, partial: dict | None):
+    def __init__(self, method: Method, k: int, stage, sched: Schedule, n: int, seed: int, device, dtype, partial: dict | None,
+                 engine: str = "eager"):  # fmt: skip
         self.method, self.k, self.stage, self.sched, self.seed, self.device, self.dtype = method, k, stage, sched, seed, device, dtype
         trained = set(stage.modules) or {name for name, _ in method.named_children()}
         for name, child in method.named_children():
             child.train(name in trained)
             child.requires_grad_(name in trained)
-        self.optimiser = make_optimiser(sched, [p for p in method.parameters() if p.requires_grad])
+        self.step_fn = make_step(engine, method, sched, device, dtype)
+        self.optimiser = self.step_fn.optimiser
         self.order = torch.Generator().manual_seed(seed * 1000 + k)  # batch order
         self.gen = torch.Generator(device=device).manual_seed(seed * 1000 + k)  # the method's randomness
         self.stop, self.step, self.epoch, self.offset, elapsed, self.best_state = StopState(), 0, 0, 0, 0.0, None
@@ -191,7 +185,7 @@ class StageRun:
 
     def next_epoch(self) -> None:
         self.epoch_order = self.order.get_state()
-        self.perm = torch.randperm(self.n, generator=self.order)
+        self.perm = torch.randperm(self.n, generator=self.order).to(self.device)  # sliced on the device, step by step
 
     def train(self, data, val_data, val_gt, log_path, checkpoint_dir, checkpoint_seconds, progress, desc) -> dict:
         """Steps until the stopping rule or the cap; returns the stop record (also logged)."""
@@ -243,14 +237,7 @@ class StageRun:
         if self.perm is None:
             self.next_epoch()
         index = self.perm[self.offset : self.offset + self.sched.batch_size]
-        batch = make_batch(data, index, self.device)
-        if self.sched.augment == "flip":
-            flip(batch, self.gen)
-        with autocast(self.device, self.dtype):
-            parts = self.method.loss(batch, StepContext(self.stage.name, self.epoch, self.step, self.gen))
-        self.optimiser.zero_grad(set_to_none=True)
-        parts["loss"].backward()
-        self.optimiser.step()
+        parts = self.step_fn(data, index, StepContext(self.stage.name, self.epoch, self.step, self.gen))
         self.step += 1
         self.offset += self.sched.batch_size
         if self.offset >= self.n:

@@ -29,8 +29,9 @@ Limits, beside the peaks: on CUDA the TF32 matmul peak too (fp32 cells on CUDA a
 copy bandwidth of a large tensor; per configuration a lower bound of the bytes a step moves
 (`step_bytes`, an estimate: activations written, read back and their gradients, parameters and Adam's state) and
 the memory-bound step time it implies; on CUDA the kernels and host synchronisations per harness
-step (profiler). Graphed steps and concurrent cells are not timed here yet: the harness has no
-graphed engine, and concurrent cells are a property of a sweep (`--backend auto` on CUDA).
+step (profiler). On CUDA the harness is timed a third way, `graphed` (`--engine graphed`, each
+step a replayed CUDA graph), and `graphed_speedup` is its img/s over the eager harness's.
+Concurrent cells are a property of a sweep (`--backend auto` on CUDA), not timed here.
 
 Peak memory: on CUDA `torch.cuda.max_memory_allocated` per run (reset before each); on CPU the
 process's maximum resident set size so far (`getrusage`), which only grows, so a later run's value
@@ -43,6 +44,7 @@ STAPLE: `methods.staple.staple` on a batch vs SimpleITK's `STAPLEImageFilter` pe
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -165,12 +167,12 @@ def step_flops(method: methods.Method, batch: dict[str, torch.Tensor]) -> int:
     return int(counter.get_total_flops())
 
 
-def time_harness(cfg: dict, precision: str, steps: int, warmup: int, device: torch.device, seed: int = 0) -> float:
-    """Seconds for `harness.fit` to run exactly `steps` steps (one epoch of steps × batch images), after a warm-up fit."""
+def time_harness(cfg: dict, precision: str, steps: int, warmup: int, device: torch.device, seed: int = 0, engine: str = "eager") -> float:
+    """Seconds for `harness.fit` with `engine` to run exactly `steps` steps (one epoch of steps × batch images), after a warm-up fit."""
     b = cfg["batch"]
     images, raters, valid = random_data((steps + warmup) * b, cfg["channels"], cfg["height"], cfg["width"], seed)
     method = build_mv_unet(cfg["channels"], device, seed)
-    kwargs = {"seed": seed, "device": device, "precision": precision}
+    kwargs = {"seed": seed, "device": device, "precision": precision, "engine": engine}
     harness.fit(method, images[: warmup * b], raters[: warmup * b], valid[: warmup * b], progress=False,
                 schedules=harness.fixed_schedules(method, warmup, b, 1e-4), **kwargs)  # fmt: skip
     machine.sync(device)
@@ -222,8 +224,11 @@ def time_training(cfg: dict, steps: int, warmup: int, device: torch.device, peak
     del method, data, batch
     machine.free(device)
     runs = []
+    loops = [("harness", time_harness), ("bare", time_bare)]
+    if device.type == "cuda":
+        loops.append(("graphed", functools.partial(time_harness, engine="graphed")))
     for precision in PRECISIONS:
-        for loop, timer in (("harness", time_harness), ("bare", time_bare)):
+        for loop, timer in loops:
             log(f"  {cfg['name']}: {precision} {loop} ({warmup} + {steps} steps)")
             machine.reset_peak_memory(device)
             seconds = timer(cfg, precision, steps, warmup, device)
@@ -235,14 +240,17 @@ def time_training(cfg: dict, steps: int, warmup: int, device: torch.device, peak
                 "peak_memory_mib": memory, "memory_kind": memory_kind,
             })  # fmt: skip
             machine.free(device)
-    overhead = {}
+    overhead, graphed = {}, {}
     for precision in PRECISIONS:
         speed = {r["loop"]: r["images_per_s"] for r in runs if r["precision"] == precision}
         overhead[precision] = 1 - speed["harness"] / speed["bare"]
+        if "graphed" in speed:
+            graphed[precision] = speed["graphed"] / speed["harness"]
     bound = {"bytes_per_step": traffic, "memory_bound_ms": 1000 * traffic / (peaks["bandwidth"]["gbs"] * 1e9)}
     if device.type == "cuda":
         bound.update(cuda_step_counts(cfg, device))
-    return {**cfg, "steps": steps, "warmup": warmup, "flops_per_step": flops, **bound, "runs": runs, "harness_overhead": overhead}
+    return {**cfg, "steps": steps, "warmup": warmup, "flops_per_step": flops, **bound, "runs": runs, "harness_overhead": overhead,
+            **({"graphed_speedup": graphed} if graphed else {})}  # fmt: skip
 
 
 # --------------------------------------------------------------------------- metrics and STAPLE

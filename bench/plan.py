@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import methods
-from bench import data, hardware, store, study, sweep
+from bench import data, hardware, steps, store, study, sweep
 from bench.cell import RunOptions, build_method, dataset_overrides, is_oracle, option_record, trained_method
 from bench.store import Cell
 from datasets import DATASETS, DatasetSpec, get_dataset
@@ -215,7 +215,7 @@ def execute(
     """
     results = opts.results
     check_writable(results)
-    hardware.resolve_device(opts.device)  # --device cuda without a GPU fails here, not in every cell
+    steps.check_engine(opts.engine, hardware.resolve_device(opts.device))  # --device cuda or --engine graphed without a GPU fail here
     check_options(cells, opts)
     check_data(cells, opts)
     # Adapters with their own per-file caches (RIGA's derived masks) use the same folder.

@@ -38,6 +38,7 @@ class DatasetSpec:
     paper_batch_size: int  # the paper: 128 on MNIST, 2 elsewhere
     quick_batch_size: int
     quick_train_size: int | None  # training images used by the quick budget (None: all)
+    quick_val_size: int = 128  # validation images the quick budget's stopping rule evaluates on
     reference: str = "gt"  # evaluation reference: "gt" where the dataset has ground truth, else "majority"
     soft_metrics: bool = False  # also score soft DSC / IoU against the rater mean (the paper's RIGA protocol)
     fixed_raters: str = ""  # why the raters cannot be re-simulated ("has real raters"); set: any level but "protocol" is refused
@@ -137,11 +138,13 @@ DATASETS: dict[str, DatasetSpec] = {
         inputs=mnist.INPUTS,
         style_inputs=mnist.STYLE_INPUTS,
     ),
-    "ms-lesion": DatasetSpec(ms_lesion.CARD, ms_lesion.load_ms_lesion, 2, 8, 128, rater_styles=("ms",)),
-    "ms-lesion-real": DatasetSpec(ms_lesion.CARD_REAL, ms_lesion.load_ms_lesion_real, 2, 8, 128, reference="majority", **REAL),
-    "choledoch": DatasetSpec(choledoch.CARD, choledoch.load_choledoch, 2, 4, 48, rater_styles=("choledoch",)),
-    "lidc": DatasetSpec(lidc.CARD, lidc.load_lidc, 2, 8, 160, reference="majority", **REAL),
-    "riga": DatasetSpec(riga.CARD, riga.load_riga, 2, 4, 80, reference="majority", soft_metrics=True, **REAL),
+    # The large-image datasets' quick budget: the paper's batch of 2 and a 32-image validation subset, so that the
+    # user's `--methods all --dataset lidc` (one seed) fits in 15 minutes on 2 CPU cores (README#budgets).
+    "ms-lesion": DatasetSpec(ms_lesion.CARD, ms_lesion.load_ms_lesion, 2, 2, 128, 32, rater_styles=("ms",)),
+    "ms-lesion-real": DatasetSpec(ms_lesion.CARD_REAL, ms_lesion.load_ms_lesion_real, 2, 2, 128, 32, reference="majority", **REAL),
+    "choledoch": DatasetSpec(choledoch.CARD, choledoch.load_choledoch, 2, 2, 48, 32, rater_styles=("choledoch",)),
+    "lidc": DatasetSpec(lidc.CARD, lidc.load_lidc, 2, 2, 160, 32, reference="majority", **REAL),
+    "riga": DatasetSpec(riga.CARD, riga.load_riga, 2, 2, 80, 32, reference="majority", soft_metrics=True, **REAL),
     "cm-folder": DatasetSpec(
         cm_folder.CARD,
         cm_folder.load_cm_folder,

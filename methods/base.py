@@ -70,6 +70,15 @@ class Method(nn.Module):
         """Returns {"loss": scalar to minimise, other keys: detached parts for the log}."""
         raise NotImplementedError
 
+    def graph_key(self, ctx: StepContext) -> tuple:
+        """The Python values `loss` branches on beside the batch's shape, e.g. whether an epoch-limited term is on.
+
+        A graphed step (bench/steps.py) captures one CUDA graph per key and cannot see a branch
+        taken on `ctx.epoch` or `ctx.step` otherwise: a method whose loss reads them returns here
+        what it decides from them. () for a loss that never reads them.
+        """
+        return ()
+
     def predict_proba(self, images: torch.Tensor) -> torch.Tensor:
         """(B, C, H, W) → probabilities of the true label (B, L, H, W); no rater input at test time."""
         raise NotImplementedError

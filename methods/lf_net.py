@@ -361,8 +361,7 @@ class LFNet(Method):
         if self.cfg.soft_label != "none":
             parts["sl"] = soft_label_loss(logits, self.soft_target(batch, mv), self.cfg.tau, tv if self.cfg.sl_tv else None)
             total = total + parts["sl"]
-        rcl_on = self.cfg.rcl_epochs is None or ctx.epoch < self.cfg.rcl_epochs
-        if self.cfg.rater_module != "none" and rcl_on:
+        if self.cfg.rater_module != "none" and self.rcl_on(ctx):
             probs = torch.softmax(logits.float(), dim=1)  # P2, not detached: λ·L_rcl reaches Θ2
             if self.cfg.rater_module == "rcn":
                 x = torch.cat([images, probs.to(images.dtype)], dim=1) if self.cfg.rcn_sees_image else probs.to(images.dtype)
@@ -373,6 +372,13 @@ class LFNet(Method):
                 parts["rcl"] = confusion_nll(self.cm(features), probs, raters, valid, self.cfg.cm_trace_weight)
             total = total + self.cfg.lam * parts["rcl"]
         return {"loss": total, **{k: v.detach() for k, v in parts.items()}}
+
+    def rcl_on(self, ctx: StepContext) -> bool:
+        """Whether L_rcl is part of this step's loss (`rcl_epochs`: only in the first epochs of stage 2)."""
+        return self.cfg.rcl_epochs is None or ctx.epoch < self.cfg.rcl_epochs
+
+    def graph_key(self, ctx: StepContext) -> tuple:
+        return (self.rcl_on(ctx),) if ctx.stage == "segmentation" else ()
 
     def predict_proba(self, images: torch.Tensor) -> torch.Tensor:
         """(B, C, H, W) → softmax of the segmentation network's logits (B, L, H, W), no temperature."""

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 import methods
-from bench import cell, harness, plan
+from bench import cell, harness, plan, steps
 from bench.budget import BUDGETS, Schedule
 from datasets import get_dataset
 from datasets.contract import RaterData
@@ -206,7 +206,7 @@ def test_flips_move_image_raters_and_targets_together():
         "staple": images[:, 0].clone(),
         "rater_valid": torch.ones(4, 3),
     }
-    harness.flip(batch, gen)
+    steps.flip(batch, gen)
     assert torch.equal(batch["raters"][:, :1].float(), batch["images"]) and torch.equal(batch["staple"], batch["images"][:, 0])
     assert not torch.equal(batch["images"], images)  # something flipped (seeded)
     assert torch.equal(batch["rater_valid"], torch.ones(4, 3))

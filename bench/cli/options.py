@@ -64,6 +64,11 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--test-size", type=int, help="score only the first N test images (smoke runs)")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"], help="auto: bf16 where the hardware runs it natively")
+    p.add_argument(
+        "--engine", default="eager", choices=["eager", "graphed"],
+        help="eager (default): each training step op by op; graphed: each step captured once as a CUDA graph and replayed "
+        "(CUDA only, opt-in until measured on a GPU)",
+    )  # fmt: skip
     p.add_argument("--data-root", help="folder holding the datasets (default: $BENCH_DATA, else ./data)")
     p.add_argument("--results", default="results", help="results folder (default: results)")
     p.add_argument(
@@ -104,7 +109,7 @@ def run_options(args: argparse.Namespace, results: Path, root: Path, force: bool
 
     return RunOptions(
         results=results, data_root=root, budget=BUDGETS[args.budget], max_steps=args.max_steps, device=args.device,
-        precision=args.precision, train_size=args.train_size, test_size=args.test_size, force=force,
+        precision=args.precision, engine=args.engine, train_size=args.train_size, test_size=args.test_size, force=force,
         progress=not args.no_progress, threads=args.threads,
     )  # fmt: skip
 
