@@ -86,14 +86,14 @@ def build_method(name: str, seed: int, dataset: DatasetSpec, train: RaterData, b
         return methods.build_method(trains, spec, overrides)
 
 
-def stage_schedules(method: methods.Method, trains: str, dataset: DatasetSpec, n_train: int, opts: RunOptions) -> dict[str, Schedule]:
-    """Each stage's Schedule under the budget, capped at `--max-steps` when given."""
+def stage_schedules(stages: list[str], trains: str, dataset: DatasetSpec, n_train: int, opts: RunOptions) -> dict[str, Schedule]:
+    """Each named stage's Schedule under the budget, capped at `--max-steps` when given."""
     out = {}
-    for stage in method.stages:
-        sched = opts.budget.schedule(trains, stage.name, dataset, n_train)
+    for stage in stages:
+        sched = opts.budget.schedule(trains, stage, dataset, n_train)
         if opts.max_steps is not None and opts.max_steps < sched.max_steps:
             sched = dataclasses.replace(sched, max_steps=opts.max_steps, eval_every=min(sched.eval_every, opts.max_steps))
-        out[stage.name] = sched
+        out[stage] = sched
     return out
 
 
@@ -294,7 +294,7 @@ def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
             data_fingerprint=data_fingerprint(cell.dataset, opts.data_root, cell.raters, cell.noise, store.cache_dir(opts.results)),
         )  # fmt: skip
         method = build_method(cell.method, cell.seed, data.dataset, data.train, opts.budget)
-        schedules = stage_schedules(method, trained_method(cell.method)[0], data.dataset, data.train.n, opts)
+        schedules = stage_schedules([s.name for s in method.stages], trained_method(cell.method)[0], data.dataset, data.train.n, opts)
         store.write_json(out / "config.json", cell_config(cell, opts, data, method, schedules))
         chosen = hardware.resolve_precision(method, first_batch(method, data.train, device), schedules[method.stages[0].name], device,
                                            opts.precision, store.cache_dir(opts.results) / "cuda-precision.json")  # fmt: skip

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import methods
 from bench import data, hardware, steps, store, study, sweep
-from bench.cell import RunOptions, build_method, dataset_overrides, is_oracle, option_record, trained_method
+from bench.cell import RunOptions, build_method, dataset_overrides, is_oracle, option_record, stage_schedules, trained_method
 from bench.store import Cell
 from datasets import DATASETS, DatasetSpec, get_dataset
 from datasets.contract import refuse_noise_level
@@ -192,16 +192,33 @@ def hint_types(hint) -> tuple[type, ...] | None:
     return args
 
 
-def mismatched(cells: list[Cell], opts: RunOptions) -> list[tuple[Cell, dict]]:
-    """Finished cells whose recorded options differ from `opts` (they would be silently reused otherwise)."""
+def mismatched(cells: list[Cell], opts: RunOptions) -> list[tuple[Cell, str]]:
+    """Finished cells that ran under other options than `opts`, or whose stages trained under other schedules than their
+    budget gives now (its definition changed since), each with what differs: they would be silently reused otherwise."""
     want = option_record(opts)
     out = []
     for cell in cells:
         if store.is_done(opts.results, cell) and not opts.force:
-            had = store.read_json(store.cell_dir(opts.results, cell) / "config.json").get("options", want)
-            if had != want:
-                out.append((cell, had))
+            config = store.read_json(store.cell_dir(opts.results, cell) / "config.json")
+            had = config.get("options", want)
+            diff = ", ".join(f"{k} {had.get(k)} (now {want[k]})" for k in want if had.get(k) != want[k]) or schedule_change(
+                cell, opts, config
+            )
+            if diff:
+                out.append((cell, diff))
     return out
+
+
+def schedule_change(cell: Cell, opts: RunOptions, config: dict) -> str:
+    """How the schedules a finished cell recorded differ from those its budget gives the same stages now ("" if not);
+    the wording of a schedule's `source` is not a difference."""
+    had = config.get("schedules")
+    if not had or "train_images" not in config:
+        return ""  # a cell from before schedules were recorded: kept, as check_data keeps cells without a fingerprint
+    now = stage_schedules(list(had), trained_method(cell.method)[0], get_dataset(cell.dataset), config["train_images"], opts)
+    changes = [f"{stage} {key} {had[stage].get(key)} (now {value})" for stage, sched in now.items()
+               for key, value in dataclasses.asdict(sched).items() if key != "source" and had[stage].get(key) != value]  # fmt: skip
+    return f"the {opts.budget.name} budget changed since: {', '.join(changes)}" if changes else ""
 
 
 def execute(
@@ -257,9 +274,7 @@ def check_options(cells, opts) -> None:
     """Refuse to mix budgets in one results folder: a finished cell is reused only under the options it ran with."""
     stale = mismatched(cells, opts)
     if stale:
-        cell, had = stale[0]
-        want = option_record(opts)
-        diff = ", ".join(f"{k} {had.get(k)} (now {want[k]})" for k in want if had.get(k) != want[k])
+        cell, diff = stale[0]
         raise PlanError(
             f"{len(stale)} finished cell(s) in {opts.results} ran with other options, e.g. {cell}: {diff}; "
             "use another --results folder, the same options, or --force to retrain"

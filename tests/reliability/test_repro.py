@@ -80,6 +80,21 @@ def test_reused_folder_with_other_options_is_refused(tmp_path, reference_sweep, 
     assert {p: p.read_bytes() for p in sorted(results.rglob("*")) if p.is_file()} == before
 
 
+def test_reused_folder_whose_budget_changed_since_is_refused(tmp_path, reference_sweep, capsys):
+    """A budget's definition can change under a results folder (the large-image quick batch did): a finished cell whose
+    recorded schedules are not what its budget gives now is refused, not mixed in."""
+    results = reference_sweep.copy(tmp_path / "results")
+    config_path = next(results.glob("runs/**/lf-net/seed-0/config.json"))
+    config = json.loads(config_path.read_text())
+    config["schedules"]["segmentation"]["batch_size"] += 1  # as written by an older definition of the budget
+    config_path.write_text(json.dumps(config))
+    args = ["run", "--methods", ",".join(REFERENCE_METHODS), *TINY_SWEEP, "--results", str(results)]
+    assert cli.main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    batch = config["schedules"]["segmentation"]["batch_size"]
+    assert len(err) == 1 and "budget changed since: segmentation batch_size" in err[0] and f"{batch} (now {batch - 1})" in err[0], err
+
+
 def test_dry_run_lists_exactly_the_cells_that_then_run(tmp_path, reference_sweep, capsys):
     # Half done: copy one finished cell, so the dry run must list only the other.
     base = ["run", "--methods", "mv-unet,lf-net", *TINY_SWEEP, "--seeds", "0", "--results", str(tmp_path)]
