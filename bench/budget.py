@@ -6,9 +6,10 @@ A method's `Stage` says *what* it trains; a budget says *how*: a `Schedule` per 
   per stage, Adam at lr 1e-3, the dataset's quick batch size (32 on MNIST), the dataset's quick
   training-set cap (none on mnist-5k: a step costs the same whatever the split's size, and more
   images mean less overfitting; the large-image datasets keep theirs) and validation subset (128
-  images on MNIST; the large-image datasets train at the paper's batch of 2 and validate on 32
-  images, so that one seed of every method on LIDC fits in 15 minutes on 2 CPU cores), so that `python -m bench run` (all methods, oracle, 3 seeds) fits in 12 minutes on 2
-  CPU cores. At this cap most stages stop at the cap, not on a plateau: the printed table says so.
+  images), so that `python -m bench run` (all methods, oracle, 3 seeds) fits in 12 minutes on 2
+  CPU cores. The large-image datasets train at the paper's batch of 2 and validate on 32 images,
+  so that one seed of every method on LIDC fits in 15 minutes on 2 cores with native bf16. At
+  this cap most stages stop at the cap, not on a plateau: the printed table says so.
 - ``plateau``: the same rule, optimiser, learning rate and batch size as ``quick`` on the whole
   training and validation splits, with a cap (20,000
   steps per stage) far above where the rule stops (200–420 steps for every stage of every method

@@ -139,7 +139,7 @@ DATASETS: dict[str, DatasetSpec] = {
         style_inputs=mnist.STYLE_INPUTS,
     ),
     # The large-image datasets' quick budget: the paper's batch of 2 and a 32-image validation subset, so that the
-    # user's `--methods all --dataset lidc` (one seed) fits in 15 minutes on 2 CPU cores (README#budgets).
+    # user's `--methods all --dataset lidc` (one seed) fits in 15 minutes on 2 CPU cores with native bf16 (README#budgets).
     "ms-lesion": DatasetSpec(ms_lesion.CARD, ms_lesion.load_ms_lesion, 2, 2, 128, 32, rater_styles=("ms",)),
     "ms-lesion-real": DatasetSpec(ms_lesion.CARD_REAL, ms_lesion.load_ms_lesion_real, 2, 2, 128, 32, reference="majority", **REAL),
     "choledoch": DatasetSpec(choledoch.CARD, choledoch.load_choledoch, 2, 2, 48, 32, rater_styles=("choledoch",)),
