@@ -12,7 +12,7 @@ Each configuration is timed two ways, in fp32 and in bf16 autocast, side by side
 
 - `harness`: `harness.fit` for one epoch over exactly steps × batch images, so the time includes
   the harness's own work (moving the split to the device, gathering each batch by index, the
-  channels-last copy, the method's majority vote from one-hot counts, the on-device loss sums,
+  channels-last copy, the vote targets prepared once per split, the on-device loss sums,
   the per-epoch log row);
 - `bare`: a plain PyTorch loop on the same network and data: contiguous slices of tensors already
   on the device, forward, cross-entropy against the majority vote (votes · 2 > raters), backward,

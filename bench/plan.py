@@ -200,13 +200,15 @@ def mismatched(cells: list[Cell], opts: RunOptions) -> list[tuple[Cell, str]]:
     for cell in cells:
         if store.is_done(opts.results, cell) and not opts.force:
             config = store.read_json(store.cell_dir(opts.results, cell) / "config.json")
-            had = config.get("options", want)
-            diff = ", ".join(f"{k} {had.get(k)} (now {want[k]})" for k in want if had.get(k) != want[k]) or schedule_change(
-                cell, opts, config
-            )
+            diff = option_change(config.get("options", want), want) or schedule_change(cell, opts, config)
             if diff:
                 out.append((cell, diff))
     return out
+
+
+def option_change(had: dict, want: dict) -> str:
+    """The run options a finished cell recorded that differ from `want`, with both values ("" if none)."""
+    return ", ".join(f"{k} {had.get(k)} (now {want[k]})" for k in want if had.get(k) != want[k])
 
 
 def schedule_change(cell: Cell, opts: RunOptions, config: dict) -> str:

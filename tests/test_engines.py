@@ -74,6 +74,13 @@ def test_the_graph_machinery_trains_exactly_as_the_eager_step(monkeypatch, tmp_p
     assert len(calls) == 2 * 9 + warmups
 
 
+def whole_batch(method: Method, images, raters, valid) -> dict[str, torch.Tensor]:
+    """A training batch of every image of a toy split, with the method's prepared targets."""
+    prepared = {k: torch.from_numpy(v) for k, v in method.prepare(raters, valid).items()}
+    return {"images": torch.from_numpy(images), "raters": torch.from_numpy(raters).long(), "rater_valid": torch.from_numpy(valid),
+            "index": torch.arange(len(images)), **prepared}  # fmt: skip
+
+
 def hidden_branches(method: Method, batch: dict[str, torch.Tensor]) -> list[str]:
     """The stages whose loss changes between two contexts that differ only in epoch and step while `graph_key` does not."""
     hidden = []
@@ -92,10 +99,7 @@ def test_every_method_names_the_epoch_and_step_branches_of_its_loss_in_graph_key
         base, params = methods.split_name(name)
         torch.manual_seed(0)
         method = build_method(base, DataSpec(1, 2, 3), params)
-        prepared = {k: torch.from_numpy(v) for k, v in method.prepare(raters, valid).items()}
-        batch = {"images": torch.from_numpy(images), "raters": torch.from_numpy(raters).long(), "rater_valid": torch.from_numpy(valid),
-                 "index": torch.arange(4), **prepared}  # fmt: skip
-        found[name] = hidden_branches(method, batch)
+        found[name] = hidden_branches(method, whole_batch(method, images, raters, valid))
     assert {name: stages for name, stages in found.items() if stages} == {}
     # LF-Net with L_rcl in its first epoch only does branch on the epoch, and says so:
     method = build_method("lf-net", DataSpec(1, 2, 3), {"rcl_epochs": 1})
@@ -154,10 +158,7 @@ def test_no_training_step_reads_a_tensor_on_the_host():
     for name in methods.method_names():
         torch.manual_seed(0)
         method = build_method(name, DataSpec(1, 2, 3))
-        prepared = {k: torch.from_numpy(v) for k, v in method.prepare(raters, valid).items()}
-        batch = {"images": torch.from_numpy(images), "raters": torch.from_numpy(raters).long(), "rater_valid": torch.from_numpy(valid),
-                 "index": torch.arange(4), **prepared}  # fmt: skip
-        found[name] = host_reads(method, batch)
+        found[name] = host_reads(method, whole_batch(method, images, raters, valid))
     assert {name: stages for name, stages in found.items() if stages} == {}
 
 
