@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 
 from bench import stats
@@ -19,16 +20,18 @@ from bench.rows import display
 from bench.study import Claim, Column, Study
 from bench.verdicts import (
     ALPHA,
-    TOLERANCE_POINTS,
     ClaimReport,
     Group,
     TableReport,
+    column_tolerance,
     group_for,
     is_paper_setting,
     measured_reference,
     paper_setting,
+    pipeline_reasons,
     samples,
     scale,
+    tolerance,
 )
 from datasets import DATASETS
 
@@ -38,37 +41,58 @@ def assess_claim(claim: Claim, tables: list[TableReport], table: pd.DataFrame, c
         return ClaimReport(claim, "not checkable", [claim.params.get("why", "")])
     if claim.kind == "label":
         return label_claim(claim, cells)
+    checks = []
     if claim.kind == "best":
-        checks = []
         for report in tables:
             if report.table.id in claim.params["tables"]:
-                for group in report.groups:
-                    for j, column in enumerate(report.table.columns):
-                        if j in group.entries and group.dataset in samples(column.dataset):
-                            pairs = [(paper.reference_method, m) for m in competitors(report.table.id, paper)]
-                            where = f"{report.table.label} {column.dataset} {column.metric}"
-                            checks.append(order_check(table, group, column, pairs, where, optional=True))
+                for j, column in enumerate(report.table.columns):
+                    where = f"{report.table.label} {column.dataset} {column.metric}"
+                    groups = [g for g in report.groups if j in g.entries and g.dataset in samples(column.dataset)]
+                    pairs = [(paper.reference_method, m) for m in competitors(report.table.id, paper)]
+                    checks += [order_check(table, g, column, pairs, where, claim_tolerance(column, paper)) for g in groups]
+                    checks += [] if groups else [not_run(where)]
         return combine(claim, checks)
-    checks = []
     for column in claim_columns(claim):
+        tol = claim_tolerance(column, paper)
+        found = False
         for dataset in claim_datasets(column, table, paper):
             reference = measured_reference(column, dataset)
             mine = cells[cells["dataset"] == dataset]
             for raters in sorted(set(mine["raters"])):
+                found = True
                 group = group_for(dataset, raters, column.dataset, cells, column, paper)
                 where = f"{dataset}/{raters} {column.metric}"
                 if claim.kind in ("order", "noise"):
                     pairs = [tuple(p) for p in claim.params["pairs"]]
                     levels = sorted(set(mine.loc[mine["raters"] == raters, "noise"])) if claim.kind == "noise" else ["protocol"]
-                    checks += [order_check(table, group, column, pairs, f"{where} noise {level}", reference, level) for level in levels]
+                    checks += [
+                        order_check(table, group, column, pairs, f"{where} noise {level}", tol, reference, level) for level in levels
+                    ]
                 elif claim.kind == "significant":  # against the paper table's competitors on this dataset
                     pairs = [(paper.reference_method, m) for m in competitors(table_of_dataset(column.dataset, paper), paper)]
-                    checks.append(order_check(table, group, column, pairs, where, reference, optional=True))
+                    checks.append(order_check(table, group, column, pairs, where, tol, reference))
                 elif claim.kind == "margin":
-                    checks.append(margin_check(claim, table, group, column, reference, where, paper))
+                    checks.append(margin_check(claim, table, group, column, reference, where, paper, tol))
                 elif claim.kind == "tie":
-                    checks.append(tie_check(claim, table, group, column, reference, where))
+                    checks.append(tie_check(claim, table, group, column, reference, where, tol))
+        checks += [] if found else [not_run(f"{column.dataset} {column.metric}")]
     return combine(claim, checks)
+
+
+def not_run(where: str) -> dict:
+    """A part of a claim's scope with no cell: the claim is incomplete at best."""
+    return {"group": None, "where": where, "status": "not run", "lines": [f"{where}: not run"], "results": []}
+
+
+def claim_tolerance(column: Column, paper: Study) -> float:
+    """The tolerance (paper units) of a comparison on a column: that of the paper table's matching column (`VALUE_RULE`),
+    at the column's median value (which matters for bAHD only), else the metric's own."""
+    for t in paper.tables:
+        for j, c in enumerate(t.columns):
+            if (c.dataset, c.metric, c.structure) == (column.dataset, column.metric, column.structure):
+                values = [v[0] for r in t.rows if r.method != "average" and (v := t.value(r.method, j))]
+                return column_tolerance(t, j, c.metric, float(np.median(values)) if values else 0.0)
+    return tolerance(column.metric, 0.0, [])
 
 
 def competitors(table_id: str, paper: Study) -> list[str]:
@@ -111,72 +135,106 @@ def scoped(table: pd.DataFrame, group: Group, reference: str, noise: str = "prot
                  & (table["reference"] == reference)]  # fmt: skip
 
 
-def order_check(table, group: Group, column: Column, pairs, where: str, reference: str | None = None, noise: str = "protocol",
-                optional: bool = False) -> dict:  # fmt: skip
-    """Each (better, worse) pair: better in the mean, and a Holm-adjusted paired test (one family per column and noise
-    level) significant in its favour (positive effect size). A pair that was not run makes the check incomplete
-    (`holds` None, `missing` named), unless `optional` (a competitor the results did not train is left out)."""
+def order_check(table, group: Group, column: Column, pairs, where: str, tol: float, reference: str | None = None,
+                noise: str = "protocol") -> dict:  # fmt: skip
+    """Each (better, worse) pair by the seed-aware paired test (`bench.stats.paired_tests`, Holm-adjusted within the
+    check): "ahead" when significant in the better method's favour, "behind" when significant the other way,
+    "equivalent" when its 95 % interval lies inside ± `tol`, else "unresolved" (with the seeds that would resolve it).
+    The check holds when every pair is ahead, does not hold when one is behind or equivalent, is inconclusive otherwise,
+    and incomplete when a pair was not run (`missing` names it) unless what ran already does not hold."""
     reference = reference or measured_reference(column, group.dataset)
     rows = scoped(table, group, reference, noise)
     rows = rows[(rows["metric"] == column.metric) & (rows["structure"] == column.structure)]
     present = set(rows["method"])
     missing = [p for p in pairs if p[0] not in present or p[1] not in present]
-    pairs = [p for p in pairs if p not in missing]
-    out = {"group": group, "where": where, "holds": None, "lines": [], "missing": [] if optional or not pairs else missing, "results": []}
-    if not pairs or out["missing"]:  # none of it run here: not run; part of it: incomplete
-        if out["missing"]:
-            out["lines"] = [f"{where}: not run: {', '.join(f'{display(a)} vs {display(b)}' for a, b in out['missing'])}"]
+    out = {"group": group, "where": where, "status": "not run", "lines": [], "missing": missing, "results": []}
+    if not pairs or len(missing) == len(pairs):
         return out
-    higher = higher_is_better(column.metric)
-    means = rows.groupby("method")["value"].mean() * scale(column.metric)
+    if missing:
+        out["lines"] = [f"{where}: not run: {', '.join(f'{display(a)} vs {display(b)}' for a, b in missing)}"]
+        pairs = [p for p in pairs if p not in missing]
+    higher, unit = higher_is_better(column.metric), scale(column.metric)
+    means = rows.groupby("method")["value"].mean() * unit
     results = []
     for better, worse in pairs:
         test = stats.paired_tests(rows, column.metric, column.structure, better, higher, others=[worse])
-        results.append(test.iloc[0].to_dict() if len(test) else {"p": math.nan, "effect_size": math.nan})
+        results.append(test.iloc[0].to_dict() if len(test) else {"diff": math.nan, "ci_low": math.nan, "ci_high": math.nan,
+                                                                  "p": math.nan, "seeds_needed": math.nan})  # fmt: skip
     for (better, worse), r, p in zip(pairs, results, stats.holm([r["p"] for r in results])):
-        ahead = means[better] > means[worse] if higher else means[better] < means[worse]
-        r.update(ok=bool(ahead and p < ALPHA and r["effect_size"] > 0), p_holm=p, better=better, worse=worse,
-                 diff=abs(means[better] - means[worse]))  # fmt: skip
-        out["lines"].append(f"{where}: {display(better)} {means[better]:.2f} vs {display(worse)} {means[worse]:.2f}, Holm p {p:.2g}, "
-                            f"effect size {r['effect_size']:+.2f} → {'holds' if r['ok'] else 'does not hold'}")  # fmt: skip
-    return {**out, "holds": all(r["ok"] for r in results), "results": results}
+        diff, low, high = (unit * r[k] for k in ("diff", "ci_low", "ci_high"))
+        state = ("ahead" if diff > 0 else "behind") if p < ALPHA else "equivalent" if -tol <= low and high <= tol else "unresolved"
+        r.update(state=state, p_holm=p, better=better, worse=worse, diff=diff, low=low, high=high)
+        out["lines"].append(f"{where} ({group.budget}): {display(better)} {means[better]:.2f} vs {display(worse)} {means[worse]:.2f}, "
+                            f"{comparison(r, tol)}")  # fmt: skip
+    states = {r["state"] for r in results}
+    if states & {"behind", "equivalent"}:  # decided by what ran, whatever is missing
+        return {**out, "status": "does not hold", "results": results}
+    status = "incomplete" if missing else "inconclusive" if "unresolved" in states else "holds"
+    return {**out, "status": status, "results": results}
 
 
-def margin_check(claim: Claim, table, group: Group, column: Column, reference: str, where: str, paper: Study) -> dict:
-    """The reference method ahead (`order_check`) by at least the claimed points minus the tolerance, against the named
-    competitors (`versus`) or the paper table's best one."""
-    rows = scoped(table, group, reference)
-    rows = rows[(rows["metric"] == column.metric) & (rows["structure"] == column.structure)]
-    means = rows.groupby("method")["value"].mean() * scale(column.metric)
+def comparison(r: dict, tol: float) -> str:
+    """One comparison's evidence: Δ with its interval, Holm p, its state and, unresolved, the seeds that would resolve it."""
+    if math.isnan(r["p_holm"]):  # one seed of a method: its training variance, so the interval, is unknown
+        return f"Δ {r['diff']:+.2f}, no interval (fewer than 2 seeds of a method) → {r['state']}"
+    text = f"Δ {r['diff']:+.2f} [{r['low']:+.2f}, {r['high']:+.2f}], Holm p {r['p_holm']:.2g} → {r['state']}"
+    if r["state"] == "equivalent":
+        text += f" (within ±{tol:.2g})"
+    if r["state"] == "unresolved":
+        needed = r.get("seeds_needed", math.nan)
+        if math.isfinite(needed):
+            text += f"; {int(needed)} seeds per method would resolve it"
+        elif math.isinf(needed):
+            text += f"; more than {stats.MAX_SEEDS} seeds per method, or more test cases, would be needed"
+    return text
+
+
+def margin_check(claim: Claim, table, group: Group, column: Column, reference: str, where: str, paper: Study, tol: float) -> dict:
+    """The reference method ahead (`order_check`) of the named competitors (`versus`), or of the paper table's best
+    competitor row, by at least the claimed points minus the tolerance: holds when the interval's lower end reaches it,
+    does not hold when its upper end falls short of it, inconclusive otherwise."""
     versus = claim.params.get("versus") or {}
     if not versus:
-        others = means.reindex(competitors(table_of_dataset(column.dataset, paper), paper)).dropna()
-        versus = {others.idxmax(): claim.params["points"]} if len(others) else {}
-    check = order_check(table, group, column, [(paper.reference_method, m) for m in versus], where, reference)
-    if check["holds"] is None:
+        t = paper.table(table_of_dataset(column.dataset, paper)) if table_of_dataset(column.dataset, paper) else None
+        j = next((j for j, c in enumerate(t.columns) if (c.dataset, c.metric, c.structure) == (column.dataset, column.metric,
+                                                                                                  column.structure)), None) if t else None  # fmt: skip
+        rows = [(v[0], m) for m in competitors(t.id, paper) if (v := t.value(m, j))] if j is not None else []
+        pick = max if higher_is_better(column.metric) else min
+        versus = {pick(rows)[1]: claim.params["points"]} if rows else {}
+    check = order_check(table, group, column, [(paper.reference_method, m) for m in versus], where, tol, reference)
+    if check["status"] == "not run" or check["missing"]:
         return check
-    ok, lines = bool(check["holds"]), []
-    for method, points in versus.items():
-        margin = means[paper.reference_method] - means[method]
-        ok = ok and margin >= points - TOLERANCE_POINTS
-        lines.append(f"{where}: {display(paper.reference_method)} − {display(method)} = {margin:+.2f} points (claimed ≈ {points:g})")
-    return {**check, "holds": ok, "lines": lines + check["lines"]}
+    lines, states = [], []
+    for r in check["results"]:
+        need = versus[r["worse"]] - tol
+        state = "holds" if r["low"] >= need else "does not hold" if r["high"] < need or r["state"] == "behind" else "inconclusive"
+        states.append(state)
+        lines.append(f"{where} ({group.budget}): {display(r['better'])} − {display(r['worse'])} = {r['diff']:+.2f} "
+                     f"[{r['low']:+.2f}, {r['high']:+.2f}] points (claimed ≈ {versus[r['worse']]:g}, at least {need:g}) → {state}")  # fmt: skip
+    status = "does not hold" if "does not hold" in states else "inconclusive" if "inconclusive" in states else "holds"
+    return {**check, "status": status, "lines": lines + check["lines"]}
 
 
-def tie_check(claim: Claim, table, group: Group, column: Column, reference: str, where: str) -> dict:
-    """No effect: for each pair, the difference is within the tolerance or its Holm-adjusted test is not significant,
-    whichever way it points."""
-    check = order_check(table, group, column, [tuple(p) for p in claim.params["pairs"]], where, reference)
-    if check["holds"] is None:
+def tie_check(claim: Claim, table, group: Group, column: Column, reference: str, where: str, tol: float) -> dict:
+    """No effect: holds when every pair's 95 % interval lies inside ± `tol` (equivalence), does not hold when one lies
+    entirely outside it, inconclusive otherwise (a missing test is no evidence of no effect)."""
+    check = order_check(table, group, column, [tuple(p) for p in claim.params["pairs"]], where, tol, reference)
+    if check["status"] == "not run" or check["missing"]:
         return check
-    ties = [r["diff"] <= TOLERANCE_POINTS or not r["p_holm"] < ALPHA for r in check["results"]]
-    lines = [f"{where}: {display(r['better'])} vs {display(r['worse'])}: {r['diff']:.2f} points apart, Holm p {r['p_holm']:.2g} → "
-             f"{'no effect' if tie else 'an effect'}" for r, tie in zip(check["results"], ties)]  # fmt: skip
-    return {**check, "holds": all(ties), "lines": lines}
+    lines, states = [], []
+    for r in check["results"]:
+        state = ("no effect" if -tol <= r["low"] and r["high"] <= tol else "an effect" if r["high"] < -tol or r["low"] > tol
+                 else "inconclusive")  # fmt: skip
+        states.append(state)
+        lines.append(f"{where} ({group.budget}): {display(r['better'])} vs {display(r['worse'])}: Δ {r['diff']:+.2f} "
+                     f"[{r['low']:+.2f}, {r['high']:+.2f}] against ±{tol:.2g} → {state}")  # fmt: skip
+    status = "does not hold" if "an effect" in states else "inconclusive" if "inconclusive" in states else "holds"
+    return {**check, "status": status, "lines": lines}
 
 
 def label_claim(claim: Claim, cells: pd.DataFrame) -> ClaimReport:
-    """A claim on the fused labels, checked on each rater setting's training pool at the protocol (label statistics, no training)."""
+    """A claim on the fused labels, checked on each rater setting's training pool at the protocol (label statistics, no
+    training); a pipeline check where every setting that measured it is one (a smoke run's pool is read all the same)."""
     left, op, right = claim.params["check"].split()
     evidence, verdicts = [], []
     for dataset in claim.params["datasets"]:
@@ -187,25 +245,32 @@ def label_claim(claim: Claim, cells: pd.DataFrame) -> ClaimReport:
                 continue
             a, b = labels[left], float(right) if right.replace(".", "").isdigit() else labels[right]
             holds = a < b if op == "<" else a > b
-            verdicts.append((paper_setting(name) in (None, raters), holds))
+            verdicts.append((paper_setting(name) in (None, raters), holds, bool(pipeline_reasons(part))))
             evidence.append(f"{name}/{raters}: {left} {a:.3f} {op} {b:.3f} → {'holds' if holds else 'does not hold'}")
     if not verdicts:
         return ClaimReport(claim, "not run", ["no cell of a dataset this claim is about"])
-    identified = [h for is_paper, h in verdicts if is_paper] or [h for _, h in verdicts]
+    if all(pipeline for _, _, pipeline in verdicts):
+        return ClaimReport(claim, "pipeline check", evidence)
+    identified = [h for is_paper, h, _ in verdicts if is_paper] or [h for _, h, _ in verdicts]
     return ClaimReport(claim, "holds" if all(identified) else "does not hold", evidence)
 
 
 def combine(claim: Claim, checks: list[dict]) -> ClaimReport:
     """A claim's verdict from its checks, over the verdict-grade ones under the paper's setting where there are some:
-    "incomplete" when a comparison it needs was not run there, "not run" when none was."""
+    "does not hold" when one does not, else "incomplete" when a part of its scope was not run, else "inconclusive" when
+    one is, else "holds"; "pipeline check" when only pipeline checks ran; "not run" when nothing did."""
     evidence = [line for c in checks for line in c["lines"]]
-    ran = [c for c in checks if c["holds"] is not None or c.get("missing")]
+    ran = [c for c in checks if c["status"] != "not run"]
     if not ran:
-        return ClaimReport(claim, "not run", ["no cells measure it in this results folder"])
+        return ClaimReport(claim, "not run", evidence or ["no cells measure it in this results folder"])
     graded = [c for c in ran if c["group"].kind != "pipeline check"]
     if not graded:
         return ClaimReport(claim, "pipeline check", evidence)
     judged = [c for c in graded if is_paper_setting(c["group"])] or graded
-    if any(c["holds"] is None for c in judged):
+    statuses = {c["status"] for c in judged}
+    scope_missing = len(ran) < len(checks)  # a column, dataset or level of its scope without cells
+    if "does not hold" in statuses:
+        return ClaimReport(claim, "does not hold", evidence)
+    if "incomplete" in statuses or scope_missing:
         return ClaimReport(claim, "incomplete", evidence)
-    return ClaimReport(claim, "holds" if all(c["holds"] for c in judged) else "does not hold", evidence)
+    return ClaimReport(claim, "inconclusive" if "inconclusive" in statuses else "holds", evidence)

@@ -141,7 +141,7 @@ def render_recipe(
     tests = report.all_tests(rows) if len(rows) else pd.DataFrame()
     for kind in recipe.render:
         if kind == "table":
-            written += report_tables.write_tables(summary, out, note)
+            written += report_tables.write_tables(summary, out, note, outcomes=store.training_outcomes(results))
             written.append(report.write_tests(tests, out))
         elif kind == "boxplot":
             written += report.write_boxplots(rows, tests, out, fig_note)

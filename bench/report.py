@@ -8,7 +8,8 @@ rater style, the noise level and, where it matters, the reference (`<d>_<raters>
 
 - `table1_<d>_<raters>_<noise>_<ref>_<structure>.{md,tex}`: Table I style, DSC (%) ↑ and bAHD ↓,
   mean ± std over seeds, one file per headline reference (gt, majority, STAPLE); Average row first
-  (where the dataset has one), Oracle last. A dataset without ground truth (LIDC) gets `table2_…`
+  (where the dataset has one), Oracle last; a method whose predictions were degenerate (manifest.json
+  `degenerate.flag`) is marked `[empty 2/3]` and never bold. A dataset without ground truth (LIDC) gets `table2_…`
   instead, with Table II's columns: DSC, bAHD, GED ↓ and Dice_match ↑ (against the rater set).
 - `table3_<d>_<raters>_<noise>.{md,tex}`: Table III style, soft DSC / soft IoU (%) per structure
   against the rater mean, for datasets scored with soft metrics (RIGA).
@@ -17,7 +18,7 @@ rater style, the noise level and, where it matters, the reference (`<d>_<raters>
 - `paired_tests.csv`: `bench.stats.paired_tests` for every metric and structure, LF-Net vs the
   paper's methods (family "main") and vs its ablation variants (family "ablation"), per reference.
 - `boxplot_dsc_…`: per-case DSC per method against the dataset's default reference, with the
-  Holm-adjusted Wilcoxon p-value vs LF-Net above each box.
+  Holm-adjusted p of the seed-aware test (docs/methods.md#statistics) vs LF-Net above each box.
 - `noise_dsc_<d>_<raters>_<ref>_<structure>`: DSC against the realised Average DSC of the rater
   pool, one line per method, when the dataset was run at two or more noise levels.
 - `rater_dsc_…`: heat map of each method's DSC against each rater alone (method × rater).
@@ -107,7 +108,7 @@ def render(results_dir: Path, out_dir: Path) -> list[Path]:
         return []
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
-    written += write_tables(summary, out_dir)
+    written += write_tables(summary, out_dir, outcomes=store.training_outcomes(results_dir))
     tests = all_tests(table)
     written.append(write_tests(tests, out_dir))
     written += write_boxplots(table, tests, out_dir)
@@ -180,8 +181,19 @@ def write_reliability(calibration: pd.DataFrame, out_dir: Path, note: str = "") 
     return written
 
 
-def write_boxplots(table: pd.DataFrame, tests: pd.DataFrame, out_dir: Path, note: str = "") -> list[Path]:
-    """Per-case DSC per method against the dataset's default reference (gt where it exists, else the majority)."""
+#: The test whose Holm-adjusted p the box plots print (bench/stats.py); named the same on the reproduction page.
+TEST_NAME = "seed-aware test (docs/methods.md#statistics)"
+
+
+def write_boxplots(
+    table: pd.DataFrame, tests: pd.DataFrame, out_dir: Path, note: str = "", pipeline_checks: dict[tuple[str, str], str] | None = None
+) -> list[Path]:
+    """Per-case DSC per method against the dataset's default reference (gt where it exists, else the majority).
+
+    `pipeline_checks` maps (dataset, raters) to a line drawn in red on that group's figures ("pipeline check, not a
+    verdict: budget quick"), so that a figure says so wherever it is shown.
+    """
+    pipeline_checks = pipeline_checks or {}
     written = []
     all_methods = sorted(set(table["method"]))
     dsc_structures = ordered_structures(set(table.loc[table["metric"] == "dsc", "structure"]))
@@ -202,12 +214,13 @@ def write_boxplots(table: pd.DataFrame, tests: pd.DataFrame, out_dir: Path, note
                 f"{dataset}: per-case DSC, {n_cases} test cases\n"
                 f"raters {raters}, noise {noise}, against {reference}, structure: {structure}\n"
                 + (
-                    f"Holm-adjusted two-sided Wilcoxon signed-rank p vs {display(REFERENCE_METHOD)}"
+                    f"Holm-adjusted p vs {display(REFERENCE_METHOD)} of the\n{TEST_NAME}"
                     if REFERENCE_METHOD in methods
                     else f"no {display(REFERENCE_METHOD)} run: no tests"
                 )
             )
-            fig = boxplot_figure(part, here, methods, all_methods, f"{note}\n{title}" if note else title)
+            warning = pipeline_checks.get((dataset, raters), "")
+            fig = boxplot_figure(part, here, methods, all_methods, f"{note}\n{title}" if note else title, warning)
             written += save(fig, out_dir / f"boxplot_dsc_{slug(dataset, raters, noise, reference, structure)}")
     return written
 

@@ -5,7 +5,9 @@ carry the dataset, the rater setting, the noise level and, where it matters, the
 (`<d>_<raters>_<noise>_<ref>`); `group_tables` decides which tables a group of the summary gets
 (see bench/report.py for the list). Bold rule (as the paper): the best mean per column, compared
 at the printed precision so that equal-looking values are bolded alike, over the method rows only;
-Average and Oracle are never bold (Tables I-III); in the ablation table every row competes.
+Average and Oracle are never bold (Tables I-III); in the ablation table every row competes. A method whose predictions
+were degenerate in any seed (an empty or full mask on most validation cases, manifest.json `degenerate.flag`) is marked
+after its name (`[empty 2/3]`) and never bold: its mean measures nothing.
 """
 
 from __future__ import annotations
@@ -49,6 +51,11 @@ class Table:
     rows: list[list[TableCell]] = field(default_factory=list)
     italic: list[bool] = field(default_factory=list)  # Average and Oracle, as \emph in the paper
     rule_before: set[int] = field(default_factory=set)  # row indices preceded by a light rule
+    flags: list[str] = field(default_factory=list)  # per row: "" or the degenerate-prediction flag ("empty 2/3")
+
+
+#: The note under a table with a flagged row.
+FLAG_NOTE = "[empty k/n], [full k/n]: in k of n seeds the method predicted an empty (full) mask on most validation cases where the raters' majority did not; its mean measures nothing and is never bold"  # fmt: skip
 
 
 def column(metric: str, structure: str, named: bool = False) -> Column:
@@ -83,8 +90,13 @@ def build_table(
     label_header: str,
     table_name: str,
     compete_all: bool,
+    flags: dict[str, str] | None = None,
 ) -> Table:
-    """Rows = [Average] + methods + [Oracle] (those present), cells mean ± std, the best bolded (see module doc)."""
+    """Rows = [Average] + methods + [Oracle] (those present), cells mean ± std, the best bolded (see module doc).
+
+    `flags` maps a method to its degenerate-prediction flag (`degenerate_flags`); a flagged row is never bold.
+    """
+    flags = flags or {}
     lookup = {(r["method"], r["structure"], r["metric"]): (r["mean"], r["std"]) for r in summary.to_dict("records")}
     has = {m for m, s, k in lookup if (s, k) in {(c.structure, c.metric) for c in columns}}
     order = ([AVERAGE] if AVERAGE in has else []) + [m for m in methods if m in has] + ([ORACLE] if ORACLE in has else [])
@@ -92,6 +104,7 @@ def build_table(
     for method in order:
         table.labels.append(display(method, table_name))
         table.italic.append(method in (AVERAGE, ORACLE))
+        table.flags.append(flags.get(method, ""))
         table.rows.append([table_cell(lookup.get((method, c.structure, c.metric)), c, method == AVERAGE) for c in columns])
     if order and order[0] == AVERAGE and len(order) > 1:
         table.rule_before.add(1)
@@ -100,7 +113,7 @@ def build_table(
     for i, method in enumerate(order):
         if table_of(method) == "ablation-text" and not any(table_of(m) == "ablation-text" for m in order[:i]):
             table.rule_before.add(i)
-    competing = [i for i, m in enumerate(order) if compete_all or m not in (AVERAGE, ORACLE)]
+    competing = [i for i, m in enumerate(order) if (compete_all or m not in (AVERAGE, ORACLE)) and not flags.get(m)]
     for j, column in enumerate(columns):
         mark_best(table, j, column, competing, [lookup.get((order[i], column.structure, column.metric)) for i in competing])
     return table
@@ -128,10 +141,18 @@ def mark_best(table: Table, j: int, column: Column, rows: list[int], values: lis
 def to_markdown(table: Table) -> str:
     lines = [f"### {table.title}", "", "| " + " | ".join([table.label_header, *(c.markdown for c in table.columns)]) + " |"]
     lines.append("|:--" + "|--:" * len(table.columns) + "|")
-    for label, row, italic in zip(table.labels, table.rows, table.italic):
+    for label, row, italic, flag in zip(table.labels, table.rows, table.italic, flagged(table)):
         texts = [markdown_cell(c) for c in row]
-        lines.append("| " + " | ".join([f"*{label}*" if italic else label, *texts]) + " |")
+        label = (f"*{label}*" if italic else label) + (f" [{flag}]" if flag else "")
+        lines.append("| " + " | ".join([label, *texts]) + " |")
+    if any(table.flags):
+        lines += ["", FLAG_NOTE + "."]
     return "\n".join(lines) + "\n"
+
+
+def flagged(table: Table) -> list[str]:
+    """Each row's flag ("" where none; a table built without flags has none)."""
+    return table.flags or [""] * len(table.labels)
 
 
 def markdown_cell(c: TableCell) -> str:
@@ -148,12 +169,16 @@ def to_latex(table: Table) -> str:
         " & ".join([latex_text(table.label_header), *(c.latex for c in table.columns)]) + r" \\",
         r"\midrule",
     ]
-    for i, (label, row, italic) in enumerate(zip(table.labels, table.rows, table.italic)):
+    for i, (label, row, italic, flag) in enumerate(zip(table.labels, table.rows, table.italic, flagged(table))):
         if i in table.rule_before:
             lines.append(r"\midrule")
         label = latex_text(label)
-        lines.append(" & ".join([rf"\emph{{{label}}}" if italic else label, *(latex_cell(c) for c in row)]) + r" \\")
-    lines += [r"\bottomrule", r"\end{tabular}"]
+        label = (rf"\emph{{{label}}}" if italic else label) + (f" [{latex_text(flag)}]" if flag else "")
+        lines.append(" & ".join([label, *(latex_cell(c) for c in row)]) + r" \\")
+    lines.append(r"\bottomrule")
+    if any(table.flags):
+        lines.append(rf"\multicolumn{{{len(table.columns) + 1}}}{{p{{0.9\linewidth}}}}{{\footnotesize {latex_text(FLAG_NOTE)}.}} \\")
+    lines.append(r"\end{tabular}")
     return "\n".join(lines) + "\n"
 
 
@@ -187,13 +212,31 @@ def slug(*parts) -> str:
     return "_".join(re.sub(r"[^A-Za-z0-9.-]+", "-", str(p)) for p in parts)
 
 
-def group_tables(part: pd.DataFrame, group: tuple) -> list[tuple[str, Table]]:
+def degenerate_flags(outcomes: pd.DataFrame | None, dataset: str, raters: str, noise: str) -> dict[str, str]:
+    """Method -> its degenerate-prediction flag over seeds ("empty 2/3", "empty 1/3 · full 1/3"), for the methods that have one.
+
+    `outcomes` is `bench.store.training_outcomes` (one row per finished cell, its `flag` "empty", "full" or ""); None or
+    empty: no flags (a summary without its cells' manifests).
+    """
+    if outcomes is None or outcomes.empty:
+        return {}
+    part = outcomes[(outcomes["dataset"] == dataset) & (outcomes["raters"] == raters) & (outcomes["noise"] == noise)]
+    out = {}
+    for method, cells in part.groupby("method"):
+        counts = cells.loc[cells["flag"] != "", "flag"].value_counts()
+        if len(counts):
+            out[method] = " · ".join(f"{flag} {n}/{len(cells)}" for flag, n in counts.items())
+    return out
+
+
+def group_tables(part: pd.DataFrame, group: tuple, flags: dict[str, str] | None = None) -> list[tuple[str, Table]]:
     """(file stem, table) for one dataset × raters × noise × headline reference of the summary.
 
     `part` holds that reference's rows, the Average rows, and the rows against the rater set
     (GED, Dice_match) and the rater mean (soft DSC / IoU), which do not depend on the headline reference.
     Datasets without ground truth (real raters: LIDC, RIGA) get Table II's columns, DSC, bAHD, GED
-    and Dice_match; a dataset scored with soft metrics (RIGA) gets Table III, soft DSC / IoU per structure.
+    and Dice_match; a dataset scored with soft metrics (RIGA) gets Table III, soft DSC / IoU per structure. `flags`:
+    `degenerate_flags` of the group.
     """
     dataset, raters, noise, reference = group
     out = []
@@ -206,7 +249,8 @@ def group_tables(part: pd.DataFrame, group: tuple) -> list[tuple[str, Table]]:
         for structure in ordered_structures({s for s, k in pairs if k in ("dsc", "bahd")}):
             columns = table_columns("table2" if real else "table1", structure)
             kind = "DSC (%) ↑, bAHD ↓, GED ↓ and Dice_match (%) ↑" if real else "DSC (%) ↑ and bAHD ↓"
-            table = build_table(part, columns, main, group_title(kind, group, structure), "Methods", "main", compete_all=False)
+            table = build_table(part, columns, main, group_title(kind, group, structure), "Methods", "main", compete_all=False,
+                                flags=flags)  # fmt: skip
             out.append((f"{'table2' if real else 'table1'}_{base}_{slug(structure)}", table))
         soft = [
             c for s in ordered_structures({s for s, _ in pairs}) for c in table_columns("table3", s, named=True) if (s, c.metric) in pairs
@@ -214,7 +258,10 @@ def group_tables(part: pd.DataFrame, group: tuple) -> list[tuple[str, Table]]:
         if soft and soft_metrics(dataset):
             title = group_title("soft DSC and soft IoU (%) ↑", (dataset, raters, noise, "the rater mean"))
             out.append(
-                (f"table3_{slug(dataset, raters, noise)}", build_table(part, soft, main, title, "Methods", "main", compete_all=False))
+                (
+                    f"table3_{slug(dataset, raters, noise)}",
+                    build_table(part, soft, main, title, "Methods", "main", compete_all=False, flags=flags),
+                )
             )
     ablation = ablation_methods(methods_here)
     if any(m != REFERENCE_METHOD for m in ablation):
@@ -226,18 +273,22 @@ def group_tables(part: pd.DataFrame, group: tuple) -> list[tuple[str, Table]]:
             for s in ordered_structures({s for s, k in row_pairs if k in ablation_metrics})
         ]
         title = group_title("ablation, DSC (%) ↑", group)
-        out.append((f"table4_{base}", build_table(rows, columns, ablation, title, "Variant", "ablation", compete_all=True)))
+        out.append((f"table4_{base}", build_table(rows, columns, ablation, title, "Variant", "ablation", compete_all=True, flags=flags)))
     return out
 
 
-def write_tables(summary: pd.DataFrame, out_dir: Path, note: str = "") -> list[Path]:
-    """Every table of the summary as Markdown and LaTeX, per headline reference; `note` (e.g. "quick stand-in: …") heads each file."""
+def write_tables(summary: pd.DataFrame, out_dir: Path, note: str = "", outcomes: pd.DataFrame | None = None) -> list[Path]:
+    """Every table of the summary as Markdown and LaTeX, per headline reference; `note` (e.g. "quick stand-in: …") heads each file.
+
+    `outcomes` (`bench.store.training_outcomes` of the same results folder) marks the degenerate rows (`degenerate_flags`).
+    """
     written, markdown = [], []
     for (dataset, raters, noise), part in summary.groupby(["dataset", "raters", "noise"], sort=True):
+        flags = degenerate_flags(outcomes, dataset, raters, noise)
         shared = part[part["reference"].isin(["raters", "rater-mean"]) | (part["method"] == AVERAGE)]
         for reference in [r for r in HEADLINE if r in set(part.loc[part["method"] != AVERAGE, "reference"])]:
             rows = pd.concat([part[(part["reference"] == reference) & (part["method"] != AVERAGE)], shared])
-            for stem, table in group_tables(rows, (dataset, raters, noise, reference)):
+            for stem, table in group_tables(rows, (dataset, raters, noise, reference), flags):
                 if (out_dir / f"{stem}.md") in written:  # Table III does not depend on the headline reference
                     continue
                 md, tex = to_markdown(table), to_latex(table)

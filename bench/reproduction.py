@@ -31,12 +31,14 @@ from bench.verdicts import (
     Group,
     Measured,
     TableReport,
+    column_tolerance,
     group_for,
+    judge,
     measure,
     measured_reference,
     scale,
     stand_ins,
-    value_verdict,
+    tolerance,
 )
 from datasets import DATASETS
 
@@ -51,6 +53,8 @@ class Assessment:
     values: list[tuple]  # (study Value, Group or None, Entry or None)
     readings: list[dict]  # one row per declared reading × (dataset, raters) that ran it, see `assess_readings`
     table: pd.DataFrame  # the results folder's long table (empty when nothing was collected), for the page's figures
+    selection: pd.DataFrame  # the selection reading (docs/decisions.md), see `assess_selection`
+    protocol: str = ""  # under which protocol every verdict stands, see `protocol_note`
 
 
 # --------------------------------------------------------------------------- reading the results folder
@@ -58,16 +62,23 @@ class Assessment:
 
 def cell_info(results: Path) -> pd.DataFrame:
     """One row per finished cell: keys, budget, rater setting's label statistics and input, how its stages stopped, its
-    degenerate-prediction flag ("empty", "full" or "") and its teacher diagnostic ({} for a method without one)."""
+    degenerate-prediction flag ("empty", "full" or "") and its teacher diagnostic ({} for a method without one), the
+    run options `OPTIONS` (None where not set) and the split sizes `IMAGES` it trained, validated and was scored on."""
     rows = []
     for folder, info in store.manifests(results):
         config = store.read_json(folder / "config.json")
         setting = info.get("rater_setting") or {}
         stops = "+".join(s.get("reason", "").split(":")[0] for s in info.get("stages", {}).values())
+        options = config.get("options") or {}
         rows.append({**info["cell"], "budget": config.get("budget", {}).get("name", ""), "labels": setting.get("labels") or {},
                      "input": setting.get("input", ""), "stops": stops, "flag": info.get("degenerate", {}).get("flag", ""),
-                     "teacher": info.get("teacher") or {}})  # fmt: skip
-    return pd.DataFrame(rows, columns=[*store.KEYS, "budget", "labels", "input", "stops", "flag", "teacher"])
+                     "teacher": info.get("teacher") or {}, **{k: options.get(k) for k in OPTIONS},
+                     **{k: config.get(k) for k in IMAGES}})  # fmt: skip
+    return pd.DataFrame(rows, columns=[*store.KEYS, "budget", "labels", "input", "stops", "flag", "teacher", *OPTIONS, *IMAGES])
+
+
+OPTIONS = ("max_steps", "train_size", "test_size")  # the run options that make a cell a pipeline check (config.json)
+IMAGES = ("train_images", "val_images", "test_images")
 
 
 def per_seed(table: pd.DataFrame, column: Column, reference: str) -> pd.DataFrame:
@@ -91,7 +102,71 @@ def assess(results: Path, data_root: Path, paper: Study | None = None) -> Assess
     tables = [assess_table(t, table, cells, paper, data_root) for t in paper.tables]
     values = [assess_value(v, table, cells, paper) for v in paper.values]
     claims = [assess_claim(c, tables, table, cells, paper) for c in paper.claims]
-    return Assessment(paper, results, budget, tables, claims, values, assess_readings(table, cells, paper), table)
+    logs = pd.read_parquet(results / "train_logs.parquet") if (results / "train_logs.parquet").is_file() else pd.DataFrame()
+    selection = assess_selection(logs, table)
+    return Assessment(paper, results, budget, tables, claims, values, assess_readings(table, cells, paper), table, selection,
+                      protocol_note(budgets))  # fmt: skip
+
+
+def protocol_note(budgets: list[str]) -> str:
+    """What the verdicts stand under: this benchmark's protocol unless every cell ran the paper's own recipe."""
+    if not budgets:
+        return ""
+    if set(budgets) <= {"paper", "paper-rcl15"}:
+        return f"under the paper's own recipe (budget {', '.join(budgets)})"
+    ours = ", ".join(b for b in budgets if not b.startswith("paper"))
+    ran = " and the paper's recipe" if any(b.startswith("paper") for b in budgets) else "; the paper's recipe (`--budget paper`) not run"
+    return f"under this benchmark's {ours} protocol (the stopping rule on the raters' validation loss){ran}"
+
+
+SELECTION_COLUMNS = ["dataset", "raters", "noise", "method", "seeds", "rule_step", "rule_dsc", "rule_sd", "gt_step", "gt_dsc", "gt_sd",
+                     "gain", "gain_low", "gain_high", "test_dsc", "test_sd"]  # fmt: skip
+
+
+def selection_steps(logs: pd.DataFrame) -> pd.DataFrame:
+    """Per cell, in the stage that logs the validation DSC against GT (the last): the step the stopping rule restored and
+    the evaluation with the highest validation GT DSC, with that DSC at each (%), from the collected training logs."""
+    if "diagnostic_gt_dsc" not in logs.columns:
+        return pd.DataFrame(columns=[*store.KEYS, "rule_step", "rule_dsc", "gt_step", "gt_dsc"])
+    evals = logs[(logs["event"] == "eval") & logs["diagnostic_gt_dsc"].notna()]
+    stops = logs[logs["event"] == "stop"].set_index([*store.KEYS, "stage"])["restored_step"]
+    rows = []
+    for key, part in evals.groupby([*store.KEYS, "stage"], sort=True):
+        by_step = part.set_index("step")["diagnostic_gt_dsc"]
+        rule = stops.get(key)
+        if rule is None or rule not in by_step.index:  # a stage that did not finish, or stopped between evaluations
+            continue
+        rows.append({**dict(zip(store.KEYS, key)), "rule_step": int(rule), "rule_dsc": float(by_step[rule]),
+                     "gt_step": int(by_step.idxmax()), "gt_dsc": float(by_step.max())})  # fmt: skip
+    return pd.DataFrame(rows, columns=[*store.KEYS, "rule_step", "rule_dsc", "gt_step", "gt_dsc"])
+
+
+def span(steps: pd.Series) -> str:
+    """Steps over seeds as the page prints them: "240–340", or "240" when every seed agrees."""
+    return f"{steps.min()}–{steps.max()}" if steps.nunique() > 1 else str(steps.iloc[0])
+
+
+def assess_selection(logs: pd.DataFrame, table: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The selection reading declared in docs/decisions.md, per (dataset, raters, noise, method): the validation DSC
+    against GT (%) at the step the stopping rule restored and at the evaluation with the highest one (mean and sd over
+    seeds, and the steps' range), and the gain with its 95 % t interval over seeds; beside them the fair row, the test DSC
+    against GT of the rule's weights (mean and sd over seeds of the case means), from the long `table`. A validation
+    figure, chosen and measured on the same images: it flatters the reading and never replaces the fair row."""
+    steps = selection_steps(logs)
+    fair: dict = {}
+    if table is not None and len(table):
+        rows = table[(table["metric"] == "dsc") & (table["reference"] == "gt") & (table["structure"] == "foreground")]
+        seeds = rows.groupby(["dataset", "raters", "noise", "method", "seed"])["value"].mean().mul(100)
+        fair = {key: part.to_numpy() for key, part in seeds.groupby(level=[0, 1, 2, 3])}
+    rows = []
+    for key, part in steps.groupby(["dataset", "raters", "noise", "method"], sort=True):
+        test = pd.Series(fair.get(key, []), dtype=float)
+        gain = measure(part["gt_dsc"].to_numpy() - part["rule_dsc"].to_numpy(), 1.0)
+        rows.append({**dict(zip(["dataset", "raters", "noise", "method"], key)), "seeds": len(part), "rule_step": span(part["rule_step"]),
+                     "rule_dsc": part["rule_dsc"].mean(), "rule_sd": part["rule_dsc"].std(), "gt_step": span(part["gt_step"]),
+                     "gt_dsc": part["gt_dsc"].mean(), "gt_sd": part["gt_dsc"].std(), "gain": gain.mean, "gain_low": gain.ci[0],
+                     "gain_high": gain.ci[1], "test_dsc": test.mean() if len(test) else math.nan, "test_sd": test.std()})  # fmt: skip
+    return pd.DataFrame(rows, columns=SELECTION_COLUMNS)
 
 
 def assess_readings(table: pd.DataFrame, cells: pd.DataFrame, paper: Study) -> list[dict]:
@@ -173,10 +248,10 @@ def column_entries(t: Table, j: int, part: pd.DataFrame, column: Column, group: 
         entry = Entry(method, paper_value, mine)
         if paper_value is None or mine is None:
             entry.verdict = "no paper value" if paper_value is None else "not run"
-        elif group.kind != "verdict":
-            entry.verdict = group.kind
         else:
-            entry.verdict = value_verdict(paper_value, mine, column.metric)
+            judge(entry, column_tolerance(t, j, column.metric, paper_value[0]))
+            if group.kind != "verdict":  # the interval is shown, the verdict is the group's
+                entry.verdict = group.kind
         out.append(entry)
     return out
 
@@ -228,6 +303,15 @@ def absent(dataset: str, data_root: Path) -> str:
     return f"not run: no {dataset} cells in this results folder (python -m bench run --dataset {dataset} --budget plateau --methods all)"
 
 
+def value_tolerance(value, paper: Study) -> float:
+    """The tolerance of a number of the text: its paper table column's where one matches, else the metric's own."""
+    for t in paper.tables:
+        for j, c in enumerate(t.columns):
+            if (c.dataset, c.metric, c.structure) == (value.column.dataset, value.column.metric, value.column.structure):
+                return column_tolerance(t, j, c.metric, value.mean)
+    return tolerance(value.column.metric, value.mean, [])
+
+
 def assess_value(value, table: pd.DataFrame, cells: pd.DataFrame, paper: Study) -> tuple:
     """A number of the text, against the first setting that measured it (the paper's setting first); a number against
     an expert ground truth that was never released is not comparable, measured or not."""
@@ -241,8 +325,8 @@ def assess_value(value, table: pd.DataFrame, cells: pd.DataFrame, paper: Study) 
         for raters in sorted(set(seeds["raters"]), key=lambda r: r != paper.paper_raters.get(value.column.dataset)):
             group = group_for(dataset, raters, value.column.dataset, cells, value.column, paper)
             mine = measure(seeds[seeds["raters"] == raters]["value"].to_numpy(), scale(value.column.metric))
-            entry = Entry(value.method, (value.mean, value.sd), mine)
-            entry.verdict = group.kind if group.kind != "verdict" else value_verdict((value.mean, value.sd), mine, value.column.metric)
+            entry = judge(Entry(value.method, (value.mean, value.sd), mine), value_tolerance(value, paper))
+            entry.verdict = group.kind if group.kind != "verdict" else entry.verdict
             return value, group, entry
     return value, None, None
 

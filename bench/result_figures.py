@@ -1,5 +1,6 @@
 """Figures drawn from the collected tables: box plots with p-values, noise curves, learning curves, the diagnostic GT
-curves, the method × rater heat map, reliability diagrams and the parameter curves (bench/figures.py draws images).
+curves, the method × rater heat map, reliability diagrams, the parameter curves and rank (blob) plots (bench/figures.py
+draws images).
 
 Every function returns a Matplotlib `Figure` (Agg-free, no global state) or saves one as PNG and PDF
 (`save`); colours are fixed per method across one report (`method_color`).
@@ -7,6 +8,7 @@ Every function returns a Matplotlib `Figure` (Agg-free, no global state) or save
 
 from __future__ import annotations
 
+import textwrap
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,6 +22,7 @@ from matplotlib.ticker import FixedLocator, NullLocator
 from matplotlib.transforms import blended_transform_factory
 
 import methods
+from bench import ranking
 from bench.evaluate.long_table import ordered_structures
 from bench.rows import ORACLE, REFERENCE_METHOD, display, main_methods, registry_order
 
@@ -50,8 +53,14 @@ def save(fig: Figure, stem: Path) -> list[Path]:
     return [png, pdf]
 
 
-def boxplot_figure(cases: pd.DataFrame, tests: pd.DataFrame, methods: list[str], all_methods: list[str], title: str) -> Figure:
-    """Per-case DSC (%) per method; Holm-adjusted p vs LF-Net written above each other box."""
+def boxplot_figure(
+    cases: pd.DataFrame, tests: pd.DataFrame, methods: list[str], all_methods: list[str], title: str, warning: str = ""
+) -> Figure:
+    """Per-case DSC (%) per method; the Holm-adjusted p (`tests`' p_holm) vs LF-Net written above each other box.
+
+    `warning` (e.g. "pipeline check, not a verdict: budget quick") is drawn in red above everything, so that the figure
+    says so wherever it is shown.
+    """
     labels = [display(m) for m in methods]
     data = cases.assign(label=cases["method"].map(display), dsc=cases["value"] * 100)
     fig = Figure(figsize=(max(6.0, 1.0 + 0.9 * len(methods)), 5.0), layout="constrained")
@@ -72,6 +81,51 @@ def boxplot_figure(cases: pd.DataFrame, tests: pd.DataFrame, methods: list[str],
     ax.tick_params(axis="x", labelrotation=30)
     ax.grid(axis="y", alpha=0.3)
     ax.set_title(title, fontsize=10, pad=22)
+    if warning:
+        fig.suptitle(textwrap.fill(warning, 70), fontsize=10, color=WARNING_COLOR, fontweight="bold")
+    return fig
+
+
+WARNING_COLOR = "#b00020"  # a figure's "pipeline check, not a verdict" line
+
+
+def rank_figure(
+    shares: pd.DataFrame, title: str, colors: dict[str, object], labels: dict[str, str] | None = None, warning: str = ""
+) -> Figure:
+    """The blob plot of a ranking's uncertainty (as the challenge community draws it, e.g. challengeR's): one column per
+    method, ordered by mean rank; a circle at each rank the method took, its area ∝ the share of bootstrap resamples;
+    a black cross at the median rank and a black line over the central 95 % of ranks.
+
+    `shares` is `bench.ranking.rank_distribution`: index methods, columns ranks 1 … K, rows summing to 1. Rank 1
+    (best) is at the bottom. `colors[method]` colours its circles; `labels[method]` names it (default: the name);
+    `warning` is drawn in red above everything, as on `boxplot_figure`.
+    """
+    labels = dict(labels or {})
+    order = ranking.mean_rank(shares).sort_values(kind="stable").index.tolist()
+    shares = shares.loc[order]
+    k = shares.shape[1]
+    rank_values = shares.columns.to_numpy()
+    low, median, high = (ranking.rank_quantile(shares, q) for q in (0.025, 0.5, 0.975))
+    fig = Figure(figsize=(max(4.5, 1.2 + 0.75 * len(order)), max(3.2, 1.4 + 0.4 * k)), layout="constrained")
+    ax = fig.subplots()
+    for x, method in enumerate(order):
+        share = shares.loc[method].to_numpy(float)
+        taken = share > 0
+        ax.scatter(np.full(taken.sum(), x), rank_values[taken], s=600 * share[taken], color=colors[method], alpha=0.8,
+                   edgecolors="none", gid=f"method:{method}")  # fmt: skip
+        ax.vlines(x, low[method], high[method], color="black", lw=1)
+        ax.plot([x], [median[method]], marker="x", color="black", ms=7, mew=1.5, gid=f"median:{method}")
+    ax.set_xticks(np.arange(len(order)), labels=[labels.get(m, m) for m in order])
+    ax.tick_params(axis="x", labelrotation=30)
+    ax.set_yticks(np.arange(1, k + 1))
+    ax.set_ylim(0.4, k + 0.6)
+    ax.set_xlim(-0.6, len(order) - 0.4)
+    ax.set_xlabel("method, by mean rank")
+    ax.set_ylabel("rank (1 = best)")
+    ax.grid(alpha=0.3)
+    ax.set_title(title, fontsize=9)
+    if warning:
+        fig.suptitle(textwrap.fill(warning, 60), fontsize=9, color=WARNING_COLOR, fontweight="bold")
     return fig
 
 

@@ -1,24 +1,34 @@
-"""Statistics on the long results table (docs/methods.md#statistics): per-case values and paired tests against LF-Net.
+"""Statistics on the long results table (docs/methods.md#statistics): paired comparisons of the reference method with
+each other method that see both sources of variance, the trained model (seed) and the test case.
 
-Mean ± std over seeds for the tables is `bench.evaluate.long_table.summarise`; this module adds what the tables
-cannot show: whether the reference method beats each other method on the same test cases.
+Mean ± std over seeds for the tables is `bench.evaluate.long_table.summarise`; this module adds whether the reference
+method beats each other method, by how much, and how sure that is.
 
-Protocol (the paper reports p < 0.05 for LF-Net against every competitor on LIDC but names no
-test; docs/methods.md#statistics):
+The verdict's test (`seed_case_test`, docs/methods.md#statistics): per method a (seeds × cases) matrix of values on the
+cases both methods have. The difference of the two methods' means, Δ, has the variance
 
-1. Per case, average each method's value over its seeds (`bench.evaluate.long_table.per_case`), so the unit of the test is
-   the test case, not the (case, seed) pair, whose seeds are not independent observations.
-2. For each other method, a paired two-sided Wilcoxon signed-rank test (Wilcoxon 1945) of the
-   reference method against it, on the cases both have (`paired_tests`).
-3. Holm's step-down adjustment (Holm 1979) across the comparisons of one dataset × reference ×
-   noise level × evaluation reference, which controls the family-wise error rate without assuming independence.
-4. Effect sizes: the matched-pairs rank-biserial correlation (Kerby 2014) and the median paired
-   difference, both signed so that a positive value favours the reference method.
+    Var(Δ) = s²_ref / S_ref + s²_other / S_other + s²_d / C
+
+where s² is the sample variance of a method's per-seed means over the cases (how much two trainings of one method
+differ, test-case noise included), S its number of seeds, and s²_d the sample variance over the C cases of the paired
+per-case difference of seed-averaged values (how much the difference depends on which cases were drawn). The first two
+terms are Welch's, with the seed as the unit; the third adds the test cases as a second unit of replication. Δ / √Var
+is referred to Student's t with the Welch–Satterthwaite degrees of freedom of the three terms; the 95 % interval is
+Δ ± t·√Var. The residual (seed × case) variance enters both the seed and the case terms, so the test errs on the safe
+side; with one seed of either method the training variance is unknown and there is no p-value. `bench power` proves the
+error rate by simulation. Holm's step-down adjustment (Holm 1979) runs across the comparisons of one dataset ×
+reference method × noise level × evaluation reference.
+
+The paper's test is kept beside it, labelled as such, never as a verdict's only basis: a paired two-sided Wilcoxon
+signed-rank test (Wilcoxon 1945) on per-case values averaged over seeds (`compare_pair`), whose unit is the test case
+alone, with the matched-pairs rank-biserial correlation (Kerby 2014) and the median paired difference as its effect
+sizes. Every effect is signed so that a positive value favours the reference method.
 """
 
 from __future__ import annotations
 
 import gc
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -27,11 +37,16 @@ from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
 from bench import study
-from bench.evaluate.long_table import GROUP, per_case
+from bench.evaluate.long_table import GROUP
+
+ALPHA = 0.05  # two-sided, of each Holm-adjusted comparison
+POWER = 0.80  # of the "seeds needed" estimates
+MAX_SEEDS = 50  # the most seeds a "seeds needed" estimate considers
 
 TEST_COLUMNS = [
-    *GROUP, "structure", "metric", "reference_method", "method",
-    "n", "n_nan", "n_zero", "statistic", "p", "p_holm", "effect_size", "median_diff",
+    *GROUP, "structure", "metric", "reference_method", "method", "n", "n_nan", "n_seeds_ref", "n_seeds",
+    "diff", "se", "df", "ci_low", "ci_high", "p", "p_holm", "seeds_needed",
+    "statistic", "n_zero", "p_wilcoxon", "p_wilcoxon_holm", "effect_size", "median_diff",
 ]  # fmt: skip
 
 
@@ -39,6 +54,57 @@ def default_exclude() -> tuple[str, ...]:
     """The study's Oracle is trained on ground truth: an upper bound, not a competitor, so by default it is left out of
     the comparisons (it would only enlarge the Holm family)."""
     return (study.current().oracle,)
+
+
+def seed_case_test(ref: np.ndarray, other: np.ndarray, alpha: float = ALPHA) -> dict[str, np.ndarray]:
+    """The two-level paired comparison of the module docstring, vectorised over any leading dimensions.
+
+    ref (..., S_ref, C) and other (..., S_other, C): values per seed and case on the same C cases, signed so that
+    higher favours `ref`. A NaN (a metric undefined for one seed on one case) is left out of the means it would enter;
+    each case needs a value from at least one seed of each method. Returns arrays of shape (...): diff (mean ref − mean
+    other), se, df, ci_low, ci_high (the 1 − alpha interval), p (two-sided), and the three variance terms var_ref,
+    var_other, var_case whose sum is se². With S < 2 for either method, or C < 2, p, se and the interval are NaN.
+    """
+    ref, other = np.asarray(ref, dtype=float), np.asarray(other, dtype=float)
+    s_ref, s_other, c = ref.shape[-2], other.shape[-2], ref.shape[-1]
+    seeds_ref, seeds_other = np.nanmean(ref, -1), np.nanmean(other, -1)  # (..., S): each trained model's case mean
+    diff = seeds_ref.mean(-1) - seeds_other.mean(-1)
+    nan = np.full(diff.shape, np.nan)
+    if min(s_ref, s_other) < 2 or c < 2:
+        return {"diff": diff, "se": nan, "df": nan, "ci_low": nan, "ci_high": nan, "p": nan, "var_ref": nan, "var_other": nan,
+                "var_case": nan}  # fmt: skip
+    var_ref = seeds_ref.var(-1, ddof=1) / s_ref
+    var_other = seeds_other.var(-1, ddof=1) / s_other
+    var_case = np.var(np.nanmean(ref, -2) - np.nanmean(other, -2), -1, ddof=1) / c
+    var = var_ref + var_other + var_case
+    with np.errstate(divide="ignore", invalid="ignore"):
+        df = var**2 / (var_ref**2 / (s_ref - 1) + var_other**2 / (s_other - 1) + var_case**2 / (c - 1))
+        se = np.sqrt(var)
+        t = diff / se
+    df = np.where(var > 0, df, np.nan)
+    p = np.where(var > 0, 2 * stats.t.sf(np.abs(t), df), np.where(diff == 0, 1.0, 0.0))
+    half = np.where(var > 0, stats.t.ppf(1 - alpha / 2, df) * se, 0.0)  # no spread at all: the difference is exact
+    return {"diff": diff, "se": se, "df": df, "ci_low": diff - half, "ci_high": diff + half, "p": p, "var_ref": var_ref,
+            "var_other": var_other, "var_case": var_case}  # fmt: skip
+
+
+def seeds_needed(var_seed_ref: float, var_seed_other: float, var_case: float, n_cases: int, gap: float, alpha: float = ALPHA,
+                 power: float = POWER) -> float:  # fmt: skip
+    """Seeds per method (the same for both) at which the test would find `gap` with the given power, or inf if no count
+    up to MAX_SEEDS does (the case term alone is too wide: more test cases are needed), NaN if unknown.
+
+    var_seed_* are the variances of one seed's mean (s² of the module docstring, not divided by S); var_case is the case
+    term s²_d / C, held at its measured value. Power from the t approximation: (t_{1−α/2} + t_{power})·se(S) ≤ |gap|.
+    """
+    if any(math.isnan(v) for v in (var_seed_ref, var_seed_other, var_case, gap)) or gap == 0:
+        return math.nan
+    for s in range(2, MAX_SEEDS + 1):
+        a, b = var_seed_ref / s, var_seed_other / s
+        var = a + b + var_case
+        df = var**2 / ((a**2 + b**2) / (s - 1) + var_case**2 / (n_cases - 1)) if var > 0 else math.inf
+        if (stats.t.ppf(1 - alpha / 2, df) + stats.t.ppf(power, df)) * math.sqrt(var) <= abs(gap):
+            return float(s)
+    return math.inf
 
 
 def rank_biserial(diff: np.ndarray) -> float:
@@ -60,13 +126,14 @@ def rank_biserial(diff: np.ndarray) -> float:
 
 
 def compare_pair(ref: np.ndarray, other: np.ndarray, higher_is_better: bool = True) -> dict:
-    """One paired comparison of two aligned per-case arrays (NaN pairs dropped here).
+    """The paper's test on two aligned per-case arrays of seed-averaged values (NaN pairs dropped here).
 
     Test: scipy.stats.wilcoxon(ref, other, zero_method="wilcox", alternative="two-sided",
     method="auto"): pairs with a zero difference are discarded (counted in n_zero); without
     ties or zeros the p-value is exact for n ≤ 50; with ties or zeros SciPy uses an exhaustive
     permutation for n ≤ 13 and the tie-corrected normal approximation above (no continuity
-    correction). `statistic` is SciPy's: the smaller of the two signed-rank sums.
+    correction). `statistic` is SciPy's: the smaller of the two signed-rank sums. Its unit is the
+    test case alone: it does not see how much two trainings of one method differ.
 
     Signs: d = ref − other when higher is better, other − ref otherwise, so a positive
     effect_size and median_diff mean the reference method is better.
@@ -78,11 +145,9 @@ def compare_pair(ref: np.ndarray, other: np.ndarray, higher_is_better: bool = Tr
     diff = (ref - other) if higher_is_better else (other - ref)
     n_zero = int((diff == 0).sum())
     out = {
-        "n": int(diff.size),
-        "n_nan": int((~finite).sum()),
         "n_zero": n_zero,
         "statistic": float("nan"),
-        "p": float("nan"),
+        "p_wilcoxon": float("nan"),
         "effect_size": rank_biserial(diff),
         "median_diff": float(np.median(diff)) if diff.size else float("nan"),
     }
@@ -90,7 +155,7 @@ def compare_pair(ref: np.ndarray, other: np.ndarray, higher_is_better: bool = Tr
         return out
     result = stats.wilcoxon(ref, other, zero_method="wilcox", alternative="two-sided", method="auto")
     out["statistic"] = float(result.statistic)
-    out["p"] = float(result.pvalue)
+    out["p_wilcoxon"] = float(result.pvalue)
     return out
 
 
@@ -110,6 +175,34 @@ def holm(p: Sequence[float]) -> np.ndarray:
     return adjusted
 
 
+def seed_case_matrix(part: pd.DataFrame, method: str) -> pd.DataFrame:
+    """One method's values of one comparison group as a (seeds × cases) frame."""
+    return part[part["method"] == method].set_index(["seed", "case"])["value"].unstack("case")
+
+
+def compare_models(ref: pd.DataFrame, other: pd.DataFrame, higher_is_better: bool = True) -> dict:
+    """The verdict's test (`seed_case_test`) and the paper's (`compare_pair`) on two (seeds × cases) frames.
+
+    Only the cases both methods were scored on are paired; a case where either method has no finite value in any seed
+    is dropped and counted in n_nan. `n` is the number of cases compared.
+    """
+    shared = ref.columns.intersection(other.columns)
+    ref, other = ref[shared].to_numpy(float), other[shared].to_numpy(float)
+    if not higher_is_better:
+        ref, other = -ref, -other
+    keep = np.isfinite(ref).any(0) & np.isfinite(other).any(0)
+    ref, other = ref[:, keep], other[:, keep]
+    out = {"n": int(keep.sum()), "n_nan": int((~keep).sum()), "n_seeds_ref": ref.shape[0], "n_seeds": other.shape[0]}
+    if out["n"] == 0:
+        return {**out, **{k: math.nan for k in ("diff", "se", "df", "ci_low", "ci_high", "p", "seeds_needed")},
+                **compare_pair(np.array([]), np.array([]))}  # fmt: skip
+    test = {k: float(v) for k, v in seed_case_test(ref, other).items()}
+    s_ref, s_other = ref.shape[0], other.shape[0]
+    needed = seeds_needed(test["var_ref"] * s_ref, test["var_other"] * s_other, test["var_case"], out["n"], test["diff"])
+    wilcoxon = compare_pair(np.nanmean(ref, 0), np.nanmean(other, 0))  # already signed: higher favours ref
+    return {**out, **{k: test[k] for k in ("diff", "se", "df", "ci_low", "ci_high", "p")}, "seeds_needed": needed, **wilcoxon}
+
+
 def paired_tests(
     table: pd.DataFrame,
     metric: str,
@@ -118,37 +211,33 @@ def paired_tests(
     higher_is_better: bool = True,
     others: Sequence[str] | None = None,
 ) -> pd.DataFrame:
-    """Reference method (default: the study's) vs each other method: paired Wilcoxon on seed-averaged per-case values,
-    Holm-adjusted.
+    """Reference method (default: the study's) vs each other method: the seed-aware test and the paper's Wilcoxon,
+    each Holm-adjusted within its family.
 
     Per dataset × raters × noise × reference (one Holm family each), for each other method — `others`, or by
-    default every other method in the table except the oracle — the cases both methods have are
-    paired; pairs where either value is NaN are dropped and counted (n_nan), `n` is the number of
-    pairs tested (zeros included; SciPy then discards them, counted in n_zero). See `compare_pair`
-    for the test and the signs, `rank_biserial` for the effect size. A group without the reference
-    method yields no rows.
+    default every other method in the table except the oracle — `compare_models` on the two methods' (seeds × cases)
+    values. A group without the reference method yields no rows.
 
-    Returns columns TEST_COLUMNS: dataset, raters, noise, reference, structure, metric, reference_method,
-    method, n, n_nan, n_zero, statistic, p, p_holm, effect_size, median_diff.
+    Returns columns TEST_COLUMNS: the group, structure, metric, reference_method, method; n cases compared (n_nan
+    dropped), the seeds of each; diff (mean difference, positive favours the reference method), se, df, its 95 %
+    interval ci_low–ci_high, p and p_holm (the verdict's test), seeds_needed (per method, to resolve the measured diff
+    with 80 % power); the paper's Wilcoxon on seed-averaged cases: statistic, n_zero, p_wilcoxon, p_wilcoxon_holm,
+    effect_size (rank-biserial), median_diff.
     """
     reference_method = reference_method or study.current().reference_method
-    values = per_case(table, metric, structure)
-    rows = []
-    for key, part in values.groupby(GROUP, dropna=False, sort=True):
-        wide = part.pivot(index="case", columns="method", values="value")
-        present = part.groupby("method")["case"].apply(set)  # which cases each method was scored on
+    rows = table[(table["metric"] == metric) & (table["structure"] == structure)]
+    out = []
+    for key, part in rows.groupby(GROUP, dropna=False, sort=True):
+        present = set(part["method"])
         if reference_method not in present:
             continue
-        candidates = others if others is not None else [m for m in sorted(present.index) if m not in default_exclude()]
-        family = []
-        for method in candidates:
-            if method == reference_method or method not in present:
-                continue
-            shared = sorted(present[reference_method] & present[method], key=str)
-            result = compare_pair(wide.loc[shared, reference_method], wide.loc[shared, method], higher_is_better)
-            family.append({**dict(zip(GROUP, key)), "structure": structure, "metric": metric,
-                           "reference_method": reference_method, "method": method, **result})  # fmt: skip
-        for row, p_adj in zip(family, holm([r["p"] for r in family])):
-            row["p_holm"] = float(p_adj)
-        rows.extend(family)
-    return pd.DataFrame(rows, columns=TEST_COLUMNS)
+        ref = seed_case_matrix(part, reference_method)
+        candidates = others if others is not None else [m for m in sorted(present) if m not in default_exclude()]
+        family = [{**dict(zip(GROUP, key)), "structure": structure, "metric": metric, "reference_method": reference_method,
+                   "method": method, **compare_models(ref, seed_case_matrix(part, method), higher_is_better)}
+                  for method in candidates if method != reference_method and method in present]  # fmt: skip
+        for column in ("p", "p_wilcoxon"):
+            for row, p_adj in zip(family, holm([r[column] for r in family])):
+                row[f"{column}_holm"] = float(p_adj)
+        out.extend(family)
+    return pd.DataFrame(out, columns=TEST_COLUMNS)

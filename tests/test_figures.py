@@ -299,3 +299,22 @@ def test_load_trained_errors_name_the_file(tmp_path):
     (wrong_spec / "config.json").write_text(json.dumps(config))
     with pytest.raises(ValueError, match="stage-1-segmentation.pt: weights do not fit"):
         store.load_trained(wrong_spec)
+
+
+# --------------------------------------------------------------------------- rank_figure
+
+
+def test_rank_figure_orders_by_mean_rank_sizes_by_share_and_marks_the_median(tmp_path):
+    shares = pd.DataFrame([[0.1, 0.3, 0.6], [0.9, 0.1, 0.0], [0.0, 0.6, 0.4]], index=["a", "b", "c"], columns=[1, 2, 3])
+    colors = dict(zip("abc", result_figures.PALETTE))
+    fig = result_figures.rank_figure(shares, "toy", colors, {"b": "Best"})
+    (ax,) = fig.axes
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["Best", "c", "a"]  # mean ranks 1.1, 2.4, 2.5
+    blobs = {c.get_gid(): c for c in ax.collections if c.get_gid()}
+    a = blobs["method:a"]
+    np.testing.assert_allclose(a.get_offsets(), [[2, 1], [2, 2], [2, 3]])  # x = its place, y = the ranks it took
+    np.testing.assert_allclose(a.get_sizes() / a.get_sizes().max(), [0.1 / 0.6, 0.3 / 0.6, 1.0])  # area ∝ share
+    assert len(blobs["method:b"].get_offsets()) == 2  # a rank never taken draws no circle
+    medians = {line.get_gid(): line.get_ydata()[0] for line in ax.lines if line.get_gid()}
+    assert medians == {"median:b": 1, "median:c": 2, "median:a": 3}
+    assert result_figures.save(fig, tmp_path / "ranks")[0].stat().st_size > 5000

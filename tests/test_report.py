@@ -362,3 +362,40 @@ def test_cli_writes_report_and_no_noise_figure_with_one_noise_level(tmp_path, ca
     names = {p.name for p in (tmp_path / "figs").iterdir()}
     assert "tables.md" in names and "boxplot_dsc_toy_cm_protocol_gt_foreground.png" in names
     assert not any(n.startswith("noise_dsc") for n in names)  # the two-level run of `rendered` has one
+
+
+def test_a_degenerate_row_is_flagged_and_never_bold(tmp_path):
+    """MV-UNet has the best mean but predicted an empty mask in 2 of 3 seeds: marked, not bold; LF-Net is the best shown."""
+    summary = pd.DataFrame({"dataset": "toy", "raters": "cm", "noise": "protocol", "reference": "gt",
+                            "method": ["mv-unet", "lf-net", "oracle"], "structure": "foreground", "metric": "dsc",
+                            "mean": [0.95, 0.80, 0.99], "std": 0.01, "n_seeds": 3, "n_cases": 10})  # fmt: skip
+    outcomes = pd.DataFrame({"dataset": "toy", "raters": "cm", "noise": "protocol", "method": ["mv-unet"] * 3 + ["lf-net"] * 3,
+                             "seed": [0, 1, 2] * 2, "stops": "plateau", "flag": ["empty", "", "empty", "", "", ""]})  # fmt: skip
+    assert report_tables.degenerate_flags(outcomes, "toy", "cm", "protocol") == {"mv-unet": "empty 2/3"}
+    written = report_tables.write_tables(summary, tmp_path, outcomes=outcomes)
+    labels, _, cells = markdown_rows(tmp_path / "table1_toy_cm_protocol_gt_foreground.md")
+    assert labels == ["MV-UNet [empty 2/3]", "LF-Net", "*Oracle*"]
+    assert cells["MV-UNet [empty 2/3]"][0] == "95.00 ± 1.00" and cells["LF-Net"][0] == "**80.00 ± 1.00**"
+    assert report_tables.FLAG_NOTE in (tmp_path / "table1_toy_cm_protocol_gt_foreground.md").read_text()
+    tex = (tmp_path / "table1_toy_cm_protocol_gt_foreground.tex").read_text()
+    assert r"MV-UNet [empty 2/3] & 95.00 $\pm$ 1.00" in tex and r"LF-Net & \textbf{80.00}" in tex and r"\multicolumn{3}" in tex
+    assert tex.count(r"\begin{") == tex.count(r"\end{")
+    (tmp_path / "plain").mkdir()
+    without = report_tables.write_tables(summary, tmp_path / "plain")
+    assert [p.name for p in without] == [p.name for p in written]
+    labels, _, cells = markdown_rows(tmp_path / "plain" / "table1_toy_cm_protocol_gt_foreground.md")
+    assert labels[0] == "MV-UNet" and cells["MV-UNet"][0].startswith("**")  # without the manifests nothing is known
+
+
+def test_render_reads_the_flags_from_the_manifests(tmp_path):
+    rng = np.random.default_rng(4)
+    write_results(tmp_path / "results", rows_for("toy", "cm", "protocol", TOY_METHODS, ["foreground"], {"gt": ["dsc", "bahd"]}, rng))
+    for seed in range(3):  # lf-net (the best) predicted empty masks in every seed
+        keys = {"dataset": "toy", "raters": "cm", "noise": "protocol", "method": "lf-net", "seed": seed}
+        folder = store.cell_dir(tmp_path / "results", store.Cell(**keys))
+        folder.mkdir(parents=True)
+        store.write_json(folder / "manifest.json", {"cell": keys, "status": "done", "degenerate": {"flag": "empty"}})
+    report.render(tmp_path / "results", tmp_path / "out")
+    labels, _, cells = markdown_rows(tmp_path / "out" / "table1_toy_cm_protocol_gt_foreground.md")
+    assert "LF-Net [empty 3/3]" in labels and not cells["LF-Net [empty 3/3]"][0].startswith("**")
+    assert cells["CM-UNet"][0].startswith("**")  # the best unflagged method

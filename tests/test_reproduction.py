@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from bench import reproduction, reproduction_page, store, study
+from bench import verdicts as verdicts_module
 from bench.evaluate.long_table import COLUMNS
 from bench.verdicts import ClaimReport, Entry
 
@@ -18,15 +19,17 @@ LABELS = {"average": 0.465, "majority": 0.63, "majority_area_ratio": 0.54, "mean
 
 
 def write_cell(results, method: str, seed: int, dsc: np.ndarray, budget: str = "plateau", dataset: str = "mnist-5k", raters: str = "lfnet",
-               reference: str = "gt"):  # fmt: skip
-    """One finished cell as bench/cell.py leaves it (manifest, config, metrics), scored against one reference only."""
+               reference: str = "gt", options: dict | None = None):  # fmt: skip
+    """One finished cell as bench/cell.py leaves it (manifest, config, metrics), scored against one reference only;
+    `options` are the run options config.json records (max_steps, train_size, test_size)."""
     keys = {"dataset": dataset, "raters": raters, "noise": "protocol", "method": method, "seed": seed}
     folder = store.cell_dir(results, store.Cell(**keys))
     folder.mkdir(parents=True)
     stages = {"train": {"reason": "plateau: no fall of more than 1 % in 3 evaluations"}}
     store.write_json(folder / "manifest.json", {"cell": keys, "status": "done", "stages": stages,
                                                  "rater_setting": {"labels": LABELS, "input": "clean"}})  # fmt: skip
-    store.write_json(folder / "config.json", {"budget": {"name": budget}})
+    store.write_json(folder / "config.json", {"budget": {"name": budget}, "options": {"budget": budget, **(options or {})},
+                                               "train_images": 3200, "val_images": 800, "test_images": len(dsc)})  # fmt: skip
     rows = []
     for case, value in enumerate(dsc):
         tp = int(round(100 * value))
@@ -37,12 +40,12 @@ def write_cell(results, method: str, seed: int, dsc: np.ndarray, budget: str = "
     store.write_table(folder / "metrics.parquet", pd.DataFrame(rows, columns=COLUMNS))
 
 
-def make_results(results, means: dict[str, float], budget: str = "plateau", n_cases: int = 20) -> None:
+def make_results(results, means: dict[str, float], budget: str = "plateau", n_cases: int = 20, seeds: int = 3, options=None) -> None:
     """Three seeds per method; case values spread around the method's mean, the same spread for every method."""
     spread = np.linspace(-0.004, 0.004, n_cases)
     for method, mean in means.items():
-        for seed in range(3):
-            write_cell(results, method, seed, np.clip(mean + spread + 0.001 * (seed - 1), 0, 1), budget)
+        for seed in range(seeds):
+            write_cell(results, method, seed, np.clip(mean + spread + 0.001 * (seed - 1), 0, 1), budget, options=options)
     store.collect(results)
 
 
@@ -70,6 +73,8 @@ def test_values_get_the_verdict_of_the_stated_rule(verdicts):
     assert rows["mv-unet"].verdict == "reproduced" and rows["cm-unet"].verdict == "reproduced" and rows["lf-net"].verdict == "reproduced"
     assert rows["staple-unet"].verdict == "not reproduced"  # 70.0 against 90.49 ± 0.45
     assert rows["mv-unet"].measured.n == 3 and rows["mv-unet"].measured.mean == pytest.approx(57.62, abs=0.01)
+    assert rows["staple-unet"].delta[0] == pytest.approx(70.0 - 90.49) and rows["staple-unet"].delta[2] < -1.5  # Δ and its interval
+    assert rows["mv-unet"].delta[1] < 0 < rows["mv-unet"].delta[2] and rows["mv-unet"].tolerance == 1.5
     assert rows["average"].measured.mean == pytest.approx(46.5) and rows["average"].verdict == "reproduced"  # 46.5 vs 47.10
     assert rows["oracle"].verdict == "not run" and rows["mean-unet"].measured is None
     bahd = entries(a, column=1)
@@ -81,7 +86,10 @@ def test_values_get_the_verdict_of_the_stated_rule(verdicts):
 
 def test_claims_hold_only_with_their_order_and_a_significant_test(verdicts):
     _, a = verdicts
-    assert claim(a, "best-everywhere").verdict == "holds"  # MNIST's two columns: the only ones measured
+    best = claim(a, "best-everywhere")  # LF-Net ahead of every competitor that ran, but four of Table I's rows and two tables did not
+    assert best.verdict == "incomplete", best.evidence
+    assert "Table I mnist dsc: not run: LF-Net vs QMV-UNet, LF-Net vs Mean-UNet, LF-Net vs LS-UNet, LF-Net vs MH-UNet" in best.evidence
+    assert "Table II lidc dsc: not run" in best.evidence
     assert claim(a, "mv-label-under-segments").verdict == "holds" and claim(a, "staple-label-beats-averaging").verdict == "holds"
     assert claim(a, "ms-lesion-7-points").verdict == "not run" and claim(a, "parameters-insensitive").verdict == "not checkable"
     lidc = next(t for t in a.tables if t.table.id == "table2")
@@ -92,9 +100,10 @@ def test_a_ranking_claim_fails_when_another_method_is_ahead(tmp_path):
     make_results(tmp_path, {"mv-unet": 0.5762, "staple-unet": 0.995, "lf-net": 0.99})
     a = reproduction.assess(tmp_path, tmp_path / "data")
     best = claim(a, "best-everywhere")
-    assert best.verdict == "does not hold" and any("does not hold" in line for line in best.evidence)
+    assert best.verdict == "does not hold" and any("→ behind" in line for line in best.evidence)
     ranking = a.tables[0].groups[0].ranking[0]
     assert ranking["winner"] == "staple-unet" and ranking["test"]["method"] == "staple-unet" and ranking["test"]["p"] < 0.05
+    assert any("not run: LF-Net vs QMV-UNet" in line for line in best.evidence)  # significant the other way decides, whatever is missing
 
 
 def test_the_quick_budget_is_never_a_verdict(tmp_path):
@@ -115,28 +124,72 @@ def test_the_page_states_the_rule_first_and_embeds_its_figures(verdicts, tmp_pat
     results, a = verdicts
     written = reproduction_page.write(a, tmp_path / "paper", results.parent / "data")
     md, page = (p.read_text() for p in written[:2])
-    assert md.index("How verdicts are given") < md.index("Headline") < md.index("| MV-UNet | 57.62 ± 0.44 |")
+    assert md.index("## Headline") < md.index("## How verdicts are given") < md.index("| MV-UNet | 57.62 ± 0.44 |")
+    assert "Every verdict stands under this benchmark's plateau protocol" in md and "the paper's recipe (`--budget paper`) not run" in md
     assert (
         "Paper values measured under the setting identified as the paper's: 3 reproduced, 5 not reproduced" in md
-        and "Claims that hold: `best-everywhere`" in md
+        and "Claims incomplete: `best-everywhere`" in md
     )
     assert "![boxplot" in md and (tmp_path / "paper" / "figures").is_dir()
     assert "data:image/png;base64," in page and 'src="figures/' not in page and "<table>" in page
-    assert page.count("<h2>") == md.count("\n## ") + md.startswith("## ")
+    assert page.count("<h2 ") == md.count("\n## ") + md.startswith("## ")
 
 
-def test_an_order_needs_its_effect_in_the_claimed_direction(tmp_path):
-    """LF-Net ahead in the mean by a few large wins while it loses most cases: significant, but the other way: no claim holds."""
-    other = np.full(40, 0.90)
-    ours = np.concatenate([other[:35] - 0.01, other[35:] + 0.09])  # mean +0.00375, median −0.01
-    for seed in range(3):
-        write_cell(tmp_path, "lf-net", seed, ours)
-        write_cell(tmp_path, "mv-unet", seed, other)
+def test_an_unresolved_order_is_inconclusive_and_names_the_seeds_it_needs(tmp_path):
+    """Choledoch: LF-Net 1 point ahead of its CM replacement on every case, but its trainings differ by 3 points."""
+    cases = np.linspace(0.55, 0.75, 40)
+    for seed, (ours, theirs) in enumerate([(0.03, 0.0), (-0.02, 0.01), (0.02, -0.01)]):
+        write_cell(tmp_path, "lf-net", seed, cases + ours + 0.01, dataset="choledoch", raters="choledoch")
+        write_cell(tmp_path, "lf-net-cm", seed, cases + theirs, dataset="choledoch", raters="choledoch")
     store.collect(tmp_path)
+    order = claim(reproduction.assess(tmp_path, tmp_path / "data"), "rcn-beats-cm")
+    assert order.verdict == "inconclusive", order.evidence
+    assert re.search(r"Δ \+2\.00 \[-\d.*\], Holm p 0\.\d+ → unresolved; \d+ seeds per method would resolve it", order.evidence[0]), order.evidence
+
+
+def test_value_verdicts_are_three_way():
+    """The interval of (measured − paper) against the tolerance: inside, outside, or neither."""
+    def verdict(seeds, paper, tol=1.5):
+        return verdicts_module.value_verdict(paper, verdicts_module.measure(np.array(seeds) / 100, 100), tol)
+
+    assert verdict([50, 65, 80], (99.25, 0.17)) == "inconclusive"  # far off but wide: never "reproduced"
+    assert verdict([97.0, 97.1, 97.2], (99.25, 0.17)) == "not reproduced"  # tight, 2.15 off: decided
+    assert verdict([99.1, 99.2, 99.3], (99.25, 0.17)) == "reproduced"
+    assert verdict([99.25], (99.25, 0.17)) == "inconclusive"  # one seed: no interval
+    assert verdict([57.2, 57.6, 58.0], (57.62, 0.44)) == "reproduced"
+    riga_disc = verdicts_module.tolerance("soft_dice", 97.0, [96.05, 97.23, 96.14, 95.21, 97.87])  # a column 2.66 wide
+    assert riga_disc == pytest.approx(0.665) and verdict([96.05, 96.1, 96.15], (97.0, 0.1), riga_disc) == "not reproduced"
+    bahd = verdicts_module.tolerance("bahd", 0.009, [1.065, 0.429, 0.066, 0.009])  # near 0: the column's spread sets a floor
+    assert bahd == pytest.approx(1.056 / 40) and verdicts_module.value_verdict((0.009, 0.001), verdicts_module.measure(
+        np.array([0.0110, 0.0115, 0.0120]), 1.0), bahd) == "reproduced"  # fmt: skip
+
+
+def test_a_smoke_run_is_a_pipeline_check_whatever_its_budget(tmp_path):
+    make_results(tmp_path, {"mv-unet": 0.5762, "lf-net": 0.99}, options={"max_steps": 10, "test_size": 20})
     a = reproduction.assess(tmp_path, tmp_path / "data")
-    best = claim(a, "best-everywhere")
-    assert best.verdict == "does not hold", best.evidence
-    assert any("effect size -" in line for line in best.evidence)
+    rows = entries(a)
+    assert {rows[m].verdict for m in ("mv-unet", "lf-net")} == {"pipeline check"}
+    group = next(g for g in a.tables[0].groups if g.entries)
+    assert "step cap 10 (--max-steps)" in group.note and "test set cut to 20 images (--test-size)" in group.note
+    assert claim(a, "best-everywhere").verdict == "pipeline check"
+    few = tmp_path / "few"
+    make_results(few, {"mv-unet": 0.5762, "lf-net": 0.99}, seeds=2)
+    group = next(g for g in reproduction.assess(few, few / "data").tables[0].groups if g.entries)
+    assert group.kind == "pipeline check" and "fewer than 3 seeds (lf-net 2, mv-unet 2)" in group.note
+
+
+def test_a_margin_is_measured_against_the_papers_best_competitor_row(tmp_path):
+    """MS lesions: MV-UNet is measured ahead of CM-UNet, but the paper's best competitor row is CM-UNet (72.45)."""
+    cases = np.linspace(0.6, 0.7, 30)
+    for seed in range(3):
+        jitter = 0.002 * (seed - 1)
+        write_cell(tmp_path, "lf-net", seed, cases + 0.15 + jitter, dataset="ms-lesion", raters="morpho")
+        write_cell(tmp_path, "cm-unet", seed, cases + 0.07 - jitter, dataset="ms-lesion", raters="morpho")
+        write_cell(tmp_path, "mv-unet", seed, cases + 0.11, dataset="ms-lesion", raters="morpho")
+    store.collect(tmp_path)
+    margin = claim(reproduction.assess(tmp_path, tmp_path / "data"), "ms-lesion-7-points")
+    assert margin.verdict == "holds", margin.evidence  # 8 points over CM-UNet ≥ 7 − 1.5; over MV-UNet it would be 4
+    assert "LF-Net − CM-UNet = +8.00" in margin.evidence[0]
 
 
 def test_no_effect_means_no_effect_either_way_and_a_partial_ablation_is_incomplete(tmp_path):
@@ -149,9 +202,16 @@ def test_no_effect_means_no_effect_either_way_and_a_partial_ablation_is_incomple
     store.collect(tmp_path)
     a = reproduction.assess(tmp_path, tmp_path / "data")
     tie = claim(a, "lidc-rcn-no-help")
-    assert tie.verdict == "does not hold" and "an effect" in tie.evidence[0], tie.evidence
+    assert tie.verdict == "does not hold" and "→ an effect" in tie.evidence[0], tie.evidence
     modules = claim(a, "each-module-helps")
     assert modules.verdict == "incomplete" and any("not run: S+TV+SLS vs S+TV" in line for line in modules.evidence), modules.evidence
+    wide = tmp_path / "wide"
+    for seed, shift in enumerate([0.04, -0.04, 0.0]):  # the same means, but trainings 8 points apart: no evidence either way
+        write_cell(wide, "lf-net", seed, worse + shift, dataset="lidc", raters="real", reference="majority")
+        write_cell(wide, "lf-net-s-tv-sls", seed, worse - shift, dataset="lidc", raters="real", reference="majority")
+    store.collect(wide)
+    tie = claim(reproduction.assess(wide, wide / "data"), "lidc-rcn-no-help")
+    assert tie.verdict == "inconclusive" and "→ inconclusive" in tie.evidence[0], tie.evidence
 
 
 def test_a_claim_measured_only_on_a_stand_in_is_a_pipeline_check(tmp_path):
@@ -160,7 +220,7 @@ def test_a_claim_measured_only_on_a_stand_in_is_a_pipeline_check(tmp_path):
     make_results(tmp_path, means)
     modules = claim(reproduction.assess(tmp_path, tmp_path / "data"), "each-module-helps")
     assert modules.verdict == "pipeline check", modules.evidence
-    assert any(line.startswith("mnist-5k/lfnet") and "S+TV+SLS 89.00 vs S+TV 90.00" in line and "does not hold" in line
+    assert any(line.startswith("mnist-5k/lfnet") and "S+TV+SLS 89.00 vs S+TV 90.00" in line and "→ behind" in line
                for line in modules.evidence), modules.evidence  # fmt: skip
 
 
@@ -176,4 +236,19 @@ def test_the_declared_readings_are_compared_with_the_first(tmp_path):
     )
     assert rows["lf-net-rcn-image"]["teacher_cells"] == 0  # the test's manifests carry no teacher
     md = reproduction_page.write(a, tmp_path / "paper", tmp_path / "data")[0].read_text()
-    assert "| mnist-5k `lfnet` | `lf-net-no-tv-sl` | 92.00 ± 0.10 (3) | +3.00, Holm p" in md
+    assert "| mnist-5k `lfnet` | `lf-net-no-tv-sl` | 92.00 ± 0.10 (3) | Δ +3.00 [+2.77, +3.23] points, p " in md
+
+
+def test_the_selection_reading_takes_the_gt_best_evaluation_of_the_last_stage():
+    """Two seeds: the rule restores step 60 and 40; validation GT DSC peaked at 20 in each. The first stage (no GT) is not read."""
+    rows = []
+    for seed, (curve, restored) in enumerate([([91.0, 85.0, 80.0], 60), ([92.0, 88.0, 84.0], 40)]):
+        keys = {"dataset": "mnist-5k", "raters": "lfnet", "noise": "protocol", "method": "lf-net", "seed": seed}
+        rows.append({**keys, "stage": "sll", "event": "eval", "step": 20, "diagnostic_gt_dsc": np.nan})
+        rows.append({**keys, "stage": "sll", "event": "stop", "step": 20, "restored_step": 20})
+        rows += [{**keys, "stage": "seg", "event": "eval", "step": 20 * (i + 1), "diagnostic_gt_dsc": v} for i, v in enumerate(curve)]
+        rows.append({**keys, "stage": "seg", "event": "stop", "step": 60, "restored_step": restored})
+    out = reproduction.assess_selection(pd.DataFrame(rows)).iloc[0]
+    assert (out["method"], out["seeds"], out["rule_step"], out["gt_step"]) == ("lf-net", 2, "40–60", "20")
+    assert out["rule_dsc"] == pytest.approx((80.0 + 88.0) / 2) and out["gt_dsc"] == pytest.approx(91.5)
+    assert out["gain"] == pytest.approx(7.5) and out["gain_low"] < 7.5 < out["gain_high"]

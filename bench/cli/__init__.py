@@ -1,4 +1,4 @@
-"""Command line: `python -m bench list|run|raters|report|paper|rescore|perf` (docs/architecture.md#who-owns-what).
+"""Command line: `python -m bench list|run|raters|report|paper|rescore|perf|power` (docs/architecture.md#who-owns-what).
 
 One module per verb (`add_parser` + its command); `options` holds what the verbs share. Bad input
 ends with one line on stderr and exit 2. Only argparse is loaded to parse, so `--help` is instant;
@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bench.cli import listing, paper, perf, raters, report, rescore, run
+from bench.cli import listing, paper, perf, power, raters, report, rescore, run
 from bench.cli.options import UsageError
 
 
@@ -33,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
         "With no verb, `run` with its defaults: every method on the embedded mnist-5k, three seeds.",
     )
     verbs = parser.add_subparsers(dest="verb", parser_class=Parser)
-    for verb in (listing, run, raters, report, paper, rescore, perf):
+    for verb in (listing, run, raters, report, paper, rescore, perf, power):
         verb.add_parser(verbs)
     return parser
 

@@ -1,0 +1,107 @@
+"""`python -m bench power`: the seed-aware test's false-positive rate and power, by simulation (bench/power.py).
+
+From a results folder: the variance components of each (dataset, raters, noise) group's column, the test's rate of
+false positives under the null at the folder's seeds and cases, the smallest difference it finds with 80 % power and
+the seeds a given difference needs. Without one: the same from the stated defaults (`bench.power.DEFAULT`).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from bench.cli.options import UsageError, parse_list
+
+
+def add_parser(verbs) -> None:
+    p = verbs.add_parser(
+        "power",
+        allow_abbrev=False,
+        help="false-positive rate and power of the verdicts' paired test, by simulation from a results folder or defaults",
+        description="Estimate the variance components (between seeds, between cases, residual) of a results folder, or take "
+        "the stated defaults, and print by simulation the seed-aware test's false-positive rate under the null, the "
+        "smallest difference it detects with 80 %% power, and the seeds per method a given difference needs.",
+    )
+    p.add_argument("--results", help="results folder to estimate the components from (default: the stated defaults)")
+    p.add_argument("--metric", default="dsc", help="metric of the column (default: dsc)")
+    p.add_argument("--structure", help="structure (default: the first of each dataset: foreground, disc)")
+    p.add_argument("--reference", help="evaluation reference (default: the dataset's, gt where it has one)")
+    p.add_argument("--seeds", type=int, help="seeds per method to simulate (default: the folder's, else 3)")
+    p.add_argument("--cases", type=int, help="test cases to simulate (default: the folder's, else 1000)")
+    p.add_argument("--differences", default="1,2,5", help="differences, in the metric's printed units, to find seeds for")
+    p.add_argument("--sims", type=int, default=4000, help="simulations per estimate (default: 4000)")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the simulation (default: 0)")
+    p.set_defaults(func=cmd_power)
+
+
+def cmd_power(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from bench import power, stats
+    from bench.verdicts import scale
+
+    differences = parse_list(args.differences, float, "--differences")
+    if args.sims < 100:
+        raise UsageError(f"--sims {args.sims}: at least 100 simulations are needed for a rate")
+    for flag, value in (("--seeds", args.seeds), ("--cases", args.cases)):
+        if value is not None and value < 2:
+            raise UsageError(f"{flag} {value}: at least 2 are needed to estimate a variance")
+    unit = scale(args.metric)
+    rng = np.random.default_rng(args.seed)
+    print(f"seed-aware paired test (docs/methods.md#statistics), alpha {stats.ALPHA:g}, power {stats.POWER:.0%}, "
+          f"{args.sims} simulations; values in {args.metric} units ×{unit:g}")  # fmt: skip
+    for title, comp, seeds, cases in groups(args):
+        seeds, cases = args.seeds or seeds, args.cases or cases
+        print(f"\n{title}: {seeds} seeds × {cases} cases")
+        print(f"  variance components (sd): seed {comp.sd_seed * unit:.3g}, case {comp.sd_case * unit:.3g}, "
+              f"residual {comp.sd_resid * unit:.3g}")  # fmt: skip
+        sim = power.simulate(comp, seeds, cases, args.sims, rng, with_wilcoxon=True)
+        rate, margin = power.rejection_rate(sim["p"])
+        wilcoxon, _ = power.rejection_rate(sim["p_wilcoxon"])
+        verdict = "within" if rate <= stats.ALPHA + margin else "ABOVE"
+        print(f"  false-positive rate under the null: {rate:.1%} ({verdict} {stats.ALPHA:.0%} + {margin:.1%} Monte Carlo margin); "
+              f"the paper's per-case Wilcoxon on the same draws: {wilcoxon:.1%}")  # fmt: skip
+        print(f"  smallest difference found with {stats.POWER:.0%} power: {power.detectable(sim) * unit:.3g}")
+        needed = [power.seeds_for(comp, cases, d / unit, max(args.sims // 4, 100), rng) for d in differences]
+        print("  seeds per method for a difference of " + ", ".join(
+            f"{d:g}: {n if n else '> 50'}" for d, n in zip(differences, needed)))  # fmt: skip
+    return 0
+
+
+def groups(args: argparse.Namespace):
+    """(title, Components, seeds, cases) per comparison group of the folder, or the stated defaults."""
+    from bench import power
+
+    if not args.results:
+        comp = power.DEFAULT
+        yield "stated defaults (no --results)", comp, 3, 1000
+        return
+    import pandas as pd
+
+    from bench import stats
+    from bench.report_tables import default_reference
+
+    path = Path(args.results) / "metrics.parquet"
+    if not path.is_file():
+        raise UsageError(f"{path} not found: run `python -m bench run --results {args.results}` first, or leave out --results")
+    table = pd.read_parquet(path)
+    table = table[table["metric"] == args.metric]
+    if table.empty:
+        raise UsageError(f"no {args.metric!r} rows in {path}; metrics there: {', '.join(sorted(set(pd.read_parquet(path)['metric'])))}")
+    found = False
+    for (dataset, raters, noise), part in table.groupby(["dataset", "raters", "noise"], sort=True):
+        reference = args.reference or default_reference(dataset)
+        structure = args.structure or sorted(set(part["structure"]), key=lambda s: s != "foreground")[0]
+        part = part[(part["reference"] == reference) & (part["structure"] == structure)]
+        if part.empty:
+            continue
+        try:
+            comp, per_method = power.components_of(part, exclude=stats.default_exclude())
+        except ValueError as e:
+            print(f"\n{dataset}/{raters}/{noise}: {e}")
+            continue
+        found = True
+        yield (f"{dataset} / {raters} / noise {noise}, {args.metric} vs {reference}, {structure} "
+               f"({len(per_method)} methods pooled)"), comp, int(per_method["seeds"].min()), int(per_method["cases"].min())  # fmt: skip
+    if not found:
+        raise UsageError(f"no group of {path} has a method with 2 or more seeds: the seed variance cannot be estimated")

@@ -1,0 +1,135 @@
+"""How far the verdict's test can be trusted on a results folder: its variance components, its false-positive rate
+under the null and the differences it can detect, by simulation (`python -m bench power`, docs/methods.md#statistics).
+
+The simulated value of method m, trained with seed s, on test case c is
+
+    y = μ + u_ms + v_c + e_msc,   u ~ N(0, sd_seed²), v ~ N(0, sd_case²), e ~ N(0, sd_resid²)
+
+so two trainings of one method differ by u (seed), cases differ by v, shared by every method (the comparison is
+paired), and e is the rest (seed × case). Under the null both methods share μ; a difference δ adds δ to one of
+them. Each simulated pair of (seeds × cases) matrices is judged by the very function the reports use,
+`bench.stats.seed_case_test`, and, for contrast, by the paper's per-case Wilcoxon on seed-averaged values.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import stats as scipy_stats
+
+from bench import stats
+
+CHUNK = 20_000_000  # simulated values held at once (160 MB of float64)
+
+
+@dataclass(frozen=True)
+class Components:
+    """Standard deviations of the simulation model, in the metric's stored units (a DSC of 0.9 is 0.9)."""
+
+    sd_seed: float
+    sd_case: float
+    sd_resid: float
+
+
+#: Without a results folder: 2 DSC points between trainings, 15 between cases, 5 for the rest (seed × case).
+DEFAULT = Components(sd_seed=0.02, sd_case=0.15, sd_resid=0.05)
+
+
+def estimate(values: np.ndarray) -> dict[str, float]:
+    """Variance components of one method's (seeds × cases) matrix without NaN, by two-way ANOVA without replication.
+
+    residual = mean square of Y − row mean − column mean + grand mean, over (S − 1)(C − 1) degrees of freedom;
+    seed = (C · var(row means) − residual) / C; case = (S · var(column means) − residual) / S; negative estimates are
+    set to 0. Returns variances (not sds): seed, case, resid.
+    """
+    y = np.asarray(values, dtype=float)
+    s, c = y.shape
+    rows, cols = y.mean(1), y.mean(0)
+    resid = ((y - rows[:, None] - cols[None, :] + y.mean()) ** 2).sum() / ((s - 1) * (c - 1))
+    seed = max((c * rows.var(ddof=1) - resid) / c, 0.0)
+    case = max((s * cols.var(ddof=1) - resid) / s, 0.0)
+    return {"seed": float(seed), "case": float(case), "resid": float(resid)}
+
+
+def components_of(part: pd.DataFrame, exclude: tuple[str, ...] = ()) -> tuple[Components, pd.DataFrame]:
+    """Pooled components of one comparison group (long-table rows of one metric, structure and reference).
+
+    Each method with at least 2 seeds is estimated on its cases without NaN; the variances are averaged over methods.
+    Returns the pooled Components and one row per method (method, seeds, cases, sd_seed, sd_case, sd_resid).
+    """
+    rows = []
+    for method in sorted(set(part["method"]) - set(exclude)):
+        grid = stats.seed_case_matrix(part, method)
+        grid = grid.loc[:, grid.notna().all(axis=0)]
+        if grid.shape[0] < 2 or grid.shape[1] < 2:
+            continue
+        var = estimate(grid.to_numpy())
+        rows.append({"method": method, "seeds": grid.shape[0], "cases": grid.shape[1],
+                     **{f"sd_{k}": math.sqrt(v) for k, v in var.items()}})  # fmt: skip
+    per_method = pd.DataFrame(rows, columns=["method", "seeds", "cases", "sd_seed", "sd_case", "sd_resid"])
+    if per_method.empty:
+        raise ValueError("no method has 2 or more seeds and cases with values here: the seed variance cannot be estimated")
+    pooled = {k: math.sqrt(float((per_method[f"sd_{k}"] ** 2).mean())) for k in ("seed", "case", "resid")}
+    return Components(pooled["seed"], pooled["case"], pooled["resid"]), per_method
+
+
+def simulate(comp: Components, seeds: int, cases: int, sims: int, rng: np.random.Generator, with_wilcoxon: bool = False
+             ) -> dict[str, np.ndarray]:  # fmt: skip
+    """`sims` null draws of two methods × `seeds` seeds × `cases` cases, each judged by `stats.seed_case_test`.
+
+    Returns (sims,) arrays diff, se, df, p and, with `with_wilcoxon`, p_wilcoxon (the paper's test on the same draws).
+    A difference δ is judged with the same draws by shifting diff (`power_at`): the test's variance terms do not
+    depend on the means, so the power curve comes from one simulation (common random numbers).
+    """
+    out: dict[str, list] = {"diff": [], "se": [], "df": [], "p": [], "p_wilcoxon": []}
+    step = max(1, CHUNK // (2 * seeds * cases))
+    for start in range(0, sims, step):
+        n = min(step, sims - start)
+        case = rng.normal(0, comp.sd_case, (n, 1, cases))  # the same test cases for both methods: paired
+        a = case + rng.normal(0, comp.sd_seed, (n, seeds, 1)) + rng.normal(0, comp.sd_resid, (n, seeds, cases))
+        b = case + rng.normal(0, comp.sd_seed, (n, seeds, 1)) + rng.normal(0, comp.sd_resid, (n, seeds, cases))
+        test = stats.seed_case_test(a, b)
+        for key in ("diff", "se", "df", "p"):
+            out[key].append(test[key])
+        if with_wilcoxon:
+            out["p_wilcoxon"].append(scipy_stats.wilcoxon(a.mean(1), b.mean(1), axis=-1).pvalue)
+    return {k: np.concatenate(v) for k, v in out.items() if v}
+
+
+def rejection_rate(p: np.ndarray, alpha: float = stats.ALPHA) -> tuple[float, float]:
+    """Share of p < alpha and its Monte Carlo margin (99 % one-sided, binomial normal approximation at alpha)."""
+    return float(np.mean(p < alpha)), float(scipy_stats.norm.ppf(0.99) * math.sqrt(alpha * (1 - alpha) / len(p)))
+
+
+def power_at(sim: dict[str, np.ndarray], delta: float, alpha: float = stats.ALPHA) -> float:
+    """Share of the simulated comparisons that find a true difference `delta` (two-sided test at alpha)."""
+    critical = scipy_stats.t.ppf(1 - alpha / 2, sim["df"]) * sim["se"]
+    return float(np.mean(np.abs(sim["diff"] + delta) > critical))
+
+
+def detectable(sim: dict[str, np.ndarray], power: float = stats.POWER, alpha: float = stats.ALPHA) -> float:
+    """The smallest difference found with at least `power` in the simulation (bisection on `power_at`); NaN where the
+    test has no p-value (fewer than 2 seeds)."""
+    if np.isnan(sim["se"]).all():
+        return math.nan
+    low, high = 0.0, float(np.nanmax(sim["se"])) * 50
+    for _ in range(40):
+        mid = (low + high) / 2
+        low, high = (mid, high) if power_at(sim, mid, alpha) < power else (low, mid)
+    return high
+
+
+SEED_STEPS = (2, 3, 4, 5, 6, 7, 8, 10, 12, 15, 20, 25, 30, 40, 50)
+
+
+def seeds_for(comp: Components, cases: int, delta: float, sims: int, rng: np.random.Generator, power: float = stats.POWER
+              ) -> int | None:  # fmt: skip
+    """The fewest seeds per method (from SEED_STEPS) at which a difference `delta` is found with `power`, by simulation;
+    None if 50 seeds do not suffice."""
+    for seeds in SEED_STEPS:
+        if power_at(simulate(comp, seeds, cases, sims, rng), delta) >= power:
+            return seeds
+    return None

@@ -1,0 +1,176 @@
+"""The reproduction page (bench/reproduction_page.py): banner, headline counts, contents, rules, colours, captions, rank plots,
+the pipeline-check line on the box plots, Δ and flags, on results folders the test writes (tests/test_reproduction.py's cells)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from test_reproduction import make_results, write_cell
+
+from bench import page_format, provenance, report, report_tables, reproduction, reproduction_page, store
+
+MEANS = {"mv-unet": 0.5762, "staple-unet": 0.70, "cm-unet": 0.93, "lf-net": 0.99}
+MACHINE = {"device": "cpu", "precision": "torch.bfloat16", "engine": "eager", "threads": 2, "cpu": "x86_64 avx512_bf16 avx2",
+           "git_commit": "0123456789abcdef", "versions": {"python": "3.11.7", "torch": "2.5.1", "numpy": "2.1.0"}}  # fmt: skip
+
+
+def record_run(results: Path, flags: dict[str, str] | None = None, max_steps: int | None = None) -> None:
+    """Add to every cell what bench/cell.py records beside its result: machine and versions in manifest.json, options
+    and split sizes in config.json; `flags` sets a method's degenerate-prediction flag in every seed."""
+    for folder, info in store.manifests(results):
+        method = info["cell"]["method"]
+        store.write_json(folder / "manifest.json", {**info, **MACHINE, "degenerate": {"flag": (flags or {}).get(method, "")}})
+        config = store.read_json(folder / "config.json")
+        options = {"budget": config["budget"]["name"], "max_steps": max_steps, "train_size": None, "test_size": None, "threads": 2}
+        store.write_json(
+            folder / "config.json", {**config, "options": options, "train_images": 4000, "val_images": 1000, "test_images": 20}
+        )
+
+
+def render(results: Path, out: Path) -> tuple[str, str, list[Path]]:
+    written = reproduction_page.write(reproduction.assess(results, results.parent / "data"), out, results.parent / "data")
+    return written[0].read_text(), written[1].read_text(), written
+
+
+@pytest.fixture(scope="module")
+def plateau(tmp_path_factory):
+    """mnist-5k under lfnet at the plateau (MV-UNet flagged empty in every seed), rendered."""
+    results = tmp_path_factory.mktemp("page") / "results"
+    make_results(results, MEANS)
+    record_run(results, flags={"mv-unet": "empty"})
+    return render(results, results.parent / "paper")
+
+
+def test_the_page_opens_with_the_run_then_the_headline_contents_and_rules(plateau):
+    md, _, _ = plateau
+    banner = md[: md.index("## Headline")]
+    for line in ("| budget | `plateau`: under this benchmark's plateau protocol (the stopping rule on the raters' validation loss); the paper's recipe (`--budget paper`) not run |", "| seeds | 0, 1, 2 (3 per method) |", "| images (train / val / test) | mnist-5k 4000 / 1000 / 20 |",
+                 "| run options | --max-steps none, --train-size none, --test-size none |",
+                 "| rater settings | mnist-5k `lfnet` (style lfnet, input clean) |",
+                 "| machine | cpu, torch.bfloat16, eager engine, CPU x86_64 avx512_bf16 avx2, 2 threads |",
+                 "| software | python 3.11.7, torch 2.5.1, numpy 2.1.0, commit 0123456789 |"):  # fmt: skip
+        assert line in banner, line
+    assert md.index("## Headline") < md.index("## Contents") < md.index("## How verdicts are given") < md.index("## Table I")
+    assert "| paper values | reproduced | not reproduced | inconclusive | pipeline check | not comparable | not run |" in md
+    table1 = re.search(r"\| Table I \(line \d+\) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \|", md)
+    assert table1 and [int(n) for n in table1.groups()[:2]] == [3, 5]  # as the headline sentence counts them
+    assert "| holds | 2 | `mv-label-under-segments`, `staple-label-beats-averaging` |" in md
+    assert "## Run configuration and environment" in md and "none: verdict grade" in md
+
+
+def test_the_contents_link_to_every_section_in_both_writers(plateau):
+    md, page, _ = plateau
+    toc = md[md.index("## Contents") : md.index("## How verdicts are given")]
+    links = re.findall(r"\]\(#([^)]+)\)", toc)
+    assert "how-verdicts-are-given" in links and "claims-of-the-text" in links and len(links) == len(set(links))
+    ids = set(re.findall(r'<h\d id="([^"]+)"', page))
+    hrefs = re.findall(r'<a href="#([^"]+)"', page)
+    assert hrefs == links and set(hrefs) <= ids  # every HTML link lands on a heading
+    assert "mnist-5k-raters-lfnet-verdict" in ids and "mnist-5k-raters-lfnet-pipeline-check" in ids
+
+
+def test_verdicts_are_coloured_in_the_html(plateau):
+    _, page, _ = plateau
+    assert '<td class="v-good">reproduced</td>' in page and '<td class="v-bad">not reproduced</td>' in page
+    assert '<td class="v-none">not run</td>' in page and '<td class="v-none">pipeline check</td>' in page
+    assert '<b class="v-good">holds</b>' in page  # a claim's verdict in its paragraph
+    assert '<td class="v-good">MV-UNet' not in page  # a method's name is not a verdict
+
+
+def test_a_degenerate_method_is_flagged_and_a_stand_in_has_no_delta(plateau):
+    md, _, _ = plateau
+    assert re.search(r"\| MV-UNet \[empty 3/3\] \| 57\.62 ± 0\.44 \|", md)
+    ablation = md[md.index("### mnist-5k, raters `lfnet`: pipeline check") :]
+    row = next(line for line in ablation.splitlines() if line.startswith("| LF-Net |"))
+    assert row.split(" | ")[4] == "" and row.split(" | ")[5] == "pipeline check", row  # mnist-5k stands in for Choledoch
+    table1 = md[md.index("### mnist-5k, raters `lfnet`: verdict") :]
+    row = next(line for line in table1.splitlines() if line.startswith("| LF-Net |"))
+    assert row.split(" | ")[4].startswith("-0.25 ["), row  # measured − paper with its interval
+
+
+def test_each_column_has_its_rank_plot_and_tau_with_an_interval(plateau):
+    md, page, written = plateau
+    assert "figures/ranks_mnist-5k_lfnet_table1_dsc_foreground.png" in {p.relative_to(p.parent.parent).as_posix() for p in written}
+    assert "![ranks_mnist-5k_lfnet_table1_dsc_foreground](figures/ranks_mnist-5k_lfnet_table1_dsc_foreground.png)" in md
+    assert "Kendall τ with the paper's order 1.00 [95 % bootstrap interval 1.00, 1.00] over 4 methods" in md
+    captions = [line for line in md.splitlines() if line.startswith("Figure: ")]
+    assert any("two-level bootstrap" in c and "Circle area" in c for c in captions)
+    assert any("each of the 20 test cases against gt" in c and "seed-aware test" in c for c in captions)  # the box plot
+    assert page.count("<figure>") == md.count("![") and "data:image/png;base64," in page
+
+
+def test_the_best_method_against_the_reference_names_the_seed_aware_test(tmp_path):
+    make_results(tmp_path, {"mv-unet": 0.5762, "staple-unet": 0.995, "lf-net": 0.99})
+    md, _, _ = render(tmp_path, tmp_path / "paper")
+    line = next(line for line in md.splitlines() if "STAPLE-UNet vs LF-Net by the" in line)
+    test = "STAPLE-UNet vs LF-Net by the seed-aware test (docs/methods.md#statistics): "
+    assert re.search(re.escape(test) + r"Δ \+0\.50 \[\+0\.\d\d, \+0\.\d\d\] points in STAPLE-UNet's favour, p [\d.e-]+", line), line
+    assert "Wilcoxon" not in line
+
+
+def test_a_pipeline_check_says_so_on_its_box_plot(tmp_path, monkeypatch):
+    drawn = {}
+    original = report.boxplot_figure
+
+    def spy(cases, tests, methods, all_methods, title, warning=""):
+        drawn[title] = warning
+        return original(cases, tests, methods, all_methods, title, warning)
+
+    monkeypatch.setattr(report, "boxplot_figure", spy)
+    make_results(tmp_path, MEANS, budget="quick")
+    record_run(tmp_path, max_steps=10)
+    md, _, _ = render(tmp_path, tmp_path / "paper")
+    ((title, warning),) = drawn.items()
+    assert warning == "pipeline check, not a verdict: budget quick, step cap 10 (--max-steps)", warning
+    assert title.endswith("Holm-adjusted p vs LF-Net of the\nseed-aware test (docs/methods.md#statistics)")
+    caption = next(line for line in md.splitlines() if line.startswith("Figure: ") and "test cases against gt" in line)
+    assert "**Pipeline check, not a verdict: budget quick, step cap 10 (--max-steps).**" in caption
+    assert "| run options | --max-steps 10, --train-size none, --test-size none |" in md
+    ranks = next(line for line in md.splitlines() if line.startswith("Figure: ") and "bootstrap resamples" in line)
+    assert ranks.endswith("**Pipeline check, not a verdict: budget quick, step cap 10 (--max-steps).**")
+
+
+def test_the_box_plot_draws_the_warning():
+    cases = pd.DataFrame({"method": ["lf-net"] * 4 + ["mv-unet"] * 4, "case": list("abcd") * 2, "value": np.linspace(0.5, 0.9, 8)})
+    tests = pd.DataFrame({"method": ["mv-unet"], "p_holm": [0.01]})
+    fig = report.boxplot_figure(
+        cases, tests, ["mv-unet", "lf-net"], ["lf-net", "mv-unet"], "t", "pipeline check, not a verdict: budget quick"
+    )
+    assert fig._suptitle.get_text() == "pipeline check, not a verdict: budget quick"
+    assert report.boxplot_figure(cases, tests, ["mv-unet", "lf-net"], ["lf-net", "mv-unet"], "t")._suptitle is None
+
+
+def test_paths_with_stars_are_code_not_italics():
+    hint = "put SpecTr's MDC (MHSI/*.hdr + data files, Mask/*.png) in <data-root>/choledoch/ (any nesting)."
+    page = page_format._inline(hint)
+    assert "<i>" not in page and "<code>MHSI/*.hdr</code>" in page and "<code>&lt;data-root&gt;/choledoch/</code>" in page
+    md = page_format.to_markdown([("p", hint), ("list", [hint])])
+    assert md.count("`MHSI/*.hdr`") == 2 and md.count("`Mask/*.png`") == 2
+    assert page_format._inline("**holds** — *every* competitor, `a*b*c`") == (
+        '<b class="v-good">holds</b> — <i>every</i> competitor, <code>a*b*c</code>'
+    )
+
+
+def test_versus_states_the_gap_its_interval_and_the_seeds_it_needs():
+    test = {"method": "staple-unet", "reference_method": "lf-net", "diff": -0.032, "ci_low": -0.035, "ci_high": -0.029, "p_holm": 0.2,
+            "seeds_needed": 7.0}  # fmt: skip
+    text = reproduction_page.versus(test, 100, "staple-unet")
+    assert text == "Δ +3.20 [+2.90, +3.50] points in STAPLE-UNet's favour, p 0.2, about 7 seeds per method would resolve it"
+    assert reproduction_page.versus(test, 100, "staple-unet", named=False).startswith("Δ +3.20 [+2.90, +3.50] points, p 0.2,")
+    assert reproduction_page.versus(test, 100, "lf-net").startswith("Δ -3.20 [-3.50, -2.90] points in LF-Net's favour")
+    assert "seeds per method" not in reproduction_page.versus({**test, "p_holm": 0.01}, 100, "staple-unet")
+    assert "more test cases" in reproduction_page.versus({**test, "seeds_needed": float("inf")}, 100, "staple-unet")
+    assert reproduction_page.versus({**test, "p_holm": float("nan")}, 100, "staple-unet").startswith("Δ +3.20 points in")
+
+
+def test_a_flag_from_the_manifests_reaches_the_group_table(tmp_path):
+    for seed in range(3):
+        write_cell(tmp_path, "lf-net", seed, np.full(5, 0.9))
+    store.collect(tmp_path)
+    record_run(tmp_path, flags={"lf-net": "full"})
+    cells = provenance.provenance(tmp_path)
+    assert report_tables.degenerate_flags(cells, "mnist-5k", "lfnet", "protocol") == {"lf-net": "full 3/3"}
