@@ -144,11 +144,14 @@ def test_an_unresolved_order_is_inconclusive_and_names_the_seeds_it_needs(tmp_pa
     store.collect(tmp_path)
     order = claim(reproduction.assess(tmp_path, tmp_path / "data"), "rcn-beats-cm")
     assert order.verdict == "inconclusive", order.evidence
-    assert re.search(r"Δ \+2\.00 \[-\d.*\], Holm p 0\.\d+ → unresolved; \d+ seeds per method would resolve it", order.evidence[0]), order.evidence
+    assert re.search(r"Δ \+2\.00 \[-\d.*\], Holm p 0\.\d+ → unresolved; \d+ seeds per method would resolve it", order.evidence[0]), (
+        order.evidence
+    )
 
 
 def test_value_verdicts_are_three_way():
     """The interval of (measured − paper) against the tolerance: inside, outside, or neither."""
+
     def verdict(seeds, paper, tol=1.5):
         return verdicts_module.value_verdict(paper, verdicts_module.measure(np.array(seeds) / 100, 100), tol)
 

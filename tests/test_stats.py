@@ -140,7 +140,9 @@ def test_groups_are_separate_holm_families_and_degenerate_cases():
     first, majority, second = out.iloc[0], out.iloc[1], out.iloc[2]
     assert first["p_wilcoxon_holm"] == pytest.approx(first["p_wilcoxon"])  # a family of one: Holm leaves p unchanged
     assert majority["p_wilcoxon_holm"] == pytest.approx(majority["p_wilcoxon"])  # each reference is its own family
-    assert majority["p_wilcoxon"] == pytest.approx(sps.wilcoxon(lf[0], mv[0] + 0.01).pvalue) and majority["p_wilcoxon"] != first["p_wilcoxon"]
+    assert (
+        majority["p_wilcoxon"] == pytest.approx(sps.wilcoxon(lf[0], mv[0] + 0.01).pvalue) and majority["p_wilcoxon"] != first["p_wilcoxon"]
+    )
     assert np.isnan(second["p_wilcoxon"]) and np.isnan(second["p_wilcoxon_holm"]) and np.isnan(second["effect_size"])
     assert second["n"] == 5 and second["n_zero"] == 5 and second["median_diff"] == 0
     assert list(out.columns) == stats.TEST_COLUMNS
