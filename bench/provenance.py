@@ -114,6 +114,8 @@ def banner(a: Assessment, cells: pd.DataFrame) -> list[list[str]]:
     """What was run and where, as (what, value) rows: the first thing on the page."""
     return [
         ["results folder", f"`{a.results}`"],
+        ["pipeline check", "; ".join(f"{d} `{r}`: {reason}" for (d, r), part in cells.groupby(["dataset", "raters"], sort=True)
+                            if (reason := ", ".join(pipeline_reasons(part)))) or "no: verdict grade"],
         ["budget", (f"`{a.budget}`: {a.protocol}" if a.protocol else f"`{a.budget}`") if a.budget else "–"],
         ["cells", f"{len(cells)} finished: {cells['method'].nunique()} methods, {len(cells[['dataset', 'raters']].drop_duplicates())} rater settings"],
         ["seeds", seeds_text(cells)],

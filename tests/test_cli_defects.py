@@ -109,7 +109,7 @@ def subparsers(parser):
 def test_every_parser_refuses_abbreviations():
     parser = cli.build_parser()
     verbs = subparsers(parser)
-    assert set(verbs) == {"list", "run", "raters", "report", "paper", "rescore", "perf"}
+    assert set(verbs) == {"list", "run", "raters", "report", "paper", "rescore", "perf", "power"}
     assert not parser.allow_abbrev and not any(p.allow_abbrev for p in verbs.values())
 
 
