@@ -50,11 +50,13 @@ def cmd_power(args: argparse.Namespace) -> int:
     rng = np.random.default_rng(args.seed)
     print(f"seed-aware paired test (docs/methods.md#statistics), alpha {stats.ALPHA:g}, power {stats.POWER:.0%}, "
           f"{args.sims} simulations; values in {args.metric} units ×{unit:g}")  # fmt: skip
-    for title, comp, seeds, cases in groups(args):
+    for title, comp, per_method, seeds, cases in groups(args):
         seeds, cases = args.seeds or seeds, args.cases or cases
         print(f"\n{title}: {seeds} seeds × {cases} cases")
         print(f"  variance components (sd): seed {comp.sd_seed * unit:.3g}, case {comp.sd_case * unit:.3g}, "
-              f"residual {comp.sd_resid * unit:.3g}")  # fmt: skip
+              f"residual {comp.sd_resid * unit:.3g}" + (" (pooled: the mean of the methods' variances)" if len(per_method) else ""))  # fmt: skip
+        if len(per_method):
+            print("  seed sd per method: " + ", ".join(f"{r.method} {r.sd_seed * unit:.3g}" for r in per_method.itertuples()))
         sim = power.simulate(comp, seeds, cases, args.sims, rng, with_wilcoxon=True)
         rate, margin = power.rejection_rate(sim["p"])
         wilcoxon, _ = power.rejection_rate(sim["p_wilcoxon"])
@@ -69,15 +71,15 @@ def cmd_power(args: argparse.Namespace) -> int:
 
 
 def groups(args: argparse.Namespace):
-    """(title, Components, seeds, cases) per comparison group of the folder, or the stated defaults."""
+    """(title, Components, per-method estimates, seeds, cases) per comparison group of the folder, or the stated defaults."""
+    import pandas as pd
+
     from bench import power
 
     if not args.results:
         comp = power.DEFAULT
-        yield "stated defaults (no --results)", comp, 3, 1000
+        yield "stated defaults (no --results)", comp, pd.DataFrame(), 3, 1000
         return
-    import pandas as pd
-
     from bench import stats
     from bench.report_tables import default_reference
 
@@ -102,6 +104,6 @@ def groups(args: argparse.Namespace):
             continue
         found = True
         yield (f"{dataset} / {raters} / noise {noise}, {args.metric} vs {reference}, {structure} "
-               f"({len(per_method)} methods pooled)"), comp, int(per_method["seeds"].min()), int(per_method["cases"].min())  # fmt: skip
+               f"({len(per_method)} methods pooled)"), comp, per_method, int(per_method["seeds"].min()), int(per_method["cases"].min())  # fmt: skip
     if not found:
         raise UsageError(f"no group of {path} has a method with 2 or more seeds: the seed variance cannot be estimated")
