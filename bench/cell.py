@@ -29,6 +29,7 @@ from bench import hardware, harness, store, study
 from bench.budget import Budget, Schedule
 from bench.data import data_fingerprint, fused_test_references, load_splits, training_subset
 from bench.evaluate.long_table import CALIBRATION, COLUMNS, with_keys
+from bench.evaluate.pixel import dice
 from bench.evaluate.scoring import score_predictions
 from bench.store import Cell
 from datasets import DatasetSpec, RaterData, Splits, get_dataset, oracle_view
@@ -284,6 +285,15 @@ def first_batch(method: methods.Method, train: RaterData, device: torch.device, 
     return hardware.to_tensors({**arrays, **method.prepare(arrays["raters"], arrays["rater_valid"])}, device)
 
 
+def gt_selected(method: methods.Method, best: dict, test: RaterData, device: torch.device, precision: str) -> dict:
+    """The selection reading (docs/decisions.md): the last stage's weights at its highest validation GT DSC, scored on the
+    test split against GT (mean per-image foreground DSC, %, the long table's rule). The cell's rows stay the rule's."""
+    method.load_state_dict(best["state"])
+    probs = harness.predict_proba(method, test.images, device=device, precision=precision)
+    test_dsc = dice(probs.argmax(1) > 0, test.gt > 0)
+    return {"gt_best_step": int(best["step"]), "val_gt_dsc": float(best["dsc"]), "test_gt_dsc": round(float(test_dsc.mean()) * 100, 4)}
+
+
 def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
     out = store.open_cell(opts.results, cell, fresh=opts.force)
     manifest = new_manifest(cell)
@@ -308,10 +318,12 @@ def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
         store.write_json(out / "manifest.json", manifest)
         t0 = time.time()
         train, val = data.train, data.val
+        selected: dict = {}
         manifest["stages"] = harness.fit(
             method, train.images, train.raters, train.rater_valid, schedules=schedules, seed=cell.seed, device=device,
             val=(val.images, val.raters, val.rater_valid), val_gt=val.gt, precision=precision, engine=opts.engine,
             checkpoint_dir=out / "checkpoints", log_path=out / "train_log.csv", progress=opts.progress, desc=f"{cell.method} seed {cell.seed}",
+            selected=selected,
         )  # fmt: skip
         t1 = time.time()
         manifest["degenerate"] = degenerate(harness.predict_proba(method, val.images, device=device, precision=precision), val)
@@ -325,6 +337,8 @@ def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
         store.write_predictions(out / "predictions.npz", probs, data.test.case_ids)
         fused = fused_test_references(cell.dataset, opts.data_root, cell.raters, cell.noise, store.cache_dir(opts.results))
         rows, bins = score_cell(cell, probs, data.test, {k: v[: data.test.n] for k, v in fused.items()})
+        if "gt_best" in selected and data.test.gt is not None:  # last: it loads other weights into the method
+            manifest["selection"] = gt_selected(method, selected["gt_best"], data.test, device, precision)
         manifest.update(status="done", train_seconds=round(t1 - t0, 2), predict_seconds=round(time.time() - t1, 2),
                         seconds=round(time.time() - manifest["started"], 2))  # fmt: skip
         store.finish_cell(out, manifest, rows, bins)

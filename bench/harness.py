@@ -113,6 +113,7 @@ def fit(
     log_path: Path | None = None,
     progress: bool = True,
     desc: str = "",
+    selected: dict | None = None,
 ) -> dict[str, dict]:
     """Train `method` stage by stage on images (N, C, H, W) and raters (N, R, H, W); returns each stage's stop record.
 
@@ -120,7 +121,9 @@ def fit(
     (images, raters, rater_valid; never ground truth) is logged; with early stopping the stage ends
     after `patience` evaluations without a relative improvement above `min_delta`, or at
     `max_steps`, and the weights with the lowest validation loss are restored. `val_gt` (N_val, H, W),
-    where given, only adds the logged diagnostic `diagnostic_gt_dsc`.
+    where given, only adds the logged diagnostic `diagnostic_gt_dsc`; the last stage's weights where it was highest are
+    kept in `selected["gt_best"]` (dsc, step, state; where `selected` is given) for the selection reading, never
+    restored (docs/decisions.md). A run resumed after its last stage finished has none.
 
     Each stage gets a fresh optimiser and its own generators seeded by (seed, stage index). A
     mid-stage checkpoint (at an evaluation, at most every `checkpoint_seconds`) holds the weights,
@@ -152,6 +155,8 @@ def fit(
                        engine)  # fmt: skip
         diagnostic = val_gt if k == len(stages) - 1 else None  # the last stage decides the prediction
         records[stages[k].name] = run.train(data, val_data, diagnostic, log_path, checkpoint_dir, checkpoint_seconds, progress, desc)
+        if selected is not None and diagnostic is not None and run.gt_best:
+            selected["gt_best"] = run.gt_best
     method.eval()
     return records
 
@@ -171,12 +176,14 @@ class StageRun:
         self.order = torch.Generator().manual_seed(seed * 1000 + k)  # batch order
         self.gen = torch.Generator(device=device).manual_seed(seed * 1000 + k)  # the method's randomness
         self.stop, self.step, self.epoch, self.offset, elapsed, self.best_state = StopState(), 0, 0, 0, 0.0, None
+        self.gt_best: dict = {}  # the evaluation with the highest validation GT DSC: dsc, step, state (the selection reading)
         self.epoch_order = None  # state of `order` before the current epoch's permutation was drawn
         if partial is not None:
             self.optimiser.load_state_dict(partial["optimiser"])
             self.order.set_state(partial["order"])
             self.gen.set_state(partial["gen"])
             self.stop, self.best_state = StopState(**partial["stop"]), partial["best"]
+            self.gt_best = partial.get("gt_best") or {}
             self.step, self.epoch, self.offset, elapsed = partial["step"], partial["epoch"], partial["offset"], partial["seconds"]
         self.n, self.perm = n, None
         if self.offset:  # resumed mid-epoch: `order` is back at the epoch's start, so this draws the same permutation
@@ -251,6 +258,9 @@ class StageRun:
         out = {f"val_{key}": v for key, v in parts.items()}
         if val_gt is not None:
             out["diagnostic_gt_dsc"] = round(diagnostic_dsc(self.method, val_data["images"], val_gt, self.device, self.dtype), 4)
+            if out["diagnostic_gt_dsc"] > self.gt_best.get("dsc", -math.inf):  # kept for the selection reading only, never restored
+                state = {key: t.detach().clone() for key, t in self.method.state_dict().items()}
+                self.gt_best = {"dsc": out["diagnostic_gt_dsc"], "step": self.step, "state": state}
         if not math.isfinite(parts["loss"]):
             raise NonFiniteLoss(f"non-finite validation loss ({parts['loss']}) in stage {self.stage.name!r} at step {self.step}")
         if self.stop.update(parts["loss"], self.step, self.sched.min_delta) and self.sched.early_stopping:
@@ -266,7 +276,7 @@ class StageRun:
         return {
             "optimiser": self.optimiser.state_dict(), "order": self.order.get_state() if self.perm is None else self.epoch_order,
             "gen": self.gen.get_state(), "stop": dataclasses.asdict(self.stop), "step": self.step, "epoch": self.epoch,
-            "offset": self.offset, "best": self.best_state, "seconds": time.perf_counter() - self.started,
+            "offset": self.offset, "best": self.best_state, "gt_best": self.gt_best, "seconds": time.perf_counter() - self.started,
         }  # fmt: skip
 
 

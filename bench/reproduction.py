@@ -63,7 +63,8 @@ class Assessment:
 def cell_info(results: Path) -> pd.DataFrame:
     """One row per finished cell: keys, budget, rater setting's label statistics and input, how its stages stopped, its
     degenerate-prediction flag ("empty", "full" or "") and its teacher diagnostic ({} for a method without one), the
-    run options `OPTIONS` (None where not set) and the split sizes `IMAGES` it trained, validated and was scored on."""
+    run options `OPTIONS` (None where not set), the split sizes `IMAGES` it trained, validated and was scored on, and its
+    selection reading ({} where not kept: `bench.cell.gt_selected`)."""
     rows = []
     for folder, info in store.manifests(results):
         config = store.read_json(folder / "config.json")
@@ -72,9 +73,11 @@ def cell_info(results: Path) -> pd.DataFrame:
         options = config.get("options") or {}
         rows.append({**info["cell"], "budget": config.get("budget", {}).get("name", ""), "labels": setting.get("labels") or {},
                      "input": setting.get("input", ""), "stops": stops, "flag": info.get("degenerate", {}).get("flag", ""),
-                     "teacher": info.get("teacher") or {}, **{k: options.get(k) for k in OPTIONS},
+                     "teacher": info.get("teacher") or {}, "selection": info.get("selection") or {}, **{k: options.get(k) for k in OPTIONS},
                      **{k: config.get(k) for k in IMAGES}})  # fmt: skip
-    return pd.DataFrame(rows, columns=[*store.KEYS, "budget", "labels", "input", "stops", "flag", "teacher", *OPTIONS, *IMAGES])
+    return pd.DataFrame(
+        rows, columns=[*store.KEYS, "budget", "labels", "input", "stops", "flag", "teacher", "selection", *OPTIONS, *IMAGES]
+    )
 
 
 OPTIONS = ("max_steps", "train_size", "test_size")  # the run options that make a cell a pipeline check (config.json)
@@ -103,7 +106,7 @@ def assess(results: Path, data_root: Path, paper: Study | None = None) -> Assess
     values = [assess_value(v, table, cells, paper) for v in paper.values]
     claims = [assess_claim(c, tables, table, cells, paper) for c in paper.claims]
     logs = pd.read_parquet(results / "train_logs.parquet") if (results / "train_logs.parquet").is_file() else pd.DataFrame()
-    selection = assess_selection(logs, table)
+    selection = assess_selection(logs, table, cells)
     return Assessment(paper, results, budget, tables, claims, values, assess_readings(table, cells, paper), table, selection,
                       protocol_note(budgets))  # fmt: skip
 
@@ -120,7 +123,7 @@ def protocol_note(budgets: list[str]) -> str:
 
 
 SELECTION_COLUMNS = ["dataset", "raters", "noise", "method", "seeds", "rule_step", "rule_dsc", "rule_sd", "gt_step", "gt_dsc", "gt_sd",
-                     "gain", "gain_low", "gain_high", "test_dsc", "test_sd"]  # fmt: skip
+                     "gain", "gain_low", "gain_high", "test_dsc", "test_sd", "gt_test_dsc", "gt_test_sd", "gt_test_seeds"]  # fmt: skip
 
 
 def selection_steps(logs: pd.DataFrame) -> pd.DataFrame:
@@ -146,26 +149,34 @@ def span(steps: pd.Series) -> str:
     return f"{steps.min()}–{steps.max()}" if steps.nunique() > 1 else str(steps.iloc[0])
 
 
-def assess_selection(logs: pd.DataFrame, table: pd.DataFrame | None = None) -> pd.DataFrame:
+def assess_selection(logs: pd.DataFrame, table: pd.DataFrame | None = None, cells: pd.DataFrame | None = None) -> pd.DataFrame:
     """The selection reading declared in docs/decisions.md, per (dataset, raters, noise, method): the validation DSC
     against GT (%) at the step the stopping rule restored and at the evaluation with the highest one (mean and sd over
     seeds, and the steps' range), and the gain with its 95 % t interval over seeds; beside them the fair row, the test DSC
-    against GT of the rule's weights (mean and sd over seeds of the case means), from the long `table`. A validation
-    figure, chosen and measured on the same images: it flatters the reading and never replaces the fair row."""
+    against GT of the rule's weights (mean and sd over seeds of the case means), from the long `table`, and, for the
+    cells that kept them (`cells`' selection column), the test DSC against GT of the GT-best weights. The validation
+    figures are chosen and measured on the same images: they flatter the reading, and none replaces the fair row."""
     steps = selection_steps(logs)
     fair: dict = {}
     if table is not None and len(table):
         rows = table[(table["metric"] == "dsc") & (table["reference"] == "gt") & (table["structure"] == "foreground")]
         seeds = rows.groupby(["dataset", "raters", "noise", "method", "seed"])["value"].mean().mul(100)
         fair = {key: part.to_numpy() for key, part in seeds.groupby(level=[0, 1, 2, 3])}
+    kept: dict = {}
+    if cells is not None and len(cells):
+        scored = cells[cells["selection"].astype(bool)]
+        for key, part in scored.groupby(["dataset", "raters", "noise", "method"]):
+            kept[key] = pd.Series([x["test_gt_dsc"] for x in part["selection"]], dtype=float)
     rows = []
     for key, part in steps.groupby(["dataset", "raters", "noise", "method"], sort=True):
-        test = pd.Series(fair.get(key, []), dtype=float)
+        test, at_best = pd.Series(fair.get(key, []), dtype=float), kept.get(key, pd.Series(dtype=float))
         gain = measure(part["gt_dsc"].to_numpy() - part["rule_dsc"].to_numpy(), 1.0)
         rows.append({**dict(zip(["dataset", "raters", "noise", "method"], key)), "seeds": len(part), "rule_step": span(part["rule_step"]),
                      "rule_dsc": part["rule_dsc"].mean(), "rule_sd": part["rule_dsc"].std(), "gt_step": span(part["gt_step"]),
                      "gt_dsc": part["gt_dsc"].mean(), "gt_sd": part["gt_dsc"].std(), "gain": gain.mean, "gain_low": gain.ci[0],
-                     "gain_high": gain.ci[1], "test_dsc": test.mean() if len(test) else math.nan, "test_sd": test.std()})  # fmt: skip
+                     "gain_high": gain.ci[1], "test_dsc": test.mean() if len(test) else math.nan, "test_sd": test.std(),
+                     "gt_test_dsc": at_best.mean() if len(at_best) else math.nan, "gt_test_sd": at_best.std(),
+                     "gt_test_seeds": len(at_best)})  # fmt: skip
     return pd.DataFrame(rows, columns=SELECTION_COLUMNS)
 
 

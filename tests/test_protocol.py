@@ -272,3 +272,23 @@ def test_a_cell_records_its_threads_isa_stops_and_flag(tmp_path):
     for stem in ("learning_curves", "diagnostic_gt_dsc"):
         png = tmp_path / "report" / f"{stem}_mnist-5k_lfnet_protocol.png"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
+
+
+def test_the_gt_best_weights_are_kept_for_the_selection_reading_and_never_restored(tmp_path):
+    """The last stage's weights at its highest validation GT DSC are handed back beside the rule's, which stay the method's."""
+    data, val = tiny(16, seed=0), tiny(8, seed=1)
+    gt = (np.random.default_rng(5).random(val[1][:, 0].shape) > 0.5).astype(np.uint8)
+    plain, records = train_mv(data, val, gt, patience=100, log_path=tmp_path / "plain.csv")
+    selected: dict = {}
+    kept, again = train_mv(data, val, gt, patience=100, log_path=tmp_path / "kept.csv", selected=selected)
+    for key, value in plain.state_dict().items():  # keeping them changes nothing the rule does
+        assert torch.equal(value, kept.state_dict()[key]), key
+    log = pd.read_csv(tmp_path / "kept.csv")
+    evals = log[log["event"] == "eval"]
+    best = evals.loc[evals["diagnostic_gt_dsc"].idxmax()]
+    assert selected["gt_best"]["step"] == best["step"] and selected["gt_best"]["dsc"] == best["diagnostic_gt_dsc"]
+    assert [{**r, "seconds": 0} for r in again.values()] == [{**r, "seconds": 0} for r in records.values()]  # no trace of GT
+    kept.load_state_dict(selected["gt_best"]["state"])
+    images = torch.as_tensor(val[0])
+    dsc = harness.diagnostic_dsc(kept, images, gt, CPU, harness.autocast_dtype(CPU, "auto"))  # as fit evaluated it
+    assert dsc == pytest.approx(best["diagnostic_gt_dsc"], abs=1e-4)

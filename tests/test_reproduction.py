@@ -255,3 +255,8 @@ def test_the_selection_reading_takes_the_gt_best_evaluation_of_the_last_stage():
     assert (out["method"], out["seeds"], out["rule_step"], out["gt_step"]) == ("lf-net", 2, "40–60", "20")
     assert out["rule_dsc"] == pytest.approx((80.0 + 88.0) / 2) and out["gt_dsc"] == pytest.approx(91.5)
     assert out["gain"] == pytest.approx(7.5) and out["gain_low"] < 7.5 < out["gain_high"]
+    assert out["gt_test_seeds"] == 0 and np.isnan(out["gt_test_dsc"])  # no cell kept its GT-best weights
+    keys = {"dataset": "mnist-5k", "raters": "lfnet", "noise": "protocol", "method": "lf-net"}
+    cells = pd.DataFrame([{**keys, "seed": 0, "selection": {"test_gt_dsc": 90.0}}, {**keys, "seed": 1, "selection": {}}])
+    out = reproduction.assess_selection(pd.DataFrame(rows), cells=cells).iloc[0]
+    assert out["gt_test_seeds"] == 1 and out["gt_test_dsc"] == pytest.approx(90.0)  # only the seed that kept them
