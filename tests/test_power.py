@@ -64,6 +64,8 @@ def test_power_command_on_a_results_folder_and_on_defaults(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "toy / cm / noise protocol, dsc vs gt, foreground (2 methods pooled): 3 seeds × 50 cases" in out
     assert "false-positive rate under the null" in out and "within 5%" in out and "smallest difference found with 80% power" in out
+    assert main(["power", "--results", str(tmp_path), "--reference", "gt", "--sims", "200", "--methods", "lf-net"]) == 0
+    assert "(1 methods pooled)" in capsys.readouterr().out
     assert main(["power", "--sims", "200", "--differences", "5"]) == 0
     assert "stated defaults (no --results): 3 seeds × 1000 cases" in capsys.readouterr().out
     assert main(["power", "--results", str(tmp_path / "nowhere")]) == 2

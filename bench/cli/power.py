@@ -26,6 +26,7 @@ def add_parser(verbs) -> None:
     p.add_argument("--metric", default="dsc", help="metric of the column (default: dsc)")
     p.add_argument("--structure", help="structure (default: the first of each dataset: foreground, disc)")
     p.add_argument("--reference", help="evaluation reference (default: the dataset's, gt where it has one)")
+    p.add_argument("--methods", help="comma list of the methods whose components are pooled (default: all but the oracle)")
     p.add_argument("--seeds", type=int, help="seeds per method to simulate (default: the folder's, else 3)")
     p.add_argument("--cases", type=int, help="test cases to simulate (default: the folder's, else 1000)")
     p.add_argument("--differences", default="1,2,5", help="differences, in the metric's printed units, to find seeds for")
@@ -95,6 +96,8 @@ def groups(args: argparse.Namespace):
         reference = args.reference or default_reference(dataset)
         structure = args.structure or sorted(set(part["structure"]), key=lambda s: s != "foreground")[0]
         part = part[(part["reference"] == reference) & (part["structure"] == structure)]
+        if args.methods:
+            part = part[part["method"].isin(parse_list(args.methods, str, "--methods"))]
         if part.empty:
             continue
         try:
