@@ -5,7 +5,7 @@ with relative links to the figures, and as one HTML file with the figures embedd
 offline. It is read top-down in a minute: a banner saying what was run where (budget, seeds, split sizes, run options,
 rater settings, machine, software, from the cells' config.json and manifest.json), the headline as counts of verdicts,
 the contents, the verdict rules, then per paper table the values with their verdicts, the ranking (with its bootstrap
-uncertainty, bench/ranking.py) and the figures behind them, the claims, the numbers of the text, LF-Net's declared
+uncertainty, bench/reproduce/ranking.py) and the figures behind them, the claims, the numbers of the text, LF-Net's declared
 readings, and the run's configuration per rater setting.
 """
 
@@ -19,10 +19,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench import data, figures, ranking, report, report_tables, result_figures, store, study
+from bench import data, figures, report, report_tables, result_figures, store, study
 from bench.evaluate.metrics import higher_is_better
-from bench.page_format import Block, to_html, to_markdown, verdict_of
-from bench.provenance import banner, configuration_blocks, is_stand_in, pipeline_line, provenance
+from bench.reproduce import ranking
+from bench.reproduce.page_format import Block, to_html, to_markdown, verdict_of
+from bench.reproduce.provenance import banner, configuration_blocks, is_stand_in, pipeline_line, provenance
 from bench.reproduction import Assessment
 from bench.rows import display
 from bench.study import Column
@@ -40,7 +41,7 @@ from bench.verdicts import (
 
 Shown = tuple  # a figure on the page: (PNG path, caption)
 
-N_BOOT = 1000  # bootstrap resamples of each column's ranking (bench/ranking.py)
+N_BOOT = 1000  # bootstrap resamples of each column's ranking (bench/reproduce/ranking.py)
 TEST = report.TEST_NAME  # the paired test the page and the box plots name: "seed-aware test (docs/methods.md#statistics)"
 
 #: Verdicts in the order the headline counts them.
@@ -68,7 +69,7 @@ def write(assessment: Assessment, out_dir: Path, data_root: Path) -> list[Path]:
 
 @dataclass
 class ColumnRanking:
-    """One group's ranking of one paper column under the two-level bootstrap (bench/ranking.py)."""
+    """One group's ranking of one paper column under the two-level bootstrap (bench/reproduce/ranking.py)."""
 
     table: str  # the paper table's id
     column: Column

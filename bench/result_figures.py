@@ -22,8 +22,8 @@ from matplotlib.ticker import FixedLocator, NullLocator
 from matplotlib.transforms import blended_transform_factory
 
 import methods
-from bench import ranking
 from bench.evaluate.long_table import ordered_structures
+from bench.reproduce import ranking
 from bench.rows import ORACLE, REFERENCE_METHOD, display, main_methods, registry_order
 
 _HEAT_CMAP = "viridis"  # as bench/figures.py's heat maps
@@ -96,7 +96,7 @@ def rank_figure(
     method, ordered by mean rank; a circle at each rank the method took, its area ∝ the share of bootstrap resamples;
     a black cross at the median rank and a black line over the central 95 % of ranks.
 
-    `shares` is `bench.ranking.rank_distribution`: index methods, columns ranks 1 … K, rows summing to 1. Rank 1
+    `shares` is `bench.reproduce.ranking.rank_distribution`: index methods, columns ranks 1 … K, rows summing to 1. Rank 1
     (best) is at the bottom. `colors[method]` colours its circles; `labels[method]` names it (default: the name);
     `warning` is drawn in red above everything, as on `boxplot_figure`.
     """

@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 from test_reproduction import make_results, write_cell
 
-from bench import page_format, provenance, report, report_tables, reproduction, reproduction_page, store
+from bench import report, report_tables, reproduction, reproduction_page, store
+from bench.reproduce import page_format, provenance
 
 MEANS = {"mv-unet": 0.5762, "staple-unet": 0.70, "cm-unet": 0.93, "lf-net": 0.99}
 MACHINE = {"device": "cpu", "precision": "torch.bfloat16", "engine": "eager", "threads": 2, "cpu": "x86_64 avx512_bf16 avx2",

@@ -1,4 +1,4 @@
-"""bench.power and `python -m bench power`: the seed-aware test's error rate under the null, proven by simulation."""
+"""bench.reproduce.power and `python -m bench power`: the seed-aware test's error rate under the null, proven by simulation."""
 
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench import power, stats
+from bench import stats
 from bench.cli import main
 from bench.evaluate.long_table import COLUMNS
+from bench.reproduce import power
 
 
 @pytest.mark.parametrize(

@@ -1,8 +1,8 @@
-"""`python -m bench power`: the seed-aware test's false-positive rate and power, by simulation (bench/power.py).
+"""`python -m bench power`: the seed-aware test's false-positive rate and power, by simulation (bench/reproduce/power.py).
 
 From a results folder: the variance components of each (dataset, raters, noise) group's column, the test's rate of
 false positives under the null at the folder's seeds and cases, the smallest difference it finds with 80 % power and
-the seeds a given difference needs. Without one: the same from the stated defaults (`bench.power.DEFAULT`).
+the seeds a given difference needs. Without one: the same from the stated defaults (`bench.reproduce.power.DEFAULT`).
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ def add_parser(verbs) -> None:
 def cmd_power(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from bench import power, stats
+    from bench import stats
+    from bench.reproduce import power
     from bench.verdicts import scale
 
     differences = parse_list(args.differences, float, "--differences")
@@ -75,7 +76,7 @@ def groups(args: argparse.Namespace):
     """(title, Components, per-method estimates, seeds, cases) per comparison group of the folder, or the stated defaults."""
     import pandas as pd
 
-    from bench import power
+    from bench.reproduce import power
 
     if not args.results:
         comp = power.DEFAULT

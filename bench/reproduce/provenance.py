@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench import store
-from bench.page_format import Block
+from bench.reproduce.page_format import Block
 from bench.reproduction import Assessment, cell_info
 from bench.verdicts import Group, pipeline_reasons
 
