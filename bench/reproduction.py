@@ -144,9 +144,12 @@ def selection_steps(logs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=[*store.KEYS, "rule_step", "rule_dsc", "gt_step", "gt_dsc"])
 
 
-def span(steps: pd.Series) -> str:
-    """Steps over seeds as the page prints them: "240–340", or "240" when every seed agrees."""
-    return f"{steps.min()}–{steps.max()}" if steps.nunique() > 1 else str(steps.iloc[0])
+def span(values) -> str:
+    """Numbers as the page prints a range of them: "240–340", "240" when all agree, "–" when there are none."""
+    values = sorted({int(v) for v in values})
+    if not values:
+        return "–"
+    return str(values[0]) if len(values) == 1 else f"{values[0]}–{values[-1]}"
 
 
 def assess_selection(logs: pd.DataFrame, table: pd.DataFrame | None = None, cells: pd.DataFrame | None = None) -> pd.DataFrame:

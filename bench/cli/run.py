@@ -77,11 +77,11 @@ def outcome_notes(outcomes, key: tuple) -> tuple[str, str]:
                     & (outcomes["method"] == key[3])]  # fmt: skip
     if part.empty:
         return "", ""
+    from bench.report_tables import degenerate_flags
+
     n = len(part)
     stops = " · ".join(f"{s} {c}/{n}" for s, c in part["stops"].value_counts().sort_index().items())
-    flags = part["flag"][part["flag"] != ""]
-    flag = " · ".join(f"{f} {c}/{n}" for f, c in flags.value_counts().items())
-    return stops, flag
+    return stops, degenerate_flags(part, *key[:3]).get(key[3], "")
 
 
 def format_table(summary, method_order: list[str], outcomes=None) -> str:

@@ -15,7 +15,7 @@ import pandas as pd
 
 from bench import store
 from bench.reproduce.page_format import Block
-from bench.reproduction import Assessment, cell_info
+from bench.reproduction import Assessment, cell_info, span
 from bench.verdicts import Group, pipeline_reasons
 
 
@@ -58,16 +58,8 @@ def _sizes(cells: pd.DataFrame) -> str:
     """Train / val / test images per dataset: "mnist-5k 4000 / 500 / 1000" (a range where cells differ)."""
     out = []
     for dataset, part in cells.groupby("dataset", sort=True):
-        counts = [sorted(int(v) for v in _distinct(part[f"{split}_images"])) for split in ("train", "val", "test")]
-        out.append(f"{dataset} " + " / ".join(_span(c) for c in counts))
+        out.append(f"{dataset} " + " / ".join(span(_distinct(part[f"{split}_images"])) for split in ("train", "val", "test")))
     return "; ".join(out) or "–"
-
-
-def _span(values: list[int]) -> str:
-    """Sorted values as "4000", "3200–4000" or "–" (none)."""
-    if not values:
-        return "–"
-    return str(values[0]) if values[0] == values[-1] else f"{values[0]}–{values[-1]}"
 
 
 def _options(cells: pd.DataFrame) -> str:
