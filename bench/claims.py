@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pandas as pd
 
 from bench import stats
@@ -23,7 +22,6 @@ from bench.verdicts import (
     ClaimReport,
     Group,
     TableReport,
-    column_tolerance,
     group_for,
     is_paper_setting,
     measured_reference,
@@ -31,7 +29,7 @@ from bench.verdicts import (
     pipeline_reasons,
     samples,
     scale,
-    tolerance,
+    study_tolerance,
 )
 from datasets import DATASETS
 
@@ -49,11 +47,11 @@ def assess_claim(claim: Claim, tables: list[TableReport], table: pd.DataFrame, c
                     where = f"{report.table.label} {column.dataset} {column.metric}"
                     groups = [g for g in report.groups if j in g.entries and g.dataset in samples(column.dataset)]
                     pairs = [(paper.reference_method, m) for m in competitors(report.table.id, paper)]
-                    checks += [order_check(table, g, column, pairs, where, claim_tolerance(column, paper)) for g in groups]
+                    checks += [order_check(table, g, column, pairs, where, study_tolerance(column, paper)) for g in groups]
                     checks += [] if groups else [not_run(where)]
         return combine(claim, checks)
     for column in claim_columns(claim):
-        tol = claim_tolerance(column, paper)
+        tol = study_tolerance(column, paper)
         found = False
         for dataset in claim_datasets(column, table, paper):
             reference = measured_reference(column, dataset)
@@ -82,17 +80,6 @@ def assess_claim(claim: Claim, tables: list[TableReport], table: pd.DataFrame, c
 def not_run(where: str) -> dict:
     """A part of a claim's scope with no cell: the claim is incomplete at best."""
     return {"group": None, "where": where, "status": "not run", "lines": [f"{where}: not run"], "results": []}
-
-
-def claim_tolerance(column: Column, paper: Study) -> float:
-    """The tolerance (paper units) of a comparison on a column: that of the paper table's matching column (`VALUE_RULE`),
-    at the column's median value (which matters for bAHD only), else the metric's own."""
-    for t in paper.tables:
-        for j, c in enumerate(t.columns):
-            if (c.dataset, c.metric, c.structure) == (column.dataset, column.metric, column.structure):
-                values = [v[0] for r in t.rows if r.method != "average" and (v := t.value(r.method, j))]
-                return column_tolerance(t, j, c.metric, float(np.median(values)) if values else 0.0)
-    return tolerance(column.metric, 0.0, [])
 
 
 def competitors(table_id: str, paper: Study) -> list[str]:

@@ -38,7 +38,7 @@ from bench.verdicts import (
     measured_reference,
     scale,
     stand_ins,
-    tolerance,
+    study_tolerance,
 )
 from datasets import DATASETS
 
@@ -317,15 +317,6 @@ def absent(dataset: str, data_root: Path) -> str:
     return f"not run: no {dataset} cells in this results folder (python -m bench run --dataset {dataset} --budget plateau --methods all)"
 
 
-def value_tolerance(value, paper: Study) -> float:
-    """The tolerance of a number of the text: its paper table column's where one matches, else the metric's own."""
-    for t in paper.tables:
-        for j, c in enumerate(t.columns):
-            if (c.dataset, c.metric, c.structure) == (value.column.dataset, value.column.metric, value.column.structure):
-                return column_tolerance(t, j, c.metric, value.mean)
-    return tolerance(value.column.metric, value.mean, [])
-
-
 def assess_value(value, table: pd.DataFrame, cells: pd.DataFrame, paper: Study) -> tuple:
     """A number of the text, against the first setting that measured it (the paper's setting first); a number against
     an expert ground truth that was never released is not comparable, measured or not."""
@@ -339,7 +330,7 @@ def assess_value(value, table: pd.DataFrame, cells: pd.DataFrame, paper: Study) 
         for raters in sorted(set(seeds["raters"]), key=lambda r: r != paper.paper_raters.get(value.column.dataset)):
             group = group_for(dataset, raters, value.column.dataset, cells, value.column, paper)
             mine = measure(seeds[seeds["raters"] == raters]["value"].to_numpy(), scale(value.column.metric))
-            entry = judge(Entry(value.method, (value.mean, value.sd), mine), value_tolerance(value, paper))
+            entry = judge(Entry(value.method, (value.mean, value.sd), mine), study_tolerance(value.column, paper, value.mean))
             entry.verdict = group.kind if group.kind != "verdict" else entry.verdict
             return value, group, entry
     return value, None, None

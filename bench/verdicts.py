@@ -173,10 +173,21 @@ def value_verdict(paper: tuple[float, float], measured: Measured, tol: float) ->
     return "not reproduced" if high < -tol or low > tol else "inconclusive"
 
 
-def column_tolerance(table: Table, j: int, metric: str, paper_mean: float) -> float:
-    """`tolerance` of a value in column j of a paper table (the column's trained methods: not the Average row)."""
+def column_tolerance(table: Table, j: int, metric: str, paper_mean: float | None = None) -> float:
+    """`tolerance` of a value in column j of a paper table (the column's trained methods: not the Average row); without
+    `paper_mean`, at the column's median (which matters for bAHD only)."""
     values = [v[0] for r in table.rows if r.method != "average" and (v := table.value(r.method, j))]
-    return tolerance(metric, paper_mean, values)
+    return tolerance(metric, float(np.median(values)) if paper_mean is None and values else paper_mean or 0.0, values)
+
+
+def study_tolerance(column: Column, paper: Study, paper_mean: float | None = None) -> float:
+    """The tolerance of a comparison or value on `column`: that of the first paper table column with its dataset, metric
+    and structure (`column_tolerance`), else the metric's own."""
+    for t in paper.tables:
+        for j, c in enumerate(t.columns):
+            if (c.dataset, c.metric, c.structure) == (column.dataset, column.metric, column.structure):
+                return column_tolerance(t, j, c.metric, paper_mean)
+    return tolerance(column.metric, paper_mean or 0.0, [])
 
 
 def measured_reference(column: Column, dataset: str) -> str:
