@@ -290,8 +290,8 @@ def load_trained(cell_dir: Path):
     """Rebuild a finished cell's trained method (CPU, eval mode) from its folder.
 
     Reads `cell_dir/config.json` ("trains": the registered name that was trained, "method_config":
-    the resolved Config fields, "data_spec": the DataSpec fields, as `bench.cell` writes them) and
-    the last stage's checkpoint `cell_dir/checkpoints/stage-<k>-<name>.pt` (`bench.harness`). An
+    the resolved Config fields, "data_spec": the DataSpec fields, as `bench.run.cell` writes them) and
+    the last stage's checkpoint `cell_dir/checkpoints/stage-<k>-<name>.pt` (`bench.train.harness`). An
     Oracle cell rebuilds the LF-Net it trained (its "trains"). Raises FileNotFoundError naming the
     missing file (a missing last-stage checkpoint means the cell did not finish training) and
     ValueError naming config.json or the checkpoint when their content does not fit.

@@ -78,7 +78,7 @@ class Value:
 
 @dataclass(frozen=True)
 class Claim:
-    """A statement of the text, checkable by its `kind` (bench/reproduction.py says how); `params` holds the rest."""
+    """A statement of the text, checkable by its `kind` (bench/reproduce/assessment.py says how); `params` holds the rest."""
 
     id: str
     line: int

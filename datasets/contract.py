@@ -120,7 +120,7 @@ class Splits:
     #  "realised_average" (the training split's Average DSC vs GT, or None without GT),
     #  "usable" (`check_usable` of the training split, or None for real raters), "warning" (a sparse
     #  protocol's one line, simulated pools), "input" (the network input, datasets that offer a choice)};
-    #  bench/data.py adds "labels" (its label-level statistics) when it first loads the splits.
+    #  bench/run/splits.py adds "labels" (its label-level statistics) when it first loads the splits.
     raters_info: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:

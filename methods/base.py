@@ -22,7 +22,7 @@ class DataSpec:
 
 @dataclass(frozen=True)
 class Stage:
-    """One training stage: which child modules it trains (how long is the budget's business, bench/budget.py).
+    """One training stage: which child modules it trains (how long is the budget's business, bench/train/budget.py).
 
     Children not named are frozen and kept in eval mode during the stage (so a frozen network's
     batch-norm statistics stay fixed). An empty `modules` trains every parameter.
@@ -73,7 +73,7 @@ class Method(nn.Module):
     def graph_key(self, ctx: StepContext) -> tuple:
         """The Python values `loss` branches on beside the batch's shape, e.g. whether an epoch-limited term is on.
 
-        A graphed step (bench/steps.py) captures one CUDA graph per key and cannot see a branch
+        A graphed step (bench/train/steps.py) captures one CUDA graph per key and cannot see a branch
         taken on `ctx.epoch` or `ctx.step` otherwise: a method whose loss reads them returns here
         what it decides from them. () for a loss that never reads them.
         """

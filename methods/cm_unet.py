@@ -60,7 +60,7 @@ Defaults and their sources (docs/methods.md#cm-unet-defaults-and-schedule):
   the trace term, so at a pixel the trace is smallest when p disagrees with as many raters as
   possible, and a large alpha pulls the segmentation towards minority labels. Measured (same
   setting as above, identity_bias 4): alpha 0.001 → DSC 0.94, alpha 0.1 → 0.92.
-- Training (bench/budget.py): the paper budget follows the official MNIST notebook (the same
+- Training (bench/train/budget.py): the paper budget follows the official MNIST notebook (the same
   source as alpha): AdamW, lr 1e-2, weight decay 1e-5, batch 5, 40 epochs, random flips (Run.py:
   20 epochs, batch 2; README: lr 1e-4, 30 epochs). The quick and plateau budgets use the
   benchmark's stopping rule with Adam like every method. The R confusion heads (4 full-resolution

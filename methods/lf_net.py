@@ -62,7 +62,7 @@ Decisions on the paper's open points (docs/methods.md#lf-net-open-points; record
   would cost ≈ 1.75× a U-Net's FLOPs for R = 5 instead of ≈ 1.2×.
 - "Training epoch for rater characteristics net module is 15" on MNIST (docs/methods.md#lf-net-the-mnist-rcn-epochs): the RCN is trained
   only in stage 2 and jointly with Θ2 (Algorithm 1), so the paper budget reads it as the length of
-  stage 2 on MNIST (15 epochs, bench/budget.py). The other reading, L_rcl active only in the first
+  stage 2 on MNIST (15 epochs, bench/train/budget.py). The other reading, L_rcl active only in the first
   15 of 70 epochs of stage 2, is ``--budget paper-rcl15`` (which sets ``rcl_epochs=15``).
 - λ (docs/methods.md#lf-net-hyper-parameters): 0.05 (the paper's default); the paper uses 0.01 on MNIST, which the
   config cannot know: the study file's per-dataset settings give it on mnist, mnist-5k and cm-folder, to every variant.
@@ -88,7 +88,7 @@ module; variants without a rater module have no ``rcn``. The S and S+TV rows kee
 segmentation schedule (70 epochs); ``mv-unet`` and ``qmv-unet`` are the 150-epoch baselines.
 
 Defaults: β = R − 1, τ = 2.5, λ = 0.05 from the paper's Implementation Details and eq. 3. How long
-and with what optimiser each stage trains is the budget's (bench/budget.py; the paper budget: Adam
+and with what optimiser each stage trains is the budget's (bench/train/budget.py; the paper budget: Adam
 lr 1e-4, 10 + 70 epochs). Measured on CPU (32×1×28×28 batches, R = 5, fwd + bwd + Adam): a stage-1
 step costs 1.0× a U-Net step, a stage-2 step (seg + RCN + frozen SLL forward) 2.3–3.0×.
 """

@@ -17,7 +17,7 @@ valid raters.
 
 Defaults: the LF-Net paper trains LS-UNet with "official code, default training strategies"
 (docs/methods.md#paper-budget-per-method). There is no official LS code, so we use the LF-Net paper's schedule for the
-other single-U-Net baselines in the paper budget: 150 epochs, Adam lr 1e-4 (bench/budget.py).
+other single-U-Net baselines in the paper budget: 150 epochs, Adam lr 1e-4 (bench/train/budget.py).
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class LabelSamplingUNet(Method):
 
     @dataclass(frozen=True)
     class Config:
-        """No hyper-parameters of its own (how long it trains is the budget\'s business, bench/budget.py)."""
+        """No hyper-parameters of its own (how long it trains is the budget\'s business, bench/train/budget.py)."""
 
     def __init__(self, cfg: Config, spec: DataSpec):
         super().__init__(cfg, spec)

@@ -29,7 +29,7 @@ Deviations: none from the shared U-Net.
 Defaults: the LF-Net paper trains MH-UNet with "official code, default training strategies"
 (docs/methods.md#paper-budget-per-method). Guan et al. released no segmentation code, so the DN stage uses the LF-Net
 paper's schedule for the single-U-Net baselines in the paper budget: 150 epochs, Adam lr 1e-4. The
-WDN stage trains R numbers: 10 epochs there (our choice). Budgets live in bench/budget.py.
+WDN stage trains R numbers: 10 epochs there (our choice). Budgets live in bench/train/budget.py.
 `needs_consistent_raters`: head r models one person only if rater slot r is one person throughout.
 """
 

@@ -81,7 +81,7 @@ Deviations from the official code, and decisions (docs/methods.md#mr-net-deviati
   official weight decay, batch and flips. The official code's ±15° rotation augmentation is not
   reproduced by any budget.
 
-Training (bench/budget.py): the paper budget is the official schedule, Adam lr 1e-4, weight decay
+Training (bench/train/budget.py): the paper budget is the official schedule, Adam lr 1e-4, weight decay
 5e-4, batch 8, flips, 123 epochs (`max_iteration=80000` becomes ceil(80000/655) = 123 epochs of 82
 batches, and the iteration counter never reaches 80000; docs/methods.md#mr-net-schedule-and-model-selection, docs/methods.md#mr-net-iterations-that-are-epochs), last
 weights. The quick and plateau budgets use the benchmark's stopping rule on the validation split

@@ -16,10 +16,13 @@ import torch
 from test_protocol import Scripted, rule, tiny
 
 import methods
-from bench import cell, cli, harness, plan, report, store, study, sweep
-from bench.budget import BUDGETS
+from bench import cli, store, study
 from bench.cli import report as report_verb
 from bench.cli import run as run_verb
+from bench.report import render
+from bench.run import cell, plan, sweep
+from bench.train import harness
+from bench.train.budget import BUDGETS
 from datasets import get_dataset
 
 try:
@@ -212,7 +215,7 @@ def test_report_defaults_to_results_report(tmp_path, monkeypatch, capsys):
     store.write_table(results / "metrics.parquet", pd.DataFrame({"value": [0.5]}))
     store.write_table(results / "summary.csv", pd.DataFrame({"dataset": ["toy"]}))
     drawn = []
-    monkeypatch.setattr(report, "render", lambda res, out: drawn.append((res, out)) or [])
+    monkeypatch.setattr(render, "render", lambda res, out: drawn.append((res, out)) or [])
     assert run_main(["report", "--results", str(results)], capsys)[0] == 0
     assert drawn == [(results, results / "report")] and (results / "report").is_dir()
     assert run_main(["report", "--results", str(results), "--out", str(tmp_path / "figs")], capsys)[0] == 0

@@ -5,8 +5,10 @@ import pytest
 import torch
 
 import methods
-from bench import cell, hardware, harness, study
-from bench.budget import BUDGETS
+from bench import study
+from bench.run import cell
+from bench.train import hardware, harness
+from bench.train.budget import BUDGETS
 from datasets import get_dataset, oracle_view
 from methods.base import StepContext
 

@@ -1,4 +1,4 @@
-"""The training-step engines (bench/steps.py): what the CPU can prove of the graphed engine.
+"""The training-step engines (bench/train/steps.py): what the CPU can prove of the graphed engine.
 
 The CUDA capture itself needs a GPU (its test is skipped here). Everything around it is checked on the
 CPU: the warm-up before a capture leaves no trace, one captured step per batch length and
@@ -18,10 +18,10 @@ from test_step_inputs import toy_split
 from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException, FakeTensorMode
 
 import methods
-from bench import harness, steps
-from bench.budget import Schedule
 from bench.cli import main as cli_main
-from bench.hardware import DeviceError
+from bench.train import harness, steps
+from bench.train.budget import Schedule
+from bench.train.hardware import DeviceError
 from methods import DataSpec, build_method
 from methods.base import Method, StepContext
 

@@ -99,19 +99,19 @@ def test_the_fused_test_references_are_computed_once_per_data_setting(tmp_path, 
     """Majority and STAPLE of the test raters are the same for every cell of a data setting: computed once, cached on disk."""
     from pathlib import Path
 
-    from bench import data
+    from bench.run import split_cache
 
     calls = []
-    original = data.fused_references
-    monkeypatch.setattr(data, "fused_references", lambda test: calls.append(test.n) or original(test))
-    data.fused_test_references.cache_clear()
-    first = data.fused_test_references("mnist-5k", Path("data"), "lfnet", "protocol", tmp_path)
-    data.fused_test_references.cache_clear()  # a new process: from the file
-    again = data.fused_test_references("mnist-5k", Path("data"), "lfnet", "protocol", tmp_path)
+    original = split_cache.fused_references
+    monkeypatch.setattr(split_cache, "fused_references", lambda test: calls.append(test.n) or original(test))
+    split_cache.fused_test_references.cache_clear()
+    first = split_cache.fused_test_references("mnist-5k", Path("data"), "lfnet", "protocol", tmp_path)
+    split_cache.fused_test_references.cache_clear()  # a new process: from the file
+    again = split_cache.fused_test_references("mnist-5k", Path("data"), "lfnet", "protocol", tmp_path)
     assert calls == [1000] and set(first) == {"majority", "staple"} and list(tmp_path.glob("*-references-*.npz"))
     for name in first:
         np.testing.assert_array_equal(first[name], again[name])
-    test = data.load_splits("mnist-5k", Path("data"), "lfnet", "protocol", tmp_path).test.subset(np.arange(30))
+    test = split_cache.load_splits("mnist-5k", Path("data"), "lfnet", "protocol", tmp_path).test.subset(np.arange(30))
     probs = np.random.default_rng(0).random((30, 2, 28, 28)).astype(np.float32)
     probs /= probs.sum(1, keepdims=True)
     cached, _ = score_predictions(probs, test, fused={k: v[:30] for k, v in first.items()})

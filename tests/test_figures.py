@@ -1,4 +1,4 @@
-"""bench.figures: panel counts, DSC numbers read back from the panels, axis scales, saving; bench.store.load_trained round trip."""
+"""bench.report.example_figures: panel counts, DSC numbers read back from the panels, axis scales, saving; bench.store.load_trained round trip."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import torch
 from matplotlib.image import imread
 
 import methods
-from bench import figures, result_figures, store
+from bench import store
+from bench.report import example_figures, plots
 from datasets.raters import RATER_NAMES, simulate_raters
 from methods.fusion import majority_vote, threshold_vote_mask
 
@@ -68,7 +69,7 @@ def param_points(values, structures=("disc", "cup")) -> pd.DataFrame:
 
 def test_param_figure_log_axis_for_lambda_and_one_line_per_structure():
     points = param_points([0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0])
-    fig = result_figures.param_figure(points, "λ", "toy", default=0.01)
+    fig = plots.param_figure(points, "λ", "toy", default=0.01)
     (ax,) = fig.axes
     assert ax.get_xscale() == "log"
     assert len(ax.containers) == 2  # one errorbar line per structure
@@ -80,7 +81,7 @@ def test_param_figure_log_axis_for_lambda_and_one_line_per_structure():
 
 
 def test_param_figure_linear_axis_for_beta():
-    fig = result_figures.param_figure(param_points([1, 2, 3, 4, 5], ["foreground"]), "β", "toy")
+    fig = plots.param_figure(param_points([1, 2, 3, 4, 5], ["foreground"]), "β", "toy")
     (ax,) = fig.axes
     assert ax.get_xscale() == "linear"
     assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "2", "3", "4", "5"]
@@ -90,7 +91,7 @@ def test_param_figure_linear_axis_for_beta():
 def test_param_figure_rejects_duplicates():
     points = param_points([1, 2])
     with pytest.raises(ValueError, match="aggregate over seeds"):
-        result_figures.param_figure(pd.concat([points, points]), "β", "toy")
+        plots.param_figure(pd.concat([points, points]), "β", "toy")
 
 
 # --------------------------------------------------------------------------- rater examples
@@ -98,7 +99,7 @@ def test_param_figure_rejects_duplicates():
 
 def test_rater_examples_panels_and_dsc(data):
     images, raters, valid, gt = data
-    fig = figures.rater_examples_figure(images, raters, gt, RATER_NAMES, [1, 3], "toy", rater_valid=valid)
+    fig = example_figures.rater_examples_figure(images, raters, gt, RATER_NAMES, [1, 3], "toy", rater_valid=valid)
     assert len(panels(fig, "image")) == 2 and len(panels(fig, "reference")) == 2
     rater_axes = panels(fig, "rater:")
     assert len(rater_axes) == 2 * N_RATERS
@@ -120,7 +121,7 @@ def test_rater_examples_without_gt_and_multiclass():
     gt = disk_gt(2)
     raters = np.stack([gt * 2, gt, np.zeros_like(gt)], axis=1)  # classes 0..2, as RIGA's rim/cup
     images = np.random.default_rng(0).random((2, 3, SIZE, SIZE), dtype=np.float32)  # RGB
-    fig = figures.rater_examples_figure(images, raters, None, ["a", "b", "c"], [0, 1], "no gt")
+    fig = example_figures.rater_examples_figure(images, raters, None, ["a", "b", "c"], [0, 1], "no gt")
     assert len(panels(fig, "reference")) == 0 and len(panels(fig, "image")) == 2
     rater_axes = panels(fig, "rater:")
     assert [ax.get_title() for ax in rater_axes] == ["a", "b", "c"] * 2  # no reference, no DSC
@@ -136,12 +137,12 @@ def test_rater_examples_without_gt_and_multiclass():
 def test_fused_label_figure_columns_and_values(data, lf_net):
     images, raters, valid, _ = data
     before = {k: v.clone() for k, v in lf_net.state_dict().items()}
-    fig = figures.fused_label_figure(images, raters, valid, lf_net, [0, 1], "fused", rater_names=RATER_NAMES)
+    fig = example_figures.fused_label_figure(images, raters, valid, lf_net, [0, 1], "fused", rater_names=RATER_NAMES)
     assert len(panels(fig, "rater:")) == 2 * N_RATERS
-    fused_axes = {c: panels(fig, f"fused:{c}") for c in figures.FUSED_COLUMNS}
+    fused_axes = {c: panels(fig, f"fused:{c}") for c in example_figures.FUSED_COLUMNS}
     assert all(len(axes) == 2 for axes in fused_axes.values())
     assert len([ax for ax in fig.axes if ax.get_label() == "<colorbar>"]) == 1  # one shared colour bar
-    assert [ax.get_title() for ax in fused_axes.values() for ax in ax[:1]] == list(figures.FUSED_COLUMNS)
+    assert [ax.get_title() for ax in fused_axes.values() for ax in ax[:1]] == list(example_figures.FUSED_COLUMNS)
 
     y, v = torch.from_numpy(raters[:2]).long(), torch.from_numpy(valid[:2])
     shown = {c: np.stack([ax.images[0].get_array() for ax in axes]) for c, axes in fused_axes.items()}
@@ -167,16 +168,16 @@ def test_fused_label_figure_multiclass_and_errors(data):
     three = methods.build_method("lf-net", methods.DataSpec(1, 3, N_RATERS))
     multi = raters.copy()
     multi[:, :2] *= 2  # two raters say class 2
-    fused = figures.fused_labels(images[:1], multi[:1], valid[:1], three)
-    assert set(fused) == set(figures.FUSED_COLUMNS) and all(a.shape == (1, SIZE, SIZE) for a in fused.values())
+    fused = example_figures.fused_labels(images[:1], multi[:1], valid[:1], three)
+    assert set(fused) == set(example_figures.FUSED_COLUMNS) and all(a.shape == (1, SIZE, SIZE) for a in fused.values())
     np.testing.assert_allclose(fused["Averaging"], (multi[:1] > 0).mean(1), atol=1e-6)  # foreground = class ≥ 1
 
     no_sll = methods.build_method("lf-net-s", methods.DataSpec(1, 2, N_RATERS))
     with pytest.raises(ValueError, match="soft-label network"):
-        figures.fused_label_figure(images, raters, valid, no_sll, [0], "x")
+        example_figures.fused_label_figure(images, raters, valid, no_sll, [0], "x")
     three_raters = methods.build_method("lf-net", methods.DataSpec(1, 2, 3))
     with pytest.raises(ValueError, match="built for 3 raters"):
-        figures.fused_label_figure(images, raters, valid, three_raters, [0], "x")
+        example_figures.fused_label_figure(images, raters, valid, three_raters, [0], "x")
 
 
 # --------------------------------------------------------------------------- qualitative comparison
@@ -188,7 +189,7 @@ def test_qualitative_figure_dsc_below_panels(data):
     perfect = np.stack([1 - gt, gt], axis=1).astype(np.float32)
     noisy = np.stack([1 - raters[:, 1], raters[:, 1]], axis=1).astype(np.float32) + rng.uniform(0, 0.2, perfect.shape).astype(np.float32)
     probs = {"mv-unet": noisy, "lf-net": perfect, "blank": np.stack([np.ones_like(perfect[:, 0]), np.zeros_like(perfect[:, 0])], 1)}
-    fig = figures.qualitative_figure(images, gt, probs, [0, 2, 3], "qual", display={"lf-net": "LF-Net"})
+    fig = example_figures.qualitative_figure(images, gt, probs, [0, 2, 3], "qual", display={"lf-net": "LF-Net"})
     assert len(panels(fig, "image")) == 3 and len(panels(fig, "reference")) == 3
     for name, p in probs.items():
         axes = panels(fig, f"method:{name}")
@@ -204,7 +205,7 @@ def test_qualitative_figure_dsc_below_panels(data):
 def test_qualitative_figure_rejects_bad_shapes(data):
     images, _, _, gt = data
     with pytest.raises(ValueError, match="expected \\(N, L, H, W\\)"):
-        figures.qualitative_figure(images, gt, {"m": np.zeros((len(gt), 2, 5, 5))}, [0], "x")
+        example_figures.qualitative_figure(images, gt, {"m": np.zeros((len(gt), 2, 5, 5))}, [0], "x")
 
 
 # --------------------------------------------------------------------------- pick_indices
@@ -215,18 +216,18 @@ def test_pick_indices_spread_over_area_and_deterministic():
     yy, xx = np.mgrid[:size, :size]
     radii = [0, 0, 2, 3, 4, 6, 8, 10, 12, 14, 16, 0]  # three empty images
     gt = np.stack([np.hypot(yy - 20, xx - 20) < r for r in radii]).astype(np.uint8)
-    picked = figures.pick_indices(gt, 3, seed=0)
-    assert picked == figures.pick_indices(gt, 3, seed=0)
+    picked = example_figures.pick_indices(gt, 3, seed=0)
+    assert picked == example_figures.pick_indices(gt, 3, seed=0)
     assert len(set(picked)) == 3 and all(radii[i] > 0 for i in picked)
     area = [int(gt[i].sum()) for i in picked]
     assert area == sorted(area)
     by_area = sorted(a for a in (gt > 0).sum((1, 2)) if a > 0)
     assert area[0] <= by_area[len(by_area) // 3] and area[-1] >= by_area[-len(by_area) // 3]  # smallest and largest thirds
-    assert len(figures.pick_indices(gt, 20)) == len(radii)  # more than there are: every image once
-    fallback = figures.pick_indices(np.zeros((5, 4, 4), np.uint8), 2)  # no foreground anywhere: any images
+    assert len(example_figures.pick_indices(gt, 20)) == len(radii)  # more than there are: every image once
+    fallback = example_figures.pick_indices(np.zeros((5, 4, 4), np.uint8), 2)  # no foreground anywhere: any images
     assert len(set(fallback)) == 2 and all(0 <= i < 5 for i in fallback)
     with pytest.raises(ValueError):
-        figures.pick_indices(gt, 0)
+        example_figures.pick_indices(gt, 0)
 
 
 # --------------------------------------------------------------------------- saving
@@ -236,13 +237,13 @@ def test_every_figure_saves_png_and_pdf(data, lf_net, tmp_path):
     images, raters, valid, gt = data
     probs = {"lf-net": np.stack([1 - gt, gt], 1).astype(np.float32)}
     built = {
-        "param": result_figures.param_figure(param_points([0.001, 0.01, 0.1, 1.0]), "λ", "p", default=0.01),
-        "raters": figures.rater_examples_figure(images, raters, gt, RATER_NAMES, [0, 1], "r", rater_valid=valid),
-        "fused": figures.fused_label_figure(images, raters, valid, lf_net, [0, 1], "f"),
-        "qual": figures.qualitative_figure(images, gt, probs, [0, 1], "q"),
+        "param": plots.param_figure(param_points([0.001, 0.01, 0.1, 1.0]), "λ", "p", default=0.01),
+        "raters": example_figures.rater_examples_figure(images, raters, gt, RATER_NAMES, [0, 1], "r", rater_valid=valid),
+        "fused": example_figures.fused_label_figure(images, raters, valid, lf_net, [0, 1], "f"),
+        "qual": example_figures.qualitative_figure(images, gt, probs, [0, 1], "q"),
     }
     for stem, fig in built.items():
-        png, pdf = result_figures.save(fig, tmp_path / stem)
+        png, pdf = plots.save(fig, tmp_path / stem)
         pixels = imread(png)
         assert pixels.ndim == 3 and pixels.shape[0] > 100 and pixels.shape[1] > 100
         assert pdf.read_bytes().startswith(b"%PDF")
@@ -306,8 +307,8 @@ def test_load_trained_errors_name_the_file(tmp_path):
 
 def test_rank_figure_orders_by_mean_rank_sizes_by_share_and_marks_the_median(tmp_path):
     shares = pd.DataFrame([[0.1, 0.3, 0.6], [0.9, 0.1, 0.0], [0.0, 0.6, 0.4]], index=["a", "b", "c"], columns=[1, 2, 3])
-    colors = dict(zip("abc", result_figures.PALETTE))
-    fig = result_figures.rank_figure(shares, "toy", colors, {"b": "Best"})
+    colors = dict(zip("abc", plots.PALETTE))
+    fig = plots.rank_figure(shares, "toy", colors, {"b": "Best"})
     (ax,) = fig.axes
     assert [t.get_text() for t in ax.get_xticklabels()] == ["Best", "c", "a"]  # mean ranks 1.1, 2.4, 2.5
     blobs = {c.get_gid(): c for c in ax.collections if c.get_gid()}
@@ -317,4 +318,4 @@ def test_rank_figure_orders_by_mean_rank_sizes_by_share_and_marks_the_median(tmp
     assert len(blobs["method:b"].get_offsets()) == 2  # a rank never taken draws no circle
     medians = {line.get_gid(): line.get_ydata()[0] for line in ax.lines if line.get_gid()}
     assert medians == {"median:b": 1, "median:c": 2, "median:a": 3}
-    assert result_figures.save(fig, tmp_path / "ranks")[0].stat().st_size > 5000
+    assert plots.save(fig, tmp_path / "ranks")[0].stat().st_size > 5000

@@ -7,7 +7,8 @@ from contextlib import ExitStack
 import pytest
 import torch
 
-from bench import cell, hardware, harness, sweep
+from bench.run import cell, sweep
+from bench.train import hardware, harness
 
 GIB = 1024**3
 

@@ -53,7 +53,9 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str]:
 
 def test_no_import_circle_inside_bench():
     graph = bench_graph()
-    assert {"bench.cli", "bench.cli.options", "bench.harness", "bench.sweep", "bench.store", "bench.evaluate.scoring"} <= set(graph)
+    assert {"bench.cli", "bench.cli.options", "bench.train.harness", "bench.run.sweep", "bench.store", "bench.evaluate.scoring"} <= set(
+        graph
+    )
     assert find_cycle(graph) == [], " -> ".join(find_cycle(graph))
 
 
@@ -64,7 +66,7 @@ def test_the_cycle_finder_finds_a_cycle():
 
 def test_the_cli_parses_without_the_run_side_and_only_it_uses_argparse():
     """`--help` stays instant: parsing imports neither torch, pandas nor the verbs' run side; argparse stays inside bench/cli/."""
-    code = "import sys; from bench.cli import build_parser; build_parser(); print(sorted(m for m in ('torch', 'pandas', 'methods', 'datasets', 'bench.sweep') if m in sys.modules))"
+    code = "import sys; from bench.cli import build_parser; build_parser(); print(sorted(m for m in ('torch', 'pandas', 'methods', 'datasets', 'bench.run.sweep') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True).stdout
     assert out.strip() == "[]"
     users = sorted(
@@ -76,7 +78,7 @@ def test_the_cli_parses_without_the_run_side_and_only_it_uses_argparse():
 
 
 def test_the_cli_budget_names_are_the_budgets():
-    from bench.budget import BUDGETS
     from bench.cli.options import BUDGET_NAMES
+    from bench.train.budget import BUDGETS
 
     assert tuple(BUDGETS) == BUDGET_NAMES

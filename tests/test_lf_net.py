@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 import methods.lf_net as lf
-from bench import harness
+from bench.train import harness
 from methods.base import DataSpec, StepContext
 from methods.fusion import majority_vote, threshold_vote_mask
 from methods.fusion_unets import masked_cross_entropy

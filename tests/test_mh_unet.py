@@ -7,7 +7,7 @@ import math
 import numpy as np
 import torch
 
-from bench import harness
+from bench.train import harness
 from methods.base import DataSpec, StepContext
 from methods.mh_unet import MultiHeadUNet, multi_head_loss
 from methods.registry import build_method, get_entry

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import methods.mr_net as mr
-from bench import harness
+from bench.train import harness
 from methods.base import DataSpec, StepContext
 from methods.registry import build_method, get_entry
 from methods.unet import UNet

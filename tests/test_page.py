@@ -1,4 +1,4 @@
-"""The reproduction page (bench/reproduction_page.py): banner, headline counts, contents, rules, colours, captions, rank plots,
+"""The reproduction page (bench/reproduce/page.py): banner, headline counts, contents, rules, colours, captions, rank plots,
 the pipeline-check line on the box plots, Δ and flags, on results folders the test writes (tests/test_reproduction.py's cells)."""
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ import pandas as pd
 import pytest
 from test_reproduction import make_results, write_cell
 
-from bench import report, report_tables, reproduction, reproduction_page, store
-from bench.reproduce import page_format, provenance
+from bench import store
+from bench.report import render, tables
+from bench.reproduce import assessment, page, page_format, provenance
 
 MEANS = {"mv-unet": 0.5762, "staple-unet": 0.70, "cm-unet": 0.93, "lf-net": 0.99}
 MACHINE = {"device": "cpu", "precision": "torch.bfloat16", "engine": "eager", "threads": 2, "cpu": "x86_64 avx512_bf16 avx2",
@@ -20,7 +21,7 @@ MACHINE = {"device": "cpu", "precision": "torch.bfloat16", "engine": "eager", "t
 
 
 def record_run(results: Path, flags: dict[str, str] | None = None, max_steps: int | None = None) -> None:
-    """Add to every cell what bench/cell.py records beside its result: machine and versions in manifest.json, options
+    """Add to every cell what bench/run/cell.py records beside its result: machine and versions in manifest.json, options
     and split sizes in config.json; `flags` sets a method's degenerate-prediction flag in every seed."""
     for folder, info in store.manifests(results):
         method = info["cell"]["method"]
@@ -32,8 +33,8 @@ def record_run(results: Path, flags: dict[str, str] | None = None, max_steps: in
         )
 
 
-def render(results: Path, out: Path) -> tuple[str, str, list[Path]]:
-    written = reproduction_page.write(reproduction.assess(results, results.parent / "data"), out, results.parent / "data")
+def write_page(results: Path, out: Path) -> tuple[str, str, list[Path]]:
+    written = page.write(assessment.assess(results, results.parent / "data"), out, results.parent / "data")
     return written[0].read_text(), written[1].read_text(), written
 
 
@@ -43,7 +44,7 @@ def plateau(tmp_path_factory):
     results = tmp_path_factory.mktemp("page") / "results"
     make_results(results, MEANS)
     record_run(results, flags={"mv-unet": "empty"})
-    return render(results, results.parent / "paper")
+    return write_page(results, results.parent / "paper")
 
 
 def test_the_page_opens_with_the_run_then_the_headline_contents_and_rules(plateau):
@@ -106,7 +107,7 @@ def test_each_column_has_its_rank_plot_and_tau_with_an_interval(plateau):
 
 def test_the_best_method_against_the_reference_names_the_seed_aware_test(tmp_path):
     make_results(tmp_path, {"mv-unet": 0.5762, "staple-unet": 0.995, "lf-net": 0.99})
-    md, _, _ = render(tmp_path, tmp_path / "paper")
+    md, _, _ = write_page(tmp_path, tmp_path / "paper")
     line = next(line for line in md.splitlines() if "STAPLE-UNet vs LF-Net by the" in line)
     test = "STAPLE-UNet vs LF-Net by the seed-aware test (docs/methods.md#statistics): "
     assert re.search(re.escape(test) + r"Δ \+0\.50 \[\+0\.\d\d, \+0\.\d\d\] points in STAPLE-UNet's favour, p [\d.e-]+", line), line
@@ -115,16 +116,16 @@ def test_the_best_method_against_the_reference_names_the_seed_aware_test(tmp_pat
 
 def test_a_pipeline_check_says_so_on_its_box_plot(tmp_path, monkeypatch):
     drawn = {}
-    original = report.boxplot_figure
+    original = render.boxplot_figure
 
     def spy(cases, tests, methods, all_methods, title, warning=""):
         drawn[title] = warning
         return original(cases, tests, methods, all_methods, title, warning)
 
-    monkeypatch.setattr(report, "boxplot_figure", spy)
+    monkeypatch.setattr(render, "boxplot_figure", spy)
     make_results(tmp_path, MEANS, budget="quick")
     record_run(tmp_path, max_steps=10)
-    md, _, _ = render(tmp_path, tmp_path / "paper")
+    md, _, _ = write_page(tmp_path, tmp_path / "paper")
     ((title, warning),) = drawn.items()
     assert warning == "pipeline check, not a verdict: budget quick, step cap 10 (--max-steps)", warning
     assert title.endswith("Holm-adjusted p vs LF-Net of the\nseed-aware test (docs/methods.md#statistics)")
@@ -138,11 +139,11 @@ def test_a_pipeline_check_says_so_on_its_box_plot(tmp_path, monkeypatch):
 def test_the_box_plot_draws_the_warning():
     cases = pd.DataFrame({"method": ["lf-net"] * 4 + ["mv-unet"] * 4, "case": list("abcd") * 2, "value": np.linspace(0.5, 0.9, 8)})
     tests = pd.DataFrame({"method": ["mv-unet"], "p_holm": [0.01]})
-    fig = report.boxplot_figure(
+    fig = render.boxplot_figure(
         cases, tests, ["mv-unet", "lf-net"], ["lf-net", "mv-unet"], "t", "pipeline check, not a verdict: budget quick"
     )
     assert fig._suptitle.get_text() == "pipeline check, not a verdict: budget quick"
-    assert report.boxplot_figure(cases, tests, ["mv-unet", "lf-net"], ["lf-net", "mv-unet"], "t")._suptitle is None
+    assert render.boxplot_figure(cases, tests, ["mv-unet", "lf-net"], ["lf-net", "mv-unet"], "t")._suptitle is None
 
 
 def test_paths_with_stars_are_code_not_italics():
@@ -159,13 +160,13 @@ def test_paths_with_stars_are_code_not_italics():
 def test_versus_states_the_gap_its_interval_and_the_seeds_it_needs():
     test = {"method": "staple-unet", "reference_method": "lf-net", "diff": -0.032, "ci_low": -0.035, "ci_high": -0.029, "p_holm": 0.2,
             "seeds_needed": 7.0}  # fmt: skip
-    text = reproduction_page.versus(test, 100, "staple-unet")
+    text = page.versus(test, 100, "staple-unet")
     assert text == "Δ +3.20 [+2.90, +3.50] points in STAPLE-UNet's favour, p 0.2, about 7 seeds per method would resolve it"
-    assert reproduction_page.versus(test, 100, "staple-unet", named=False).startswith("Δ +3.20 [+2.90, +3.50] points, p 0.2,")
-    assert reproduction_page.versus(test, 100, "lf-net").startswith("Δ -3.20 [-3.50, -2.90] points in LF-Net's favour")
-    assert "seeds per method" not in reproduction_page.versus({**test, "p_holm": 0.01}, 100, "staple-unet")
-    assert "more test cases" in reproduction_page.versus({**test, "seeds_needed": float("inf")}, 100, "staple-unet")
-    assert reproduction_page.versus({**test, "p_holm": float("nan")}, 100, "staple-unet").startswith("Δ +3.20 points in")
+    assert page.versus(test, 100, "staple-unet", named=False).startswith("Δ +3.20 [+2.90, +3.50] points, p 0.2,")
+    assert page.versus(test, 100, "lf-net").startswith("Δ -3.20 [-3.50, -2.90] points in LF-Net's favour")
+    assert "seeds per method" not in page.versus({**test, "p_holm": 0.01}, 100, "staple-unet")
+    assert "more test cases" in page.versus({**test, "seeds_needed": float("inf")}, 100, "staple-unet")
+    assert page.versus({**test, "p_holm": float("nan")}, 100, "staple-unet").startswith("Δ +3.20 points in")
 
 
 def test_a_flag_from_the_manifests_reaches_the_group_table(tmp_path):
@@ -174,4 +175,4 @@ def test_a_flag_from_the_manifests_reaches_the_group_table(tmp_path):
     store.collect(tmp_path)
     record_run(tmp_path, flags={"lf-net": "full"})
     cells = provenance.provenance(tmp_path)
-    assert report_tables.degenerate_flags(cells, "mnist-5k", "lfnet", "protocol") == {"lf-net": "full 3/3"}
+    assert tables.degenerate_flags(cells, "mnist-5k", "lfnet", "protocol") == {"lf-net": "full 3/3"}

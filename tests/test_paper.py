@@ -8,8 +8,9 @@ import pandas as pd
 import pytest
 from conftest import run_bench
 
-from bench import cli, paper, store
+from bench import cli, store
 from bench.cli.paper import recipe_cells
+from bench.reproduce import recipes
 from datasets import DATASETS
 from datasets.noise import parse_level
 
@@ -45,9 +46,9 @@ def write_tiny_recipes(folder: Path) -> None:
 
 @pytest.mark.parametrize("budget", ["quick", "paper"])
 def test_every_shipped_recipe_parses_and_plans_known_cells(budget):
-    recipes = paper.load_recipes()
-    assert {"table1_mnist", "table4_ablation", "fig_noise_levels", "fig_beta", "fig_lambda", "fig_fused_labels"} <= set(recipes)
-    for recipe in recipes.values():
+    shipped = recipes.load_recipes()
+    assert {"table1_mnist", "table4_ablation", "fig_noise_levels", "fig_beta", "fig_lambda", "fig_fused_labels"} <= set(shipped)
+    for recipe in shipped.values():
         setting = recipe.setting(budget)
         assert setting.dataset in DATASETS, recipe.name
         cells = recipe_cells(setting)
@@ -59,7 +60,7 @@ def test_every_shipped_recipe_parses_and_plans_known_cells(budget):
         assert all(c.dataset == setting.dataset for c in cells), recipe.name
         if budget == "quick" and recipe.quick is not None:
             assert recipe.quick.stand_in, f"{recipe.name}: a quick stand-in must say what it stands in for"
-    beta = recipe_cells(recipes["fig_beta"].setting(budget))
+    beta = recipe_cells(shipped["fig_beta"].setting(budget))
     assert {c.method for c in beta} >= {"lf-net@beta=1", "lf-net@beta=5"}
 
 

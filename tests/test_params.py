@@ -7,8 +7,9 @@ import pytest
 from conftest import run_bench
 
 import methods
-from bench import cell, cli, plan, study
+from bench import cli, study
 from bench.evaluate.scoring import reference_mask
+from bench.run import cell, plan
 from datasets import get_dataset
 
 

@@ -1,4 +1,4 @@
-"""Tests for bench/perf.py: the quick run writes complete JSON, the FLOP count is plausible, the verb parses.
+"""Tests for bench/perf/timings.py: the quick run writes complete JSON, the FLOP count is plausible, the verb parses.
 
 Speed is measured by the benchmark itself, never asserted here.
 """
@@ -12,8 +12,9 @@ import math
 import pytest
 import torch
 
-from bench import hardware, perf
 from bench.cli import perf as perf_verb
+from bench.perf import timings
+from bench.train import hardware
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +29,7 @@ def one_thread():
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory, one_thread):
     out = tmp_path_factory.mktemp("perf") / "sub" / "perf.json"
-    result = perf.run_perf(out, quick=True, device="cpu")
+    result = timings.run_perf(out, quick=True, device="cpu")
     return out, result
 
 
@@ -41,7 +42,7 @@ def test_quick_run_writes_all_sections(quick_run):
     assert out.is_file() and not list(out.parent.glob("*.tmp"))
     data = json.loads(out.read_text())
     assert data == json.loads(json.dumps(result))
-    assert data["schema"] == perf.SCHEMA and data["quick"] is True
+    assert data["schema"] == timings.SCHEMA and data["quick"] is True
     assert {"env", "matmul_peak", "training", "metrics", "staple"} <= set(data)
 
     env = data["env"]
@@ -78,7 +79,7 @@ def test_quick_run_writes_all_sections(quick_run):
 
 def test_report_has_a_row_per_run(quick_run):
     _, result = quick_run
-    text = perf.format_report(result)
+    text = timings.format_report(result)
     rows = [line.split() for line in text.splitlines() if line.startswith(("  fp32", "  bf16"))]
     assert sorted((r[0].rstrip("*"), r[1]) for r in rows) == sorted(
         [(p, loop) for p in ("fp32", "bf16") for loop in ("harness", "bare")] * 3
@@ -105,10 +106,10 @@ def unet_forward_flops(in_channels: int, height: int, width: int, n_classes: int
 
 def test_step_flops_matches_a_hand_estimate(one_thread):
     device = torch.device("cpu")
-    images, raters, valid = perf.random_data(2, 1, 28, 28)
-    method = perf.build_mv_unet(1, device)
+    images, raters, valid = timings.random_data(2, 1, 28, 28)
+    method = timings.build_mv_unet(1, device)
     data = hardware.to_tensors({"images": images, "raters": raters, "rater_valid": valid}, device)
-    flops = perf.step_flops(method, hardware.make_batch(data, torch.arange(2), device))
+    flops = timings.step_flops(method, hardware.make_batch(data, torch.arange(2), device))
     estimate = 3 * 2 * unet_forward_flops(1, 28, 28)  # training ≈ forward + 2× forward for the backward
     assert flops > 0
     assert 0.5 <= flops / estimate <= 2.0, (flops, estimate)

@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench import stats
 from bench.cli import main
 from bench.evaluate.long_table import COLUMNS
+from bench.report import stats
 from bench.reproduce import power
 
 

@@ -1,4 +1,4 @@
-"""The training protocol (bench/budget.py, harness.fit): the stopping rule, best-weight restore, budgets per stage,
+"""The training protocol (bench/train/budget.py, harness.fit): the stopping rule, best-weight restore, budgets per stage,
 ground truth kept out of selection, and exact resume of a stage in progress."""
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ import torch
 from torch import nn
 
 import methods
-from bench import cell, harness, plan, steps
-from bench.budget import BUDGETS, Schedule
+from bench.run import cell, plan
+from bench.train import harness, steps
+from bench.train.budget import BUDGETS, Schedule
 from datasets import get_dataset
 from datasets.contract import RaterData
 from methods.base import DataSpec, Method, Stage, StepContext

@@ -6,8 +6,8 @@ import sys
 import pandas as pd
 import pytest
 
-from bench import report_tables, rows
 from bench.evaluate.long_table import SUMMARY
+from bench.report import rows, tables
 from methods import registry
 
 
@@ -27,7 +27,7 @@ def summary(methods_here: list[str]) -> pd.DataFrame:
 
 def test_a_registered_method_appears_in_table1_under_its_display_name(toy, tmp_path):
     part = summary(["lf-net", "toy-net", "mv-unet", "lf-net-s", "oracle"])
-    (stem, table), *rest = report_tables.group_tables(part, ("toy", "cm", "protocol", "gt"))
+    (stem, table), *rest = tables.group_tables(part, ("toy", "cm", "protocol", "gt"))
     assert stem == "table1_toy_cm_protocol_gt_foreground"
     assert table.labels == ["MV-UNet", "LF-Net", "Toy-Net", "Oracle"]  # registration order
     assert [(s, t.labels) for s, t in rest if s.startswith("table4_")] == [("table4_toy_cm_protocol_gt", ["S", "S+TV+SLS+RCLS"])]

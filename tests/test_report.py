@@ -1,4 +1,4 @@
-"""bench.report: tables and figures from a small synthetic results folder (no training)."""
+"""bench.report.render: tables and figures from a small synthetic results folder (no training)."""
 
 import argparse
 import re
@@ -8,9 +8,10 @@ import pandas as pd
 import pytest
 from matplotlib.image import imread
 
-from bench import report, report_tables, result_figures, rows, store
+from bench import store
 from bench.cli import report as cli_report
 from bench.evaluate import long_table
+from bench.report import plots, render, rows, tables
 
 # (method, DSC offset): lf-net best among the compared methods, the oracle above it (it must not be bolded).
 TOY_METHODS = {"mv-unet": -0.20, "cm-unet": -0.05, "lf-net": 0.0, "oracle": 0.05}
@@ -84,7 +85,7 @@ def markdown_rows(path):
 def rendered(tmp_path_factory):
     root = tmp_path_factory.mktemp("report")
     make_results(root / "results")
-    written = report.render(root / "results", root / "out")
+    written = render.render(root / "results", root / "out")
     return root, written
 
 
@@ -200,7 +201,7 @@ def test_noise_figure_x_is_the_realised_average_dsc(rendered):
     # a third level whose realised Average DSC (0.61) sorts unlike its label: x must come from the label's own average
     runs = pd.concat([runs, runs.iloc[[0]].assign(noise="0.6", mean=0.7)], ignore_index=True)
     averages = pd.concat([averages, averages.iloc[[0]].assign(noise="0.6", mean=0.61)], ignore_index=True)
-    fig = result_figures.noise_figure(runs, averages, ["lf-net"], ["lf-net"], "t")
+    fig = plots.noise_figure(runs, averages, ["lf-net"], ["lf-net"], "t")
     (ax,) = fig.axes
     (line,) = [c.lines[0] for c in ax.containers]
     by_noise = runs.set_index("noise")["mean"]
@@ -212,7 +213,7 @@ def test_noise_figure_x_is_the_realised_average_dsc(rendered):
 
 def test_render_is_deterministic(rendered, tmp_path):
     root, written = rendered
-    again = report.render(root / "results", tmp_path)
+    again = render.render(root / "results", tmp_path)
     assert [p.name for p in again] == [p.name for p in written]
     for a, b in zip(written, again):
         assert a.read_bytes() == b.read_bytes(), a.name
@@ -240,9 +241,9 @@ def test_render_every_reference_rater_heat_map_and_reliability(tmp_path):
     results = tmp_path / "results"
     write_results(results, rows, averages)
 
-    without = {p.name for p in report.render(results, tmp_path / "without")}
+    without = {p.name for p in render.render(results, tmp_path / "without")}
     store.write_table(results / "calibration.parquet", calibration_bins(list(methods_here)))
-    written = report.render(results, tmp_path / "out")
+    written = render.render(results, tmp_path / "out")
     names = {p.name for p in written}
     stems = [f"table1_toy_cm_protocol_{r}_foreground" for r in ("gt", "majority", "staple")]
     figures = ["boxplot_dsc_toy_cm_protocol_gt_foreground", "rater_dsc_toy_cm_protocol_foreground"]
@@ -278,7 +279,7 @@ def test_a_dataset_without_gt_gets_table2_with_the_rater_set_metrics(tmp_path):
     references = {r: m for r, m in ALL_REFERENCES.items() if r != "gt"}
     rows = rows_for("lidc", "real", "protocol", {"mv-unet": -0.2, "lf-net": 0.0}, ["foreground"], references, rng, n_cases=8, n_seeds=2)
     table = write_results(tmp_path / "results", rows)
-    written = report.render(tmp_path / "results", tmp_path / "out")
+    written = render.render(tmp_path / "results", tmp_path / "out")
     tables_written = {p.name for p in written if p.name.startswith("table") and p.name != "tables.md"}
     stems = [f"table2_lidc_real_protocol_{r}_foreground" for r in ("majority", "staple")]
     assert tables_written == {f"{s}.{ext}" for s in stems for ext in ("md", "tex")}  # no Table I, no Table III (no soft metrics)
@@ -311,7 +312,7 @@ def test_render_with_parameter_cells_only_writes_no_table_or_figure(tmp_path):
     cells = {"lf-net@beta=2": 0.0, "lf-net@beta=3": 0.01}
     write_results(tmp_path / "results", rows_for("toy", "cm", "protocol", cells, ["foreground"], ALL_REFERENCES, rng, n_cases=4, n_seeds=1))
     store.write_table(tmp_path / "results" / "calibration.parquet", calibration_bins(list(cells), n_seeds=1))
-    written = report.render(tmp_path / "results", tmp_path / "out")
+    written = render.render(tmp_path / "results", tmp_path / "out")
     assert [p.name for p in written] == ["paired_tests.csv"]
     assert pd.read_csv(written[0]).empty  # no LF-Net to test against
 
@@ -326,11 +327,11 @@ def test_bold_ties_at_printed_precision():
             "std": [0.01, np.nan, 0.02],
         }
     )
-    table = report_tables.build_table(
-        summary, report_tables.table_columns("table1", "foreground")[:1], ["mv-unet", "cm-unet", "lf-net"], "t", "Methods", {}, False
+    table = tables.build_table(
+        summary, tables.table_columns("table1", "foreground")[:1], ["mv-unet", "cm-unet", "lf-net"], "t", "Methods", {}, False
     )
     assert [row[0].bold for row in table.rows] == [True, True, False]  # 81.23 and 81.23
-    assert report_tables.markdown_cell(table.rows[1][0]) == "**81.23**"  # one seed: no ± std
+    assert tables.markdown_cell(table.rows[1][0]) == "**81.23**"  # one seed: no ± std
 
 
 def parse_report(*argv):
@@ -371,17 +372,17 @@ def test_a_degenerate_row_is_flagged_and_never_bold(tmp_path):
                             "mean": [0.95, 0.80, 0.99], "std": 0.01, "n_seeds": 3, "n_cases": 10})  # fmt: skip
     outcomes = pd.DataFrame({"dataset": "toy", "raters": "cm", "noise": "protocol", "method": ["mv-unet"] * 3 + ["lf-net"] * 3,
                              "seed": [0, 1, 2] * 2, "stops": "plateau", "flag": ["empty", "", "empty", "", "", ""]})  # fmt: skip
-    assert report_tables.degenerate_flags(outcomes, "toy", "cm", "protocol") == {"mv-unet": "empty 2/3"}
-    written = report_tables.write_tables(summary, tmp_path, outcomes=outcomes)
+    assert tables.degenerate_flags(outcomes, "toy", "cm", "protocol") == {"mv-unet": "empty 2/3"}
+    written = tables.write_tables(summary, tmp_path, outcomes=outcomes)
     labels, _, cells = markdown_rows(tmp_path / "table1_toy_cm_protocol_gt_foreground.md")
     assert labels == ["MV-UNet [empty 2/3]", "LF-Net", "*Oracle*"]
     assert cells["MV-UNet [empty 2/3]"][0] == "95.00 ± 1.00" and cells["LF-Net"][0] == "**80.00 ± 1.00**"
-    assert report_tables.FLAG_NOTE in (tmp_path / "table1_toy_cm_protocol_gt_foreground.md").read_text()
+    assert tables.FLAG_NOTE in (tmp_path / "table1_toy_cm_protocol_gt_foreground.md").read_text()
     tex = (tmp_path / "table1_toy_cm_protocol_gt_foreground.tex").read_text()
     assert r"MV-UNet [empty 2/3] & 95.00 $\pm$ 1.00" in tex and r"LF-Net & \textbf{80.00}" in tex and r"\multicolumn{3}" in tex
     assert tex.count(r"\begin{") == tex.count(r"\end{")
     (tmp_path / "plain").mkdir()
-    without = report_tables.write_tables(summary, tmp_path / "plain")
+    without = tables.write_tables(summary, tmp_path / "plain")
     assert [p.name for p in without] == [p.name for p in written]
     labels, _, cells = markdown_rows(tmp_path / "plain" / "table1_toy_cm_protocol_gt_foreground.md")
     assert labels[0] == "MV-UNet" and cells["MV-UNet"][0].startswith("**")  # without the manifests nothing is known
@@ -395,7 +396,7 @@ def test_render_reads_the_flags_from_the_manifests(tmp_path):
         folder = store.cell_dir(tmp_path / "results", store.Cell(**keys))
         folder.mkdir(parents=True)
         store.write_json(folder / "manifest.json", {"cell": keys, "status": "done", "degenerate": {"flag": "empty"}})
-    report.render(tmp_path / "results", tmp_path / "out")
+    render.render(tmp_path / "results", tmp_path / "out")
     labels, _, cells = markdown_rows(tmp_path / "out" / "table1_toy_cm_protocol_gt_foreground.md")
     assert "LF-Net [empty 3/3]" in labels and not cells["LF-Net [empty 3/3]"][0].startswith("**")
     assert cells["CM-UNet"][0].startswith("**")  # the best unflagged method

@@ -1,4 +1,4 @@
-"""The reproduction report (bench/reproduction.py, bench/reproduction_page.py) on results folders the test writes with known values."""
+"""The reproduction report (bench/reproduce/assessment.py, bench/reproduce/page.py) on results folders the test writes with known values."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench import reproduction, reproduction_page, store, study
-from bench import verdicts as verdicts_module
+from bench import store, study
 from bench.evaluate.long_table import COLUMNS
-from bench.verdicts import ClaimReport, Entry
+from bench.reproduce import assessment, page
+from bench.reproduce import verdicts as verdicts_module
+from bench.reproduce.verdicts import ClaimReport, Entry
 
 PAPER = study.current()
 LABELS = {"average": 0.465, "majority": 0.63, "majority_area_ratio": 0.54, "mean_05": 0.63, "mean_05_area_ratio": 0.54,
@@ -20,7 +21,7 @@ LABELS = {"average": 0.465, "majority": 0.63, "majority_area_ratio": 0.54, "mean
 
 def write_cell(results, method: str, seed: int, dsc: np.ndarray, budget: str = "plateau", dataset: str = "mnist-5k", raters: str = "lfnet",
                reference: str = "gt", options: dict | None = None):  # fmt: skip
-    """One finished cell as bench/cell.py leaves it (manifest, config, metrics), scored against one reference only;
+    """One finished cell as bench/run/cell.py leaves it (manifest, config, metrics), scored against one reference only;
     `options` are the run options config.json records (max_steps, train_size, test_size)."""
     keys = {"dataset": dataset, "raters": raters, "noise": "protocol", "method": method, "seed": seed}
     folder = store.cell_dir(results, store.Cell(**keys))
@@ -64,7 +65,7 @@ def verdicts(tmp_path_factory):
     """mnist-5k under lfnet at the plateau: MV-UNet and CM-UNet near the paper, STAPLE-UNet far below it, LF-Net best."""
     results = tmp_path_factory.mktemp("repro") / "results"
     make_results(results, {"mv-unet": 0.5762, "staple-unet": 0.70, "cm-unet": 0.93, "lf-net": 0.99})
-    return results, reproduction.assess(results, results.parent / "data")
+    return results, assessment.assess(results, results.parent / "data")
 
 
 def test_values_get_the_verdict_of_the_stated_rule(verdicts):
@@ -98,7 +99,7 @@ def test_claims_hold_only_with_their_order_and_a_significant_test(verdicts):
 
 def test_a_ranking_claim_fails_when_another_method_is_ahead(tmp_path):
     make_results(tmp_path, {"mv-unet": 0.5762, "staple-unet": 0.995, "lf-net": 0.99})
-    a = reproduction.assess(tmp_path, tmp_path / "data")
+    a = assessment.assess(tmp_path, tmp_path / "data")
     best = claim(a, "best-everywhere")
     assert best.verdict == "does not hold" and any("→ behind" in line for line in best.evidence)
     ranking = a.tables[0].groups[0].ranking[0]
@@ -108,13 +109,13 @@ def test_a_ranking_claim_fails_when_another_method_is_ahead(tmp_path):
 
 def test_the_quick_budget_is_never_a_verdict(tmp_path):
     make_results(tmp_path, {"mv-unet": 0.5762, "staple-unet": 0.70, "lf-net": 0.99}, budget="quick")
-    a = reproduction.assess(tmp_path, tmp_path / "data")
+    a = assessment.assess(tmp_path, tmp_path / "data")
     rows = entries(a)
     assert {rows[m].verdict for m in ("mv-unet", "staple-unet", "lf-net")} == {"pipeline check"}
     assert rows["mv-unet"].measured.mean == pytest.approx(57.62, abs=0.01)  # the value is shown all the same
     assert claim(a, "best-everywhere").verdict == "pipeline check"
     group = next(g for g in next(t for t in a.tables if t.table.id == "table1").groups if g.entries)
-    line = reproduction_page.group_line(group)
+    line = page.group_line(group)
     assert "budget quick (a pipeline check)" in line and line.count("budget") == 1, line
     ablation = next(t for t in a.tables if t.table.id == "table4")  # mnist-5k stands in for Choledoch there
     assert all(g.kind == "pipeline check" and "stands in for choledoch" in g.note for g in ablation.groups)
@@ -122,8 +123,8 @@ def test_the_quick_budget_is_never_a_verdict(tmp_path):
 
 def test_the_page_states_the_rule_first_and_embeds_its_figures(verdicts, tmp_path):
     results, a = verdicts
-    written = reproduction_page.write(a, tmp_path / "paper", results.parent / "data")
-    md, page = (p.read_text() for p in written[:2])
+    written = page.write(a, tmp_path / "paper", results.parent / "data")
+    md, html = (p.read_text() for p in written[:2])
     assert md.index("## Headline") < md.index("## How verdicts are given") < md.index("| MV-UNet | 57.62 ± 0.44 |")
     assert "Every verdict stands under this benchmark's plateau protocol" in md and "the paper's recipe (`--budget paper`) not run" in md
     assert (
@@ -131,8 +132,8 @@ def test_the_page_states_the_rule_first_and_embeds_its_figures(verdicts, tmp_pat
         and "Claims incomplete: `best-everywhere`" in md
     )
     assert "![boxplot" in md and (tmp_path / "paper" / "figures").is_dir()
-    assert "data:image/png;base64," in page and 'src="figures/' not in page and "<table>" in page
-    assert page.count("<h2 ") == md.count("\n## ") + md.startswith("## ")
+    assert "data:image/png;base64," in html and 'src="figures/' not in html and "<table>" in html
+    assert html.count("<h2 ") == md.count("\n## ") + md.startswith("## ")
 
 
 def test_an_unresolved_order_is_inconclusive_and_names_the_seeds_it_needs(tmp_path):
@@ -142,7 +143,7 @@ def test_an_unresolved_order_is_inconclusive_and_names_the_seeds_it_needs(tmp_pa
         write_cell(tmp_path, "lf-net", seed, cases + ours + 0.01, dataset="choledoch", raters="choledoch")
         write_cell(tmp_path, "lf-net-cm", seed, cases + theirs, dataset="choledoch", raters="choledoch")
     store.collect(tmp_path)
-    order = claim(reproduction.assess(tmp_path, tmp_path / "data"), "rcn-beats-cm")
+    order = claim(assessment.assess(tmp_path, tmp_path / "data"), "rcn-beats-cm")
     assert order.verdict == "inconclusive", order.evidence
     assert re.search(r"Δ \+2\.00 \[-\d.*\], Holm p 0\.\d+ → unresolved; \d+ seeds per method would resolve it", order.evidence[0]), (
         order.evidence
@@ -169,7 +170,7 @@ def test_value_verdicts_are_three_way():
 
 def test_a_smoke_run_is_a_pipeline_check_whatever_its_budget(tmp_path):
     make_results(tmp_path, {"mv-unet": 0.5762, "lf-net": 0.99}, options={"max_steps": 10, "test_size": 20})
-    a = reproduction.assess(tmp_path, tmp_path / "data")
+    a = assessment.assess(tmp_path, tmp_path / "data")
     rows = entries(a)
     assert {rows[m].verdict for m in ("mv-unet", "lf-net")} == {"pipeline check"}
     group = next(g for g in a.tables[0].groups if g.entries)
@@ -177,7 +178,7 @@ def test_a_smoke_run_is_a_pipeline_check_whatever_its_budget(tmp_path):
     assert claim(a, "best-everywhere").verdict == "pipeline check"
     few = tmp_path / "few"
     make_results(few, {"mv-unet": 0.5762, "lf-net": 0.99}, seeds=2)
-    group = next(g for g in reproduction.assess(few, few / "data").tables[0].groups if g.entries)
+    group = next(g for g in assessment.assess(few, few / "data").tables[0].groups if g.entries)
     assert group.kind == "pipeline check" and "fewer than 3 seeds (lf-net 2, mv-unet 2)" in group.note
 
 
@@ -190,7 +191,7 @@ def test_a_margin_is_measured_against_the_papers_best_competitor_row(tmp_path):
         write_cell(tmp_path, "cm-unet", seed, cases + 0.07 - jitter, dataset="ms-lesion", raters="morpho")
         write_cell(tmp_path, "mv-unet", seed, cases + 0.11, dataset="ms-lesion", raters="morpho")
     store.collect(tmp_path)
-    margin = claim(reproduction.assess(tmp_path, tmp_path / "data"), "ms-lesion-7-points")
+    margin = claim(assessment.assess(tmp_path, tmp_path / "data"), "ms-lesion-7-points")
     assert margin.verdict == "holds", margin.evidence  # 8 points over CM-UNet ≥ 7 − 1.5; over MV-UNet it would be 4
     assert "LF-Net − CM-UNet = +8.00" in margin.evidence[0]
 
@@ -203,7 +204,7 @@ def test_no_effect_means_no_effect_either_way_and_a_partial_ablation_is_incomple
         for method in ("lf-net-s", "lf-net-s-tv"):  # Choledoch: two of the ablation's rows only
             write_cell(tmp_path, method, seed, worse + (0.1 if method == "lf-net-s-tv" else 0), dataset="choledoch", raters="choledoch")
     store.collect(tmp_path)
-    a = reproduction.assess(tmp_path, tmp_path / "data")
+    a = assessment.assess(tmp_path, tmp_path / "data")
     tie = claim(a, "lidc-rcn-no-help")
     assert tie.verdict == "does not hold" and "→ an effect" in tie.evidence[0], tie.evidence
     modules = claim(a, "each-module-helps")
@@ -213,7 +214,7 @@ def test_no_effect_means_no_effect_either_way_and_a_partial_ablation_is_incomple
         write_cell(wide, "lf-net", seed, worse + shift, dataset="lidc", raters="real", reference="majority")
         write_cell(wide, "lf-net-s-tv-sls", seed, worse - shift, dataset="lidc", raters="real", reference="majority")
     store.collect(wide)
-    tie = claim(reproduction.assess(wide, wide / "data"), "lidc-rcn-no-help")
+    tie = claim(assessment.assess(wide, wide / "data"), "lidc-rcn-no-help")
     assert tie.verdict == "inconclusive" and "→ inconclusive" in tie.evidence[0], tie.evidence
 
 
@@ -221,7 +222,7 @@ def test_a_claim_measured_only_on_a_stand_in_is_a_pipeline_check(tmp_path):
     """Table IV's rows on mnist-5k (its declared stand-in for Choledoch): the ablation claim is checked there, never graded."""
     means = {"lf-net-s": 0.60, "lf-net-s-tv": 0.90, "lf-net-s-tv-sls": 0.89, "lf-net": 0.895, "lf-net-no-ce": 0.88}
     make_results(tmp_path, means)
-    modules = claim(reproduction.assess(tmp_path, tmp_path / "data"), "each-module-helps")
+    modules = claim(assessment.assess(tmp_path, tmp_path / "data"), "each-module-helps")
     assert modules.verdict == "pipeline check", modules.evidence
     assert any(line.startswith("mnist-5k/lfnet") and "S+TV+SLS 89.00 vs S+TV 90.00" in line and "→ behind" in line
                for line in modules.evidence), modules.evidence  # fmt: skip
@@ -229,7 +230,7 @@ def test_a_claim_measured_only_on_a_stand_in_is_a_pipeline_check(tmp_path):
 
 def test_the_declared_readings_are_compared_with_the_first(tmp_path):
     make_results(tmp_path, {"lf-net": 0.89, "lf-net-no-tv-sl": 0.92, "lf-net-rcn-image": 0.89})
-    a = reproduction.assess(tmp_path, tmp_path / "data")
+    a = assessment.assess(tmp_path, tmp_path / "data")
     rows = {r["method"]: r for r in a.readings}
     assert set(rows) == {"lf-net", "lf-net-no-tv-sl", "lf-net-rcn-image"}  # lf-net-rcn-shared was not run
     assert rows["lf-net"]["test"] is None and rows["lf-net-no-tv-sl"]["measured"].mean == pytest.approx(92.0, abs=0.01)
@@ -238,7 +239,7 @@ def test_the_declared_readings_are_compared_with_the_first(tmp_path):
         and rows["lf-net-no-tv-sl"]["test"]["p_holm"] < 0.05
     )
     assert rows["lf-net-rcn-image"]["teacher_cells"] == 0  # the test's manifests carry no teacher
-    md = reproduction_page.write(a, tmp_path / "paper", tmp_path / "data")[0].read_text()
+    md = page.write(a, tmp_path / "paper", tmp_path / "data")[0].read_text()
     assert "| mnist-5k `lfnet` | `lf-net-no-tv-sl` | 92.00 ± 0.10 (3) | Δ +3.00 [+2.77, +3.23] points, p " in md
 
 
@@ -251,12 +252,12 @@ def test_the_selection_reading_takes_the_gt_best_evaluation_of_the_last_stage():
         rows.append({**keys, "stage": "sll", "event": "stop", "step": 20, "restored_step": 20})
         rows += [{**keys, "stage": "seg", "event": "eval", "step": 20 * (i + 1), "diagnostic_gt_dsc": v} for i, v in enumerate(curve)]
         rows.append({**keys, "stage": "seg", "event": "stop", "step": 60, "restored_step": restored})
-    out = reproduction.assess_selection(pd.DataFrame(rows)).iloc[0]
+    out = assessment.assess_selection(pd.DataFrame(rows)).iloc[0]
     assert (out["method"], out["seeds"], out["rule_step"], out["gt_step"]) == ("lf-net", 2, "40–60", "20")
     assert out["rule_dsc"] == pytest.approx((80.0 + 88.0) / 2) and out["gt_dsc"] == pytest.approx(91.5)
     assert out["gain"] == pytest.approx(7.5) and out["gain_low"] < 7.5 < out["gain_high"]
     assert out["gt_test_seeds"] == 0 and np.isnan(out["gt_test_dsc"])  # no cell kept its GT-best weights
     keys = {"dataset": "mnist-5k", "raters": "lfnet", "noise": "protocol", "method": "lf-net"}
     cells = pd.DataFrame([{**keys, "seed": 0, "selection": {"test_gt_dsc": 90.0}}, {**keys, "seed": 1, "selection": {}}])
-    out = reproduction.assess_selection(pd.DataFrame(rows), cells=cells).iloc[0]
+    out = assessment.assess_selection(pd.DataFrame(rows), cells=cells).iloc[0]
     assert out["gt_test_seeds"] == 1 and out["gt_test_dsc"] == pytest.approx(90.0)  # only the seed that kept them

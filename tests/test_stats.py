@@ -1,4 +1,4 @@
-"""bench.stats: the seed-aware paired test by hand, the paper's Wilcoxon + Holm against SciPy / statsmodels called directly."""
+"""bench.report.stats: the seed-aware paired test by hand, the paper's Wilcoxon + Holm against SciPy / statsmodels called directly."""
 
 import numpy as np
 import pandas as pd
@@ -6,9 +6,9 @@ import pytest
 from scipy import stats as sps
 from statsmodels.stats.multitest import multipletests
 
-from bench import stats
 from bench.evaluate import long_table as schema
 from bench.evaluate.long_table import COLUMNS
+from bench.report import stats
 
 
 def long_table(

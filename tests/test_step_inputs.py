@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import methods.fusion as fusion
-from bench import hardware, harness
+from bench.train import hardware, harness
 from methods import DataSpec, build_method
 
 

@@ -16,8 +16,9 @@ import pytest
 from conftest import REPO
 
 import methods
-from bench import cell, study
-from bench.budget import BUDGETS
+from bench import study
+from bench.run import cell
+from bench.train.budget import BUDGETS
 from datasets import DATASETS, get_dataset
 
 PAPER = study.current()

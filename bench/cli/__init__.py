@@ -45,8 +45,8 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(["run", *(argv or [])])
     import methods
     from bench import store
-    from bench.hardware import DeviceError
-    from bench.plan import PlanError
+    from bench.run.plan import PlanError
+    from bench.train.hardware import DeviceError
     from datasets import DataError
 
     try:

@@ -1,4 +1,4 @@
-"""What the verbs share: `UsageError`, list and `--set` parsing, and the run options (the plan itself is `bench.plan`).
+"""What the verbs share: `UsageError`, list and `--set` parsing, and the run options (the plan itself is `bench.run.plan`).
 
 Only light modules are imported at the top, so `python -m bench --help` answers without loading
 torch; the verbs import the run side (sweeps, store, datasets, methods) when they run.
@@ -10,7 +10,7 @@ import argparse
 import os
 from pathlib import Path
 
-BUDGET_NAMES = ("quick", "plateau", "paper", "paper-rcl15")  # bench.budget.BUDGETS (a test keeps them equal)
+BUDGET_NAMES = ("quick", "plateau", "paper", "paper-rcl15")  # bench.train.budget.BUDGETS (a test keeps them equal)
 
 
 class UsageError(Exception):
@@ -30,7 +30,7 @@ def parse_list(text: str, kind: type, flag: str) -> list:
 
 
 def parse_sets(values: list[str] | None) -> dict[str, dict[str, list]]:
-    """`--set lf-net.beta=3,4 --set lf-net.lam=0.01` -> {"lf-net": {"beta": [3, 4], "lam": [0.01]}} (checked by `bench.plan`)."""
+    """`--set lf-net.beta=3,4 --set lf-net.lam=0.01` -> {"lf-net": {"beta": [3, 4], "lam": [0.01]}} (checked by `bench.run.plan`)."""
     import methods
 
     grid: dict[str, dict[str, list]] = {}
@@ -103,9 +103,9 @@ def check_run_options(args: argparse.Namespace) -> None:
 
 
 def run_options(args: argparse.Namespace, results: Path, root: Path, force: bool = False):
-    """The `bench.cell.RunOptions` of the flags `add_run_options` added."""
-    from bench.budget import BUDGETS
-    from bench.cell import RunOptions
+    """The `bench.run.cell.RunOptions` of the flags `add_run_options` added."""
+    from bench.run.cell import RunOptions
+    from bench.train.budget import BUDGETS
 
     return RunOptions(
         results=results, data_root=root, budget=BUDGETS[args.budget], max_steps=args.max_steps, device=args.device,
@@ -115,7 +115,7 @@ def run_options(args: argparse.Namespace, results: Path, root: Path, force: bool
 
 
 def run_cells(cells: list, args: argparse.Namespace, results: Path, root: Path, force: bool = False) -> list[dict]:
-    """`bench.plan.execute` with the run options and backend of the flags."""
-    from bench import plan
+    """`bench.run.plan.execute` with the run options and backend of the flags."""
+    from bench.run import plan
 
     return plan.execute(cells, run_options(args, results, root, force), args.backend, args.n_jobs, args.scheduler)

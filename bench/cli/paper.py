@@ -1,4 +1,4 @@
-"""`python -m bench paper`: run the sweeps behind the paper's tables and figures, then render them (see `bench.paper`)."""
+"""`python -m bench paper`: run the sweeps behind the paper's tables and figures, then render them (see `bench.reproduce.recipes`)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def add_parser(verbs) -> None:
 
 def recipe_cells(setting) -> list:
     """The cells a recipe's setting needs: the plan `run` makes of the same methods, seeds, raters, input, noise levels and set."""
-    from bench.plan import SweepSpec
+    from bench.run.plan import SweepSpec
 
     if not setting.methods:
         return []
@@ -39,31 +39,33 @@ def recipe_cells(setting) -> list:
 
 
 def cmd_paper(args: argparse.Namespace) -> int:
-    from bench import data, paper, store
+    from bench import store
+    from bench.reproduce import recipes
+    from bench.run import split_cache
     from datasets import DataError
 
     check_run_options(args)
-    folder = Path(args.recipes) if args.recipes else paper.RECIPES
+    folder = Path(args.recipes) if args.recipes else recipes.RECIPES
     if not folder.is_dir():
         raise UsageError(f"no recipe folder {folder}")
     try:
-        recipes = paper.load_recipes(folder)
+        loaded = recipes.load_recipes(folder)
     except ValueError as e:
         raise UsageError(str(e)) from None
-    chosen = list(recipes) if not args.only else [n.strip() for n in args.only.split(",") if n.strip()]
+    chosen = list(loaded) if not args.only else [n.strip() for n in args.only.split(",") if n.strip()]
     for name in chosen:
-        if name not in recipes:
-            raise UsageError(f"unknown recipe {name!r}; known: {', '.join(recipes)}")
+        if name not in loaded:
+            raise UsageError(f"unknown recipe {name!r}; known: {', '.join(loaded)}")
     results, root = Path(args.results).absolute(), data_root(args.data_root).absolute()
     out_root = (Path(args.out) if args.out else results / "paper") / args.budget
     plans, skipped = {}, {}
     for name in chosen:
-        setting = recipes[name].setting(args.budget)
+        setting = loaded[name].setting(args.budget)
         try:
             plans[name] = recipe_cells(setting)
             if plans[name] and not all(store.is_done(results, c) for c in plans[name]):  # an absent dataset is skipped, dry run too
                 c = plans[name][0]
-                data.load_splits(c.dataset, root, c.raters, c.noise, store.cache_dir(results))
+                split_cache.load_splits(c.dataset, root, c.raters, c.noise, store.cache_dir(results))
         except DataError as e:
             plans.pop(name, None)
             skipped[name] = str(e)
@@ -72,7 +74,7 @@ def cmd_paper(args: argparse.Namespace) -> int:
     if args.dry_run:
         for name, plan in plans.items():
             todo = sum(not store.is_done(results, c) for c in plan)
-            print(f"{name}: {len(plan)} cells, {todo} to run ({recipes[name].setting(args.budget).dataset})")
+            print(f"{name}: {len(plan)} cells, {todo} to run ({loaded[name].setting(args.budget).dataset})")
         print(f"{sum(not store.is_done(results, c) for c in cells)} of {len(cells)} distinct cells would run")
         return 0
     outcomes = run_cells(cells, args, results, root)
@@ -83,10 +85,10 @@ def cmd_paper(args: argparse.Namespace) -> int:
         out = out_root / name
         out.mkdir(parents=True, exist_ok=True)
         if name in skipped:
-            paper.write_readme(recipes[name], args.budget, out, [], skipped[name], smoke)
+            recipes.write_readme(loaded[name], args.budget, out, [], skipped[name], smoke)
             continue
-        written = paper.render_recipe(recipes[name], args.budget, plans[name], results, root, out, smoke)
-        paper.write_readme(recipes[name], args.budget, out, written, smoke=smoke)
+        written = recipes.render_recipe(loaded[name], args.budget, plans[name], results, root, out, smoke)
+        recipes.write_readme(loaded[name], args.budget, out, written, smoke=smoke)
         label = "quick stand-in" if args.budget == "quick" else "paper setting"
         print(f"{name} ({label}): {len(written)} files in {out}/")
     for o in failed:

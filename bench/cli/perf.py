@@ -1,4 +1,4 @@
-"""`python -m bench perf`: training, metric and STAPLE timings on this machine (see `bench.perf`)."""
+"""`python -m bench perf`: training, metric and STAPLE timings on this machine (see `bench.perf.timings`)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def positive_int(text: str) -> int:
 
 
 def cmd_perf(args: argparse.Namespace) -> int:
-    from bench.perf import format_report, run_perf
+    from bench.perf.timings import format_report, run_perf
 
     result = run_perf(Path(args.out), quick=args.quick, device=args.device, steps=args.steps, verbose=True)
     print(format_report(result))
@@ -32,7 +32,7 @@ def add_parser(verbs) -> None:
     p.add_argument(
         "--steps",
         type=positive_int,
-        help="timed training steps per configuration (default: bench.perf.DEFAULT_STEPS, 10 on CPU and 50 on CUDA; 2 with --quick)",
+        help="timed training steps per configuration (default: bench.perf.timings.DEFAULT_STEPS, 10 on CPU and 50 on CUDA; 2 with --quick)",
     )
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument("--quick", action="store_true", help="tiny sizes and few steps: a smoke run of a few seconds")

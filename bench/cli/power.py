@@ -38,9 +38,9 @@ def add_parser(verbs) -> None:
 def cmd_power(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from bench import stats
+    from bench.report import stats
     from bench.reproduce import power
-    from bench.verdicts import scale
+    from bench.reproduce.verdicts import scale
 
     differences = parse_list(args.differences, float, "--differences")
     if args.sims < 100:
@@ -82,8 +82,8 @@ def groups(args: argparse.Namespace):
         comp = power.DEFAULT
         yield "stated defaults (no --results)", comp, pd.DataFrame(), 3, 1000
         return
-    from bench import stats
-    from bench.report_tables import default_reference
+    from bench.report import stats
+    from bench.report.tables import default_reference
 
     path = Path(args.results) / "metrics.parquet"
     if not path.is_file():

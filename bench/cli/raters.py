@@ -1,4 +1,4 @@
-"""`python -m bench raters`: what a rater pool teaches before any training (label-level statistics, bench/data.py)."""
+"""`python -m bench raters`: what a rater pool teaches before any training (label-level statistics, bench/run/split_cache.py)."""
 
 from __future__ import annotations
 
@@ -46,7 +46,8 @@ def add_parser(verbs) -> None:
 
 
 def cmd_raters(args: argparse.Namespace) -> int:
-    from bench import data, store
+    from bench import store
+    from bench.run import split_cache
     from datasets import get_dataset
     from datasets.noise import parse_level
 
@@ -63,8 +64,8 @@ def cmd_raters(args: argparse.Namespace) -> int:
         for setting in settings:
             with warnings.catch_warnings():  # a sparse pool's line is printed below, once
                 warnings.simplefilter("ignore")
-                splits = data.load_splits(args.dataset, root, setting, level, cache)
-            stats[setting] = splits.raters_info.get("labels") or data.label_statistics(splits.train)
+                splits = split_cache.load_splits(args.dataset, root, setting, level, cache)
+            stats[setting] = splits.raters_info.get("labels") or split_cache.label_statistics(splits.train)
             if splits.raters_info.get("warning"):
                 sparse.append(splits.raters_info["warning"])
         if not any(stats.values()):

@@ -1,4 +1,4 @@
-"""`python -m bench report`: the paper's tables and figures from a collected results folder (see `bench.report`)."""
+"""`python -m bench report`: the paper's tables and figures from a collected results folder (see `bench.report.render`)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def add_parser(verbs) -> None:
 def cmd_report(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from bench import report
+    from bench.report import render
 
     results = Path(args.results)
     out = Path(args.out) if args.out else results / "report"  # beside the results, not in the source tree
@@ -43,7 +43,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UsageError(f"cannot write the report folder {out} ({e.strerror or e}); choose another with --out") from None
-    written = report.render(results, out)
+    written = render.render(results, out)
     for path in written:
         print(path)
     print(f"{len(written)} files written to {out}/")
@@ -52,14 +52,14 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def write_reproduction(results: Path, root: Path, out: Path) -> None:
-    """The reproduction report (bench/reproduction.py) in OUT/REPRODUCTION.md and .html, when any cell measures a paper value."""
-    from bench import reproduction, reproduction_page
+    """The reproduction report (bench/reproduce/assessment.py) in OUT/REPRODUCTION.md and .html, when any cell measures a paper value."""
+    from bench.reproduce import assessment, page
 
-    assessment = reproduction.assess(results, root)
-    if not any(t.groups for t in assessment.tables):
-        print(f"no cell of this results folder measures a number of {assessment.study.citation}: no reproduction report")
+    found = assessment.assess(results, root)
+    if not any(t.groups for t in found.tables):
+        print(f"no cell of this results folder measures a number of {found.study.citation}: no reproduction report")
         return
-    written = reproduction_page.write(assessment, out, root)
+    written = page.write(found, out, root)
     print(f"reproduction report: {written[0]} and {written[1]} (self-contained)")
-    for line in reproduction_page.headline(assessment):
+    for line in page.headline(found):
         print(f"  {line}")

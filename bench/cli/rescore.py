@@ -2,7 +2,7 @@
 
 Fills in metrics added since a cell ran, and moves cells of results folders written before every
 reference was scored (`runs/<dataset>/<reference>/noise-<x>/<method>/seed-<s>`) to the current
-layout first (see `bench.rescore`).
+layout first (see `bench.run.rescore`).
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ def add_parser(verbs) -> None:
 
 
 def cmd_rescore(args: argparse.Namespace) -> int:
-    from bench import rescore, store
-    from bench.plan import check_writable
+    from bench import store
+    from bench.run import rescore
+    from bench.run.plan import check_writable
 
     results = Path(args.results).absolute()
     if not (results / "runs").is_dir():

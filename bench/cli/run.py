@@ -77,7 +77,7 @@ def outcome_notes(outcomes, key: tuple) -> tuple[str, str]:
                     & (outcomes["method"] == key[3])]  # fmt: skip
     if part.empty:
         return "", ""
-    from bench.report_tables import degenerate_flags
+    from bench.report.tables import degenerate_flags
 
     n = len(part)
     stops = " · ".join(f"{s} {c}/{n}" for s, c in part["stops"].value_counts().sort_index().items())
@@ -122,7 +122,7 @@ def format_table(summary, method_order: list[str], outcomes=None) -> str:
 def cmd_run(args: argparse.Namespace) -> int:
     from bench import store
     from bench.evaluate import metrics
-    from bench.plan import SweepSpec
+    from bench.run.plan import SweepSpec
     from datasets import get_dataset
 
     check_run_options(args)

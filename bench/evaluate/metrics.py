@@ -1,6 +1,6 @@
 """The metrics, one descriptor each: what a metric is scored against, how, which way is better and how it is shown.
 
-Scoring (bench/evaluate/scoring.py), the report's tables and paired tests (bench/report.py), the
+Scoring (bench/evaluate/scoring.py), the report's tables and paired tests (bench/report/render.py), the
 printed table (bench/cli/run.py), the reproduction report and the README's metric table all read
 `METRICS`; adding a metric is one function (in bench/evaluate/pixel.py or multirater.py) and one
 `register(Metric(...))` line (docs/architecture.md#a-metric shows a worked example).

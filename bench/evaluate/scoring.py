@@ -55,7 +55,7 @@ def reference_mask(test: RaterData, reference: str) -> np.ndarray:
 def fused_references(test: RaterData) -> dict[str, np.ndarray]:
     """The raters' fused references of a test split, "majority" and (binary) "staple": (N, H, W) class indices.
 
-    They are the same for every cell of one data setting: bench/data.py computes them once and caches them.
+    They are the same for every cell of one data setting: bench/run/split_cache.py computes them once and caches them.
     """
     return {name: reference_mask(test, name) for name in ("majority", "staple") if name != "staple" or test.n_classes == 2}
 

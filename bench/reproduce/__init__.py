@@ -1,4 +1,4 @@
-"""The reproduction wing: what the verdicts rest on beyond the rules (bench/verdicts.py) and claims (bench/claims.py).
+"""The reproduction wing: what the verdicts rest on beyond the rules (bench/reproduce/verdicts.py) and claims (bench/reproduce/claims.py).
 
 - `power`: the seed-aware test's error rate and power by simulation (`python -m bench power`);
 - `ranking`: rank uncertainty of a table column under a two-level bootstrap (seeds, then cases);

@@ -1,5 +1,5 @@
 """The reproduction page as blocks, written as Markdown (figures linked) and as one self-contained HTML file (figures
-embedded as base64, verdicts coloured), for bench/reproduction_page.py."""
+embedded as base64, verdicts coloured), for bench/reproduce/page.py."""
 
 from __future__ import annotations
 

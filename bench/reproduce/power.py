@@ -8,7 +8,7 @@ The simulated value of method m, trained with seed s, on test case c is
 so two trainings of one method differ by u (seed), cases differ by v, shared by every method (the comparison is
 paired), and e is the rest (seed × case). Under the null both methods share μ; a difference δ adds δ to one of
 them. Each simulated pair of (seeds × cases) matrices is judged by the very function the reports use,
-`bench.stats.seed_case_test`, and, for contrast, by the paper's per-case Wilcoxon on seed-averaged values.
+`bench.report.stats.seed_case_test`, and, for contrast, by the paper's per-case Wilcoxon on seed-averaged values.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
 
-from bench import stats
+from bench.report import stats
 
 CHUNK = 20_000_000  # simulated values held at once (160 MB of float64)
 

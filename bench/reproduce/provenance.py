@@ -1,7 +1,7 @@
 """What a results folder ran and where, as its cells recorded it: the reproduction page's banner and its configuration
-section (bench/reproduction_page.py), and the reasons a rater setting is a pipeline check.
+section (bench/reproduce/page.py), and the reasons a rater setting is a pipeline check.
 
-config.json gives the budget, the run options and the split sizes (`bench.reproduction.cell_info`); manifest.json the
+config.json gives the budget, the run options and the split sizes (`bench.reproduce.assessment.cell_info`); manifest.json the
 device, precision, engine, CPU, threads, versions and commit.
 """
 
@@ -14,9 +14,9 @@ from pathlib import Path
 import pandas as pd
 
 from bench import store
+from bench.reproduce.assessment import Assessment, cell_info, span
 from bench.reproduce.page_format import Block
-from bench.reproduction import Assessment, cell_info, span
-from bench.verdicts import Group, pipeline_reasons
+from bench.reproduce.verdicts import Group, pipeline_reasons
 
 
 def is_stand_in(g: Group) -> bool:
@@ -25,7 +25,7 @@ def is_stand_in(g: Group) -> bool:
 
 
 def provenance(results: Path) -> pd.DataFrame:
-    """One row per finished cell: `bench.reproduction.cell_info`'s columns (keys, budget, input, flag, run options, split
+    """One row per finished cell: `bench.reproduce.assessment.cell_info`'s columns (keys, budget, input, flag, run options, split
     sizes) and, from its manifest.json, the machine (cpu, device, precision, engine, threads) and software (python, torch,
     numpy, commit)."""
     cells = cell_info(results)

@@ -426,7 +426,7 @@ def plant_temporaries(folder: Path, names: list[str]) -> list[Path]:
 
 def test_a_kill_while_the_log_is_trimmed_keeps_finished_stages(tmp_path, monkeypatch):
     """In process: resume trims the log of an unfinished stage; dying half way must not lose the finished one."""
-    from bench import checkpoints
+    from bench.train import checkpoints
 
     log = tmp_path / "train_log.csv"
     for row in ({"stage": "soft_label", "epoch": 0, "loss": 0.5}, {"stage": "soft_label", "epoch": 1, "loss": 0.4},
@@ -450,7 +450,7 @@ def test_a_kill_before_the_logs_first_row_leaves_a_log_that_a_rerun_resumes(tmp_
     """In process: append_log creates train_log.csv and writes its header and first row as one buffered write, so a SIGKILL
     in between leaves an empty file (the 12-kill campaign under -m slow hit it). A rerun must take it for an empty log;
     otherwise every rerun of that cell fails ("ValueError: I/O operation on closed file") until --force."""
-    from bench import checkpoints
+    from bench.train import checkpoints
 
     log = tmp_path / "train_log.csv"
     log.write_text("")

@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 from conftest import REFERENCE_METHODS, REPO, TINY_SWEEP, ReferenceSweep, read_table, run_cli
 
-from bench import cli, data, plan, store
+from bench import cli, store
+from bench.run import plan, split_cache
 from datasets import Splits, get_dataset
 
 
@@ -62,14 +63,14 @@ def test_manifest_records_what_a_rerun_needs(twice):
 def test_fingerprint_changes_with_any_pixel_rater_or_case(tiny_data):
     splits = Splits(tiny_data, tiny_data.subset(np.arange(2)), tiny_data, "test rule")
     same = Splits(*(dataclasses.replace(p, images=p.images.copy()) for p in (splits.train, splits.val, splits.test)), "test rule")
-    assert data.fingerprint(splits) == data.fingerprint(same)
+    assert split_cache.fingerprint(splits) == split_cache.fingerprint(same)
     images, raters, ids = tiny_data.images.copy(), tiny_data.raters.copy(), tiny_data.case_ids.copy()
     images[3, 0, 5, 5] += 1e-6
     raters[0, 1, 0, 0] ^= 1
     ids[7] = "case-x"
     for change in ({"images": images}, {"raters": raters}, {"case_ids": ids}):
         changed = Splits(dataclasses.replace(tiny_data, **change), splits.val, splits.test, "test rule")
-        assert data.fingerprint(changed) != data.fingerprint(splits), change
+        assert split_cache.fingerprint(changed) != split_cache.fingerprint(splits), change
 
 
 def test_reused_folder_with_other_options_is_refused(tmp_path, reference_sweep, capsys):

@@ -1,7 +1,7 @@
 """The one training loop (docs/decisions.md#harness): stages → steps → loss → backward → step, stopped by the budget's rule.
 
 The harness owns the optimiser, seeds, the stopping rule, checkpoints and the training log (the device and
-precision come from `bench/hardware.py`); methods own only their networks and losses.
+precision come from `bench/train/hardware.py`); methods own only their networks and losses.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from bench.budget import Schedule
-from bench.checkpoints import append_log, logged_stops, resume, save_checkpoint, trim_log
-from bench.hardware import autocast, autocast_dtype, make_batch, to_tensors
-from bench.steps import make_step
+from bench.train.budget import Schedule
+from bench.train.checkpoints import append_log, logged_stops, resume, save_checkpoint, trim_log
+from bench.train.hardware import autocast, autocast_dtype, make_batch, to_tensors
+from bench.train.steps import make_step
 from methods.base import Method, StepContext
 
 
@@ -129,7 +129,7 @@ def fit(
     mid-stage checkpoint (at an evaluation, at most every `checkpoint_seconds`) holds the weights,
     optimiser, best weights, stopping state and generator states, so a killed run resumes exactly
     as an uninterrupted one would have gone on. `engine` runs each step op by op ("eager") or as a
-    replayed CUDA graph ("graphed", bench/steps.py). The per-stage bar ("<desc> <stage>") shows only when
+    replayed CUDA graph ("graphed", bench/train/steps.py). The per-stage bar ("<desc> <stage>") shows only when
     `progress` is set and stderr is a terminal, so logs get no cursor escapes.
     """
     progress = progress and sys.stderr.isatty()

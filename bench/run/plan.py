@@ -23,9 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import methods
-from bench import data, hardware, steps, store, study, sweep
-from bench.cell import RunOptions, build_method, dataset_overrides, is_oracle, option_record, stage_schedules, trained_method
+from bench import store, study
+from bench.run import split_cache, sweep
+from bench.run.cell import RunOptions, build_method, dataset_overrides, is_oracle, option_record, stage_schedules, trained_method
 from bench.store import Cell
+from bench.train import hardware, steps
 from datasets import DATASETS, DatasetSpec, get_dataset
 from datasets.contract import refuse_noise_level
 from datasets.noise import parse_level
@@ -230,7 +232,7 @@ def execute(
 
     Checks first, in one line each, before anything trains: the results folder is writable, the
     device exists, finished cells ran with the same options, the data loads and every method can
-    run on it. Returns one outcome per cell (see `bench.sweep.run_sweep`).
+    run on it. Returns one outcome per cell (see `bench.run.sweep.run_sweep`).
     """
     results = opts.results
     check_writable(results)
@@ -248,7 +250,7 @@ def execute(
         warnings.simplefilter("always")
         for dataset, raters, noise in groups if backend != "sequential" else groups[:1]:  # sequential: the others load in turn
             started = time.time()
-            splits = data.load_splits(dataset, opts.data_root, raters, noise, store.cache_dir(results))
+            splits = split_cache.load_splits(dataset, opts.data_root, raters, noise, store.cache_dir(results))
             if time.time() - started > 30:
                 print(f"decoded {dataset}/{raters}/{noise} in {time.time() - started:.0f} s (cached for the next run)", file=sys.stderr)
             check_compatible({c.method for c in pending if c.dataset == dataset}, dataset, splits.train, opts.budget)
@@ -292,7 +294,7 @@ def check_data(cells, opts) -> None:
     """
     done = [c for c in cells if not opts.force and store.is_done(opts.results, c)]
     for group in dict.fromkeys((c.dataset, c.raters, c.noise) for c in done):
-        now = data.data_fingerprint(*group[:1], opts.data_root, *group[1:], store.cache_dir(opts.results))
+        now = split_cache.data_fingerprint(*group[:1], opts.data_root, *group[1:], store.cache_dir(opts.results))
         stale = [c for c in done if (c.dataset, c.raters, c.noise) == group
                  and store.read_json(store.cell_dir(opts.results, c) / "manifest.json").get("data_fingerprint", now) != now]  # fmt: skip
         if stale:

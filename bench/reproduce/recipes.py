@@ -37,12 +37,14 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
 import methods
-from bench import data, figures, plan, report, report_tables, result_figures, rows, store
+from bench import store
 from bench.evaluate.long_table import KEYS, summarise
 from bench.evaluate.scoring import reference_mask
+from bench.report import example_figures, plots, render, rows, tables
+from bench.run import plan, split_cache
 from datasets import get_dataset
 
-RECIPES = Path(__file__).resolve().parent.parent / "paper_figures" / "recipes"
+RECIPES = Path(__file__).resolve().parents[2] / "paper_figures" / "recipes"
 RENDERINGS = ("table", "boxplot", "noise", "param", "fused", "qualitative", "raters")
 
 
@@ -138,15 +140,15 @@ def render_recipe(
     summary = summarise(rows, averages) if len(rows) else pd.DataFrame()
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
-    tests = report.all_tests(rows) if len(rows) else pd.DataFrame()
+    tests = render.all_tests(rows) if len(rows) else pd.DataFrame()
     for kind in recipe.render:
         if kind == "table":
-            written += report_tables.write_tables(summary, out, note, outcomes=store.training_outcomes(results))
-            written.append(report.write_tests(tests, out))
+            written += tables.write_tables(summary, out, note, outcomes=store.training_outcomes(results))
+            written.append(render.write_tests(tests, out))
         elif kind == "boxplot":
-            written += report.write_boxplots(rows, tests, out, fig_note)
+            written += render.write_boxplots(rows, tests, out, fig_note)
         elif kind == "noise":
-            written += report.write_noise_figures(summary, out, fig_note)
+            written += render.write_noise_figures(summary, out, fig_note)
         elif kind == "param":
             written += param_figures(recipe, setting, summary, out, fig_note)
         else:
@@ -178,8 +180,8 @@ def param_figures(recipe: Recipe, setting: Setting, summary: pd.DataFrame, out: 
         if not points:
             continue
         points = pd.DataFrame(points).drop_duplicates(["structure", "value"])
-        fig = result_figures.param_figure(points, param, titled(recipe, note, f"\n{setting.dataset}, {base}"), default)
-        written += result_figures.save(fig, out / f"param_{report_tables.slug(base, param)}")
+        fig = plots.param_figure(points, param, titled(recipe, note, f"\n{setting.dataset}, {base}"), default)
+        written += plots.save(fig, out / f"param_{tables.slug(base, param)}")
     return written
 
 
@@ -187,23 +189,25 @@ def image_figure(kind, recipe, setting, cells, results, data_root, out, note) ->
     """The figures drawn from images: rater examples, fused labels (a trained LF-Net), qualitative grid (predictions)."""
     noise = setting.noise_levels[0]
     raters = cells[0].raters if cells else setting.raters or get_dataset(setting.dataset).rater_styles[0]
-    splits = data.load_splits(setting.dataset, data_root, raters, noise, store.cache_dir(results))
+    splits = split_cache.load_splits(setting.dataset, data_root, raters, noise, store.cache_dir(results))
     title = titled(recipe, note, f"\n{setting.dataset}, raters {raters}, noise {noise}")
-    stem = report_tables.slug(setting.dataset, raters)
+    stem = tables.slug(setting.dataset, raters)
     train = splits.train
     if kind == "raters":
-        idx = figures.example_indices(train, recipe.examples)
-        fig = figures.rater_examples_figure(train.images, train.raters, train.gt, list(train.rater_names), idx, title, train.rater_valid)
-        return result_figures.save(fig, out / f"raters_{stem}")
+        idx = example_figures.example_indices(train, recipe.examples)
+        fig = example_figures.rater_examples_figure(
+            train.images, train.raters, train.gt, list(train.rater_names), idx, title, train.rater_valid
+        )
+        return plots.save(fig, out / f"raters_{stem}")
     done = [c for c in cells if store.is_done(results, c)]
     if kind == "fused":
         cell = next((c for c in done if methods.split_name(c.method)[0] == rows.REFERENCE_METHOD), None)
         if cell is None:
             return []
         method = store.load_trained(store.cell_dir(results, cell))
-        idx = figures.example_indices(train, recipe.examples)
-        fig = figures.fused_label_figure(train.images, train.raters, train.rater_valid, method, idx, title, list(train.rater_names))
-        return result_figures.save(fig, out / f"fused_labels_{stem}")
+        idx = example_figures.example_indices(train, recipe.examples)
+        fig = example_figures.fused_label_figure(train.images, train.raters, train.rater_valid, method, idx, title, list(train.rater_names))
+        return plots.save(fig, out / f"fused_labels_{stem}")
     if kind == "qualitative":
         seed = setting.seeds[0]
         probs, test = {}, None
@@ -218,9 +222,9 @@ def image_figure(kind, recipe, setting, cells, results, data_root, out, note) ->
             return []
         reference = get_dataset(setting.dataset).reference
         mask = reference_mask(test, reference)
-        idx = figures.pick_indices(mask, recipe.examples)
-        fig = figures.qualitative_figure(test.images, mask, probs, idx, title, {m: rows.display(m) for m in order}, reference)
-        return result_figures.save(fig, out / f"qualitative_{stem}")
+        idx = example_figures.pick_indices(mask, recipe.examples)
+        fig = example_figures.qualitative_figure(test.images, mask, probs, idx, title, {m: rows.display(m) for m in order}, reference)
+        return plots.save(fig, out / f"qualitative_{stem}")
     raise ValueError(f"unknown rendering {kind!r}")
 
 

@@ -1,5 +1,5 @@
 """Figures drawn from the collected tables: box plots with p-values, noise curves, learning curves, the diagnostic GT
-curves, the method × rater heat map, reliability diagrams, the parameter curves and rank (blob) plots (bench/figures.py
+curves, the method × rater heat map, reliability diagrams, the parameter curves and rank (blob) plots (bench/report/example_figures.py
 draws images).
 
 Every function returns a Matplotlib `Figure` (Agg-free, no global state) or saves one as PNG and PDF
@@ -23,10 +23,10 @@ from matplotlib.transforms import blended_transform_factory
 
 import methods
 from bench.evaluate.long_table import ordered_structures
+from bench.report.rows import ORACLE, REFERENCE_METHOD, display, main_methods, registry_order
 from bench.reproduce import ranking
-from bench.rows import ORACLE, REFERENCE_METHOD, display, main_methods, registry_order
 
-_HEAT_CMAP = "viridis"  # as bench/figures.py's heat maps
+_HEAT_CMAP = "viridis"  # as bench/report/example_figures.py's heat maps
 _FONT = 8
 
 PALETTE = sns.color_palette("tab10") + sns.color_palette("Dark2")

@@ -1,6 +1,6 @@
 """Dispatch: run a sweep's cells one after another, in local worker processes (loky) or on a dask cluster.
 
-What a sweep trains is `bench.plan`'s business, how one cell runs `bench.cell`'s; this module only
+What a sweep trains is `bench.run.plan`'s business, how one cell runs `bench.run.cell`'s; this module only
 sends cells to where they run, shows progress, and turns a lost worker into failed outcomes that a
 rerun resumes.
 """
@@ -13,9 +13,10 @@ import sys
 
 from tqdm.auto import tqdm
 
-from bench import hardware, store
-from bench.cell import RunOptions, run_cell
+from bench import store
+from bench.run.cell import RunOptions, run_cell
 from bench.store import Cell
+from bench.train import hardware
 
 BACKENDS = ("auto", "sequential", "loky", "dask")
 

@@ -58,8 +58,9 @@ import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
 import methods
-from bench import hardware, harness, machine
 from bench.evaluate import pixel as bm
+from bench.perf import machine
+from bench.train import hardware, harness
 from methods.staple import staple
 
 SCHEMA = "bench-perf/1"

@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bench.budget import Schedule, make_optimiser
 from bench.store import locked, write_json
+from bench.train.budget import Schedule, make_optimiser
 from methods.base import Method, StepContext
 
 

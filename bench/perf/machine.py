@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bench import hardware
+from bench.train import hardware
 
 
 def cpu_name() -> str:
@@ -32,7 +32,9 @@ def environment(device: torch.device) -> dict:
     harness_precision = "bf16" if default == torch.bfloat16 else "fp32"
     if device.type == "cuda":
         name = torch.cuda.get_device_name(device)
-        note = "auto: per cell, the faster of fp32 with TF32 and bf16 autocast, measured on its shape (bench.hardware.resolve_precision)"
+        note = (
+            "auto: per cell, the faster of fp32 with TF32 and bf16 autocast, measured on its shape (bench.train.hardware.resolve_precision)"
+        )
     else:
         name = cpu_name()
         note = (

@@ -15,7 +15,7 @@ rater style, the noise level and, where it matters, the reference (`<d>_<raters>
   against the rater mean, for datasets scored with soft metrics (RIGA).
 - `table4_…`: Table IV style ablation rows (S … ‡), when LF-Net ablation variants were run.
 - `tables.md`: every Markdown table above in one file.
-- `paired_tests.csv`: `bench.stats.paired_tests` for every metric and structure, LF-Net vs the
+- `paired_tests.csv`: `bench.report.stats.paired_tests` for every metric and structure, LF-Net vs the
   paper's methods (family "main") and vs its ablation variants (family "ablation"), per reference.
 - `boxplot_dsc_…`: per-case DSC per method against the dataset's default reference, with the
   Holm-adjusted p of the seed-aware test (docs/methods.md#statistics) vs LF-Net above each box.
@@ -28,8 +28,8 @@ rater style, the noise level and, where it matters, the reference (`<d>_<raters>
   std over seeds, with the restored step marked; and `diagnostic_gt_dsc_…` where the dataset has
   ground truth: validation DSC vs GT, a diagnostic only.
 
-Rooms: bench/rows.py (which methods, in which order, under which names), bench/report_tables.py
-(the tables and their Markdown / LaTeX), bench/result_figures.py (the figures); this module reads
+Rooms: bench/report/rows.py (which methods, in which order, under which names), bench/report/tables.py
+(the tables and their Markdown / LaTeX), bench/report/plots.py (the figures); this module reads
 the collected tables, runs the paired tests and writes every file.
 """
 
@@ -39,11 +39,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench import stats, store
+from bench import store
 from bench.evaluate import long_table, metrics
 from bench.evaluate.long_table import ordered_structures
-from bench.report_tables import default_reference, slug, write_tables
-from bench.result_figures import (
+from bench.report import stats
+from bench.report.plots import (
     boxplot_figure,
     diagnostic_figure,
     learning_curve_figure,
@@ -53,7 +53,8 @@ from bench.result_figures import (
     reliability_figure,
     save,
 )
-from bench.rows import AVERAGE, ORACLE, REFERENCE_METHOD, ablation_methods, display, figure_methods, main_methods
+from bench.report.rows import AVERAGE, ORACLE, REFERENCE_METHOD, ablation_methods, display, figure_methods, main_methods
+from bench.report.tables import default_reference, slug, write_tables
 from datasets.raters import RATER_NAMES
 
 # --------------------------------------------------------------------------- tables
@@ -181,7 +182,7 @@ def write_reliability(calibration: pd.DataFrame, out_dir: Path, note: str = "") 
     return written
 
 
-#: The test whose Holm-adjusted p the box plots print (bench/stats.py); named the same on the reproduction page.
+#: The test whose Holm-adjusted p the box plots print (bench/report/stats.py); named the same on the reproduction page.
 TEST_NAME = "seed-aware test (docs/methods.md#statistics)"
 
 

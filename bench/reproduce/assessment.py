@@ -4,10 +4,10 @@
 (bench/study.py) and returns an `Assessment`: per paper table, one column group per rater setting
 that was run (the setting the study identifies as the paper's first), each value with its verdict;
 per column, the rank agreement with the paper; per claim of the text, its verdict and evidence.
-bench/reproduction_page.py renders it as REPRODUCTION.md and a self-contained REPRODUCTION.html.
+bench/reproduce/page.py renders it as REPRODUCTION.md and a self-contained REPRODUCTION.html.
 
-The verdict rules are fixed in bench/verdicts.py (`VALUE_RULE`, `CLAIM_RULE`) and printed above any
-number; the claims are checked in bench/claims.py.
+The verdict rules are fixed in bench/reproduce/verdicts.py (`VALUE_RULE`, `CLAIM_RULE`) and printed above any
+number; the claims are checked in bench/reproduce/claims.py.
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
 
-from bench import stats, store, study
-from bench.claims import assess_claim
+from bench import store, study
 from bench.evaluate.metrics import higher_is_better
-from bench.rows import table_of
-from bench.study import Column, Study, Table
-from bench.verdicts import (
+from bench.report import stats
+from bench.report.rows import table_of
+from bench.reproduce.claims import assess_claim
+from bench.reproduce.verdicts import (
     ClaimReport,
     Entry,
     Group,
@@ -40,6 +40,7 @@ from bench.verdicts import (
     stand_ins,
     study_tolerance,
 )
+from bench.study import Column, Study, Table
 from datasets import DATASETS
 
 
@@ -64,7 +65,7 @@ def cell_info(results: Path) -> pd.DataFrame:
     """One row per finished cell: keys, budget, rater setting's label statistics and input, how its stages stopped, its
     degenerate-prediction flag ("empty", "full" or "") and its teacher diagnostic ({} for a method without one), the
     run options `OPTIONS` (None where not set), the split sizes `IMAGES` it trained, validated and was scored on, and its
-    selection reading ({} where not kept: `bench.cell.gt_selected`)."""
+    selection reading ({} where not kept: `bench.run.cell.gt_selected`)."""
     rows = []
     for folder, info in store.manifests(results):
         config = store.read_json(folder / "config.json")

@@ -25,18 +25,19 @@ import pandas as pd
 import torch
 
 import methods
-from bench import hardware, harness, store, study
-from bench.budget import Budget, Schedule
-from bench.data import data_fingerprint, fused_test_references, load_splits, training_subset
+from bench import store, study
 from bench.evaluate.long_table import CALIBRATION, COLUMNS, with_keys
 from bench.evaluate.pixel import dice
 from bench.evaluate.scoring import score_predictions
+from bench.run.split_cache import data_fingerprint, fused_test_references, load_splits, training_subset
 from bench.store import Cell
+from bench.train import hardware, harness
+from bench.train.budget import Budget, Schedule
 from datasets import DatasetSpec, RaterData, Splits, get_dataset, oracle_view
 from datasets.raters import rater_dice
 from methods.fusion import majority_vote
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ class RunOptions:
     max_steps: int | None = None  # caps every stage at N steps (smoke runs; the budget's rule still applies)
     device: str = "auto"
     precision: str = "auto"
-    engine: str = "eager"  # how each training step runs (bench/steps.py); recorded in the manifest
+    engine: str = "eager"  # how each training step runs (bench/train/steps.py); recorded in the manifest
     train_size: int | None = None  # overrides the budget's training-set cap
     test_size: int | None = None  # evaluate on the first N test images (smoke runs only)
     force: bool = False
@@ -221,7 +222,7 @@ def degenerate(probs: np.ndarray, val: RaterData) -> dict:
 def score_cell(cell: Cell, probs: np.ndarray, test: RaterData, fused: dict | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The cell's long rows and reliability bins against every reference (bench.evaluate.scoring), with its KEYS.
 
-    fused: the test split's cached majority and STAPLE references (`bench.data.fused_test_references`), cut to its cases.
+    fused: the test split's cached majority and STAPLE references (`bench.run.split_cache.fused_test_references`), cut to its cases.
     """
     rows, bins = score_predictions(probs, test, fused=fused)
     keys = dataclasses.asdict(cell)

@@ -15,8 +15,9 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from bench import data, store
-from bench.cell import score_cell
+from bench import store
+from bench.run import split_cache
+from bench.run.cell import score_cell
 from datasets import DataError, get_dataset
 
 # The rater style each dataset's simulated raters had before styles were named: MNIST's disk morphology.
@@ -61,7 +62,7 @@ def migrate(results: Path) -> tuple[list[tuple[Path, Path]], list[tuple[Path, st
 def rescore_cell(results: Path, folder: Path, info: dict, data_root: Path) -> None:
     """Score one finished cell against every reference from its predictions; rewrites its metrics and reliability bins."""
     cell = store.cell_of(info)
-    splits = data.load_splits(cell.dataset, data_root, cell.raters, cell.noise, store.cache_dir(results))
+    splits = split_cache.load_splits(cell.dataset, data_root, cell.raters, cell.noise, store.cache_dir(results))
     probs, case_ids = store.read_predictions(folder)
     where = {c: i for i, c in enumerate(splits.test.case_ids)}
     missing = [c for c in case_ids if c not in where]

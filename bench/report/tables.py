@@ -1,9 +1,9 @@
-"""The report's tables in the paper's layout: columns from the metric descriptors, rows from bench/rows.py, Markdown and LaTeX.
+"""The report's tables in the paper's layout: columns from the metric descriptors, rows from bench/report/rows.py, Markdown and LaTeX.
 
 A `TableCell` is one cell of a rendered table (a training run is a `bench.store.Cell`). File names
 carry the dataset, the rater setting, the noise level and, where it matters, the reference
 (`<d>_<raters>_<noise>_<ref>`); `group_tables` decides which tables a group of the summary gets
-(see bench/report.py for the list). Bold rule (as the paper): the best mean per column, compared
+(see bench/report/render.py for the list). Bold rule (as the paper): the best mean per column, compared
 at the printed precision so that equal-looking values are bolded alike, over the method rows only;
 Average and Oracle are never bold (Tables I-III); in the ablation table every row competes. A method whose predictions
 were degenerate in any seed (an empty or full mask on most validation cases, manifest.json `degenerate.flag`) is marked
@@ -21,7 +21,7 @@ import pandas as pd
 from bench.evaluate import metrics
 from bench.evaluate.long_table import ordered_structures
 from bench.evaluate.scoring import HEADLINE
-from bench.rows import AVERAGE, ORACLE, REFERENCE_METHOD, ablation_methods, display, main_methods, table_of
+from bench.report.rows import AVERAGE, ORACLE, REFERENCE_METHOD, ablation_methods, display, main_methods, table_of
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
-"""Paper figures of images: raters, fused labels and predictions (bench/result_figures.py draws the results tables).
+"""Paper figures of images: raters, fused labels and predictions (bench/report/plots.py draws the results tables).
 
 Pure rendering: every function takes arrays or a trained method and returns a Matplotlib `Figure`
-(no pyplot global state); `bench.result_figures.save` writes it as PNG and PDF. No file access: a
+(no pyplot global state); `bench.report.plots.save` writes it as PNG and PDF. No file access: a
 trained method comes from `bench.store.load_trained`.
 
 - `rater_examples_figure`: image, reference and every rater's mask with its DSC (the paper's

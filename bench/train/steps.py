@@ -30,8 +30,8 @@ from contextlib import nullcontext
 
 import torch
 
-from bench.budget import Schedule, make_optimiser
-from bench.hardware import DeviceError, autocast, make_batch
+from bench.train.budget import Schedule, make_optimiser
+from bench.train.hardware import DeviceError, autocast, make_batch
 from methods.base import Method, StepContext
 
 ENGINES = ("eager", "graphed")

@@ -1,5 +1,5 @@
 """The verdict rules of the reproduction report, stated once (`VALUE_RULE`, `CLAIM_RULE`), and what both its tables
-(bench/reproduction.py) and its claims (bench/claims.py) share: a measured value, a row, a protocol group, the
+(bench/reproduce/assessment.py) and its claims (bench/reproduce/claims.py) share: a measured value, a row, a protocol group, the
 tolerance, and which rater setting is the one the study identifies as the paper's.
 """
 
@@ -12,8 +12,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
 
-from bench import stats, study
+from bench import study
 from bench.evaluate import metrics
+from bench.report import stats
 from bench.study import Claim, Column, Study, Table
 from datasets import DATASETS
 
@@ -123,7 +124,7 @@ class Group:
     kind: str  # "verdict", "pipeline check" (quick budget or stand-in) or "not comparable"
     note: str
     budget: str
-    labels: dict  # label-level statistics of the training pool (bench/data.py)
+    labels: dict  # label-level statistics of the training pool (bench/run/split_cache.py)
     stops: str
     entries: dict[int, list[Entry]] = field(default_factory=dict)  # column index -> rows
     ranking: dict[int, dict] = field(default_factory=dict)  # column index -> Kendall tau, p, winners, best-vs-reference test
@@ -250,7 +251,7 @@ def group_for(dataset: str, raters: str, own: str, cells: pd.DataFrame, column: 
 
 
 def pipeline_reasons(cells: pd.DataFrame) -> list[str]:
-    """Why a group's cells (rows of `bench.reproduction.cell_info`) are a pipeline check rather than a verdict, [] if
+    """Why a group's cells (rows of `bench.reproduce.assessment.cell_info`) are a pipeline check rather than a verdict, [] if
     they are not: the quick budget, a step cap, fewer training or test images than the dataset has, or fewer than
     MIN_SEEDS seeds for some method."""
     if cells.empty:

@@ -1,4 +1,4 @@
-"""REPRODUCTION.md and a self-contained REPRODUCTION.html from an `Assessment` (bench/reproduction.py).
+"""REPRODUCTION.md and a self-contained REPRODUCTION.html from an `Assessment` (bench/reproduce/assessment.py).
 
 The page is a list of blocks (heading, paragraph, list, table, figure, table of contents) written twice: as Markdown
 with relative links to the figures, and as one HTML file with the figures embedded (base64), which a browser opens
@@ -19,15 +19,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench import data, figures, report, report_tables, result_figures, store, study
+from bench import store, study
 from bench.evaluate.metrics import higher_is_better
+from bench.report import example_figures, plots, render, tables
+from bench.report.rows import display
 from bench.reproduce import ranking
+from bench.reproduce.assessment import Assessment
 from bench.reproduce.page_format import Block, to_html, to_markdown, verdict_of
 from bench.reproduce.provenance import banner, configuration_blocks, is_stand_in, pipeline_line, provenance
-from bench.reproduction import Assessment
-from bench.rows import display
-from bench.study import Column
-from bench.verdicts import (
+from bench.reproduce.verdicts import (
     CLAIM_RULE,
     VALUE_RULE,
     Entry,
@@ -38,11 +38,13 @@ from bench.verdicts import (
     measured_reference,
     scale,
 )
+from bench.run import split_cache
+from bench.study import Column
 
 Shown = tuple  # a figure on the page: (PNG path, caption)
 
 N_BOOT = 1000  # bootstrap resamples of each column's ranking (bench/reproduce/ranking.py)
-TEST = report.TEST_NAME  # the paired test the page and the box plots name: "seed-aware test (docs/methods.md#statistics)"
+TEST = render.TEST_NAME  # the paired test the page and the box plots name: "seed-aware test (docs/methods.md#statistics)"
 
 #: Verdicts in the order the headline counts them.
 VALUE_VERDICTS = ("reproduced", "not reproduced", "inconclusive", "pipeline check", "not comparable", "not run")
@@ -131,13 +133,13 @@ def figure_files(
     table = assessment.table[assessment.table["noise"] == "protocol"]
     groups = table[["dataset", "raters"]].drop_duplicates().itertuples(index=False)
     checks = {(d, r): pipeline_line(cells, d, r) for d, r in groups}
-    for path in report.write_boxplots(table, report.all_tests(table), fig_dir, pipeline_checks=checks):
+    for path in render.write_boxplots(table, render.all_tests(table), fig_dir, pipeline_checks=checks):
         if path.suffix == ".png":
             dataset, raters = _group_of(path.stem, table, "boxplot_dsc_")
             out.setdefault(("boxplot", dataset, raters), []).append((path, boxplot_caption(path, table, dataset, raters, checks)))
     logs = pd.read_parquet(results / "train_logs.parquet") if (results / "train_logs.parquet").is_file() else pd.DataFrame()
     if not logs.empty:
-        for path in report.write_learning_curves(logs[logs["noise"] == "protocol"], fig_dir):
+        for path in render.write_learning_curves(logs[logs["noise"] == "protocol"], fig_dir):
             if path.suffix == ".png":
                 diagnostic = not path.stem.startswith("learning")
                 dataset, raters = _group_of(path.stem, table, "diagnostic_gt_dsc_" if diagnostic else "learning_curves_")
@@ -156,16 +158,16 @@ def figure_files(
 
 
 def _group_of(stem: str, table: pd.DataFrame, prefix: str) -> tuple[str, str]:
-    """The (dataset, raters) a figure's file stem belongs to (stems are `prefix` + report_tables.slug(dataset, raters, ...))."""
+    """The (dataset, raters) a figure's file stem belongs to (stems are `prefix` + tables.slug(dataset, raters, ...))."""
     for dataset, raters in table[["dataset", "raters"]].drop_duplicates().itertuples(index=False):
-        if stem.startswith(prefix + report_tables.slug(dataset, raters, "protocol")):
+        if stem.startswith(prefix + tables.slug(dataset, raters, "protocol")):
             return dataset, raters
     return "", ""
 
 
 def boxplot_caption(path: Path, table: pd.DataFrame, dataset: str, raters: str, checks: dict) -> str:
-    reference = report_tables.default_reference(dataset)
-    structure = path.stem.removeprefix("boxplot_dsc_" + report_tables.slug(dataset, raters, "protocol", reference) + "_")
+    reference = tables.default_reference(dataset)
+    structure = path.stem.removeprefix("boxplot_dsc_" + tables.slug(dataset, raters, "protocol", reference) + "_")
     rows = table[
         (table["dataset"] == dataset) & (table["raters"] == raters) & (table["reference"] == reference) & (table["metric"] == "dsc")
     ]
@@ -193,11 +195,11 @@ def rank_plot(r: ColumnRanking, fig_dir: Path) -> Shown:
     methods = list(r.shares.index)
     every = sorted(set(methods))
     where = f"{r.dataset}, raters `{r.raters}`: {column_name(r.column)} against {r.reference}"
-    fig = result_figures.rank_figure(r.shares, f"{where.replace('`', '')}\nrank over {N_BOOT} bootstrap resamples (seeds, then cases)",
-                                     {m: result_figures.method_color(m, every) for m in methods}, {m: display(m) for m in methods},
+    fig = plots.rank_figure(r.shares, f"{where.replace('`', '')}\nrank over {N_BOOT} bootstrap resamples (seeds, then cases)",
+                                     {m: plots.method_color(m, every) for m in methods}, {m: display(m) for m in methods},
                                      r.warning)  # fmt: skip
-    stem = f"ranks_{report_tables.slug(r.dataset, r.raters, r.table, r.column.metric, r.column.structure)}"
-    path = result_figures.save(fig, fig_dir / stem)[0]
+    stem = f"ranks_{tables.slug(r.dataset, r.raters, r.table, r.column.metric, r.column.structure)}"
+    path = plots.save(fig, fig_dir / stem)[0]
     caption = (f"{where} ({r.table}): each method's rank (1 = best) over {N_BOOT} two-level bootstrap resamples: each "
                "method's seeds drawn with replacement, then the test cases, the same cases for every method. Circle area: "
                "the share of resamples at that rank; cross: the median rank; line: the central 95 % of ranks; methods "
@@ -216,13 +218,13 @@ def fused_figure(results: Path, data_root: Path, dataset: str, raters: str, fig_
         return None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a sparse pool's warning was printed when the cells ran
-        train = data.load_splits(dataset, data_root, raters, "protocol", store.cache_dir(results)).train
+        train = split_cache.load_splits(dataset, data_root, raters, "protocol", store.cache_dir(results)).train
     if train.gt is None:
         return None
-    idx = figures.example_indices(train, 2)
+    idx = example_figures.example_indices(train, 2)
     title = f"{dataset}, raters {raters}: fused labels of two training images ({display(cell.method)}, seed 0)"
-    fig = figures.fused_label_figure(train.images, train.raters, train.rater_valid, method, idx, title, list(train.rater_names))
-    return result_figures.save(fig, fig_dir / f"fused_labels_{report_tables.slug(dataset, raters)}")[0]
+    fig = example_figures.fused_label_figure(train.images, train.raters, train.rater_valid, method, idx, title, list(train.rater_names))
+    return plots.save(fig, fig_dir / f"fused_labels_{tables.slug(dataset, raters)}")[0]
 
 
 # --------------------------------------------------------------------------- the page
@@ -322,7 +324,7 @@ def table_blocks(t: TableReport, figs: dict, out_dir: Path, shown: set[Path], ce
         blocks.append(("list", t.not_run))
     for g in t.groups:
         blocks += [("h", 3, f"{g.dataset}, raters `{g.raters}`: {g.kind}"), ("p", group_line(g))]
-        flags = report_tables.degenerate_flags(cells, g.dataset, g.raters, "protocol")
+        flags = tables.degenerate_flags(cells, g.dataset, g.raters, "protocol")
         for j, rows in sorted(g.entries.items()):
             column = t.table.columns[j]
             blocks.append(
@@ -348,7 +350,7 @@ def table_blocks(t: TableReport, figs: dict, out_dir: Path, shown: set[Path], ce
 
 
 def group_line(g: Group) -> str:
-    quick = " (a pipeline check)" if "quick" in g.budget else ""  # the note names the other reasons (bench.verdicts.group_for)
+    quick = " (a pipeline check)" if "quick" in g.budget else ""  # the note names the other reasons (bench.reproduce.verdicts.group_for)
     parts = [g.note or "—", f"budget {g.budget}{quick}", f"stopped by: {g.stops or '—'}"]
     labels = g.labels
     if labels:
@@ -405,7 +407,7 @@ def ranking_line(r: dict, ranks: ColumnRanking | None = None) -> str:
 
 
 def versus(test: dict, factor: float, favoured: str, named: bool = True) -> str:
-    """A paired test's row (bench.stats.paired_tests) as "Δ +3.20 [+2.90, +3.50] points in X's favour, p 2e-89", and the
+    """A paired test's row (bench.report.stats.paired_tests) as "Δ +3.20 [+2.90, +3.50] points in X's favour, p 2e-89", and the
     seeds per method that would resolve the gap where p ≥ 0.05. Which test it is (`TEST`) the caller says once.
 
     `diff` (and its interval) is reference − other, positive favouring the reference method; the text turns it to

@@ -1,4 +1,4 @@
-"""The claims of the paper's text, checked against a results folder (`CLAIM_RULE` of bench/verdicts.py).
+"""The claims of the paper's text, checked against a results folder (`CLAIM_RULE` of bench/reproduce/verdicts.py).
 
 Each claim of the study file has a kind: `best` (the reference method beats every competitor in
 every column of some tables), `order` (each pair (better, worse) on some datasets), `significant`
@@ -13,11 +13,10 @@ import math
 
 import pandas as pd
 
-from bench import stats
 from bench.evaluate.metrics import higher_is_better
-from bench.rows import display
-from bench.study import Claim, Column, Study
-from bench.verdicts import (
+from bench.report import stats
+from bench.report.rows import display
+from bench.reproduce.verdicts import (
     ALPHA,
     ClaimReport,
     Group,
@@ -31,6 +30,7 @@ from bench.verdicts import (
     scale,
     study_tolerance,
 )
+from bench.study import Claim, Column, Study
 from datasets import DATASETS
 
 
@@ -124,7 +124,7 @@ def scoped(table: pd.DataFrame, group: Group, reference: str, noise: str = "prot
 
 def order_check(table, group: Group, column: Column, pairs, where: str, tol: float, reference: str | None = None,
                 noise: str = "protocol") -> dict:  # fmt: skip
-    """Each (better, worse) pair by the seed-aware paired test (`bench.stats.paired_tests`, Holm-adjusted within the
+    """Each (better, worse) pair by the seed-aware paired test (`bench.report.stats.paired_tests`, Holm-adjusted within the
     check): "ahead" when significant in the better method's favour, "behind" when significant the other way,
     "equivalent" when its 95 % interval lies inside ± `tol`, else "unresolved" (with the seeds that would resolve it).
     The check holds when every pair is ahead, does not hold when one is behind or equivalent, is inconclusive otherwise,
