@@ -55,8 +55,9 @@ from PIL import Image
 from scipy import ndimage as ndi
 
 from datasets.contract import DataError, DatasetCard, RaterData, Splits, folder_problem, split_by_group
-from datasets.noise import PROTOCOL, STYLE_NOTES, average_dsc, check_level, check_style, choose_strength, pool_info
+from datasets.noise import PROTOCOL, STYLE_NOTES, check_level, check_style, choose_strength, pool_info
 from datasets.raters import RATER_NAMES, simulate_raters
+from labels.overlap import average_dsc
 
 # The simulated raters' radii are in pixels; on 256×320 cancer regions the MNIST-calibrated radii
 # barely perturb the mask. Scaling them by 4 brings the 5-rater average DSC near the paper's

@@ -39,8 +39,9 @@ from pathlib import Path
 import numpy as np
 
 from datasets.contract import DataError, DatasetCard, RaterData, Splits, check_not_constant, split_by_group
-from datasets.noise import PROTOCOL, STYLE_NOTES, average_dsc, check_level, check_setting, choose_strength, pool_info, simulator
+from datasets.noise import PROTOCOL, STYLE_NOTES, check_level, check_setting, choose_strength, pool_info, simulator
 from datasets.raters import RATER_NAMES
+from labels.overlap import average_dsc
 
 DATA_SEED = 0
 #: Rater styles, the default first: the LF-Net paper's pool, CM-UNet's release, its earlier approximation, our disk morphology.

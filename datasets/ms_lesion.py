@@ -79,7 +79,6 @@ from datasets.contract import (
 from datasets.noise import (
     PROTOCOL,
     STYLE_NOTES,
-    average_dsc,
     check_fixed,
     check_level,
     check_style,
@@ -88,6 +87,7 @@ from datasets.noise import (
     pool_info,
 )
 from datasets.raters import RATER_NAMES
+from labels.overlap import average_dsc
 
 DATA_SEED = 0
 ALL_CONTRASTS = ("flair", "mprage", "pd", "t2")

@@ -63,9 +63,11 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from datasets.contract import DataError, refuse_noise_level
-from datasets.raters import RATER_NAMES, rater_dice, simulate_raters
+from datasets.raters import RATER_NAMES, simulate_raters
 from datasets.raters_cm import simulate_raters_cm, simulate_raters_lfnet
 from datasets.raters_cm_fit import simulate_raters_cm_fit
+from labels.fusion import threshold_vote_foreground
+from labels.overlap import average_dsc
 
 __all__ = [
     "DEFAULT_HI",
@@ -75,7 +77,6 @@ __all__ = [
     "TOLERANCE",
     "USABLE_MINIMUM",
     "XTOL",
-    "average_dsc",
     "check_fixed",
     "check_level",
     "check_setting",
@@ -89,7 +90,6 @@ __all__ = [
     "simulator",
     "strength_for_average",
     "strength_for_target",
-    "threshold_vote_foreground",
     "usable_problems",
 ]
 
@@ -201,38 +201,6 @@ def level_target(level: str) -> float | None:
 # ---------------------------------------------------------------------------------------
 # Measuring a pool
 # ---------------------------------------------------------------------------------------
-
-
-def average_dsc(raters: np.ndarray, gt: np.ndarray) -> float:
-    """The pool's Average DSC: raters (N, R, H, W), gt (N, H, W) -> mean over raters of each rater's mean Dice.
-
-    Dice per image = 2|A ∩ B| / (|A| + |B|), 1 where both are empty (``rater_dice``); a rater of
-    class indices counts every non-zero class as foreground.
-    """
-    return float(rater_dice(raters, gt).mean())
-
-
-def threshold_vote_foreground(raters: np.ndarray, rater_valid: np.ndarray | None = None, beta: int | None = None) -> np.ndarray:
-    """Foreground of the threshold-voting mask, per pixel: (N, R, H, W) class indices -> (N, H, W) bool.
-
-    True where the most-voted class, background included, has >= beta votes of valid
-    raters (LF-Net eq. 3, methods/fusion.py ``threshold_vote_mask``) and is not background.
-    beta defaults to R - 1. Ties go to the lowest class (as ``majority_vote``); with
-    beta > R / 2 there are none inside the mask.
-    """
-    raters = np.asarray(raters)
-    n, r = raters.shape[:2]
-    valid = np.ones((n, r), dtype=bool) if rater_valid is None else np.asarray(rater_valid, dtype=bool)
-    beta = r - 1 if beta is None else int(beta)
-    n_classes = max(int(raters.max(initial=0)) + 1, 2)
-    best = np.zeros((n,) + raters.shape[2:], dtype=np.int64)  # votes of the most-voted class so far
-    best_class = np.zeros((n,) + raters.shape[2:], dtype=np.int64)
-    for label in range(n_classes):
-        votes = ((raters == label) & valid[:, :, None, None]).sum(axis=1)
-        better = votes > best  # strict: a tie keeps the lower class
-        best = np.where(better, votes, best)
-        best_class = np.where(better, label, best_class)
-    return (best >= beta) & (best_class != 0)
 
 
 def check_usable(

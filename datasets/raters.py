@@ -77,7 +77,6 @@ __all__ = [
     "SCALE",
     "UNDER_RADIUS",
     "WRONG_RADIUS",
-    "rater_dice",
     "simulate_one",
     "simulate_raters",
     "thicken",
@@ -203,19 +202,6 @@ def thicken_and_fracture(
         return gt.astype(np.uint8)
     hi = _HighRes(gt, margin=max(radius, 0.0))
     return _wrong(gt, hi, rng, radius, count, thickness).astype(np.uint8)
-
-
-def rater_dice(raters: np.ndarray, gt: np.ndarray) -> np.ndarray:
-    """(N, R, H, W), (N, H, W) -> (R,) mean over images of each rater's Dice vs gt.
-
-    Per-image Dice = 2|A & B| / (|A| + |B|), defined as 1 when both masks are empty.
-    """
-    a = np.asarray(raters) > 0
-    b = (np.asarray(gt) > 0)[:, None]
-    inter = (a & b).sum(axis=(2, 3), dtype=np.int64)
-    total = a.sum(axis=(2, 3), dtype=np.int64) + b.sum(axis=(2, 3), dtype=np.int64)
-    dice = np.where(total == 0, 1.0, 2.0 * inter / np.maximum(total, 1))
-    return dice.mean(axis=0)
 
 
 # ---------------------------------------------------------------------------------------

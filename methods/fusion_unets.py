@@ -8,10 +8,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from labels.fusion import batch_votes, rater_mean, vote_targets
+from labels.staple import staple
 from methods.base import DataSpec, Method, Stage, StepContext
-from methods.fusion import batch_votes, rater_mean, vote_targets
 from methods.registry import register_method, register_variant
-from methods.staple import staple
 from methods.unet import UNet
 
 

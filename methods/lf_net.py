@@ -24,7 +24,7 @@ Prediction is softmax(``seg``(image)) only, without temperature (Algorithm 1, la
 Equations are numbered in the order of the paper's source (independence = 1, TV = 3).
 Notation: M^tv (eq. 3) is 1 where the most-voted class, background included, has ≥ β votes; β is a
 count of raters, R − 1 by default (so R = 1, the Oracle view, selects every pixel). Ω is
-`methods.fusion.majority_vote` (ties go to the lowest class, docs/methods.md#majority-vote-and-its-tie-rule).
+`labels.fusion.majority_vote` (ties go to the lowest class, docs/methods.md#majority-vote-and-its-tie-rule).
 
 Decisions on the paper's open points (docs/methods.md#lf-net-open-points; recorded in `Config` and `deviations()`)
 -------------------------------------------------------------------------------------------------
@@ -72,7 +72,7 @@ Decisions on the paper's open points (docs/methods.md#lf-net-open-points; record
   the mask from L_sl only; its SLL keeps the TV mask.
 - Replacing the SLL by the majority vote or STAPLE (text of §IV-D): that fused label p̂1 is softened
   like the SLL's output, q̂1 ∝ p̂1^(1/τ) (= softmax(log p̂1 / τ)); the one-hot majority vote stays
-  one-hot. STAPLE is binary, per image (`methods.staple.staple`), precomputed in `prepare`.
+  one-hot. STAPLE is binary, per image (`labels.staple.staple`), precomputed in `prepare`.
 - Replacing the RCN by CM-UNet's confusion matrices (``rater_module="cm"``): pixel-wise
   column-stochastic L×L matrices A_r[noisy, true] = p(ỹ_r | y) from R heads (3×3 conv + BN + ReLU,
   1×1 conv to L², softplus, normalised over the noisy label) on the segmentation U-Net's last
@@ -102,11 +102,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from labels.fusion import batch_votes, threshold_vote_mask, vote_targets
+from labels.staple import staple
 from methods.base import DataSpec, Method, Stage, StepContext
-from methods.fusion import batch_votes, threshold_vote_mask, vote_targets
 from methods.fusion_unets import masked_cross_entropy
 from methods.registry import register_method, register_variant
-from methods.staple import staple
 from methods.unet import UNet
 
 SOFT_LABELS = ("sll", "mv", "staple", "none")

@@ -20,8 +20,8 @@ from datasets.choledoch import (
     scene_key,
 )
 from datasets.contract import DataError
-from datasets.noise import average_dsc
 from datasets.raters import RATER_NAMES, simulate_raters
+from labels.overlap import average_dsc
 from tests.fixtures.make_choledoch import make_choledoch
 
 # The fixture has 9 scenes, not the paper's 538; that warning is tested once, below.

@@ -234,13 +234,13 @@ def test_every_third_party_import_is_a_declared_dependency():
     requirements = [*project["dependencies"], *(r for extra in project["optional-dependencies"].values() for r in extra)]
     declared = {normal(re.match(r"[A-Za-z0-9_.-]+", r).group()) for r in requirements}
     modules = set()
-    for path in [p for pkg in ("bench", "methods", "datasets") for p in (REPO / pkg).rglob("*.py")]:
+    for path in [p for pkg in ("bench", "methods", "datasets", "labels") for p in (REPO / pkg).rglob("*.py")]:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
                 modules |= {a.name.split(".")[0] for a in node.names}
             elif isinstance(node, ast.ImportFrom) and node.level == 0:
                 modules.add(node.module.split(".")[0])
-    third_party = modules - set(sys.stdlib_module_names) - {"bench", "methods", "datasets"}
+    third_party = modules - set(sys.stdlib_module_names) - {"bench", "methods", "datasets", "labels"}
     dists = packages_distributions()
     missing = {m for m in third_party if not {normal(d) for d in dists.get(m, [m])} & declared}
     assert not missing, f"imported but not declared in pyproject.toml: {sorted(missing)}"

@@ -4,7 +4,7 @@ import pytest
 from datasets import cm_folder
 from datasets.cm_folder import load_cm_folder
 from datasets.contract import DataError, Splits
-from datasets.noise import average_dsc
+from labels.overlap import average_dsc
 
 tifffile = pytest.importorskip("tifffile")
 from tests.fixtures.make_cm_folder import make_cm_folder  # noqa: E402  (needs tifffile)

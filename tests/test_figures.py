@@ -15,7 +15,7 @@ import methods
 from bench import store
 from bench.report import example_figures, plots
 from datasets.raters import RATER_NAMES, simulate_raters
-from methods.fusion import majority_vote, threshold_vote_mask
+from labels.fusion import majority_vote, threshold_vote_mask
 
 SIZE = 28
 N_RATERS = len(RATER_NAMES)

@@ -1,7 +1,7 @@
 import numpy as np
 import torch
 
-from methods.fusion import majority_vote, rater_mean, threshold_vote_mask, vote_counts
+from labels.fusion import majority_vote, rater_mean, threshold_vote_mask, vote_counts
 
 
 def t(rows):

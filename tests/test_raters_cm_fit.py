@@ -15,18 +15,13 @@ import pytest
 from scipy import ndimage as ndi
 
 from datasets.contract import DataError
-from datasets.noise import (
-    average_dsc,
-    check_usable,
-    simulator,
-    strength_for_target,
-    threshold_vote_foreground,
-    usable_problems,
-)
-from datasets.raters import RATER_NAMES, rater_dice
+from datasets.noise import check_usable, simulator, strength_for_target, usable_problems
+from datasets.raters import RATER_NAMES
 from datasets.raters_cm import erode_cross, shrink_level
 from datasets.raters_cm_fit import edge_add, fracture, grow_level
 from datasets.raters_cm_fit import simulate_raters_cm_fit as simulate_raters_cm
+from labels.fusion import threshold_vote_foreground
+from labels.overlap import average_dsc, rater_dice
 
 GOOD, OVER, UNDER, WRONG, BLANK = range(len(RATER_NAMES))
 
@@ -312,7 +307,7 @@ def test_degenerate_pool_is_refused_with_the_figure(digits):
 
 def test_threshold_vote_matches_the_fusion_module():
     torch = pytest.importorskip("torch")
-    from methods.fusion import majority_vote, threshold_vote_mask
+    from labels.fusion import majority_vote, threshold_vote_mask
 
     rng = np.random.default_rng(0)
     raters = (rng.random((6, 5, 8, 9)) < 0.5).astype(np.uint8)

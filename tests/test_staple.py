@@ -1,4 +1,4 @@
-"""Tests for methods/staple.py: agreement with SimpleITK's STAPLEImageFilter, degenerate cases,
+"""Tests for labels/staple.py: agreement with SimpleITK's STAPLEImageFilter, degenerate cases,
 missing raters and batch independence."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import ndimage as ndi
 
-from methods.staple import staple
+from labels.staple import staple
 
 
 def _blob(rng: np.random.Generator, size: int) -> np.ndarray:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-import methods.fusion as fusion
+import labels.fusion as fusion
 from bench.train import hardware, harness
 from methods import DataSpec, build_method
 

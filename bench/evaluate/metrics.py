@@ -30,7 +30,8 @@ from functools import cached_property
 import numpy as np
 
 from bench.evaluate import calibration, multirater
-from bench.evaluate.pixel import score, soft_dice_iou
+from bench.evaluate.pixel import score
+from labels.overlap import soft_dice_iou
 
 KINDS = ("hard", "soft", "set", "calibration")
 N_BINS = 15  # reliability bins (ECE)

@@ -40,12 +40,12 @@ What public code does, library by library, and which rule each uses: docs/method
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from bench.evaluate.pixel import SOFT_THRESHOLDS, _as_bool
+from bench.evaluate.pixel import _as_bool
+from labels.overlap import EMPTY_RULES, empty_value, nanmean, overlap
 
 __all__ = [
     "EMPTY_RULES",
@@ -54,11 +54,8 @@ __all__ = [
     "ged",
     "iou_distance",
     "per_rater_dice",
-    "soft_dice_iou_at",
 ]
 
-EMPTY_RULES: tuple[str, ...] = ("one", "zero", "nan")
-_EMPTY_VALUE = {"one": 1.0, "zero": 0.0, "nan": np.nan}
 
 # Marks an undefined (empty-empty, rule "nan") Dice when selecting a best match:
 # above any real Dice, so an empty sample is the best match for an empty rater.
@@ -66,12 +63,6 @@ _UNDEFINED_BEST = 2.0
 
 
 # --------------------------------------------------------------------------- checks
-
-
-def _empty_value(empty: str) -> float:
-    if empty not in _EMPTY_VALUE:
-        raise ValueError(f"empty must be one of {EMPTY_RULES}; got {empty!r}")
-    return _EMPTY_VALUE[empty]
 
 
 def _check_stack(x: np.ndarray, name: str, letter: str) -> np.ndarray:
@@ -126,16 +117,6 @@ def _check_prob_pair(a: np.ndarray, b: np.ndarray, name_a: str, name_b: str) -> 
 # --------------------------------------------------------------------------- overlaps
 
 
-def _similarity(inter: np.ndarray, size_a: np.ndarray, size_b: np.ndarray, kind: str, fill: float) -> np.ndarray:
-    """Dice or IoU from counts; ``fill`` where both masks are empty (|A| + |B| = 0)."""
-    total = (size_a + size_b).astype(np.float64)
-    num = 2.0 * inter if kind == "dice" else inter.astype(np.float64)
-    den = total if kind == "dice" else total - inter
-    out = np.full(np.broadcast(num, den).shape, fill, dtype=np.float64)
-    np.divide(num, den, out=out, where=total > 0)
-    return out
-
-
 def _pairwise(a: np.ndarray, b: np.ndarray, kind: str, fill: float) -> np.ndarray:
     """Dice or IoU of every pair (a[n, i], b[n, j]): a (N, K, P), b (N, L, P) bool -> (N, K, L).
 
@@ -149,17 +130,7 @@ def _pairwise(a: np.ndarray, b: np.ndarray, kind: str, fill: float) -> np.ndarra
         inter[i] = np.rint(a[i].astype(dtype) @ b[i].astype(dtype).T)
     size_a = np.count_nonzero(a, axis=2)[:, :, None]
     size_b = np.count_nonzero(b, axis=2)[:, None, :]
-    return _similarity(inter, size_a, size_b, kind, fill)
-
-
-def _nanmean(x: np.ndarray, axis: int | tuple[int, ...]) -> np.ndarray:
-    """Mean over ``axis`` ignoring NaN; NaN (without a warning) where nothing is left."""
-    defined = ~np.isnan(x)
-    count = defined.sum(axis=axis)
-    total = np.where(defined, x, 0.0).sum(axis=axis)
-    out = np.full(np.shape(total), np.nan)
-    np.divide(total, count, out=out, where=count > 0)
-    return out
+    return overlap(inter, size_a, size_b, kind, fill)
 
 
 # --------------------------------------------------------------------------- distances
@@ -189,14 +160,14 @@ def iou_distance(a: np.ndarray, b: np.ndarray, empty: str = "one") -> np.ndarray
         et al., "A probabilistic U-Net for segmentation of ambiguous images",
         NeurIPS 2018.
     """
-    fill = _empty_value(empty)
+    fill = empty_value(empty)
     a, b = np.asarray(a), np.asarray(b)
     if a.ndim < 2 or a.shape != b.shape:
         raise ValueError(f"a and b must both have shape (N, H, W) and match; got a {a.shape} and b {b.shape}")
     a, b = _as_bool(a, "a"), _as_bool(b, "b")
     axes = tuple(range(1, a.ndim))
     inter = np.count_nonzero(a & b, axis=axes)
-    return 1.0 - _similarity(inter, np.count_nonzero(a, axis=axes), np.count_nonzero(b, axis=axes), "iou", fill)
+    return 1.0 - overlap(inter, np.count_nonzero(a, axis=axes), np.count_nonzero(b, axis=axes), "iou", fill)
 
 
 def ged(
@@ -243,14 +214,14 @@ def ged(
         G. J. Székely, M. L. Rizzo, "Energy statistics: a class of statistics
         based on distances", J. Stat. Plan. Inference 143(8):1249-1272, 2013.
     """
-    fill = _empty_value(empty)
+    fill = empty_value(empty)
     s, y, valid = _check_sets(samples, raters, rater_valid)
     d_sy = 1.0 - _pairwise(s, y, "iou", fill)  # (N, M, R)
     d_ss = 1.0 - _pairwise(s, s, "iou", fill)  # (N, M, M)
     d_yy = 1.0 - _pairwise(y, y, "iou", fill)  # (N, R, R)
     d_sy[~np.broadcast_to(valid[:, None, :], d_sy.shape)] = np.nan
     d_yy[~(valid[:, :, None] & valid[:, None, :])] = np.nan
-    return 2.0 * _nanmean(d_sy, (1, 2)) - _nanmean(d_ss, (1, 2)) - _nanmean(d_yy, (1, 2))
+    return 2.0 * nanmean(d_sy, (1, 2)) - nanmean(d_ss, (1, 2)) - nanmean(d_yy, (1, 2))
 
 
 # --------------------------------------------------------------------------- Dice over sets
@@ -298,7 +269,7 @@ def dice_match(
         W. Liao, J. Cai, "Diversified and personalized multi-rater medical image
         segmentation", CVPR 2024 (code: ``lib/metrics_set.dice_at_all``).
     """
-    fill = _empty_value(empty)
+    fill = empty_value(empty)
     s, y, valid = _check_sets(samples, raters, rater_valid)
     dsc = _pairwise(y, s, "dice", fill)  # (N, R, M): raters as rows
     out = np.full(s.shape[0], np.nan)
@@ -353,7 +324,7 @@ def dice_max(
         Y. Wu et al., "Diversified and personalized multi-rater medical image
         segmentation", CVPR 2024 (code: ``lib/metrics_set.dice_at_all``).
     """
-    fill = _empty_value(empty)
+    fill = empty_value(empty)
     if per not in ("rater", "sample"):
         raise ValueError(f"per must be 'rater' or 'sample'; got {per!r}")
     s, y, valid = _check_sets(samples, raters, rater_valid)
@@ -366,7 +337,7 @@ def dice_max(
         best = np.where(valid[:, :, None], ranked, -np.inf).max(axis=1)  # (N, M)
         best[np.isneginf(best)] = np.nan
     best[best == _UNDEFINED_BEST] = np.nan
-    return _nanmean(best, 1)
+    return nanmean(best, 1)
 
 
 def per_rater_dice(
@@ -397,7 +368,7 @@ def per_rater_dice(
         L. R. Dice, "Measures of the amount of ecologic association between
         species", Ecology 26(3):297-302, 1945.
     """
-    fill = _empty_value(empty)
+    fill = empty_value(empty)
     pred = np.asarray(pred)
     raters = np.asarray(raters)
     if raters.ndim < 4 or pred.shape != raters.shape[:1] + raters.shape[2:]:
@@ -409,67 +380,6 @@ def per_rater_dice(
     dsc = _pairwise(s, y, "dice", fill)[:, 0, :]  # (N, R)
     dsc[~valid] = np.nan
     return dsc
-
-
-# --------------------------------------------------------------------------- soft Dice / IoU
-
-
-def soft_dice_iou_at(
-    probs: np.ndarray,
-    rater_mean: np.ndarray,
-    thresholds: Sequence[float] = SOFT_THRESHOLDS,
-    empty: str = "one",
-    strict: bool = False,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Soft Dice and soft IoU: both sides binarised at each threshold, averaged.
-
-    Formula, for each threshold t:
-        P_t = probs >= t,  G_t = rater_mean >= t      (``>`` if ``strict``)
-        Dice_t = 2 |P_t ∩ G_t| / (|P_t| + |G_t|),  IoU_t = |P_t ∩ G_t| / |P_t ∪ G_t|
-        soft Dice = mean_t Dice_t,  soft IoU = mean_t IoU_t
-
-    ``>=`` is MR-Net's published evaluation (``trainer_cvpr.val_epoch``,
-    verified); ``strict=True`` gives the ``>`` of PADL and D-Persona (verified).
-    The two differ when a value equals t, e.g. a rater mean of 3/6 at t = 0.5.
-
-    Difference from :func:`bench.evaluate.pixel.soft_dice_iou`, which also thresholds
-    both sides with ``>=``: that one copies MR-Net's eps smoothing exactly
-    (Dice_t = (2|∩| + 1e-4) / (|P_t| + |G_t| + 1e-4), IoU_t with 1e-6), so a
-    threshold where one side is empty scores about eps / |mask| instead of 0.
-    This one is exact, takes a named empty rule and the ``>``/``>=`` choice. The
-    two agree within 1e-4 for the default rule and thresholds; use the former
-    to reproduce MR-Net's table digits.
-
-    Empty-mask rule (``empty``), per threshold where P_t and G_t are both empty:
-    Dice_t = IoU_t = 1 (``"one"``, default, as MR-Net and PADL), 0 (``"zero"``),
-    or the threshold is left out of the mean (``"nan"``; NaN if all are).
-
-    Args:
-        probs: (N, H, W) float in [0, 1], predicted foreground probability.
-        rater_mean: (N, H, W) float in [0, 1], mean of the raters' masks.
-        thresholds: thresholds t; default (0.1, 0.3, 0.5, 0.7, 0.9).
-        empty: empty-pair rule.
-        strict: binarise with ``> t`` instead of ``>= t``.
-
-    Returns:
-        (soft_dice, soft_iou): two (N,) float64 arrays.
-
-    Reference:
-        W. Ji et al., "Learning calibrated medical image segmentation via
-        multi-rater agreement modeling", CVPR 2021; docs/methods.md#soft-dsc-and-soft-iou.
-    """
-    fill = _empty_value(empty)
-    p, g = _check_prob_pair(probs, rater_mean, "probs", "rater_mean")
-    thresholds = np.asarray(thresholds, dtype=np.float64)
-    if thresholds.ndim != 1 or thresholds.size == 0:
-        raise ValueError(f"thresholds must be a non-empty sequence of numbers; got shape {thresholds.shape}")
-    above = np.greater if strict else np.greater_equal
-    counts = np.empty((3, p.shape[0], thresholds.size), dtype=np.int64)
-    for j, t in enumerate(thresholds):
-        p_t, g_t = above(p, t), above(g, t)
-        counts[:, :, j] = np.count_nonzero(p_t & g_t, axis=1), np.count_nonzero(p_t, axis=1), np.count_nonzero(g_t, axis=1)
-    inter, n_p, n_g = counts
-    return _nanmean(_similarity(inter, n_p, n_g, "dice", fill), 1), _nanmean(_similarity(inter, n_p, n_g, "iou", fill), 1)
 
 
 # --------------------------------------------------------------------------- calibration

@@ -20,19 +20,15 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import ndimage
 
+from labels.overlap import overlap
+
 __all__ = [
-    "SOFT_THRESHOLDS",
     "bahd",
     "confusion_counts",
     "dice",
     "directed_distance_sums",
     "score",
-    "soft_dice_iou",
 ]
-
-# MR-Net (Ji et al., CVPR 2021) evaluates soft Dice / IoU at these thresholds.
-SOFT_THRESHOLDS: tuple[float, ...] = (0.1, 0.3, 0.5, 0.7, 0.9)
-
 
 # --------------------------------------------------------------------------- checks
 
@@ -94,14 +90,6 @@ def confusion_counts(pred: np.ndarray, gt: np.ndarray) -> dict[str, np.ndarray]:
     }
 
 
-def _dice_from_counts(tp: np.ndarray, n_pred: np.ndarray, n_gt: np.ndarray) -> np.ndarray:
-    denom = (n_pred + n_gt).astype(np.float64)
-    out = np.ones_like(denom)  # both empty -> 1.0
-    nonempty = denom > 0
-    out[nonempty] = 2.0 * tp[nonempty] / denom[nonempty]
-    return out
-
-
 # --------------------------------------------------------------------------- Dice
 
 
@@ -128,7 +116,7 @@ def dice(pred: np.ndarray, gt: np.ndarray) -> np.ndarray:
         species", Ecology 26(3):297-302, 1945.
     """
     c = confusion_counts(pred, gt)
-    return _dice_from_counts(c["tp"], c["n_pred"], c["n_gt"])
+    return overlap(c["tp"], c["n_pred"], c["n_gt"])  # the one Dice (labels/overlap.py), on checked masks
 
 
 # --------------------------------------------------------------------------- bAHD
@@ -287,67 +275,6 @@ def bahd(
     return _bahd_from_sums(gt_to_pred, pred_to_gt, n_pred, n_gt, diagonal)
 
 
-# --------------------------------------------------------------------------- soft Dice / IoU
-
-
-def soft_dice_iou(
-    probs: np.ndarray,
-    rater_mean: np.ndarray,
-    thresholds: Sequence[float] = SOFT_THRESHOLDS,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Soft Dice and soft IoU against the rater mean, per image (MR-Net protocol).
-
-    Formula, for each threshold t (binarisation with ``>=``):
-        P_t = probs >= t,  G_t = rater_mean >= t
-        Dice_t = (2 |P_t ∩ G_t| + 1e-4) / (|P_t| + |G_t| + 1e-4)
-        IoU_t  = (|P_t ∩ G_t| + 1e-6) / (|P_t ∪ G_t| + 1e-6)
-        soft Dice = mean_t Dice_t,  soft IoU = mean_t IoU_t
-
-    The mean over images is left to the caller (MR-Net divides the sum over
-    images and thresholds by n_images · n_thresholds, i.e. the same thing).
-
-    Empty-mask rule:
-        Set by the eps terms, as in the MR-Net code: if P_t and G_t are both
-        empty, Dice_t = IoU_t = 1; if exactly one is empty, both are ≈ 0
-        (eps / (|P_t| + |G_t| + eps)).
-
-    Args:
-        probs: (N, H, W) float, predicted foreground probability.
-        rater_mean: (N, H, W) float, mean of the raters' binary masks.
-        thresholds: thresholds t; default (0.1, 0.3, 0.5, 0.7, 0.9).
-
-    Returns:
-        (soft_dice, soft_iou): two (N,) float64 arrays.
-
-    Reference:
-        W. Ji, S. Yu, J. Wu, K. Ma, C. Bian, Q. Bi, J. Li, H. Liu, L. Cheng,
-        Y. Zheng, "Learning calibrated medical image segmentation via multi-rater
-        agreement modeling", CVPR 2021 (code: trainer_cvpr.val_epoch,
-        utils/dice_loss.py); docs/methods.md#soft-dsc-and-soft-iou.
-    """
-    probs = np.asarray(probs, dtype=np.float64)
-    rater_mean = np.asarray(rater_mean, dtype=np.float64)
-    if probs.ndim != 3 or probs.shape != rater_mean.shape:
-        raise ValueError(
-            f"probs and rater_mean must both have shape (N, H, W) and match; got probs {probs.shape} and rater_mean {rater_mean.shape}"
-        )
-    thresholds = tuple(float(t) for t in thresholds)
-    if not thresholds:
-        raise ValueError("thresholds must not be empty")
-    axes = (1, 2)
-    dice_sum = np.zeros(probs.shape[0], dtype=np.float64)
-    iou_sum = np.zeros(probs.shape[0], dtype=np.float64)
-    for t in thresholds:
-        p = probs >= t
-        g = rater_mean >= t
-        inter = np.count_nonzero(p & g, axis=axes)
-        union = np.count_nonzero(p | g, axis=axes)
-        total = np.count_nonzero(p, axis=axes) + np.count_nonzero(g, axis=axes)
-        dice_sum += (2.0 * inter + 1e-4) / (total + 1e-4)
-        iou_sum += (inter + 1e-6) / (union + 1e-6)
-    return dice_sum / len(thresholds), iou_sum / len(thresholds)
-
-
 # --------------------------------------------------------------------------- all at once
 
 
@@ -380,7 +307,7 @@ def score(
     gt_to_pred, pred_to_gt = directed_distance_sums(pred, gt, spacing)
     diagonal = _image_diagonal(gt.shape[1:], spacing)
     return {
-        "dice": _dice_from_counts(counts["tp"], counts["n_pred"], counts["n_gt"]),
+        "dice": overlap(counts["tp"], counts["n_pred"], counts["n_gt"]),
         "bahd": _bahd_from_sums(gt_to_pred, pred_to_gt, counts["n_pred"], counts["n_gt"], diagonal),
         **counts,
         "gt_to_pred_sum": gt_to_pred,

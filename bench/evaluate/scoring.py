@@ -29,8 +29,8 @@ import torch
 
 from bench.evaluate import calibration, metrics
 from datasets import RaterData
-from methods.fusion import majority_vote
-from methods.staple import staple
+from labels.fusion import majority_vote
+from labels.staple import staple
 
 EMPTY_RULE = "one"  # both masks empty: Dice = IoU = 1 (multirater.EMPTY_RULES names the others)
 HEADLINE = ("gt", "majority", "staple")  # the references a printed table may show

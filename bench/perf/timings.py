@@ -39,7 +39,7 @@ includes the earlier runs' peaks.
 
 Metrics: DSC + bAHD with `bench.evaluate.pixel` on a batch of mask pairs vs medpy's `dc` + `assd` per pair
 (ASSD is the closest of medpy's distances to bAHD; the values differ, only the work is comparable).
-STAPLE: `methods.staple.staple` on a batch vs SimpleITK's `STAPLEImageFilter` per image.
+STAPLE: `labels.staple.staple` on a batch vs SimpleITK's `STAPLEImageFilter` per image.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ import methods
 from bench.evaluate import pixel as bm
 from bench.perf import machine
 from bench.train import hardware, harness
-from methods.staple import staple
+from labels.staple import staple
 
 SCHEMA = "bench-perf/1"
 N_RATERS = 5
@@ -305,7 +305,7 @@ def staple_raters(n: int, size: int, seed: int = 0) -> np.ndarray:
 
 
 def time_staple(n: int, size: int, seed: int = 0) -> dict:
-    """methods.staple on n images × 5 raters at once vs SimpleITK's STAPLEImageFilter per image."""
+    """labels.staple on n images × 5 raters at once vs SimpleITK's STAPLEImageFilter per image."""
     raters = staple_raters(n, size, seed)
     start = time.perf_counter()
     ours = staple(raters)
@@ -403,7 +403,7 @@ def format_report(result: dict) -> str:
         f"medpy dc+assd {m['medpy_ms_per_pair']:.3f} ms/pair, speed-up {m['speedup']:.1f}x (max |dDSC| {m['dice_max_abs_diff']:.1e})",
     ]
     s = result["staple"]
-    head = f"staple, {s['images']} images {s['height']}x{s['width']}, {s['raters']} raters: methods.staple {s['ours_ms_per_image']:.3f} ms/image"
+    head = f"staple, {s['images']} images {s['height']}x{s['width']}, {s['raters']} raters: labels.staple {s['ours_ms_per_image']:.3f} ms/image"
     if "skipped" in s:
         lines.append(f"{head}; {s['skipped']}")
     else:

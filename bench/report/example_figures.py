@@ -38,11 +38,11 @@ from matplotlib.cm import ScalarMappable
 from matplotlib.figure import Figure
 
 import methods
-from bench.evaluate.pixel import dice
 from bench.evaluate.scoring import reference_mask
 from datasets import RaterData
-from methods.fusion import majority_vote, rater_mean, threshold_vote_mask
-from methods.staple import staple
+from labels.fusion import majority_vote, rater_mean, threshold_vote_mask
+from labels.overlap import dice
+from labels.staple import staple
 
 __all__ = [
     "FUSED_COLUMNS",
@@ -191,9 +191,9 @@ def fused_label_figure(
     """The raters' labels and the fused labels of a trained LF-Net, one row per (training) image.
 
     Columns: Ŷ1 … ŶR (the raters, class indices), then `FUSED_COLUMNS`:
-    - Averaging: fraction of the valid raters voting foreground (`methods.fusion.rater_mean`);
-    - STAPLE: the binary STAPLE posterior of foreground per image (`methods.staple.staple`);
-    - MV: the majority vote Ω (`methods.fusion.majority_vote`, ties to the lower class) > 0;
+    - Averaging: fraction of the valid raters voting foreground (`labels.fusion.rater_mean`);
+    - STAPLE: the binary STAPLE posterior of foreground per image (`labels.staple.staple`);
+    - MV: the majority vote Ω (`labels.fusion.majority_vote`, ties to the lower class) > 0;
     - SLL: the soft-label network's probability of foreground, softmax(a1 / `sll_temperature`);
       the default 1 is the network's own output, `method.cfg.tau` shows the softened target q̂1
       that L_sl trains against;

@@ -34,8 +34,8 @@ from bench.store import Cell
 from bench.train import hardware, harness
 from bench.train.budget import Budget, Schedule
 from datasets import DatasetSpec, RaterData, Splits, get_dataset, oracle_view
-from datasets.raters import rater_dice
-from methods.fusion import majority_vote
+from labels.fusion import majority_vote
+from labels.overlap import average_dsc, rater_dice
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -182,11 +182,15 @@ def cpu_isa() -> str:
 
 
 def rater_stats(train: RaterData) -> dict:
-    """Each rater's mean DSC vs GT on the training split and their average (the paper's "Average" row)."""
+    """Each rater's mean DSC vs GT on the training split, over the images it annotated, and their average (the paper's
+    "Average" row, `labels.overlap.average_dsc`)."""
     if train.gt is None:
         return {}
-    per_rater = rater_dice(train.raters, train.gt)
-    return {"raters": dict(zip(train.rater_names, map(float, per_rater))), "average_dsc": float(np.mean(per_rater))}
+    per_rater = rater_dice(train.raters, train.gt, train.rater_valid)
+    return {
+        "raters": dict(zip(train.rater_names, map(float, per_rater))),
+        "average_dsc": average_dsc(train.raters, train.gt, train.rater_valid),
+    }
 
 
 def new_manifest(cell: Cell) -> dict:

@@ -14,12 +14,12 @@ from bench.evaluate import scoring as scoring_module
 from bench.evaluate.scoring import fused_references
 from datasets import RaterData, Splits, get_dataset
 from datasets import cache as data_cache
-from datasets.noise import threshold_vote_foreground
-from datasets.raters import rater_dice
-from methods import fusion as fusion_module
-from methods import staple as staple_module
-from methods.fusion import majority_vote
-from methods.staple import staple
+from labels import fusion as fusion_module
+from labels import overlap as overlap_module
+from labels import staple as staple_module
+from labels.fusion import majority_vote, threshold_vote_foreground
+from labels.overlap import dice
+from labels.staple import staple
 
 
 @lru_cache(maxsize=4)
@@ -63,7 +63,13 @@ def fusion_version() -> str:
     """A hash of the code behind the label statistics and the fused references (this module, STAPLE, the vote fusion, the
     references): the splits cache is keyed by the adapters' code only, so these are recomputed when this changes."""
     digest = hashlib.sha256()
-    for path in (Path(__file__), Path(fusion_module.__file__), Path(staple_module.__file__), Path(scoring_module.__file__)):
+    for path in (
+        Path(__file__),
+        Path(fusion_module.__file__),
+        Path(staple_module.__file__),
+        Path(overlap_module.__file__),
+        Path(scoring_module.__file__),
+    ):
         digest.update(path.read_bytes())
     return digest.hexdigest()[:12]
 
@@ -108,7 +114,7 @@ def label_statistics(data: RaterData) -> dict:
     for r, name in enumerate(data.rater_names):
         mine = valid[:, r]
         if mine.any():
-            raters[name] = {"dsc": float(rater_dice(fg[mine, r][:, None], gt[mine])[0]), "area": float(fg[mine, r].sum((1, 2)).mean())}
+            raters[name] = {"dsc": float(dice(fg[mine, r], gt[mine]).mean()), "area": float(fg[mine, r].sum((1, 2)).mean())}
     votes = (fg & valid[:, :, None, None]).sum(1)
     n_valid = valid.sum(1)[:, None, None]
     fused = {
@@ -119,7 +125,7 @@ def label_statistics(data: RaterData) -> dict:
     tv = threshold_vote_foreground(fg.astype(np.uint8), valid)
     out = {"raters": raters, "gt_area": gt_area, "average": float(np.mean([v["dsc"] for v in raters.values()]))}
     for name, mask in fused.items():
-        out[name] = float(rater_dice(mask[:, None], gt)[0])
+        out[name] = float(dice(mask, gt).mean())
         out[f"{name}_area_ratio"] = float(mask.sum() / max(gt.sum(), 1))
     out["tv_gt_share"] = float((tv & gt).sum() / max(gt.sum(), 1))
     out["tv_empty_share"] = float((~tv.any((1, 2))).mean())

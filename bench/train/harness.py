@@ -22,6 +22,7 @@ from bench.train.budget import Schedule
 from bench.train.checkpoints import append_log, logged_stops, resume, save_checkpoint, trim_log
 from bench.train.hardware import autocast, autocast_dtype, make_batch, to_tensors
 from bench.train.steps import make_step
+from labels.overlap import dice
 from methods.base import Method, StepContext
 
 
@@ -89,10 +90,7 @@ def diagnostic_dsc(method: Method, images: torch.Tensor, gt: np.ndarray, device,
     """Mean per-image DSC (%) of the foreground (any class but 0) against ground truth: logged, never used to select."""
     with evaluating(method):
         probs = probabilities(method, images, device, dtype)
-    pred, ref = probs.argmax(1) > 0, gt > 0
-    inter = (pred & ref).sum((1, 2))
-    total = pred.sum((1, 2)) + ref.sum((1, 2))
-    return float(np.mean(np.where(total > 0, 2 * inter / np.maximum(total, 1), 1.0)) * 100)
+    return float(np.mean(dice(probs.argmax(1) > 0, gt > 0)) * 100)
 
 
 def fit(

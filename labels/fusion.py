@@ -47,6 +47,20 @@ def vote_targets(raters: np.ndarray, valid: np.ndarray, n_classes: int, beta: in
     return {"mv": mv, "tv": tv}
 
 
+def threshold_vote_foreground(raters: np.ndarray, rater_valid: np.ndarray | None = None, beta: int | None = None) -> np.ndarray:
+    """Foreground of the threshold-vote mask M^tv: raters (N, R, H, W) class indices, rater_valid (N, R) bool or None
+    (all valid) -> (N, H, W) bool, True where the most-voted class has >= beta votes and is not background.
+
+    beta defaults to R - 1; ties go to the lowest class (`majority_vote`), so with beta > R / 2 there are none inside
+    the mask.
+    """
+    raters = np.asarray(raters)
+    n, r = raters.shape[:2]
+    valid = np.ones((n, r), dtype=bool) if rater_valid is None else np.asarray(rater_valid, dtype=bool)
+    votes = vote_targets(raters, valid, max(int(raters.max(initial=0)) + 1, 2), r - 1 if beta is None else int(beta))
+    return votes["tv"] & (votes["mv"] != 0)
+
+
 def batch_votes(batch: dict[str, torch.Tensor], n_classes: int, beta: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Ω long (B, H, W) and M^tv bool (B, H, W) of a batch: the split's prepared targets where the batch has them, else
     counted from its raters (a batch built without `prepare`)."""

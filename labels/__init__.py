@@ -1,0 +1,9 @@
+"""The ground floor of label arithmetic, shared by datasets, methods and bench alike.
+
+- `overlap`: Dice and IoU from counts, per image and per rater, the pool's Average DSC, soft Dice / IoU;
+- `fusion`: votes of several raters (majority, threshold-vote mask, rater mean);
+- `staple`: STAPLE's consensus of several raters.
+
+Nothing here imports the rest of the project: datasets measure their pools, methods build their targets and bench
+scores predictions with the same definitions.
+"""
