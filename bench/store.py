@@ -13,8 +13,8 @@ Results folders written before the evaluation reference left the cell's path
 
 from __future__ import annotations
 
-import json
 import os
+import platform
 import re
 import shutil
 from contextlib import contextmanager
@@ -25,6 +25,18 @@ import numpy as np
 import pandas as pd
 
 from bench.evaluate.long_table import CALIBRATION, COLUMNS, KEYS, summarise
+from bench.files import alive, atomic, locked, read_json, write_json, write_table
+
+# A results folder's file names: no other module spells them.
+CONFIG = "config.json"  # a cell's: what decides its result besides its identity (bench.run.cell.cell_config)
+MANIFEST = "manifest.json"  # a cell's provenance, status and measurements beside the result
+TRAIN_LOG = "train_log.csv"  # a cell's evaluations and stage stops (bench.train.checkpoints)
+CHECKPOINTS = "checkpoints"  # a cell's stage weights (`checkpoint_path`)
+PREDICTIONS = "predictions.npz"  # a cell's test probabilities (`write_predictions`)
+METRICS = "metrics.parquet"  # a cell's long rows; at the top, every finished cell's (`collect`)
+CALIBRATION_BINS = "calibration.parquet"  # reliability bins, per cell and collected
+SUMMARY = "summary.csv"  # mean ± std over seeds (`collect`)
+TRAIN_LOGS = "train_logs.parquet"  # every cell's training log (`collect`)
 
 
 @dataclass(frozen=True)
@@ -58,7 +70,33 @@ def lock_path(results: Path, cell: Cell) -> Path:
 
 
 def is_done(results: Path, cell: Cell) -> bool:
-    return (cell_dir(results, cell) / "metrics.parquet").is_file()
+    return (cell_dir(results, cell) / METRICS).is_file()
+
+
+def precision_record(results: Path) -> Path:
+    """Where the fp32-or-bf16 choice measured per method and shape on CUDA is kept for later cells."""
+    return cache_dir(results) / "cuda-precision.json"
+
+
+def gpu_slot_lock(results: Path, card: int, slot: int) -> Path:
+    """The lock a worker of this host holds while its cell uses slot `slot` of GPU `card`."""
+    return results / "locks" / platform.node() / f"gpu-{card}-slot-{slot}.lock"
+
+
+def read_config(folder: Path) -> dict:
+    return read_json(folder / CONFIG)
+
+
+def write_config(folder: Path, config: dict) -> None:
+    write_json(folder / CONFIG, config)
+
+
+def read_manifest(folder: Path) -> dict:
+    return read_json(folder / MANIFEST)
+
+
+def write_manifest(folder: Path, manifest: dict) -> None:
+    write_json(folder / MANIFEST, manifest)
 
 
 def cache_dir(results: Path) -> Path:
@@ -90,7 +128,7 @@ def open_cell(results: Path, cell: Cell, fresh: bool = False) -> Path:
 
 def manifests(results: Path, done: bool = True):
     """Yield (cell folder, manifest) of every cell in the current layout (only finished ones when `done`)."""
-    for path in sorted((results / "runs").glob("*/*/*/*/*/manifest.json")):
+    for path in sorted((results / "runs").glob(f"*/*/*/*/*/{MANIFEST}")):
         info = read_json(path)
         if set(info.get("cell", {})) != set(KEYS) or (done and info.get("status") != "done"):
             continue
@@ -99,7 +137,7 @@ def manifests(results: Path, done: bool = True):
 
 def old_layout_cells(results: Path) -> list[Path]:
     """Cell folders written with the reference in the path (`runs/<dataset>/<reference>/noise-<x>/<method>/seed-<s>`)."""
-    return [p.parent for p in sorted((results / "runs").glob("*/*/*/*/*/manifest.json")) if "reference" in read_json(p).get("cell", {})]
+    return [p.parent for p in sorted((results / "runs").glob(f"*/*/*/*/*/{MANIFEST}")) if "reference" in read_json(p).get("cell", {})]
 
 
 def cell_of(info: dict) -> Cell:
@@ -113,81 +151,12 @@ def checkpoint_path(checkpoint_dir: Path, k: int, name: str, partial: bool = Fal
 
 def read_predictions(folder: Path) -> tuple[np.ndarray, np.ndarray]:
     """A cell's test probabilities (N, L, H, W) float32 in [0, 1] and case ids, as `write_predictions` stored them."""
-    path = folder / "predictions.npz"
+    path = folder / PREDICTIONS
     try:
         with np.load(path, allow_pickle=False) as f:
             return f["probs"].astype(np.float32) / 255, f["case_ids"]
     except (OSError, KeyError, ValueError) as e:
         raise ValueError(f"{path}: cannot read the predictions ({e}); retrain the cell with --force") from None
-
-
-class PlatformError(RuntimeError):
-    """This system lacks what claims need (fcntl.flock)."""
-
-
-def flock_module():
-    """`fcntl`, imported here and not at the top so that reading results works on any system; only claims need it."""
-    try:
-        import fcntl
-    except ImportError:
-        raise PlatformError(
-            "claiming cells needs a POSIX system (Linux, macOS) for fcntl.flock, which this one lacks; on Windows, run the benchmark under WSL"
-        ) from None
-    return fcntl
-
-
-@contextmanager
-def locked(path: Path, wait: bool = True):
-    """Hold an exclusive flock on `path` (created if missing); yields False instead of waiting when `wait` is False and it is held.
-
-    The kernel releases an flock when its process dies, so a killed run never leaves a stale lock.
-    The file is opened read-only, so an open lock does not keep its file system from going read-only.
-    """
-    fcntl = flock_module()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-        except BlockingIOError:
-            yield False
-            return
-        yield True
-    finally:
-        os.close(fd)
-
-
-@contextmanager
-def atomic(path: Path):
-    """Yield a temporary path beside `path`; on success it replaces `path` in one step, on failure it is removed."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    finally:
-        try:
-            tmp.unlink(missing_ok=True)
-        except OSError:  # e.g. a read-only file system: keep the error that got us here
-            pass
-
-
-def write_json(path: Path, obj: dict) -> None:
-    with atomic(path) as tmp:
-        tmp.write_text(json.dumps(obj, indent=2, default=str) + "\n")
-
-
-def read_json(path: Path) -> dict:
-    return json.loads(path.read_text()) if path.is_file() else {}
-
-
-def write_table(path: Path, df: pd.DataFrame) -> None:
-    """Parquet or CSV by suffix, atomically."""
-    with atomic(path) as tmp:
-        if path.suffix == ".parquet":
-            df.to_parquet(tmp, index=False)
-        else:
-            df.to_csv(tmp, index=False)
 
 
 def write_predictions(path: Path, probs: np.ndarray, case_ids: np.ndarray) -> None:
@@ -198,9 +167,9 @@ def write_predictions(path: Path, probs: np.ndarray, case_ids: np.ndarray) -> No
 
 def finish_cell(folder: Path, manifest: dict, rows: pd.DataFrame, bins: pd.DataFrame) -> None:
     """Write a cell's manifest, reliability bins and, last, its metrics (which mark it done)."""
-    write_json(folder / "manifest.json", manifest)
-    write_table(folder / "calibration.parquet", bins)
-    write_table(folder / "metrics.parquet", rows)
+    write_json(folder / MANIFEST, manifest)
+    write_table(folder / CALIBRATION_BINS, bins)
+    write_table(folder / METRICS, rows)
 
 
 def collect(results: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -211,20 +180,20 @@ def collect(results: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
             pid = re.search(r"\.(\d+)\.tmp", stale.name)
             if pid and not alive(int(pid.group(1))):
                 stale.unlink(missing_ok=True)
-        folders = [folder for folder, _ in manifests(results) if (folder / "metrics.parquet").is_file()]
-        table = gather(folders, "metrics.parquet", COLUMNS)
+        folders = [folder for folder, _ in manifests(results) if (folder / METRICS).is_file()]
+        table = gather(folders, METRICS, COLUMNS)
         summary = summarise(table, rater_averages(results))
-        write_table(results / "metrics.parquet", table)
-        write_table(results / "summary.csv", summary)
-        write_table(results / "calibration.parquet", gather(folders, "calibration.parquet", CALIBRATION))
-        write_table(results / "train_logs.parquet", training_logs(results))
+        write_table(results / METRICS, table)
+        write_table(results / SUMMARY, summary)
+        write_table(results / CALIBRATION_BINS, gather(folders, CALIBRATION_BINS, CALIBRATION))
+        write_table(results / TRAIN_LOGS, training_logs(results))
     return table, summary
 
 
 def read_summary(results: Path) -> pd.DataFrame:
     """`<results>/summary.csv` as `collect` wrote it (noise labels stay text: "protocol", "0.45")."""
     text = {k: str for k in ("dataset", "raters", "noise", "method", "reference", "structure", "metric")}
-    return pd.read_csv(results / "summary.csv", dtype=text)
+    return pd.read_csv(results / SUMMARY, dtype=text)
 
 
 def gather(folders: list[Path], name: str, columns: list[str]) -> pd.DataFrame:
@@ -236,7 +205,7 @@ def training_logs(results: Path) -> pd.DataFrame:
     """Every finished cell's train_log.csv (one row per evaluation or stage stop) with the cell's KEYS in front."""
     frames = []
     for folder, info in manifests(results):
-        log = folder / "train_log.csv"
+        log = folder / TRAIN_LOG
         if not log.is_file():
             continue
         frame = pd.read_csv(log)
@@ -244,17 +213,6 @@ def training_logs(results: Path) -> pd.DataFrame:
             frame.insert(i, key, info["cell"][key])
         frames.append(frame)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*KEYS, "stage", "event", "step"])
-
-
-def alive(pid: int) -> bool:
-    """Whether a process of this host has this id (a temporary file named after it may still be written)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def rater_averages(results: Path) -> pd.DataFrame:
@@ -284,49 +242,3 @@ def training_outcomes(results: Path) -> pd.DataFrame:
         rows.append({**{k: info["cell"][k] for k in KEYS}, "stops": stops, "flag": bad.get("flag", ""),
                      "empty_share": bad.get("empty_share"), "full_share": bad.get("full_share")})  # fmt: skip
     return pd.DataFrame(rows, columns=[*KEYS, "stops", "flag", "empty_share", "full_share"])
-
-
-def load_trained(cell_dir: Path):
-    """Rebuild a finished cell's trained method (CPU, eval mode) from its folder.
-
-    Reads `cell_dir/config.json` ("trains": the registered name that was trained, "method_config":
-    the resolved Config fields, "data_spec": the DataSpec fields, as `bench.run.cell` writes them) and
-    the last stage's checkpoint `cell_dir/checkpoints/stage-<k>-<name>.pt` (`bench.train.harness`). An
-    Oracle cell rebuilds the LF-Net it trained (its "trains"). Raises FileNotFoundError naming the
-    missing file (a missing last-stage checkpoint means the cell did not finish training) and
-    ValueError naming config.json or the checkpoint when their content does not fit.
-    """
-    import torch
-
-    import methods
-
-    cell_dir = Path(cell_dir)
-    config_path = cell_dir / "config.json"
-    if not config_path.is_file():
-        raise FileNotFoundError(f"{config_path}: no such file; is {cell_dir} a cell folder (results/runs/<dataset>/…/seed-<s>)?")
-    try:
-        config = json.loads(config_path.read_text())
-        trains, method_config, data_spec = config["trains"], config["method_config"], config["data_spec"]
-    except (json.JSONDecodeError, KeyError, TypeError) as err:
-        raise ValueError(f"{config_path}: not a cell configuration with 'trains', 'method_config' and 'data_spec' ({err!r})") from err
-    try:
-        entry = methods.get_entry(trains)
-        # JSON turns tuples into lists; frozen configs want hashable values back
-        cfg = entry.cls.Config(**{k: tuple(v) if isinstance(v, list) else v for k, v in method_config.items()})
-        spec = methods.DataSpec(**data_spec)
-        method = entry.cls(cfg, spec)
-    except (methods.UnknownMethodError, TypeError, ValueError) as err:
-        raise ValueError(f"{config_path}: cannot rebuild method {trains!r}: {err}") from err
-    stages = method.stages
-    k = len(stages) - 1
-    path = checkpoint_path(cell_dir / "checkpoints", k, stages[k].name)
-    if not path.is_file():
-        found = sorted(p.name for p in (cell_dir / "checkpoints").glob("*.pt"))
-        raise FileNotFoundError(f"{path}: no checkpoint of the last stage {stages[k].name!r}; the cell did not finish training "
-                                f"(checkpoints found: {', '.join(found) or 'none'})")  # fmt: skip
-    state = torch.load(path, map_location="cpu", weights_only=True)
-    try:
-        method.load_state_dict(state)
-    except RuntimeError as err:
-        raise ValueError(f"{path}: weights do not fit {trains!r} with the config in {config_path}: {err}") from err
-    return method.eval()

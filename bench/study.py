@@ -116,7 +116,7 @@ class Study:
     settings: tuple[dict, ...]
     stages: dict  # (method, stage) -> PaperStage
     same_as: dict  # method -> the method whose paper lines it shares
-    rcn_epochs: dict  # the MNIST "RCN epoch" reading: datasets, method, stage, epochs, config
+    stage_reading: dict  # a stage length the paper states apart from its schedule: datasets, method, stage, epochs, config
     tables: tuple[Table, ...]
     values: tuple[Value, ...]
     claims: tuple[Claim, ...]
@@ -168,7 +168,7 @@ def load(path: Path = STUDY_FILE) -> Study:
         return Study(
             head["name"], head["title"], head["citation"], head["source"], head["reference_method"], head["oracle"],
             head["oracle_trains"], head.get("oracle_line", 0), dict(head.get("paper_raters", {})), tuple(head.get("readings", [])), tuple(raw.get("settings", [])),
-            stages, dict(budget.get("same_as", {})), dict(budget.get("rcn_epochs", {})), tuple(tables), values, claims,
+            stages, dict(budget.get("same_as", {})), dict(budget.get("stage_reading", {})), tuple(tables), values, claims,
         )  # fmt: skip
     except (tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as e:
         raise ValueError(f"study {path}: {type(e).__name__}: {e}") from None

@@ -40,7 +40,8 @@ class DatasetSpec:
     quick_train_size: int | None  # training images used by the quick budget (None: all)
     quick_val_size: int = 128  # validation images the quick budget's stopping rule evaluates on
     reference: str = "gt"  # evaluation reference: "gt" where the dataset has ground truth, else "majority"
-    soft_metrics: bool = False  # also score soft DSC / IoU against the rater mean (the paper's RIGA protocol)
+    soft_metrics: bool = False  # also score soft DSC / IoU against the rater mean; the paper's DSC here is the soft one (RIGA)
+    structures: tuple[str, ...] = ("foreground",)  # what its tables score: nested classes (RIGA's disc, cup) or the foreground
     fixed_raters: str = ""  # why the raters cannot be re-simulated ("has real raters"); set: any level but "protocol" is refused
     # Rater styles (datasets/noise.py STYLE_NOTES), the default first; every dataset names its own.
     rater_styles: tuple[str, ...] = ()
@@ -144,7 +145,9 @@ DATASETS: dict[str, DatasetSpec] = {
     "ms-lesion-real": DatasetSpec(ms_lesion.CARD_REAL, ms_lesion.load_ms_lesion_real, 2, 2, 128, 32, reference="majority", **REAL),
     "choledoch": DatasetSpec(choledoch.CARD, choledoch.load_choledoch, 2, 2, 48, 32, rater_styles=("choledoch",)),
     "lidc": DatasetSpec(lidc.CARD, lidc.load_lidc, 2, 2, 160, 32, reference="majority", **REAL),
-    "riga": DatasetSpec(riga.CARD, riga.load_riga, 2, 2, 80, 32, reference="majority", soft_metrics=True, **REAL),
+    "riga": DatasetSpec(
+        riga.CARD, riga.load_riga, 2, 2, 80, 32, reference="majority", soft_metrics=True, structures=("disc", "cup"), **REAL
+    ),
     "cm-folder": DatasetSpec(
         cm_folder.CARD,
         cm_folder.load_cm_folder,

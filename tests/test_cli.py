@@ -149,8 +149,8 @@ def test_lf_net_cells_record_their_teacher_outside_the_vote(tmp_path):
     assert out.returncode == 0, out.stderr
     runs = results / "runs" / "mnist-5k" / "lfnet" / "protocol"
     teacher = json.loads((runs / "lf-net" / "seed-0" / "manifest.json").read_text())["teacher"]
-    assert set(teacher) >= {"p_fg_outside_tv_gt_fg", "p_fg_outside_tv_gt_bg", "pixels_outside_tv_gt_fg"}
-    assert all(0 <= teacher[k] <= 1 for k in teacher if k.startswith("p_fg")) and teacher["pixels_outside_tv_gt_fg"] > 0
+    assert set(teacher) >= {"p_fg_outside_gt_fg", "p_fg_outside_gt_bg", "pixels_outside_gt_fg"}
+    assert all(0 <= teacher[k] <= 1 for k in teacher if k.startswith("p_fg")) and teacher["pixels_outside_gt_fg"] > 0
     assert "teacher" not in json.loads((runs / "mv-unet" / "seed-0" / "manifest.json").read_text())  # no learned fused label
 
 

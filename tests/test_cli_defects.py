@@ -16,11 +16,11 @@ import torch
 from test_protocol import Scripted, rule, tiny
 
 import methods
-from bench import cli, store, study
+from bench import cli, files, store, study
 from bench.cli import report as report_verb
 from bench.cli import run as run_verb
 from bench.report import render
-from bench.run import cell, plan, sweep
+from bench.run import cell, plan, resolve, sweep
 from bench.train import harness
 from bench.train.budget import BUDGETS
 from datasets import get_dataset
@@ -142,7 +142,7 @@ OUTCOMES = [
 
 def fake_sweep(tmp_path, monkeypatch, progress: bool) -> list[dict]:
     monkeypatch.setattr(sweep, "dispatch", lambda cells, *a, **k: iter(OUTCOMES))
-    opts = cell.RunOptions(results=tmp_path, data_root=tmp_path, budget=BUDGETS["quick"], progress=progress)
+    opts = resolve.RunOptions(results=tmp_path, data_root=tmp_path, budget=BUDGETS["quick"], progress=progress)
     return sweep.run_sweep(CELLS, opts)
 
 
@@ -174,7 +174,7 @@ def test_on_a_terminal_no_progress_hides_the_bar(tmp_path, monkeypatch, capsys):
 
 
 def test_run_cell_reports_its_seconds(tmp_path):
-    opts = cell.RunOptions(results=tmp_path, data_root=tmp_path, budget=BUDGETS["quick"])
+    opts = resolve.RunOptions(results=tmp_path, data_root=tmp_path, budget=BUDGETS["quick"])
     (store.cell_dir(tmp_path, CELLS[0]) / "metrics.parquet").parent.mkdir(parents=True)
     (store.cell_dir(tmp_path, CELLS[0]) / "metrics.parquet").touch()
     outcome = cell.run_cell(CELLS[0], opts)
@@ -212,8 +212,8 @@ def test_no_progress_help_says_it_hides_only_the_bars(capsys):
 
 def test_report_defaults_to_results_report(tmp_path, monkeypatch, capsys):
     results = tmp_path / "results"
-    store.write_table(results / "metrics.parquet", pd.DataFrame({"value": [0.5]}))
-    store.write_table(results / "summary.csv", pd.DataFrame({"dataset": ["toy"]}))
+    files.write_table(results / "metrics.parquet", pd.DataFrame({"value": [0.5]}))
+    files.write_table(results / "summary.csv", pd.DataFrame({"dataset": ["toy"]}))
     drawn = []
     monkeypatch.setattr(render, "render", lambda res, out: drawn.append((res, out)) or [])
     assert run_main(["report", "--results", str(results)], capsys)[0] == 0
@@ -253,10 +253,10 @@ def test_every_third_party_import_is_a_declared_dependency():
 def test_store_imports_without_fcntl_and_claims_say_what_system_they_need(tmp_path, monkeypatch, capsys):
     assert "import fcntl" not in (REPO / "bench" / "store.py").read_text().split("def flock_module")[0]
     monkeypatch.setitem(sys.modules, "fcntl", None)  # `import fcntl` now raises ImportError, as on Windows
-    with pytest.raises(store.PlatformError, match=r"POSIX system \(Linux, macOS\).*WSL"), store.locked(tmp_path / "x.lock"):
+    with pytest.raises(files.PlatformError, match=r"POSIX system \(Linux, macOS\).*WSL"), files.locked(tmp_path / "x.lock"):
         pass
     assert not (tmp_path / "x.lock").exists()
-    opts = cell.RunOptions(results=tmp_path / "r", data_root=tmp_path, budget=BUDGETS["quick"])
+    opts = resolve.RunOptions(results=tmp_path / "r", data_root=tmp_path, budget=BUDGETS["quick"])
     monkeypatch.setattr(run_verb, "cmd_run", lambda args: len(sweep.run_sweep(CELLS, opts)))
     code, out, err = run_main(["run"], capsys)
     assert code == 2 and err.startswith("error: claiming cells needs a POSIX system (Linux, macOS)") and err.count("\n") == 1, err

@@ -6,7 +6,7 @@ import torch
 
 import methods
 from bench import study
-from bench.run import cell
+from bench.run import resolve
 from bench.train import hardware, harness
 from bench.train.budget import BUDGETS
 from datasets import get_dataset, oracle_view
@@ -20,7 +20,7 @@ def build(name, data, seed=0):
     """The method as a sweep builds it for a cell (registry defaults; ms-lesion has no paper overrides)."""
     if name == study.current().oracle:
         data = oracle_view(data)
-    return cell.build_method(name, seed, get_dataset("ms-lesion"), data, BUDGETS["quick"]), data
+    return resolve.build_method(name, seed, get_dataset("ms-lesion"), data, BUDGETS["quick"]), data
 
 
 def first_batch(method, data, n=4):

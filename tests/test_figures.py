@@ -1,4 +1,4 @@
-"""bench.report.example_figures: panel counts, DSC numbers read back from the panels, axis scales, saving; bench.store.load_trained round trip."""
+"""bench.report.example_figures: panel counts, DSC numbers read back from the panels, axis scales, saving; bench.run.resolve.load_trained round trip."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from matplotlib.image import imread
 import methods
 from bench import store
 from bench.report import example_figures, plots
+from bench.run import resolve
 from datasets.raters import RATER_NAMES, simulate_raters
 from labels.fusion import majority_vote, threshold_vote_mask
 
@@ -272,7 +273,7 @@ def test_load_trained_round_trip(tmp_path):
         original.seg.head.bias.add_(0.5)
         original.seg.encoders[0][1].running_mean.add_(0.3)
     cell = fake_cell(tmp_path / "cell", original)
-    loaded = store.load_trained(cell)
+    loaded = resolve.load_trained(cell)
     assert isinstance(loaded, type(original)) and loaded.cfg == original.cfg and not loaded.training
     x = torch.randn(2, 1, SIZE, SIZE, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
@@ -288,18 +289,18 @@ def test_load_trained_errors_name_the_file(tmp_path):
     method = methods.build_method("lf-net", spec)
     cell = fake_cell(tmp_path / "unfinished", method, write_checkpoint=False)
     with pytest.raises(FileNotFoundError, match="stage-1-segmentation.pt.*did not finish.*stage-0-soft_label.pt"):
-        store.load_trained(cell)
+        resolve.load_trained(cell)
     with pytest.raises(FileNotFoundError, match="config.json"):
-        store.load_trained(tmp_path / "nothing")
+        resolve.load_trained(tmp_path / "nothing")
     bad = fake_cell(tmp_path / "bad", method, trains="no-such-method")
     with pytest.raises(ValueError, match="config.json.*no-such-method"):
-        store.load_trained(bad)
+        resolve.load_trained(bad)
     wrong_spec = fake_cell(tmp_path / "wrong", method)
     config = json.loads((wrong_spec / "config.json").read_text())
     config["data_spec"]["n_raters"] = 3
     (wrong_spec / "config.json").write_text(json.dumps(config))
     with pytest.raises(ValueError, match="stage-1-segmentation.pt: weights do not fit"):
-        store.load_trained(wrong_spec)
+        resolve.load_trained(wrong_spec)
 
 
 # --------------------------------------------------------------------------- rank_figure

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from test_reproduction import make_results, write_cell
 
-from bench import store
+from bench import files, store
 from bench.report import render, tables
 from bench.reproduce import assessment, page, page_format, provenance
 
@@ -25,10 +25,10 @@ def record_run(results: Path, flags: dict[str, str] | None = None, max_steps: in
     and split sizes in config.json; `flags` sets a method's degenerate-prediction flag in every seed."""
     for folder, info in store.manifests(results):
         method = info["cell"]["method"]
-        store.write_json(folder / "manifest.json", {**info, **MACHINE, "degenerate": {"flag": (flags or {}).get(method, "")}})
-        config = store.read_json(folder / "config.json")
+        files.write_json(folder / "manifest.json", {**info, **MACHINE, "degenerate": {"flag": (flags or {}).get(method, "")}})
+        config = files.read_json(folder / "config.json")
         options = {"budget": config["budget"]["name"], "max_steps": max_steps, "train_size": None, "test_size": None, "threads": 2}
-        store.write_json(
+        files.write_json(
             folder / "config.json", {**config, "options": options, "train_images": 4000, "val_images": 1000, "test_images": 20}
         )
 

@@ -9,7 +9,7 @@ from conftest import run_bench
 import methods
 from bench import cli, study
 from bench.evaluate.scoring import reference_mask
-from bench.run import cell, plan
+from bench.run import plan, resolve
 from datasets import get_dataset
 
 
@@ -43,7 +43,7 @@ def test_expand_rejects_unknown_parameters_and_wrong_types():
 
 
 def test_cell_trains_the_named_parameters():
-    trains, params = cell.trained_method("oracle@beta=2")
+    trains, params = resolve.trained_method("oracle@beta=2")
     assert (trains, params) == (study.current().oracle_trains, {"beta": 2})
     spec = methods.DataSpec(1, 2, 5, True)
     built = methods.build_method(trains, spec, params)

@@ -254,13 +254,13 @@ def test_the_printed_table_says_how_cells_stopped_and_flags_degenerate_rows():
 
 
 def test_a_cell_records_its_threads_isa_stops_and_flag(tmp_path):
-    from bench import cli, store
+    from bench import cli, files
 
     results = tmp_path / "r"
     args = ["run", "--methods", "mv-unet", "--seeds", "0", "--max-steps", "3", "--test-size", "8", "--no-progress"]
     assert cli.main([*args, "--results", str(results)]) == 0
     folder = next(results.glob("runs/**/mv-unet/seed-0"))
-    manifest, config = store.read_json(folder / "manifest.json"), store.read_json(folder / "config.json")
+    manifest, config = files.read_json(folder / "manifest.json"), files.read_json(folder / "config.json")
     assert manifest["threads"] == 1 and manifest["cpu"] and manifest["stages"]["train"]["reason"].startswith("cap")
     assert set(manifest["degenerate"]) == {"empty_share", "full_share", "majority_empty_share", "flag"}
     assert config["budget"]["name"] == "quick" and config["schedules"]["train"]["max_steps"] == 3 and config["threads"] == 1

@@ -1,4 +1,4 @@
-"""bench.reproduce.ranking: rank distributions and Kendall's τ under the two-level (seed, case) bootstrap, on columns the test builds."""
+"""bench.report.ranking: rank distributions and Kendall's τ under the two-level (seed, case) bootstrap, on columns the test builds."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from bench.reproduce import ranking
+from bench.report import ranking
 
 
 def column(values: dict[str, np.ndarray]) -> pd.DataFrame:

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from matplotlib.image import imread
 
-from bench import store
+from bench import files, store
 from bench.cli import report as cli_report
 from bench.evaluate import long_table
 from bench.report import plots, render, rows, tables
@@ -54,8 +54,8 @@ def rows_for(dataset, raters, noise, methods, structures, references, rng, n_cas
 def write_results(folder, rows, averages=None):
     """metrics.parquet and summary.csv as `store.collect` writes them; returns the long table."""
     table = pd.DataFrame(rows, columns=long_table.COLUMNS)
-    store.write_table(folder / "metrics.parquet", table)
-    store.write_table(folder / "summary.csv", long_table.summarise(table, averages))
+    files.write_table(folder / "metrics.parquet", table)
+    files.write_table(folder / "summary.csv", long_table.summarise(table, averages))
     return table
 
 
@@ -242,7 +242,7 @@ def test_render_every_reference_rater_heat_map_and_reliability(tmp_path):
     write_results(results, rows, averages)
 
     without = {p.name for p in render.render(results, tmp_path / "without")}
-    store.write_table(results / "calibration.parquet", calibration_bins(list(methods_here)))
+    files.write_table(results / "calibration.parquet", calibration_bins(list(methods_here)))
     written = render.render(results, tmp_path / "out")
     names = {p.name for p in written}
     stems = [f"table1_toy_cm_protocol_{r}_foreground" for r in ("gt", "majority", "staple")]
@@ -311,7 +311,7 @@ def test_render_with_parameter_cells_only_writes_no_table_or_figure(tmp_path):
     rng = np.random.default_rng(3)
     cells = {"lf-net@beta=2": 0.0, "lf-net@beta=3": 0.01}
     write_results(tmp_path / "results", rows_for("toy", "cm", "protocol", cells, ["foreground"], ALL_REFERENCES, rng, n_cases=4, n_seeds=1))
-    store.write_table(tmp_path / "results" / "calibration.parquet", calibration_bins(list(cells), n_seeds=1))
+    files.write_table(tmp_path / "results" / "calibration.parquet", calibration_bins(list(cells), n_seeds=1))
     written = render.render(tmp_path / "results", tmp_path / "out")
     assert [p.name for p in written] == ["paired_tests.csv"]
     assert pd.read_csv(written[0]).empty  # no LF-Net to test against
@@ -350,8 +350,8 @@ def test_cli_defaults_and_errors(tmp_path, capsys):
         cli_report.cmd_report(parse_report("--results", str(tmp_path / "nothing")))
 
     empty = tmp_path / "empty"
-    store.write_table(empty / "metrics.parquet", pd.DataFrame(columns=long_table.COLUMNS).astype({"value": float}))
-    store.write_table(empty / "summary.csv", pd.DataFrame(columns=["dataset"]))
+    files.write_table(empty / "metrics.parquet", pd.DataFrame(columns=long_table.COLUMNS).astype({"value": float}))
+    files.write_table(empty / "summary.csv", pd.DataFrame(columns=["dataset"]))
     with pytest.raises(UsageError, match="empty"):
         cli_report.cmd_report(parse_report("--results", str(empty)))
 
@@ -395,7 +395,7 @@ def test_render_reads_the_flags_from_the_manifests(tmp_path):
         keys = {"dataset": "toy", "raters": "cm", "noise": "protocol", "method": "lf-net", "seed": seed}
         folder = store.cell_dir(tmp_path / "results", store.Cell(**keys))
         folder.mkdir(parents=True)
-        store.write_json(folder / "manifest.json", {"cell": keys, "status": "done", "degenerate": {"flag": "empty"}})
+        files.write_json(folder / "manifest.json", {"cell": keys, "status": "done", "degenerate": {"flag": "empty"}})
     render.render(tmp_path / "results", tmp_path / "out")
     labels, _, cells = markdown_rows(tmp_path / "out" / "table1_toy_cm_protocol_gt_foreground.md")
     assert "LF-Net [empty 3/3]" in labels and not cells["LF-Net [empty 3/3]"][0].startswith("**")

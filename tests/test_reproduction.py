@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench import store, study
+from bench import files, store, study
 from bench.evaluate.long_table import COLUMNS
 from bench.reproduce import assessment, page
 from bench.reproduce import verdicts as verdicts_module
@@ -27,9 +27,9 @@ def write_cell(results, method: str, seed: int, dsc: np.ndarray, budget: str = "
     folder = store.cell_dir(results, store.Cell(**keys))
     folder.mkdir(parents=True)
     stages = {"train": {"reason": "plateau: no fall of more than 1 % in 3 evaluations"}}
-    store.write_json(folder / "manifest.json", {"cell": keys, "status": "done", "stages": stages,
+    files.write_json(folder / "manifest.json", {"cell": keys, "status": "done", "stages": stages,
                                                  "rater_setting": {"labels": LABELS, "input": "clean"}})  # fmt: skip
-    store.write_json(folder / "config.json", {"budget": {"name": budget}, "options": {"budget": budget, **(options or {})},
+    files.write_json(folder / "config.json", {"budget": {"name": budget}, "options": {"budget": budget, **(options or {})},
                                                "train_images": 3200, "val_images": 800, "test_images": len(dsc)})  # fmt: skip
     rows = []
     for case, value in enumerate(dsc):
@@ -38,7 +38,7 @@ def write_cell(results, method: str, seed: int, dsc: np.ndarray, budget: str = "
             rows.append({**keys, "reference": reference, "case": f"c{case:02d}", "structure": "foreground", "metric": metric, "value": v,
                          "tp": tp, "fp": 100 - tp, "fn": 100 - tp, "n_gt": 100, "n_pred": 100, "gt_to_pred_sum": np.nan,
                          "pred_to_gt_sum": np.nan})  # fmt: skip
-    store.write_table(folder / "metrics.parquet", pd.DataFrame(rows, columns=COLUMNS))
+    files.write_table(folder / "metrics.parquet", pd.DataFrame(rows, columns=COLUMNS))
 
 
 def make_results(results, means: dict[str, float], budget: str = "plateau", n_cases: int = 20, seeds: int = 3, options=None) -> None:

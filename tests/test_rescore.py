@@ -7,7 +7,7 @@ import shutil
 
 import pandas as pd
 
-from bench import cli, store
+from bench import cli, files
 from bench.evaluate.long_table import SUMS
 
 TINY = ["--max-steps", "2", "--train-size", "32", "--test-size", "12", "--no-progress", "--backend", "sequential"]
@@ -50,7 +50,7 @@ def test_rescore_moves_old_cells_and_adds_every_reference_without_training(tmp_p
     assert not old.exists() and twin.exists() and scaled.exists()  # copies and the old scale stay where they were, said why
     assert "already at runs/mnist-5k/morpho/protocol" in err and "radius scale" in err
     assert (new / "train_log.csv").read_bytes() == log and sorted(p.read_bytes() for p in (new / "checkpoints").glob("*.pt")) == weights
-    assert store.read_json(new / "manifest.json")["cell"] == {"dataset": "mnist-5k", "raters": "morpho", "noise": "protocol",
+    assert files.read_json(new / "manifest.json")["cell"] == {"dataset": "mnist-5k", "raters": "morpho", "noise": "protocol",
                                                                "method": "mv-unet", "seed": 0}  # fmt: skip
     table = pd.read_parquet(results / "metrics.parquet")
     assert {"gt", "majority", "staple", "rater:over", "raters", "rater-mean"} <= set(table["reference"])

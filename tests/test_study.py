@@ -17,7 +17,7 @@ from conftest import REPO
 
 import methods
 from bench import study
-from bench.run import cell
+from bench.run import resolve
 from bench.train.budget import BUDGETS
 from datasets import DATASETS, get_dataset
 
@@ -43,9 +43,9 @@ def test_the_study_names_registered_methods_and_datasets():
 def test_generic_code_reads_the_papers_settings_from_the_study():
 
     mnist, lidc = get_dataset("mnist-5k"), get_dataset("lidc")
-    assert cell.dataset_overrides(mnist, "lf-net-s") == PAPER.method_settings("mnist-5k", "lf-net") == {"lam": 0.01}
-    assert cell.dataset_overrides(lidc, "lf-net") == {}
-    assert cell.trained_method(f"{PAPER.oracle}@beta=3") == (PAPER.oracle_trains, {"beta": 3})
+    assert resolve.dataset_overrides(mnist, "lf-net-s") == PAPER.method_settings("mnist-5k", "lf-net") == {"lam": 0.01}
+    assert resolve.dataset_overrides(lidc, "lf-net") == {}
+    assert resolve.trained_method(f"{PAPER.oracle}@beta=3") == (PAPER.oracle_trains, {"beta": 3})
     paper, rcl15 = BUDGETS["paper"], BUDGETS["paper-rcl15"]
     assert paper.schedule("lf-net", "segmentation", mnist, 128).max_steps == 15  # 15 epochs of one step: the RCN reading
     assert paper.schedule("lf-net", "segmentation", lidc, 2).max_steps == 70

@@ -44,14 +44,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.verb is None:  # `python -m bench` alone runs the embedded default
         args = parser.parse_args(["run", *(argv or [])])
     import methods
-    from bench import store
+    from bench import files
     from bench.run.plan import PlanError
     from bench.train.hardware import DeviceError
     from datasets import DataError
 
     try:
         return args.func(args)
-    except (UsageError, PlanError, DataError, methods.UnknownMethodError, DeviceError, store.PlatformError) as e:
+    except (UsageError, PlanError, DataError, methods.UnknownMethodError, DeviceError, files.PlatformError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except OSError as e:  # the results folder became unwritable (full, read-only) outside a cell

@@ -103,8 +103,8 @@ def check_run_options(args: argparse.Namespace) -> None:
 
 
 def run_options(args: argparse.Namespace, results: Path, root: Path, force: bool = False):
-    """The `bench.run.cell.RunOptions` of the flags `add_run_options` added."""
-    from bench.run.cell import RunOptions
+    """The `bench.run.resolve.RunOptions` of the flags `add_run_options` added."""
+    from bench.run.resolve import RunOptions
     from bench.train.budget import BUDGETS
 
     return RunOptions(

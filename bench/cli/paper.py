@@ -95,6 +95,6 @@ def cmd_paper(args: argparse.Namespace) -> int:
         print(f"failed: {o['cell']}: {o['reason']}", file=sys.stderr)
     print(f"{len(chosen) - len(skipped)} of {len(chosen)} recipes rendered, {len(skipped)} skipped (dataset absent), "
           f"{len(failed)} cells failed; outputs in {out_root}/")  # fmt: skip
-    if (results / "metrics.parquet").is_file():
+    if (results / store.METRICS).is_file():
         write_reproduction(results, root, out_root.parent)
     return 1 if failed else 0

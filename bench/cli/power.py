@@ -82,10 +82,11 @@ def groups(args: argparse.Namespace):
         comp = power.DEFAULT
         yield "stated defaults (no --results)", comp, pd.DataFrame(), 3, 1000
         return
+    from bench import store
     from bench.report import stats
     from bench.report.tables import default_reference
 
-    path = Path(args.results) / "metrics.parquet"
+    path = Path(args.results) / store.METRICS
     if not path.is_file():
         raise UsageError(f"{path} not found: run `python -m bench run --results {args.results}` first, or leave out --results")
     table = pd.read_parquet(path)

@@ -25,20 +25,21 @@ def add_parser(verbs) -> None:
 def cmd_report(args: argparse.Namespace) -> int:
     import pandas as pd
 
+    from bench import store
     from bench.report import render
 
     results = Path(args.results)
     out = Path(args.out) if args.out else results / "report"  # beside the results, not in the source tree
     first = f"run `python -m bench run --results {results}` first"
-    for name in ("metrics.parquet", "summary.csv"):
+    for name in (store.METRICS, store.SUMMARY):
         if not (results / name).is_file():
             raise UsageError(f"no results table {results / name}; {first}")
     try:
-        n_rows = len(pd.read_parquet(results / "metrics.parquet", columns=["value"]))
+        n_rows = len(pd.read_parquet(results / store.METRICS, columns=["value"]))
     except (OSError, ValueError) as e:
-        raise UsageError(f"cannot read {results / 'metrics.parquet'} ({e}); {first}") from None
+        raise UsageError(f"cannot read {results / store.METRICS} ({e}); {first}") from None
     if n_rows == 0:
-        raise UsageError(f"the results table {results / 'metrics.parquet'} is empty; {first}")
+        raise UsageError(f"the results table {results / store.METRICS} is empty; {first}")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:

@@ -133,8 +133,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     reference = args.reference or dataset.reference
     if reference == "gt" and dataset.reference != "gt":
         raise UsageError(f"{args.dataset} has no ground truth; --reference majority or staple (default: {dataset.reference})")
-    if reference == "staple" and args.dataset == "riga":
-        raise UsageError("riga's labels are nested disc/cup classes, which binary STAPLE cannot fuse; --reference majority")
+    if reference == "staple" and len(dataset.structures) > 1:
+        nested = "/".join(dataset.structures)
+        raise UsageError(f"{args.dataset}'s labels are nested {nested} classes, which binary STAPLE cannot fuse; --reference majority")
     results = Path(args.results).absolute()  # workers may run elsewhere
     cells = spec.cells()
     if args.dry_run:

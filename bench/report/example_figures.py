@@ -2,7 +2,7 @@
 
 Pure rendering: every function takes arrays or a trained method and returns a Matplotlib `Figure`
 (no pyplot global state); `bench.report.plots.save` writes it as PNG and PDF. No file access: a
-trained method comes from `bench.store.load_trained`.
+trained method comes from `bench.run.resolve.load_trained`.
 
 - `rater_examples_figure`: image, reference and every rater's mask with its DSC (the paper's
   "Visualizations on five noisy segmentation labels").

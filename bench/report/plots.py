@@ -23,8 +23,8 @@ from matplotlib.transforms import blended_transform_factory
 
 import methods
 from bench.evaluate.long_table import ordered_structures
+from bench.report import ranking
 from bench.report.rows import ORACLE, REFERENCE_METHOD, display, main_methods, registry_order
-from bench.reproduce import ranking
 
 _HEAT_CMAP = "viridis"  # as bench/report/example_figures.py's heat maps
 _FONT = 8
@@ -96,7 +96,7 @@ def rank_figure(
     method, ordered by mean rank; a circle at each rank the method took, its area ∝ the share of bootstrap resamples;
     a black cross at the median rank and a black line over the central 95 % of ranks.
 
-    `shares` is `bench.reproduce.ranking.rank_distribution`: index methods, columns ranks 1 … K, rows summing to 1. Rank 1
+    `shares` is `bench.report.ranking.rank_distribution`: index methods, columns ranks 1 … K, rows summing to 1. Rank 1
     (best) is at the bottom. `colors[method]` colours its circles; `labels[method]` names it (default: the name);
     `warning` is drawn in red above everything, as on `boxplot_figure`.
     """

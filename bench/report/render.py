@@ -95,7 +95,7 @@ def all_tests(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def read_inputs(results_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    return pd.read_parquet(results_dir / "metrics.parquet"), store.read_summary(results_dir)
+    return pd.read_parquet(results_dir / store.METRICS), store.read_summary(results_dir)
 
 
 def render(results_dir: Path, out_dir: Path) -> list[Path]:
@@ -115,7 +115,7 @@ def render(results_dir: Path, out_dir: Path) -> list[Path]:
     written += write_boxplots(table, tests, out_dir)
     written += write_noise_figures(summary, out_dir)
     written += write_rater_heatmaps(summary, out_dir)
-    for name, writer in (("calibration.parquet", write_reliability), ("train_logs.parquet", write_learning_curves)):
+    for name, writer in ((store.CALIBRATION_BINS, write_reliability), (store.TRAIN_LOGS, write_learning_curves)):
         if (results_dir / name).is_file():
             written += writer(pd.read_parquet(results_dir / name), out_dir)
     return sorted(written)

@@ -68,7 +68,7 @@ def cell_info(results: Path) -> pd.DataFrame:
     selection reading ({} where not kept: `bench.run.cell.gt_selected`)."""
     rows = []
     for folder, info in store.manifests(results):
-        config = store.read_json(folder / "config.json")
+        config = store.read_config(folder)
         setting = info.get("rater_setting") or {}
         stops = "+".join(s.get("reason", "").split(":")[0] for s in info.get("stages", {}).values())
         options = config.get("options") or {}
@@ -97,7 +97,7 @@ def per_seed(table: pd.DataFrame, column: Column, reference: str) -> pd.DataFram
 
 def assess(results: Path, data_root: Path, paper: Study | None = None) -> Assessment:
     paper = paper or study.current()
-    table = pd.read_parquet(results / "metrics.parquet") if (results / "metrics.parquet").is_file() else pd.DataFrame()
+    table = pd.read_parquet(results / store.METRICS) if (results / store.METRICS).is_file() else pd.DataFrame()
     if not set(store.COLUMNS) <= set(table.columns):  # nothing collected yet (or a table from elsewhere): nothing measured
         table = pd.DataFrame(columns=store.COLUMNS)
     cells = cell_info(results)
@@ -106,7 +106,7 @@ def assess(results: Path, data_root: Path, paper: Study | None = None) -> Assess
     tables = [assess_table(t, table, cells, paper, data_root) for t in paper.tables]
     values = [assess_value(v, table, cells, paper) for v in paper.values]
     claims = [assess_claim(c, tables, table, cells, paper) for c in paper.claims]
-    logs = pd.read_parquet(results / "train_logs.parquet") if (results / "train_logs.parquet").is_file() else pd.DataFrame()
+    logs = pd.read_parquet(results / store.TRAIN_LOGS) if (results / store.TRAIN_LOGS).is_file() else pd.DataFrame()
     selection = assess_selection(logs, table, cells)
     return Assessment(paper, results, budget, tables, claims, values, assess_readings(table, cells, paper), table, selection,
                       protocol_note(budgets))  # fmt: skip
@@ -217,11 +217,17 @@ def assess_readings(table: pd.DataFrame, cells: pd.DataFrame, paper: Study) -> l
                 "measured": measure(got, scale("dsc")),
                 "areas": pooled.loc[method].to_dict() if method in pooled.index else {},
                 "test": tests.loc[method].to_dict() if method in tests.index else None,
-                "teacher_fg": float(np.mean([t["p_fg_outside_tv_gt_fg"] for t in ts])) if ts else math.nan,
-                "teacher_bg": float(np.mean([t["p_fg_outside_tv_gt_bg"] for t in ts])) if ts else math.nan,
+                "teacher_fg": float(np.mean([teacher_value(t, "gt_fg") for t in ts])) if ts else math.nan,
+                "teacher_bg": float(np.mean([teacher_value(t, "gt_bg") for t in ts])) if ts else math.nan,
                 "teacher_cells": len(ts),
             })  # fmt: skip
     return out
+
+
+def teacher_value(teacher: dict, where: str) -> float:
+    """A manifest's mean teacher foreground probability outside the selected pixels (`bench.train.harness.teacher_diagnostic`);
+    manifests written before its keys lost the name of LF-Net's selection carry `p_fg_outside_tv_…`."""
+    return teacher.get(f"p_fg_outside_{where}", teacher.get(f"p_fg_outside_tv_{where}"))
 
 
 def assess_table(t: Table, table: pd.DataFrame, cells: pd.DataFrame, paper: Study, data_root: Path) -> TableReport:

@@ -105,15 +105,16 @@ def table_of_dataset(dataset: str, paper: Study) -> str:
 
 
 def claim_columns(claim: Claim) -> list[Column]:
-    """The columns a claim is checked on: its metric on each of its datasets (RIGA: soft DSC of disc and cup, against the rater mean)."""
+    """The columns a claim is checked on: its metric on each of its datasets' structures; where a dataset scores soft metrics
+    (`DatasetSpec.soft_metrics`, RIGA) the paper's DSC is the soft DSC against the rater mean."""
     datasets = claim.params.get("datasets") or [claim.params["dataset"]]
     metric = claim.params.get("metric", "dsc")
     out = []
     for dataset in datasets:
-        structures = ["disc", "cup"] if dataset == "riga" else ["foreground"]
-        metric_here = "soft_dice" if dataset == "riga" and metric == "dsc" else metric
-        reference = "rater-mean" if metric_here.startswith("soft") else DATASETS[dataset].reference
-        out += [Column(dataset, metric_here, reference, s) for s in structures]
+        spec = DATASETS[dataset]
+        metric_here = "soft_dice" if spec.soft_metrics and metric == "dsc" else metric
+        reference = "rater-mean" if metric_here.startswith("soft") else spec.reference
+        out += [Column(dataset, metric_here, reference, s) for s in spec.structures]
     return out
 
 

@@ -5,28 +5,25 @@ with relative links to the figures, and as one HTML file with the figures embedd
 offline. It is read top-down in a minute: a banner saying what was run where (budget, seeds, split sizes, run options,
 rater settings, machine, software, from the cells' config.json and manifest.json), the headline as counts of verdicts,
 the contents, the verdict rules, then per paper table the values with their verdicts, the ranking (with its bootstrap
-uncertainty, bench/reproduce/ranking.py) and the figures behind them, the claims, the numbers of the text, LF-Net's declared
+uncertainty, bench/report/ranking.py) and the figures behind them, the claims, the numbers of the text, LF-Net's declared
 readings, and the run's configuration per rater setting.
 """
 
 from __future__ import annotations
 
 import math
-import warnings
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
-from bench import store, study
-from bench.evaluate.metrics import higher_is_better
-from bench.report import example_figures, plots, render, tables
+from bench import files
+from bench.report import tables
 from bench.report.rows import display
-from bench.reproduce import ranking
 from bench.reproduce.assessment import Assessment
+from bench.reproduce.page_figures import N_BOOT, TEST, ColumnRanking, column_name, figure_files, rank_columns, tau_text
 from bench.reproduce.page_format import Block, to_html, to_markdown, verdict_of
-from bench.reproduce.provenance import banner, configuration_blocks, is_stand_in, pipeline_line, provenance
+from bench.reproduce.provenance import banner, configuration_blocks, is_stand_in, provenance
 from bench.reproduce.verdicts import (
     CLAIM_RULE,
     VALUE_RULE,
@@ -35,16 +32,8 @@ from bench.reproduce.verdicts import (
     TableReport,
     digits,
     is_paper_setting,
-    measured_reference,
     scale,
 )
-from bench.run import split_cache
-from bench.study import Column
-
-Shown = tuple  # a figure on the page: (PNG path, caption)
-
-N_BOOT = 1000  # bootstrap resamples of each column's ranking (bench/reproduce/ranking.py)
-TEST = render.TEST_NAME  # the paired test the page and the box plots name: "seed-aware test (docs/methods.md#statistics)"
 
 #: Verdicts in the order the headline counts them.
 VALUE_VERDICTS = ("reproduced", "not reproduced", "inconclusive", "pipeline check", "not comparable", "not run")
@@ -59,175 +48,11 @@ def write(assessment: Assessment, out_dir: Path, data_root: Path) -> list[Path]:
     figs = figure_files(assessment, out_dir / "figures", data_root, cells, ranks)
     blocks = page(assessment, figs, out_dir, cells, ranks)
     md, page_html = out_dir / "REPRODUCTION.md", out_dir / "REPRODUCTION.html"
-    with store.atomic(md) as tmp:
+    with files.atomic(md) as tmp:
         tmp.write_text(to_markdown(blocks))
-    with store.atomic(page_html) as tmp:
+    with files.atomic(page_html) as tmp:
         tmp.write_text(to_html(blocks, out_dir, assessment.study.title))
     return [md, page_html, *(path for shown in figs.values() for path, _ in shown)]
-
-
-# --------------------------------------------------------------------------- rankings
-
-
-@dataclass
-class ColumnRanking:
-    """One group's ranking of one paper column under the two-level bootstrap (bench/reproduce/ranking.py)."""
-
-    table: str  # the paper table's id
-    column: Column
-    dataset: str
-    raters: str
-    reference: str  # what the measurements are scored against
-    shares: pd.DataFrame  # method × rank -> share of resamples (`ranking.rank_distribution`)
-    tau: tuple[float, float, float]  # Kendall τ with the paper's order and its 95 % interval; NaN with < 3 paper values
-    n_tau: int  # methods with a paper value behind τ
-    warning: str  # "pipeline check, not a verdict: …" (`pipeline_line`), "" for a verdict-grade group
-
-
-def column_rows(table: pd.DataFrame, column: Column, dataset: str, raters: str, reference: str) -> pd.DataFrame:
-    """The long table's rows of one column of one group at the protocol: method, seed, case, value."""
-    rows = table[(table["dataset"] == dataset) & (table["raters"] == raters) & (table["noise"] == "protocol")
-                 & (table["reference"] == reference) & (table["metric"] == column.metric) & (table["structure"] == column.structure)]  # fmt: skip
-    return rows[["method", "seed", "case", "value"]]
-
-
-def rank_columns(a: Assessment, cells: pd.DataFrame) -> dict[tuple, ColumnRanking]:
-    """(table id, dataset, raters, column index) -> the column's ranking, for each group column with two or more trained
-    methods (not the Average row, not the Oracle)."""
-    out = {}
-    for t in a.tables:
-        for g in t.groups:
-            for j, entries in g.entries.items():
-                column = t.table.columns[j]
-                trained = [e for e in entries if e.measured and e.measured.n and e.method not in ("average", a.study.oracle)]
-                if len(trained) < 2:
-                    continue
-                reference = measured_reference(column, g.dataset)
-                rows = column_rows(a.table, column, g.dataset, g.raters, reference)
-                methods = [e.method for e in trained]
-                shares = ranking.rank_distribution(rows, methods, higher_is_better(column.metric), N_BOOT, seed=0)
-                paper = {e.method: e.paper[0] for e in trained if e.paper}
-                tau = ranking.kendall_interval(rows, paper, N_BOOT, seed=0) if len(paper) >= 3 else (math.nan,) * 3
-                warning = pipeline_line(cells, g.dataset, g.raters, g)
-                out[(t.table.id, g.dataset, g.raters, j)] = ColumnRanking(t.table.id, column, g.dataset, g.raters, reference, shares,
-                                                                          tau, len(paper), warning)  # fmt: skip
-    return out
-
-
-# --------------------------------------------------------------------------- figures
-
-
-def figure_files(
-    assessment: Assessment, fig_dir: Path, data_root: Path, cells: pd.DataFrame, ranks: dict[tuple, ColumnRanking]
-) -> dict[tuple, list[Shown]]:
-    """Box plots and learning curves of every protocol group, the fused-label figure of each rater setting and the rank
-    plot of each group column, each with its caption.
-
-    Keys: ("boxplot" | "curves" | "fused", dataset, raters) and ("ranks", table id, dataset, raters, column index).
-    """
-    fig_dir.mkdir(parents=True, exist_ok=True)
-    results = assessment.results
-    out: dict[tuple, list[Shown]] = {}
-    if assessment.table.empty:  # nothing collected: no figure
-        return out
-    table = assessment.table[assessment.table["noise"] == "protocol"]
-    groups = table[["dataset", "raters"]].drop_duplicates().itertuples(index=False)
-    checks = {(d, r): pipeline_line(cells, d, r) for d, r in groups}
-    for path in render.write_boxplots(table, render.all_tests(table), fig_dir, pipeline_checks=checks):
-        if path.suffix == ".png":
-            dataset, raters = _group_of(path.stem, table, "boxplot_dsc_")
-            out.setdefault(("boxplot", dataset, raters), []).append((path, boxplot_caption(path, table, dataset, raters, checks)))
-    logs = pd.read_parquet(results / "train_logs.parquet") if (results / "train_logs.parquet").is_file() else pd.DataFrame()
-    if not logs.empty:
-        for path in render.write_learning_curves(logs[logs["noise"] == "protocol"], fig_dir):
-            if path.suffix == ".png":
-                diagnostic = not path.stem.startswith("learning")
-                dataset, raters = _group_of(path.stem, table, "diagnostic_gt_dsc_" if diagnostic else "learning_curves_")
-                out.setdefault(("curves", dataset, raters), []).append((path, curves_caption(dataset, raters, diagnostic)))
-    for dataset, raters in sorted({(g.dataset, g.raters) for t in assessment.tables for g in t.groups}):
-        path = fused_figure(results, data_root, dataset, raters, fig_dir)
-        if path is not None:
-            caption = (f"{dataset}, raters `{raters}`: two training images, each rater's label, then the fused labels "
-                       f"{display(assessment.study.reference_method)} (seed 0) is trained with or against: the raters' "
-                       "average, STAPLE, the majority vote, its soft label (SLL), the threshold-vote mask (TV) and its "
-                       "predicted probability map.")  # fmt: skip
-            out[("fused", dataset, raters)] = [(path, caption)]
-    for key, r in ranks.items():
-        out[("ranks", *key)] = [rank_plot(r, fig_dir)]
-    return out
-
-
-def _group_of(stem: str, table: pd.DataFrame, prefix: str) -> tuple[str, str]:
-    """The (dataset, raters) a figure's file stem belongs to (stems are `prefix` + tables.slug(dataset, raters, ...))."""
-    for dataset, raters in table[["dataset", "raters"]].drop_duplicates().itertuples(index=False):
-        if stem.startswith(prefix + tables.slug(dataset, raters, "protocol")):
-            return dataset, raters
-    return "", ""
-
-
-def boxplot_caption(path: Path, table: pd.DataFrame, dataset: str, raters: str, checks: dict) -> str:
-    reference = tables.default_reference(dataset)
-    structure = path.stem.removeprefix("boxplot_dsc_" + tables.slug(dataset, raters, "protocol", reference) + "_")
-    rows = table[
-        (table["dataset"] == dataset) & (table["raters"] == raters) & (table["reference"] == reference) & (table["metric"] == "dsc")
-    ]
-    warning = checks.get((dataset, raters), "")
-    return (f"{dataset}, raters `{raters}`, at the protocol: DSC (%) of each of the {rows['case'].nunique()} test cases against "
-            f"{reference} ({structure}), averaged over each method's seeds; box: quartiles, whiskers: 1.5 × IQR, triangle: "
-            f"mean. Above each box: the Holm-adjusted p of the {TEST} against {display(study.current().reference_method)}."
-            + (f" **{_sentence(warning)}**" if warning else ""))  # fmt: skip
-
-
-def _sentence(text: str) -> str:
-    return text[0].upper() + text[1:] + "."
-
-
-def curves_caption(dataset: str, raters: str, diagnostic: bool) -> str:
-    if diagnostic:
-        return (f"{dataset}, raters `{raters}`: validation DSC against ground truth during training, mean ± sd over seeds; a "
-                "diagnostic only, never used to stop or to select a checkpoint.")  # fmt: skip
-    return (f"{dataset}, raters `{raters}`: each method's validation loss (its own objective, against the raters) per stage, "
-            "mean ± sd over seeds; dotted: the restored step.")  # fmt: skip
-
-
-def rank_plot(r: ColumnRanking, fig_dir: Path) -> Shown:
-    """The blob plot of one column's ranking, saved; its caption says what the circles and crosses are."""
-    methods = list(r.shares.index)
-    every = sorted(set(methods))
-    where = f"{r.dataset}, raters `{r.raters}`: {column_name(r.column)} against {r.reference}"
-    fig = plots.rank_figure(r.shares, f"{where.replace('`', '')}\nrank over {N_BOOT} bootstrap resamples (seeds, then cases)",
-                                     {m: plots.method_color(m, every) for m in methods}, {m: display(m) for m in methods},
-                                     r.warning)  # fmt: skip
-    stem = f"ranks_{tables.slug(r.dataset, r.raters, r.table, r.column.metric, r.column.structure)}"
-    path = plots.save(fig, fig_dir / stem)[0]
-    caption = (f"{where} ({r.table}): each method's rank (1 = best) over {N_BOOT} two-level bootstrap resamples: each "
-               "method's seeds drawn with replacement, then the test cases, the same cases for every method. Circle area: "
-               "the share of resamples at that rank; cross: the median rank; line: the central 95 % of ranks; methods "
-               "ordered by mean rank." + (f" {tau_text(r)}." if r.n_tau >= 3 else "") + (f" **{_sentence(r.warning)}**" if r.warning else ""))  # fmt: skip
-    return path, caption
-
-
-def fused_figure(results: Path, data_root: Path, dataset: str, raters: str, fig_dir: Path) -> Path | None:
-    """The paper's fused-label figure (averaging, STAPLE, MV, SLL, TV, probability map) from the reference method's seed-0 cell."""
-    cell = store.Cell(dataset, raters, "protocol", study.current().reference_method, 0)
-    try:
-        method = store.load_trained(store.cell_dir(results, cell))
-    except (FileNotFoundError, ValueError):  # not run, or not finished: no figure
-        return None
-    if not hasattr(method, "sll"):
-        return None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # a sparse pool's warning was printed when the cells ran
-        train = split_cache.load_splits(dataset, data_root, raters, "protocol", store.cache_dir(results)).train
-    if train.gt is None:
-        return None
-    idx = example_figures.example_indices(train, 2)
-    title = f"{dataset}, raters {raters}: fused labels of two training images ({display(cell.method)}, seed 0)"
-    fig = example_figures.fused_label_figure(train.images, train.raters, train.rater_valid, method, idx, title, list(train.rater_names))
-    return plots.save(fig, fig_dir / f"fused_labels_{tables.slug(dataset, raters)}")[0]
-
-
-# --------------------------------------------------------------------------- the page
 
 
 def page(a: Assessment, figs: dict, out_dir: Path, cells: pd.DataFrame, ranks: dict[tuple, ColumnRanking]) -> list[Block]:
@@ -314,10 +139,6 @@ def claim_counts(a: Assessment) -> list[list[str]]:
     return [[v, str(len(by.get(v, []))), ", ".join(by.get(v, [])) or "–"] for v in order]
 
 
-def column_name(column: Column) -> str:
-    return column.metric + ("" if column.structure == "foreground" else f" ({column.structure})")
-
-
 def table_blocks(t: TableReport, figs: dict, out_dir: Path, shown: set[Path], cells: pd.DataFrame, ranks: dict) -> list[Block]:
     blocks: list[Block] = [("h", 2, f"{t.table.label}: {t.table.title} (line {t.table.line})")]
     if t.not_run:
@@ -383,11 +204,6 @@ def _delta(e: Entry, d: int) -> str:
         return f"{e.measured.mean - e.paper[0]:+.{d}f}"
     diff, low, high = delta
     return f"{diff:+.{d}f}" + ("" if math.isnan(low) else f" [{low:+.{d}f}, {high:+.{d}f}]")
-
-
-def tau_text(r: ColumnRanking) -> str:
-    tau, low, high = r.tau
-    return f"Kendall τ with the paper's order {tau:.2f} [95 % bootstrap interval {low:.2f}, {high:.2f}] over {r.n_tau} methods"
 
 
 def ranking_line(r: dict, ranks: ColumnRanking | None = None) -> str:

@@ -41,7 +41,7 @@ from bench import store
 from bench.evaluate.long_table import KEYS, summarise
 from bench.evaluate.scoring import reference_mask
 from bench.report import example_figures, plots, render, rows, tables
-from bench.run import plan, split_cache
+from bench.run import plan, resolve, split_cache
 from datasets import get_dataset
 
 RECIPES = Path(__file__).resolve().parents[2] / "paper_figures" / "recipes"
@@ -132,7 +132,7 @@ def render_recipe(
     """Render one recipe from its own cells (and its dataset for the image figures) into `out`."""
     setting, note = recipe.setting(budget), note_for(recipe, budget, smoke)
     fig_note = textwrap.fill(note, 75)  # figure titles are not wider than a 7-inch figure
-    table = pd.read_parquet(results / "metrics.parquet") if cells else pd.DataFrame()
+    table = pd.read_parquet(results / store.METRICS) if cells else pd.DataFrame()
     rows = cell_rows(table, cells) if cells else table
     averages = store.rater_averages(results)
     if cells:
@@ -204,7 +204,7 @@ def image_figure(kind, recipe, setting, cells, results, data_root, out, note) ->
         cell = next((c for c in done if methods.split_name(c.method)[0] == rows.REFERENCE_METHOD), None)
         if cell is None:
             return []
-        method = store.load_trained(store.cell_dir(results, cell))
+        method = resolve.load_trained(store.cell_dir(results, cell))
         idx = example_figures.example_indices(train, recipe.examples)
         fig = example_figures.fused_label_figure(train.images, train.raters, train.rater_valid, method, idx, title, list(train.rater_names))
         return plots.save(fig, out / f"fused_labels_{stem}")

@@ -25,78 +25,21 @@ import pandas as pd
 import torch
 
 import methods
-from bench import store, study
+from bench import store
 from bench.evaluate.long_table import CALIBRATION, COLUMNS, with_keys
 from bench.evaluate.pixel import dice
 from bench.evaluate.scoring import score_predictions
+from bench.files import locked
+from bench.run.resolve import RunOptions, build_method, is_oracle, option_record, stage_schedules, trained_method
 from bench.run.split_cache import data_fingerprint, fused_test_references, load_splits, training_subset
 from bench.store import Cell
 from bench.train import hardware, harness
-from bench.train.budget import Budget, Schedule
+from bench.train.budget import Schedule
 from datasets import DatasetSpec, RaterData, Splits, get_dataset, oracle_view
 from labels.fusion import majority_vote
 from labels.overlap import average_dsc, rater_dice
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    results: Path
-    data_root: Path
-    budget: Budget
-    max_steps: int | None = None  # caps every stage at N steps (smoke runs; the budget's rule still applies)
-    device: str = "auto"
-    precision: str = "auto"
-    engine: str = "eager"  # how each training step runs (bench/train/steps.py); recorded in the manifest
-    train_size: int | None = None  # overrides the budget's training-set cap
-    test_size: int | None = None  # evaluate on the first N test images (smoke runs only)
-    force: bool = False
-    progress: bool = True
-    threads: int = 1  # torch threads per cell on CPU, the same in every backend (results depend on it, not on scheduling)
-
-
-def trained_method(name: str) -> tuple[str, dict]:
-    """The registered method a cell trains and its parameters; the study's Oracle trains its `oracle_trains`
-    (`oracle@beta=3` -> ("lf-net", {"beta": 3}) for the LF-Net paper)."""
-    paper = study.current()
-    base, params = methods.split_name(name)
-    return (paper.oracle_trains if base == paper.oracle else base), params
-
-
-def is_oracle(name: str) -> bool:
-    """Whether a cell name is the study's Oracle row (a data view: its only rater is the ground truth)."""
-    return methods.split_name(name)[0] == study.current().oracle
-
-
-def dataset_overrides(dataset: DatasetSpec, name: str) -> dict:
-    """The study's settings on this dataset for the method class behind `name` (LF-Net's λ = 0.01 on MNIST), so they
-    reach every variant built on it and the Oracle."""
-    cls = methods.get_entry(name).cls
-    first = next(n for n in methods.method_names() if methods.get_entry(n).cls is cls)
-    return study.current().method_settings(dataset.card.name, first)
-
-
-def build_method(name: str, seed: int, dataset: DatasetSpec, train: RaterData, budget: Budget) -> methods.Method:
-    """The cell's method for data shaped like `train`, initialised from `seed`: registry defaults, the dataset's paper
-    settings, the budget's (paper-rcl15 only), then the cell's own parameters (`lf-net@beta=3`)."""
-    trains, params = trained_method(name)
-    spec = methods.DataSpec(train.in_channels, train.n_classes, train.n_raters, train.rater_ids_consistent)
-    overrides = {**dataset_overrides(dataset, trains), **budget.config_overrides(trains, dataset), **params}
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)  # network initialisation
-        return methods.build_method(trains, spec, overrides)
-
-
-def stage_schedules(stages: list[str], trains: str, dataset: DatasetSpec, n_train: int, opts: RunOptions) -> dict[str, Schedule]:
-    """Each named stage's Schedule under the budget, capped at `--max-steps` when given."""
-    out = {}
-    for stage in stages:
-        sched = opts.budget.schedule(trains, stage, dataset, n_train)
-        if opts.max_steps is not None and opts.max_steps < sched.max_steps:
-            sched = dataclasses.replace(sched, max_steps=opts.max_steps, eval_every=min(sched.eval_every, opts.max_steps))
-        out[stage] = sched
-    return out
 
 
 @dataclass(frozen=True)
@@ -119,14 +62,6 @@ def cell_data(cell: Cell, opts: RunOptions) -> CellData:
     if is_oracle(cell.method):
         train, val = oracle_view(train), oracle_view(val)  # the oracle's own objective: ground truth is its only rater
     return CellData(dataset, splits, train, val, test)
-
-
-def option_record(opts: RunOptions) -> dict:
-    """The run options that change a cell's result beyond its identity; recorded in config.json."""
-    return {
-        "budget": opts.budget.name, "max_steps": opts.max_steps, "train_size": opts.train_size, "test_size": opts.test_size,
-        "threads": opts.threads,
-    }  # fmt: skip
 
 
 def cell_config(cell: Cell, opts: RunOptions, data: CellData, method: methods.Method, schedules: dict[str, Schedule]) -> dict:
@@ -270,13 +205,12 @@ def pinned_device(requested: str, results: Path):
     if n_gpus <= 1:
         yield device
         return
-    folder = results / "locks" / platform.node()
     slots = [(k, j) for j in range(hardware.MAX_CELLS_PER_GPU) for k in range(n_gpus)]
     with ExitStack() as held:
-        free = next((k for k, j in slots if held.enter_context(store.locked(folder / f"gpu-{k}-slot-{j}.lock", wait=False))), None)
+        free = next((k for k, j in slots if held.enter_context(locked(store.gpu_slot_lock(results, k, j), wait=False))), None)
         if free is None:  # more workers than slots: queue on one
             free = os.getpid() % n_gpus
-            held.enter_context(store.locked(folder / f"gpu-{free}-slot-0.lock"))
+            held.enter_context(locked(store.gpu_slot_lock(results, free, 0)))
         yield torch.device("cuda", free)
 
 
@@ -310,9 +244,9 @@ def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
         )  # fmt: skip
         method = build_method(cell.method, cell.seed, data.dataset, data.train, opts.budget)
         schedules = stage_schedules([s.name for s in method.stages], trained_method(cell.method)[0], data.dataset, data.train.n, opts)
-        store.write_json(out / "config.json", cell_config(cell, opts, data, method, schedules))
+        store.write_config(out, cell_config(cell, opts, data, method, schedules))
         chosen = hardware.resolve_precision(method, first_batch(method, data.train, device), schedules[method.stages[0].name], device,
-                                           opts.precision, store.cache_dir(opts.results) / "cuda-precision.json")  # fmt: skip
+                                           opts.precision, store.precision_record(opts.results))  # fmt: skip
         precision = chosen["precision"]
         manifest.update(
             device=str(device), precision=str(hardware.autocast_dtype(device, precision) or "float32"), precision_choice=chosen,
@@ -320,26 +254,26 @@ def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
         )  # fmt: skip
         if method.needs_consistent_raters and not data.train.rater_ids_consistent:
             manifest["deviations"].append("rater slots are not consistent identities here; per-rater modelling runs per slot")
-        store.write_json(out / "manifest.json", manifest)
+        store.write_manifest(out, manifest)
         t0 = time.time()
         train, val = data.train, data.val
         selected: dict = {}
         manifest["stages"] = harness.fit(
             method, train.images, train.raters, train.rater_valid, schedules=schedules, seed=cell.seed, device=device,
             val=(val.images, val.raters, val.rater_valid), val_gt=val.gt, precision=precision, engine=opts.engine,
-            checkpoint_dir=out / "checkpoints", log_path=out / "train_log.csv", progress=opts.progress, desc=f"{cell.method} seed {cell.seed}",
+            checkpoint_dir=out / store.CHECKPOINTS, log_path=out / store.TRAIN_LOG, progress=opts.progress, desc=f"{cell.method} seed {cell.seed}",
             selected=selected,
         )  # fmt: skip
         t1 = time.time()
         manifest["degenerate"] = degenerate(harness.predict_proba(method, val.images, device=device, precision=precision), val)
         if val.gt is not None:  # a diagnostic of the method's learned fused label, if it has one (GT read after training only)
-            teacher = harness.teacher_outside_tv(
+            teacher = harness.teacher_diagnostic(
                 method, val.images, val.raters, val.rater_valid, val.gt, device=device, precision=precision
             )
             if teacher is not None:
                 manifest["teacher"] = teacher
         probs = harness.predict_proba(method, data.test.images, device=device, precision=precision)
-        store.write_predictions(out / "predictions.npz", probs, data.test.case_ids)
+        store.write_predictions(out / store.PREDICTIONS, probs, data.test.case_ids)
         fused = fused_test_references(cell.dataset, opts.data_root, cell.raters, cell.noise, store.cache_dir(opts.results))
         rows, bins = score_cell(cell, probs, data.test, {k: v[: data.test.n] for k, v in fused.items()})
         if "gt_best" in selected and data.test.gt is not None:  # last: it loads other weights into the method
@@ -354,7 +288,7 @@ def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
             status="failed", reason=reason, traceback=traceback.format_exc(), seconds=round(time.time() - manifest["started"], 2)
         )
         try:
-            store.write_json(out / "manifest.json", manifest)
+            store.write_manifest(out, manifest)
         except OSError:
             pass
         return {"cell": str(cell), "status": "failed", "reason": reason}

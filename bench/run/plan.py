@@ -25,7 +25,7 @@ from pathlib import Path
 import methods
 from bench import store, study
 from bench.run import split_cache, sweep
-from bench.run.cell import RunOptions, build_method, dataset_overrides, is_oracle, option_record, stage_schedules, trained_method
+from bench.run.resolve import RunOptions, build_method, dataset_overrides, is_oracle, option_record, stage_schedules, trained_method
 from bench.store import Cell
 from bench.train import hardware, steps
 from datasets import DATASETS, DatasetSpec, get_dataset
@@ -201,7 +201,7 @@ def mismatched(cells: list[Cell], opts: RunOptions) -> list[tuple[Cell, str]]:
     out = []
     for cell in cells:
         if store.is_done(opts.results, cell) and not opts.force:
-            config = store.read_json(store.cell_dir(opts.results, cell) / "config.json")
+            config = store.read_config(store.cell_dir(opts.results, cell))
             diff = option_change(config.get("options", want), want) or schedule_change(cell, opts, config)
             if diff:
                 out.append((cell, diff))
@@ -296,7 +296,7 @@ def check_data(cells, opts) -> None:
     for group in dict.fromkeys((c.dataset, c.raters, c.noise) for c in done):
         now = split_cache.data_fingerprint(*group[:1], opts.data_root, *group[1:], store.cache_dir(opts.results))
         stale = [c for c in done if (c.dataset, c.raters, c.noise) == group
-                 and store.read_json(store.cell_dir(opts.results, c) / "manifest.json").get("data_fingerprint", now) != now]  # fmt: skip
+                 and store.read_manifest(store.cell_dir(opts.results, c)).get("data_fingerprint", now) != now]  # fmt: skip
         if stale:
             raise PlanError(
                 f"{len(stale)} finished cell(s) in {opts.results} were trained on other data than {'/'.join(group)} gives now, e.g. "

@@ -34,7 +34,7 @@ def migrate(results: Path) -> tuple[list[tuple[Path, Path]], list[tuple[Path, st
     """
     moved, left = [], []
     for old in store.old_layout_cells(results):
-        info = store.read_json(old / "manifest.json")
+        info = store.read_manifest(old)
         cell = info["cell"]
         if float(cell["noise"]) != 1.0:
             left.append((old, f"noise {cell['noise']} was a radius scale, not a target Average DSC; retrain it with --noise-levels"))
@@ -54,7 +54,7 @@ def migrate(results: Path) -> tuple[list[tuple[Path, Path]], list[tuple[Path, st
         old.with_name(old.name + ".lock").unlink(missing_ok=True)
         info["cell"] = dataclasses.asdict(new_cell)
         info.setdefault("moved_from", str(old.relative_to(results)))
-        store.write_json(new / "manifest.json", info)
+        store.write_manifest(new, info)
         moved.append((old, new))
     return moved, left
 

@@ -13,8 +13,9 @@ import sys
 
 from tqdm.auto import tqdm
 
-from bench import store
-from bench.run.cell import RunOptions, run_cell
+from bench import files, store
+from bench.run.cell import run_cell
+from bench.run.resolve import RunOptions
 from bench.store import Cell
 from bench.train import hardware
 
@@ -52,7 +53,7 @@ def run_sweep(
     share a file; the table is collected afterwards by the caller. Cells another process was
     running are waited for at the end and then skipped, or trained here if that process died.
     """
-    store.flock_module()  # claims need flock: without it, one clear error here rather than every cell failing
+    files.flock_module()  # claims need flock: without it, one clear error here rather than every cell failing
     outcomes: dict[Cell, dict] = {}
     pending = [c for c in cells if opts.force or not store.is_done(opts.results, c)]
     for cell in cells:

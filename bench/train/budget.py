@@ -82,7 +82,9 @@ class Budget:
     min_delta: float = 0.01
     max_steps: int = 0  # cap per stage (early stopping)
     capped_data: bool = False  # the dataset's quick training-set and validation caps
-    rcl_reading: bool = False  # paper-rcl15: MNIST stage 2 keeps 70 epochs, L_rcl only in its first 15
+    # The study's stage reading (`stage_reading`) as a method config field over the stage's full epochs, instead of as the
+    # stage's length (paper-rcl15: MNIST stage 2 keeps its 70 epochs, L_rcl active only in the first 15).
+    reading_as_config: bool = False
     description: str = ""
 
     def train_size(self, dataset: DatasetSpec) -> int | None:
@@ -103,9 +105,9 @@ class Budget:
             )  # fmt: skip
         line = paper_stage(method, stage)
         epochs = line.epochs
-        rcn = rcn_reading(method, dataset)
-        if rcn and stage == rcn["stage"] and not self.rcl_reading:
-            epochs = rcn["epochs"]
+        reading = stage_reading(method, dataset)
+        if reading and stage == reading["stage"] and not self.reading_as_config:
+            epochs = reading["epochs"]
         batch = line.batch_size or dataset.paper_batch_size
         steps_per_epoch = math.ceil(n_train / batch)
         return Schedule(
@@ -114,15 +116,15 @@ class Budget:
         )  # fmt: skip
 
     def config_overrides(self, method: str, dataset: DatasetSpec) -> dict:
-        """Method config fields a budget sets (only paper-rcl15: LF-Net's rcl_epochs on MNIST)."""
-        rcn = rcn_reading(method, dataset)
-        if self.rcl_reading and rcn:
-            return {rcn["config"]: rcn["epochs"]}
+        """Method config fields a budget sets: the study's stage reading where the budget reads it as a config field."""
+        reading = stage_reading(method, dataset)
+        if self.reading_as_config and reading:
+            return {reading["config"]: reading["epochs"]}
         return {}
 
     def record(self) -> dict:
         """What config.json records of the budget."""
-        keys = ("name", "early_stopping", "eval_every", "patience", "min_delta", "max_steps", "capped_data", "rcl_reading")
+        keys = ("name", "early_stopping", "eval_every", "patience", "min_delta", "max_steps", "capped_data", "reading_as_config")
         return {k: getattr(self, k) for k in keys}
 
 
@@ -142,11 +144,12 @@ def paper_stage(method: str, stage: str) -> PaperStage:
     return paper.stages[(base, stage)]
 
 
-def rcn_reading(method: str, dataset: DatasetSpec) -> dict:
-    """The study's reading of the MNIST "RCN epoch" for this method and dataset ({} where it does not apply)."""
-    rcn = study.current().rcn_epochs
-    applies = rcn and dataset.card.name in rcn["datasets"] and paper_base(method) == rcn["method"]
-    return rcn if applies else {}
+def stage_reading(method: str, dataset: DatasetSpec) -> dict:
+    """The study's reading of a stage length it states apart from its schedule (the LF-Net paper's MNIST "RCN epoch 15"),
+    for this method and dataset: {datasets, method, stage, epochs, config}, or {} where it does not apply."""
+    reading = study.current().stage_reading
+    applies = reading and dataset.card.name in reading["datasets"] and paper_base(method) == reading["method"]
+    return reading if applies else {}
 
 
 QUICK = Budget(
@@ -164,7 +167,9 @@ BUDGETS = {
         QUICK,
         PLATEAU,
         PAPER_BUDGET,
-        Budget("paper-rcl15", early_stopping=False, rcl_reading=True, description="paper, MNIST RCN: L_rcl in the first 15 of 70 epochs"),
+        Budget(
+            "paper-rcl15", early_stopping=False, reading_as_config=True, description="paper, MNIST RCN: L_rcl in the first 15 of 70 epochs"
+        ),
     )
 }
 

@@ -1,7 +1,7 @@
 """A cell's training state on disk: stage checkpoints (finished and in progress) and the training log.
 
 A finished stage's weights replace its in-progress file; every write goes through a temporary
-file and one rename (`bench.store.atomic`), so a killed cell leaves either the old or the new
+file and one rename (`bench.files.atomic`), so a killed cell leaves either the old or the new
 state, never a torn one, and a rerun resumes exactly where it was (`resume`, `trim_log`).
 """
 
@@ -13,7 +13,8 @@ from pathlib import Path
 
 import torch
 
-from bench.store import atomic, checkpoint_path
+from bench.files import atomic
+from bench.store import checkpoint_path
 from methods.base import Method
 
 

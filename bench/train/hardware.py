@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bench.store import locked, write_json
+from bench.files import locked, write_json
 from bench.train.budget import Schedule, make_optimiser
 from methods.base import Method, StepContext
 

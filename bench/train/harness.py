@@ -301,12 +301,12 @@ def predict_proba(
 
 
 @torch.inference_mode()
-def teacher_outside_tv(method: Method, images: np.ndarray, raters: np.ndarray, rater_valid: np.ndarray, gt: np.ndarray, *,
+def teacher_diagnostic(method: Method, images: np.ndarray, raters: np.ndarray, rater_valid: np.ndarray, gt: np.ndarray, *,
                        device: torch.device, precision: str = "auto", batch_size: int = 256) -> dict | None:  # fmt: skip
     """Where a method's learned fused label (`Method.teacher`) stands on the pixels it does not trust the vote on.
 
-    Mean teacher probability of foreground (class > 0) on the pixels outside its selected set,
-    split by what GT says there, and the same inside; GT is read only here, after training, as a
+    Mean teacher probability of foreground (class > 0) on the pixels outside its selected set (`p_fg_outside_gt_fg`,
+    `…_gt_bg`: split by what GT says there), and the same inside; GT is read only here, after training, as a
     diagnostic. images (N, C, H, W), raters (N, R, H, W), rater_valid (N, R), gt (N, H, W).
     Returns None for a method without a teacher.
     """
@@ -331,9 +331,9 @@ def teacher_outside_tv(method: Method, images: np.ndarray, raters: np.ndarray, r
                 counts[a, b] += where.sum()
     mean = np.divide(sums, counts, out=np.full_like(sums, np.nan), where=counts > 0)
     return {
-        "p_fg_outside_tv_gt_fg": float(mean[0, 1]), "p_fg_outside_tv_gt_bg": float(mean[0, 0]),
-        "p_fg_inside_tv_gt_fg": float(mean[1, 1]), "p_fg_inside_tv_gt_bg": float(mean[1, 0]),
-        "pixels_outside_tv_gt_fg": int(counts[0, 1]), "pixels_outside_tv_gt_bg": int(counts[0, 0]),
+        "p_fg_outside_gt_fg": float(mean[0, 1]), "p_fg_outside_gt_bg": float(mean[0, 0]),
+        "p_fg_inside_gt_fg": float(mean[1, 1]), "p_fg_inside_gt_bg": float(mean[1, 0]),
+        "pixels_outside_gt_fg": int(counts[0, 1]), "pixels_outside_gt_bg": int(counts[0, 0]),
     }  # fmt: skip
 
 

@@ -114,7 +114,7 @@ def all_cells(methods: list[str], seeds: tuple[int, ...] = SEEDS) -> list[tuple[
 
 
 def is_temp(path: str | Path) -> bool:
-    """A file of `store.atomic` (`.name.PID.tmp.ext`) or of the dataset cache."""
+    """A file of `files.atomic` (`.name.PID.tmp.ext`) or of the dataset cache."""
     name = Path(path).name
     return name.startswith(".") and ".tmp" in name
 
@@ -257,7 +257,7 @@ PHASES: dict[str, Callable[[str], bool]] = {
     "training": lambda rel: rel.endswith("/train_log.csv"),  # an epoch just ended: the next one trains
     "between-stages": lambda rel: fnmatch.fnmatch(rel, "*/lf-net/seed-*/checkpoints/stage-0-*.pt"),
     "scoring": lambda rel: rel.endswith("/predictions.npz"),  # scoring and writing metrics next
-    "mid-write": is_temp,  # inside store.atomic: a checkpoint, json or table half written
+    "mid-write": is_temp,  # inside files.atomic: a checkpoint, json or table half written
 }
 
 
@@ -414,7 +414,7 @@ def test_rerun_removes_stale_temporary_files_of_collect(stale_rerun):
 
 
 def plant_temporaries(folder: Path, names: list[str]) -> list[Path]:
-    """Half-written `store.atomic` files of a process that no longer runs, as a SIGKILL mid-write leaves them."""
+    """Half-written `files.atomic` files of a process that no longer runs, as a SIGKILL mid-write leaves them."""
     dead = subprocess.Popen(["true"])
     dead.wait(timeout=10)
     paths = [folder / name.format(pid=dead.pid) for name in names]

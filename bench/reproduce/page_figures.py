@@ -1,0 +1,201 @@
+"""The figures of the reproduction page (bench/reproduce/page.py): each paper column's ranking with its bootstrap
+uncertainty (bench/report/ranking.py) and rank plot, the box plots and learning curves of the report behind each table
+with their captions, and the fused-label figure of a trained reference method.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from bench import store, study
+from bench.evaluate.metrics import higher_is_better
+from bench.report import example_figures, plots, ranking, render, tables
+from bench.report.rows import display
+from bench.reproduce.assessment import Assessment
+from bench.reproduce.provenance import pipeline_line
+from bench.reproduce.verdicts import measured_reference
+from bench.run import resolve, split_cache
+from bench.study import Column
+
+Shown = tuple  # a figure on the page: (PNG path, caption)
+
+N_BOOT = 1000  # bootstrap resamples of each column's ranking (bench/report/ranking.py)
+TEST = render.TEST_NAME  # the paired test the page and the box plots name: "seed-aware test (docs/methods.md#statistics)"
+
+
+# --------------------------------------------------------------------------- rankings
+
+
+@dataclass
+class ColumnRanking:
+    """One group's ranking of one paper column under the two-level bootstrap (bench/report/ranking.py)."""
+
+    table: str  # the paper table's id
+    column: Column
+    dataset: str
+    raters: str
+    reference: str  # what the measurements are scored against
+    shares: pd.DataFrame  # method × rank -> share of resamples (`ranking.rank_distribution`)
+    tau: tuple[float, float, float]  # Kendall τ with the paper's order and its 95 % interval; NaN with < 3 paper values
+    n_tau: int  # methods with a paper value behind τ
+    warning: str  # "pipeline check, not a verdict: …" (`pipeline_line`), "" for a verdict-grade group
+
+
+def column_rows(table: pd.DataFrame, column: Column, dataset: str, raters: str, reference: str) -> pd.DataFrame:
+    """The long table's rows of one column of one group at the protocol: method, seed, case, value."""
+    rows = table[(table["dataset"] == dataset) & (table["raters"] == raters) & (table["noise"] == "protocol")
+                 & (table["reference"] == reference) & (table["metric"] == column.metric) & (table["structure"] == column.structure)]  # fmt: skip
+    return rows[["method", "seed", "case", "value"]]
+
+
+def rank_columns(a: Assessment, cells: pd.DataFrame) -> dict[tuple, ColumnRanking]:
+    """(table id, dataset, raters, column index) -> the column's ranking, for each group column with two or more trained
+    methods (not the Average row, not the Oracle)."""
+    out = {}
+    for t in a.tables:
+        for g in t.groups:
+            for j, entries in g.entries.items():
+                column = t.table.columns[j]
+                trained = [e for e in entries if e.measured and e.measured.n and e.method not in ("average", a.study.oracle)]
+                if len(trained) < 2:
+                    continue
+                reference = measured_reference(column, g.dataset)
+                rows = column_rows(a.table, column, g.dataset, g.raters, reference)
+                methods = [e.method for e in trained]
+                shares = ranking.rank_distribution(rows, methods, higher_is_better(column.metric), N_BOOT, seed=0)
+                paper = {e.method: e.paper[0] for e in trained if e.paper}
+                tau = ranking.kendall_interval(rows, paper, N_BOOT, seed=0) if len(paper) >= 3 else (math.nan,) * 3
+                warning = pipeline_line(cells, g.dataset, g.raters, g)
+                out[(t.table.id, g.dataset, g.raters, j)] = ColumnRanking(t.table.id, column, g.dataset, g.raters, reference, shares,
+                                                                          tau, len(paper), warning)  # fmt: skip
+    return out
+
+
+# --------------------------------------------------------------------------- figures
+
+
+def figure_files(
+    assessment: Assessment, fig_dir: Path, data_root: Path, cells: pd.DataFrame, ranks: dict[tuple, ColumnRanking]
+) -> dict[tuple, list[Shown]]:
+    """Box plots and learning curves of every protocol group, the fused-label figure of each rater setting and the rank
+    plot of each group column, each with its caption.
+
+    Keys: ("boxplot" | "curves" | "fused", dataset, raters) and ("ranks", table id, dataset, raters, column index).
+    """
+    fig_dir.mkdir(parents=True, exist_ok=True)
+    results = assessment.results
+    out: dict[tuple, list[Shown]] = {}
+    if assessment.table.empty:  # nothing collected: no figure
+        return out
+    table = assessment.table[assessment.table["noise"] == "protocol"]
+    groups = table[["dataset", "raters"]].drop_duplicates().itertuples(index=False)
+    checks = {(d, r): pipeline_line(cells, d, r) for d, r in groups}
+    for path in render.write_boxplots(table, render.all_tests(table), fig_dir, pipeline_checks=checks):
+        if path.suffix == ".png":
+            dataset, raters = _group_of(path.stem, table, "boxplot_dsc_")
+            out.setdefault(("boxplot", dataset, raters), []).append((path, boxplot_caption(path, table, dataset, raters, checks)))
+    logs = pd.read_parquet(results / store.TRAIN_LOGS) if (results / store.TRAIN_LOGS).is_file() else pd.DataFrame()
+    if not logs.empty:
+        for path in render.write_learning_curves(logs[logs["noise"] == "protocol"], fig_dir):
+            if path.suffix == ".png":
+                diagnostic = not path.stem.startswith("learning")
+                dataset, raters = _group_of(path.stem, table, "diagnostic_gt_dsc_" if diagnostic else "learning_curves_")
+                out.setdefault(("curves", dataset, raters), []).append((path, curves_caption(dataset, raters, diagnostic)))
+    for dataset, raters in sorted({(g.dataset, g.raters) for t in assessment.tables for g in t.groups}):
+        path = fused_figure(results, data_root, dataset, raters, fig_dir)
+        if path is not None:
+            caption = (f"{dataset}, raters `{raters}`: two training images, each rater's label, then the fused labels "
+                       f"{display(assessment.study.reference_method)} (seed 0) is trained with or against: the raters' "
+                       "average, STAPLE, the majority vote, its soft label (SLL), the threshold-vote mask (TV) and its "
+                       "predicted probability map.")  # fmt: skip
+            out[("fused", dataset, raters)] = [(path, caption)]
+    for key, r in ranks.items():
+        out[("ranks", *key)] = [rank_plot(r, fig_dir)]
+    return out
+
+
+def _group_of(stem: str, table: pd.DataFrame, prefix: str) -> tuple[str, str]:
+    """The (dataset, raters) a figure's file stem belongs to (stems are `prefix` + tables.slug(dataset, raters, ...))."""
+    for dataset, raters in table[["dataset", "raters"]].drop_duplicates().itertuples(index=False):
+        if stem.startswith(prefix + tables.slug(dataset, raters, "protocol")):
+            return dataset, raters
+    return "", ""
+
+
+def boxplot_caption(path: Path, table: pd.DataFrame, dataset: str, raters: str, checks: dict) -> str:
+    reference = tables.default_reference(dataset)
+    structure = path.stem.removeprefix("boxplot_dsc_" + tables.slug(dataset, raters, "protocol", reference) + "_")
+    rows = table[
+        (table["dataset"] == dataset) & (table["raters"] == raters) & (table["reference"] == reference) & (table["metric"] == "dsc")
+    ]
+    warning = checks.get((dataset, raters), "")
+    return (f"{dataset}, raters `{raters}`, at the protocol: DSC (%) of each of the {rows['case'].nunique()} test cases against "
+            f"{reference} ({structure}), averaged over each method's seeds; box: quartiles, whiskers: 1.5 × IQR, triangle: "
+            f"mean. Above each box: the Holm-adjusted p of the {TEST} against {display(study.current().reference_method)}."
+            + (f" **{_sentence(warning)}**" if warning else ""))  # fmt: skip
+
+
+def _sentence(text: str) -> str:
+    return text[0].upper() + text[1:] + "."
+
+
+def curves_caption(dataset: str, raters: str, diagnostic: bool) -> str:
+    if diagnostic:
+        return (f"{dataset}, raters `{raters}`: validation DSC against ground truth during training, mean ± sd over seeds; a "
+                "diagnostic only, never used to stop or to select a checkpoint.")  # fmt: skip
+    return (f"{dataset}, raters `{raters}`: each method's validation loss (its own objective, against the raters) per stage, "
+            "mean ± sd over seeds; dotted: the restored step.")  # fmt: skip
+
+
+def rank_plot(r: ColumnRanking, fig_dir: Path) -> Shown:
+    """The blob plot of one column's ranking, saved; its caption says what the circles and crosses are."""
+    methods = list(r.shares.index)
+    every = sorted(set(methods))
+    where = f"{r.dataset}, raters `{r.raters}`: {column_name(r.column)} against {r.reference}"
+    fig = plots.rank_figure(r.shares, f"{where.replace('`', '')}\nrank over {N_BOOT} bootstrap resamples (seeds, then cases)",
+                                     {m: plots.method_color(m, every) for m in methods}, {m: display(m) for m in methods},
+                                     r.warning)  # fmt: skip
+    stem = f"ranks_{tables.slug(r.dataset, r.raters, r.table, r.column.metric, r.column.structure)}"
+    path = plots.save(fig, fig_dir / stem)[0]
+    caption = (f"{where} ({r.table}): each method's rank (1 = best) over {N_BOOT} two-level bootstrap resamples: each "
+               "method's seeds drawn with replacement, then the test cases, the same cases for every method. Circle area: "
+               "the share of resamples at that rank; cross: the median rank; line: the central 95 % of ranks; methods "
+               "ordered by mean rank." + (f" {tau_text(r)}." if r.n_tau >= 3 else "") + (f" **{_sentence(r.warning)}**" if r.warning else ""))  # fmt: skip
+    return path, caption
+
+
+def fused_figure(results: Path, data_root: Path, dataset: str, raters: str, fig_dir: Path) -> Path | None:
+    """The paper's fused-label figure (averaging, STAPLE, MV, SLL, TV, probability map) from the reference method's seed-0 cell."""
+    cell = store.Cell(dataset, raters, "protocol", study.current().reference_method, 0)
+    try:
+        method = resolve.load_trained(store.cell_dir(results, cell))
+    except (FileNotFoundError, ValueError):  # not run, or not finished: no figure
+        return None
+    if not hasattr(method, "sll"):
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a sparse pool's warning was printed when the cells ran
+        train = split_cache.load_splits(dataset, data_root, raters, "protocol", store.cache_dir(results)).train
+    if train.gt is None:
+        return None
+    idx = example_figures.example_indices(train, 2)
+    title = f"{dataset}, raters {raters}: fused labels of two training images ({display(cell.method)}, seed 0)"
+    fig = example_figures.fused_label_figure(train.images, train.raters, train.rater_valid, method, idx, title, list(train.rater_names))
+    return plots.save(fig, fig_dir / f"fused_labels_{tables.slug(dataset, raters)}")[0]
+
+
+# --------------------------------------------------------------------------- the page
+
+
+def column_name(column: Column) -> str:
+    return column.metric + ("" if column.structure == "foreground" else f" ({column.structure})")
+
+
+def tau_text(r: ColumnRanking) -> str:
+    tau, low, high = r.tau
+    return f"Kendall τ with the paper's order {tau:.2f} [95 % bootstrap interval {low:.2f}, {high:.2f}] over {r.n_tau} methods"
