@@ -1,16 +1,18 @@
-"""The study a benchmark reruns, read from its data file (`paper_figures/lfnet_paper.toml`).
+"""The study a benchmark reruns, read from its data file (`paper_figures/lfnet_paper.toml`, or the file `$BENCH_STUDY` names).
 
 Everything the code needs to know about one paper lives in that file, each entry with the line of
 the paper's LaTeX it comes from: which method is "ours" (`reference_method`), what the Oracle row
 trains, the paper budget's schedules, settings that differ by dataset, the numbers of its tables
 and text, and the claims of its text. Generic code (budget, sweep, report, statistics, the
-reproduction report) asks `current()` instead of naming a method; a second paper would be a
-second file (`load(path)`), not edits across the package.
+reproduction report) asks `current()` when it needs the study, never at import, instead of naming a
+method; a second paper is a second file (`BENCH_STUDY=path/to/study.toml python -m bench …`), not
+edits across the package.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -174,7 +176,17 @@ def load(path: Path = STUDY_FILE) -> Study:
         raise ValueError(f"study {path}: {type(e).__name__}: {e}") from None
 
 
+def study_file() -> Path:
+    """The study file in use: the one `$BENCH_STUDY` names (a second paper's study is a second file), else the LF-Net
+    paper's (`STUDY_FILE`)."""
+    return Path(os.environ.get("BENCH_STUDY") or STUDY_FILE)
+
+
 @cache
+def _load_once(path: Path) -> Study:
+    return load(path)
+
+
 def current() -> Study:
-    """The study this benchmark reruns (the LF-Net paper)."""
-    return load(STUDY_FILE)
+    """The study this benchmark reruns, from `study_file()`; read once per file and process (workers inherit the variable)."""
+    return _load_once(study_file())

@@ -48,6 +48,7 @@ class DatasetSpec:
     # Network inputs a user may choose (empty: the dataset has one), and each style's own (its default).
     inputs: tuple[str, ...] = ()
     style_inputs: dict = field(default_factory=dict)
+    first_style: str = ""  # the style its cells had before styles were named in results paths (MNIST's disk morphology)
     subset_of: str = ""  # a sample of another dataset's images (mnist-5k of mnist): a paper's number for that dataset applies
 
     def __post_init__(self) -> None:
@@ -127,6 +128,7 @@ DATASETS: dict[str, DatasetSpec] = {
         rater_styles=mnist.RATER_STYLES,
         inputs=mnist.INPUTS,
         style_inputs=mnist.STYLE_INPUTS,
+        first_style="morpho",
         subset_of="mnist",
     ),
     "mnist": DatasetSpec(
@@ -138,6 +140,7 @@ DATASETS: dict[str, DatasetSpec] = {
         rater_styles=mnist.RATER_STYLES,
         inputs=mnist.INPUTS,
         style_inputs=mnist.STYLE_INPUTS,
+        first_style="morpho",
     ),
     # The large-image datasets' quick budget: the paper's batch of 2 and a 32-image validation subset, so that the
     # user's `--methods all --dataset lidc` (one seed) fits in 15 minutes on 2 CPU cores with native bf16 (README#budgets).

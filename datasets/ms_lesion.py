@@ -1,10 +1,6 @@
 """ISBI 2015 longitudinal MS lesion challenge: `ms-lesion` (five simulated raters) and `ms-lesion-real`.
 
-What a user has after downloading the challenge's training data (docs/datasets.md#ms-lesion-on-disk-layout): per subject
-``training/trainingNN/preprocessed/trainingNN_TT_{flair,mprage,pd,t2}_pp.nii`` and
-``training/trainingNN/masks/trainingNN_TT_mask{1,2}.nii``, 181×217×181 at 1 mm; NN = subject
-(01 … 05), TT = time point (21 scans in all). Files are found by regex over a recursive walk of
-``<data-root>/ms-lesion/``, as ``.nii`` or ``.nii.gz``. The test subjects (``testNN``) have no
+The on-disk layout and how it is read: datasets/ms_lesion_files.py. The test subjects (``testNN``) have no
 masks and are skipped.
 
 Decisions (the paper states only "10 scans for training, 11 for testing, 20 % of the training
@@ -24,12 +20,8 @@ images as validation" and "five simulated raters as Zhang et al."; docs/datasets
 * **Ground truth** (`GT_RATER`): rater 1's mask (``"mask1"``) by default; ``"mask2"``,
   ``"intersection"`` or ``"union"`` of the two are the alternatives. It is the evaluation reference
   of `ms-lesion` and the mask the raters are simulated from; the card names it.
-* **Simulated raters** (`ms-lesion`, R = 5, `RATER_NAMES` order), on the 3-D GT volume and then
-  sliced, the rules that reproduce Zhang et al.'s released MS data exactly (docs/datasets.md#ms-lesion-simulated-raters):
-  good = GT; over = the FSL-style edge-add pass applied twice; under = one 6-connected erosion;
-  wrong = over with alternating 100-voxel blocks of its C-order foreground deleted, twice;
-  blank = zeros. Voxels outside the volume count as background. These rules are deterministic:
-  there is nothing to seed.
+* **Simulated raters** (`ms-lesion`, R = 5, `RATER_NAMES` order): the rules that reproduce Zhang et al.'s
+  released MS data exactly, on the 3-D GT volume and then sliced (datasets/ms_lesion_raters.py).
 * **Rater style and noise**: the style is `ms` (the only one). The rules are whole passes, so the
   style's knob k scales the number of passes, rounded half up: round(1·k) erosions, round(2·k)
   edge-add passes and round(2·k) deletion passes (`passes_at`). Noise level "protocol" is k = 1,
@@ -56,15 +48,10 @@ images as validation" and "five simulated raters as Zhang et al."; docs/datasets
 from __future__ import annotations
 
 import itertools
-import os
-import re
 import warnings
-import zlib
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from scipy import ndimage as ndi
 
 from datasets.contract import (
     DataError,
@@ -76,6 +63,8 @@ from datasets.contract import (
     check_not_constant,
     folder_problem,
 )
+from datasets.ms_lesion_files import Scan, find_scans, read_nifti, zscore_brain
+from datasets.ms_lesion_raters import passes_at, simulate_ms_raters
 from datasets.noise import (
     PROTOCOL,
     STYLE_NOTES,
@@ -104,16 +93,8 @@ VAL_FRACTION = 0.2
 EXPECTED_SCANS = 21
 REAL_RATER_NAMES = ("mask1", "mask2")
 
-#: Official MS rules at noise 1 (docs/datasets.md#ms-lesion-simulated-raters): passes of each operation and the block size.
-UNDER_EROSIONS = 1
-OVER_EDGE_PASSES = 2
-WRONG_DELETION_PASSES = 2
-WRONG_BLOCK = 100
 #: Top of the knob's bisection bracket for a target level: 4 erosions, 8 edge-add and 8 deletion passes.
 KNOB_HI = 4.0
-
-IMAGE_RE = re.compile(r"^(?P<subject>(?:training|test)\d{2})_(?P<tp>\d{2})_(?P<contrast>flair|mprage|pd|t2)_pp\.nii(?:\.gz)?$")
-MASK_RE = re.compile(r"^(?P<subject>training\d{2})_(?P<tp>\d{2})_mask(?P<rater>[12])\.nii(?:\.gz)?$")
 
 _SOURCE = "https://smart-stats-tools.org/lesion-challenge-2015 (free registration)"
 _LICENCE = "ISBI 2015 challenge data: free for research after registration; cite Carass et al. 2017 (terms unconfirmed)"
@@ -152,153 +133,8 @@ CARD_REAL = DatasetCard(
 
 
 # ---------------------------------------------------------------------------------------
-# The MS rater rules (docs/datasets.md#ms-lesion-simulated-raters), on 3-D binary volumes
+# The GT volume
 # ---------------------------------------------------------------------------------------
-
-
-def erode6(mask: np.ndarray, passes: int = UNDER_EROSIONS) -> np.ndarray:
-    """`passes` 3-D erosions with the 6-connected cross: (X, Y, Z) -> (X, Y, Z) bool.
-
-    A voxel survives a pass iff it and its 6 face neighbours are foreground; outside the volume
-    is background.
-    """
-    mask = np.asarray(mask) > 0
-    if passes <= 0 or not mask.any():
-        return mask
-    return ndi.binary_erosion(mask, structure=ndi.generate_binary_structure(3, 1), iterations=passes, border_value=0)
-
-
-def edge_add(mask: np.ndarray, passes: int = OVER_EDGE_PASSES) -> np.ndarray:
-    """`passes` FSL-style edge-add passes: (X, Y, Z) -> (X, Y, Z) bool.
-
-    One pass: mask OR (Σ over the 3 axes of |x[i+1] - x[i-1]| > 0), the central-difference
-    gradient of ``fslmaths -edge`` added to the mask. Unlike a 6-connected dilation it skips a
-    background voxel whose two neighbours along every axis are equal (a one-voxel gap between
-    two foreground voxels). Outside the volume is background.
-    """
-    mask = np.asarray(mask) > 0
-    for _ in range(max(passes, 0)):
-        padded = np.pad(mask, 1)
-        edge = np.zeros_like(mask)
-        inner = (slice(1, -1),) * 3
-        for axis in range(3):
-            before, after = list(inner), list(inner)
-            before[axis], after[axis] = slice(0, -2), slice(2, None)
-            edge |= padded[tuple(before)] != padded[tuple(after)]
-        mask = mask | edge
-    return mask
-
-
-def delete_blocks(mask: np.ndarray, passes: int = WRONG_DELETION_PASSES, block: int = WRONG_BLOCK) -> np.ndarray:
-    """Delete alternating blocks of the foreground in C order, `passes` times: (X, Y, Z) -> bool.
-
-    The foreground voxels are listed in C order of the array as nibabel loads it (z fastest,
-    ``np.flatnonzero``); those at list positions [0, block), [2·block, 3·block), … are deleted.
-    Each pass lists the remaining foreground again, so two passes keep about a quarter.
-    """
-    mask = np.asarray(mask) > 0
-    for _ in range(max(passes, 0)):
-        flat = mask.ravel().copy()  # ravel is C order whatever the memory layout
-        on = np.flatnonzero(flat)
-        flat[on[(np.arange(len(on)) // block) % 2 == 0]] = False
-        mask = flat.reshape(mask.shape)
-    return mask
-
-
-def passes_at(noise: float) -> tuple[int, int, int]:
-    """(erosions, edge-add passes, deletion passes) at knob value `noise` (1: the protocol): the official counts × noise, rounded half up."""
-    if not np.isfinite(noise) or noise < 0:
-        raise ValueError(f"noise must be finite and >= 0, got {noise}")
-
-    def scaled(count: int) -> int:
-        return int(np.floor(count * noise + 0.5))
-
-    return scaled(UNDER_EROSIONS), scaled(OVER_EDGE_PASSES), scaled(WRONG_DELETION_PASSES)
-
-
-def simulate_ms_raters(gt: np.ndarray, noise: float = 1.0) -> np.ndarray:
-    """The five MS raters of one 3-D GT volume at knob value `noise` (1: the protocol): (X, Y, Z) -> (5, X, Y, Z) uint8 in {0, 1}.
-
-    Order `RATER_NAMES` (good, over, under, wrong, blank). The array must be in nibabel's
-    (x, y, z) order: "wrong" depends on the C order of the voxels.
-    """
-    gt = np.asarray(gt) > 0
-    erosions, edge_passes, deletions = passes_at(noise)
-    over = edge_add(gt, edge_passes)
-    out = np.zeros((len(RATER_NAMES), *gt.shape), dtype=np.uint8)
-    out[0] = gt
-    out[1] = over
-    out[2] = erode6(gt, erosions)
-    out[3] = delete_blocks(over, deletions)
-    return out  # blank (index 4) stays zero
-
-
-# ---------------------------------------------------------------------------------------
-# Finding and reading the files
-# ---------------------------------------------------------------------------------------
-
-
-@dataclass
-class Scan:
-    """One time point of one subject: its contrast files and rater masks."""
-
-    subject: str
-    timepoint: str
-    images: dict[str, Path] = field(default_factory=dict)  # contrast -> path
-    masks: dict[str, Path] = field(default_factory=dict)  # "mask1" / "mask2" -> path
-
-    @property
-    def scan_id(self) -> str:
-        return f"{self.subject}_{self.timepoint}"
-
-
-def find_scans(root: Path) -> list[Scan]:
-    """All scans under `root` (recursive walk), sorted by subject and time point."""
-    scans: dict[tuple[str, str], Scan] = {}
-    for folder, _, files in sorted(os.walk(root, followlinks=True)):
-        for name in sorted(files):
-            image, mask = IMAGE_RE.match(name), MASK_RE.match(name)
-            if not (image or mask):
-                continue
-            m = image or mask
-            scan = scans.setdefault((m["subject"], m["tp"]), Scan(m["subject"], m["tp"]))
-            slot, key = (scan.images, m["contrast"]) if image else (scan.masks, f"mask{m['rater']}")
-            path = Path(folder) / name
-            if key in slot:
-                raise DataError(f"ms-lesion: two files for {scan.scan_id} {key}: {slot[key]} and {path}; keep one")
-            slot[key] = path
-    return [scans[k] for k in sorted(scans)]
-
-
-def read_nifti(path: Path) -> tuple[np.ndarray, tuple[float, float, float]]:
-    """A 3-D NIfTI volume as float32 (X, Y, Z) in nibabel's axis order, and its voxel size (mm)."""
-    import nibabel as nib  # lazy: only this adapter needs it
-    from nibabel.filebasedimages import ImageFileError
-
-    try:
-        image = nib.load(str(path))
-        data = np.asarray(image.dataobj, dtype=np.float32)
-        zooms = tuple(round(float(z), 6) for z in image.header.get_zooms()[:3])
-    except (OSError, EOFError, ValueError, zlib.error, ImageFileError) as e:
-        reason = (str(e).splitlines() or [type(e).__name__])[0]
-        reason = re.sub(r' (from|of) ("[^"]*"|\S*)$', "", reason)  # nibabel repeats the path
-        raise DataError(f"{path}: unreadable or truncated NIfTI ({reason}); download it again") from None
-    if data.ndim == 4 and data.shape[3] == 1:
-        data = data[..., 0]
-    if data.ndim != 3:
-        raise DataError(f"{path}: expected a 3-D volume, got shape {data.shape}")
-    if not np.isfinite(data).all():
-        raise DataError(f"{path}: contains NaN or infinite values; download it again")
-    return data, zooms
-
-
-def zscore_brain(volume: np.ndarray) -> np.ndarray:
-    """(X, Y, Z) float32 -> same, z-scored with the mean and std of the non-zero (brain) voxels."""
-    brain = volume[volume != 0]
-    if brain.size == 0:
-        return volume.astype(np.float32)
-    std = float(brain.std())
-    return ((volume - float(brain.mean())) / (std if std > 0 else 1.0)).astype(np.float32)
 
 
 def gt_volume(mask1: np.ndarray, mask2: np.ndarray, gt_rater: str) -> np.ndarray:

@@ -5,19 +5,10 @@ Two on-disk versions are read from `<data-root>/riga/`, found by a recursive wal
 1. **The raw release** (University of Michigan Deep Blue). Per image a clean `imageNprime.<tif|jpg>`
    and six copies `imageN-<k>.<tif|jpg>` on which rater k drew the disc and cup boundaries. No mask
    files exist: each rater's masks are derived by differencing the marked copy against the prime
-   image (`derive_masks`, docs/datasets.md#riga-the-raw-release):
-   `max over RGB |marked - prime| > 0` (lossless TIFF) or `> 40` (either file JPEG, whose
-   compression noise is suppressed; also used when a TIFF copy differs in more than 5 % of its
-   pixels, i.e. was re-encoded) → 3×3 closing (bridges 1-px gaps in the drawn curve) → the
-   largest connected outline, holes filled, is the disc; the second largest, filled and lying inside
-   the disc, is the cup. Where the two contours touch (one outline component) the cup is the most
-   convex hole inside the disc outline. A contour that stays open is retried with 2 and 3 closing
-   iterations. A marked copy from which no closed disc and cup can be recovered makes that rater
-   invalid for that image (`rater_valid` False, with a warning).
-   Then a square, disc-centred ROI is cut: centre = centre of the bounding box of the union of the
-   valid raters' discs, side = `ROI_SCALE` × the larger box side (pixels outside the photo are
-   black / background), resized to `SIZE`×`SIZE`. Centring on the raters' discs uses the
-   annotations, as every disc/cup benchmark crop does (MR-Net's `DiscRegion` crops too).
+   image (`derive_masks`, docs/datasets.md#riga-the-raw-release), and a square ROI centred on the
+   valid raters' discs is cut (`disc_roi`); both rules are in datasets/riga_masks.py. A marked copy from
+   which no closed disc and cup can be recovered makes that rater invalid for that image
+   (`rater_valid` False, with a warning).
 2. **MR-Net's preprocessed "RIGA benchmark"** (`DiscRegion/Glaucoma_multirater_<subset>.csv`, used by
    MR-Net and most multi-rater disc/cup papers; docs/datasets.md#riga-mr-nets-discregion-crops). 7 CSV rows per image (rater 0 =
    "FinalLabel", a majority label, ignored; raters 1-6); rater n's mask path = `maskName` with
@@ -37,11 +28,6 @@ docs/methods.md#mr-net-bicubic-resizing-of-label-masks).
 Split (MR-Net, the LF-Net paper): train = BinRushed + MESSIDOR, test = Magrabia. MR-Net validates
 on the test set (docs/methods.md#mr-net-model-selection-on-the-test-set); here a fixed 10 % of the training images (seed 0, by
 group = sub-folder + image number; RIGA has no patient ids) is held out as validation.
-
-JPEG limit: a 1-px line in a colour of about the same luminance as the fundus under it (green on
-orange) is smeared by JPEG's 2×2 chroma subsampling below the threshold and cannot be recovered
-(the rater is then marked invalid, with a warning); blue, black or 2-px lines are recovered with
-Dice ≥ 0.93 on the fixtures. The real BinRushed ink colour has not been checked.
 
 Reading seven full-size photos and deriving six raters' masks takes ~0.6-1 s per image (measured
 on photos of the real sizes, 2240×1488 to 2743×1936), ≈ 10 min for the 750 images on one core,
@@ -66,20 +52,29 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from PIL import Image, UnidentifiedImageError
-from scipy import ndimage as ndi
 
 from datasets.contract import DataError, DatasetCard, RaterData, Splits, folder_problem, split_by_group
 from datasets.noise import PROTOCOL, STYLE_NOTES, check_fixed, fixed_pool_info
+from datasets.riga_masks import (
+    LOSSLESS_THRESHOLD,
+    LOSSY_THRESHOLD,
+    MAX_INK_FRACTION,
+    MIN_CUP_FRACTION,
+    ROI_SCALE,
+    SIZE,
+    crop_square,
+    derive_masks,
+    disc_roi,
+    label_map,
+    mrnet_labels,
+    resize_image,
+    resize_labels,
+    to_input,
+)
 
 log = logging.getLogger(__name__)
 
 DATA_SEED = 0
-SIZE = 256  # MR-Net's input size; one size for every image of the dataset
-ROI_SCALE = 2.0  # ROI side / larger side of the raters' union disc box: the disc fills the central half
-LOSSLESS_THRESHOLD = 0  # any change in a TIFF copy is ink
-LOSSY_THRESHOLD = 40  # JPEG: compression noise near the ink stays below this (0-255 scale, max over RGB)
-MAX_INK_FRACTION = 0.05  # drawn contours cover far less of a photo than this
-MIN_CUP_FRACTION = 0.01  # a cup candidate smaller than this share of the disc is noise, not a contour
 VAL_FRACTION = 0.1
 CLASSES = ("background", "rim", "cup")
 STRUCTURES = {"disc": (1, 2), "cup": (2,)}
@@ -135,130 +130,6 @@ def subset_of(path: Path) -> str | None:
         if name.lower()[:7] in text:  # "magrabi", "binrush", "messido"
             return name
     return None
-
-
-# ---------------------------------------------------------------- masks from marked copies
-
-
-def outline_components(outline: np.ndarray, closing: int) -> tuple[np.ndarray, np.ndarray]:
-    """Close the drawn curve, then label its 8-connected parts. Returns labels and sizes, largest first."""
-    closed = ndi.binary_closing(outline, structure=np.ones((3, 3), bool), iterations=closing, border_value=0)
-    labels, n = ndi.label(closed, structure=np.ones((3, 3), bool))
-    sizes = np.bincount(labels.ravel(), minlength=n + 1)[1:]
-    return labels, np.argsort(-sizes, kind="stable") + 1
-
-
-def most_convex_hole(ring: np.ndarray, disc: np.ndarray) -> np.ndarray | None:
-    """Touching contours: the holes inside the disc outline are the rim annulus (C-shaped) and the cup.
-
-    The cup is the hole closest to convex (area / convex-hull area); it is grown back over the drawn
-    line that bounds it (the ring width) so that it includes its own contour, like a filled outline.
-    """
-    from skimage.measure import regionprops  # scikit-image is a dependency; imported here because it is slow
-
-    holes, n = ndi.label(disc & ~ring)
-    props = [p for p in regionprops(holes) if p.area >= MIN_CUP_FRACTION * disc.sum()]
-    if len(props) < 2:
-        return None
-    best = max(props, key=lambda p: p.solidity)
-    width = max(1, int(round(2 * ndi.distance_transform_edt(ring).max())))
-    cup = ndi.binary_dilation(holes == best.label, iterations=width, mask=ring | (holes == best.label))
-    return ndi.binary_fill_holes(cup)
-
-
-def derive_masks(prime: np.ndarray, marked: np.ndarray, lossy: bool) -> tuple[np.ndarray, np.ndarray] | None:
-    """Disc and cup of one rater from a clean image and the rater's marked copy.
-
-    Args:
-        prime, marked: uint8 (H, W, 3) (or (H, W)), the same shape.
-        lossy: True where either file is JPEG (a higher difference threshold).
-    Returns:
-        (disc, cup) bool (H, W) with cup ⊂ disc, or None when no closed disc and cup contour is found.
-    """
-    diff = np.maximum(marked, prime) - np.minimum(marked, prime)  # |marked - prime| without overflow
-    if diff.ndim == 3:
-        diff = np.maximum(np.maximum(diff[..., 0], diff[..., 1]), diff[..., 2])
-    ink = diff > (LOSSY_THRESHOLD if lossy else LOSSLESS_THRESHOLD)
-    if not lossy and ink.mean() > MAX_INK_FRACTION:
-        ink = diff > LOSSY_THRESHOLD  # a "lossless" copy changed everywhere (re-encoded): treat it as lossy
-    rows, cols = np.flatnonzero(ink.any(axis=1)), np.flatnonzero(ink.any(axis=0))
-    if len(rows) == 0:
-        return None
-    # Work inside the bounding box of the ink (plus a margin for the closing): the photos are large.
-    pad = 4
-    r0, r1 = max(rows[0] - pad, 0), min(rows[-1] + pad + 1, ink.shape[0])
-    c0, c1 = max(cols[0] - pad, 0), min(cols[-1] + pad + 1, ink.shape[1])
-    box = ink[r0:r1, c0:c1]
-    for closing in (1, 2, 3):
-        labels, order = outline_components(box, closing)
-        if len(order) == 0:
-            return None
-        ring = labels == order[0]
-        disc = ndi.binary_fill_holes(ring)
-        if disc.sum() < 1.5 * ring.sum():
-            continue  # the disc contour is still open: close harder
-        cup = None
-        if len(order) >= 2:
-            filled = ndi.binary_fill_holes(labels == order[1])
-            inside = (filled & disc).sum()
-            if inside >= 0.9 * filled.sum() and filled.sum() >= MIN_CUP_FRACTION * disc.sum():
-                cup = filled & disc
-        if cup is None:
-            cup = most_convex_hole(ring, disc)
-        if cup is None or cup.sum() > 0.98 * disc.sum():
-            continue
-        full_disc = np.zeros(ink.shape, bool)
-        full_cup = np.zeros(ink.shape, bool)
-        full_disc[r0:r1, c0:c1] = disc
-        full_cup[r0:r1, c0:c1] = cup
-        return full_disc, full_cup
-    return None
-
-
-def label_map(disc: np.ndarray, cup: np.ndarray) -> np.ndarray:
-    """bool disc, cup (H, W) → uint8 class indices: 0 background, 1 rim (disc minus cup), 2 cup (inside the disc)."""
-    out = disc.astype(np.uint8)
-    out[cup & disc] = 2
-    return out
-
-
-# ---------------------------------------------------------------- ROI and resizing
-
-
-def disc_roi(discs: np.ndarray) -> tuple[int, int, int]:
-    """Square ROI around the union of the raters' discs (R, H, W) bool → (top, left, side), may leave the image."""
-    union = discs.any(axis=0)
-    rows, cols = np.nonzero(union)
-    height, width = rows.max() - rows.min() + 1, cols.max() - cols.min() + 1
-    side = int(np.ceil(ROI_SCALE * max(height, width)))
-    top = int(np.floor((rows.min() + rows.max() + 1) / 2 - side / 2))
-    left = int(np.floor((cols.min() + cols.max() + 1) / 2 - side / 2))
-    return top, left, side
-
-
-def crop_square(array: np.ndarray, top: int, left: int, side: int) -> np.ndarray:
-    """array (H, W[, C]) → (side, side[, C]); zeros (black, background) where the square leaves the array."""
-    out = np.zeros((side, side, *array.shape[2:]), dtype=array.dtype)
-    r0, c0 = max(top, 0), max(left, 0)
-    r1, c1 = min(top + side, array.shape[0]), min(left + side, array.shape[1])
-    if r1 > r0 and c1 > c0:
-        out[r0 - top : r1 - top, c0 - left : c1 - left] = array[r0:r1, c0:c1]
-    return out
-
-
-def resize_image(rgb: np.ndarray) -> np.ndarray:
-    """uint8 (H, W, 3) → uint8 (SIZE, SIZE, 3), bilinear with Pillow's anti-aliasing when shrinking."""
-    return np.asarray(Image.fromarray(rgb).resize((SIZE, SIZE), Image.Resampling.BILINEAR))
-
-
-def resize_labels(labels: np.ndarray) -> np.ndarray:
-    """uint8 class indices (H, W) → (SIZE, SIZE), nearest neighbour (no invented labels at edges)."""
-    return np.asarray(Image.fromarray(labels).resize((SIZE, SIZE), Image.Resampling.NEAREST))
-
-
-def to_input(rgb: np.ndarray) -> np.ndarray:
-    """uint8 (H, W, 3) → float32 (3, H, W) in [0, 1]: a fixed scale keeps colour comparable across images."""
-    return (rgb.astype(np.float32) / np.float32(255)).transpose(2, 0, 1)
 
 
 # ---------------------------------------------------------------- one case
@@ -317,15 +188,6 @@ def load_raw_case(case: Case) -> tuple[np.ndarray, np.ndarray, np.ndarray] | Non
     image = resize_image(crop_square(prime, top, left, side))
     labels = np.stack([resize_labels(crop_square(label_map(d, c), top, left, side)) for d, c in zip(discs, cups)])
     return image, labels, valid
-
-
-def mrnet_labels(mask: np.ndarray, lossy: bool) -> np.ndarray:
-    """An MR-Net mask (H, W) uint8 → class indices: 0 / ~128 rim / 255 cup; {0, 1, 2} masks are class indices already."""
-    if mask.max() <= 2:
-        return mask.astype(np.uint8)
-    disc = mask > (64 if lossy else 0)
-    cup = mask > 191 if lossy else mask == 255
-    return label_map(disc, cup)
 
 
 def load_mrnet_case(case: Case) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

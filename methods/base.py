@@ -91,6 +91,15 @@ class Method(nn.Module):
         """
         return None
 
+    def own_fused_labels(self, images: torch.Tensor, raters: torch.Tensor, rater_valid: torch.Tensor, temperature: float = 1.0
+                         ) -> dict[str, torch.Tensor]:  # fmt: skip
+        """The method's own fused labels of a batch, drawn beside the fusion rules in the fused-label figure: {title:
+        (B, H, W)}, float for a probability of foreground, bool for a mask; {} when it fuses nothing of its own.
+
+        images (B, C, H, W), raters long (B, R, H, W), rater_valid bool (B, R); `temperature` divides a soft label's logits.
+        """
+        return {}
+
     def deviations(self) -> list[str]:
         """Departures from the shared U-Net or the paper, recorded in the run manifest."""
         return []

@@ -100,12 +100,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from labels.fusion import batch_votes, threshold_vote_mask, vote_targets
 from labels.staple import staple
 from methods.base import DataSpec, Method, Stage, StepContext
 from methods.fusion_unets import masked_cross_entropy
+from methods.lf_net_rater_modules import ConfusionMatrixHeads, RaterCharacteristicsNet, RaterHeads
 from methods.registry import register_method, register_variant
 from methods.unet import UNet
 
@@ -160,69 +160,6 @@ def rater_cross_entropy(rater_logits: torch.Tensor, raters: torch.Tensor, valid:
     """
     ce = F.cross_entropy(rater_logits.float().flatten(0, 1), raters.flatten(0, 1), reduction="none")  # (B·R, H, W)
     return per_rater_mean(ce.unflatten(0, raters.shape[:2]), valid)
-
-
-def per_rater_branches(channels: int, outputs: int, n_raters: int) -> nn.Sequential:
-    """R independent branches on C channels, each a 3×3 conv (+ BN + ReLU) and a 1×1 conv to `outputs` channels, computed
-    as one (C → R·C) conv and a grouped 1×1 conv: (B, C, H, W) → (B, R·outputs, H, W), rater-major."""
-    return nn.Sequential(
-        nn.Conv2d(channels, channels * n_raters, 3, padding=1, bias=False),
-        nn.BatchNorm2d(channels * n_raters),
-        nn.ReLU(inplace=True),
-        nn.Conv2d(channels * n_raters, outputs * n_raters, 1, groups=n_raters),
-    )
-
-
-class RaterHeads(nn.Module):
-    """R per-rater branches on C-channel features: a 3×3 conv (+ BN + ReLU) and a 1×1 class head each.
-
-    Computed as one (C → R·C) conv and a grouped 1×1 conv, which is exactly R independent branches.
-    Shapes: features (B, C, H, W) → per-rater logits (B, R, L, H, W).
-    """
-
-    def __init__(self, channels: int, n_classes: int, n_raters: int):
-        super().__init__()
-        self.n_raters, self.n_classes = n_raters, n_classes
-        self.branches = per_rater_branches(channels, n_classes, n_raters)
-
-    def forward(self, features: torch.Tensor) -> torch.Tensor:
-        return self.branches(features).unflatten(1, (self.n_raters, self.n_classes))
-
-
-class RaterCharacteristicsNet(nn.Module):
-    """The RCN: the shared U-Net whose last decoder layer is split into R per-rater branches (`RaterHeads`).
-
-    The last decoder block's first 3×3 conv stays shared; its second 3×3 conv (+ BN + ReLU) and the
-    1×1 class head are per rater. Shapes: (B, C_in, H, W) → per-rater logits (B, R, L, H, W).
-    """
-
-    def __init__(self, in_channels: int, n_classes: int, n_raters: int):
-        super().__init__()
-        self.backbone = UNet(in_channels, n_classes)
-        self.backbone.decoders[-1] = self.backbone.decoders[-1][:3]  # conv → BN → ReLU; the second conv goes per rater
-        self.backbone.head = nn.Identity()  # replaced by the per-rater heads below
-        self.branches = RaterHeads(self.backbone.out_channels, n_classes, n_raters)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.branches(self.backbone.features(x))
-
-
-class ConfusionMatrixHeads(nn.Module):
-    """CM-UNet-style pixel-wise confusion matrices on the segmentation U-Net's features (the "RCN → CM" ablation).
-
-    Shapes: features (B, 32, H, W) → A (B, R, L, L, H, W) with A[:, r, i, j] = p(rater r says i | true j);
-    each column sums to 1 over i (softplus, then normalised over the noisy label, as CM-UNet).
-    """
-
-    def __init__(self, in_channels: int, n_classes: int, n_raters: int):
-        super().__init__()
-        self.n_raters, self.n_classes = n_raters, n_classes
-        self.heads = per_rater_branches(in_channels, n_classes * n_classes, n_raters)
-
-    def forward(self, features: torch.Tensor) -> torch.Tensor:
-        L = self.n_classes
-        a = F.softplus(self.heads(features).float()).unflatten(1, (self.n_raters, L, L))
-        return a / a.sum(2, keepdim=True).clamp(min=1e-12)
 
 
 def confusion_nll(cms: torch.Tensor, probs: torch.Tensor, raters: torch.Tensor, valid: torch.Tensor, trace_weight: float) -> torch.Tensor:
@@ -390,6 +327,16 @@ class LFNet(Method):
             return None
         probs = torch.softmax(self.sll_logits(images, raters, rater_valid).float(), dim=1)
         return probs, threshold_vote_mask(raters, rater_valid, self.spec.n_classes, self.beta)
+
+    def own_fused_labels(self, images: torch.Tensor, raters: torch.Tensor, rater_valid: torch.Tensor, temperature: float = 1.0
+                         ) -> dict[str, torch.Tensor]:  # fmt: skip
+        """SLL: the soft-label network's probability of foreground, softmax(a1 / `temperature`) (1: the network's own
+        output; `cfg.tau` shows the softened target q̂1 that L_sl trains against); TV: the threshold-vote mask M^tv with
+        this model's β. {} without an SLL."""
+        if self.cfg.soft_label != "sll":
+            return {}
+        sll = torch.softmax(self.sll_logits(images, raters, rater_valid).float() / temperature, dim=1)
+        return {"SLL": sll[:, 1:].sum(1), "TV": threshold_vote_mask(raters, rater_valid, self.spec.n_classes, self.beta)}
 
     def deviations(self) -> list[str]:
         cfg = self.cfg

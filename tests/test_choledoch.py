@@ -13,12 +13,11 @@ from datasets.choledoch import (
     find_scenes,
     load_choledoch,
     read_choledoch,
-    read_envi,
-    read_envi_header,
     resize_bands,
     resize_nearest,
     scene_key,
 )
+from datasets.choledoch_files import read_envi, read_envi_header
 from datasets.contract import DataError
 from datasets.raters import RATER_NAMES, simulate_raters
 from labels.overlap import average_dsc

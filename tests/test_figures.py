@@ -140,10 +140,11 @@ def test_fused_label_figure_columns_and_values(data, lf_net):
     before = {k: v.clone() for k, v in lf_net.state_dict().items()}
     fig = example_figures.fused_label_figure(images, raters, valid, lf_net, [0, 1], "fused", rater_names=RATER_NAMES)
     assert len(panels(fig, "rater:")) == 2 * N_RATERS
-    fused_axes = {c: panels(fig, f"fused:{c}") for c in example_figures.FUSED_COLUMNS}
+    columns = (*example_figures.FUSION_COLUMNS, "SLL", "TV", "Prob Map")  # the rules, LF-Net's own, its prediction
+    fused_axes = {c: panels(fig, f"fused:{c}") for c in columns}
     assert all(len(axes) == 2 for axes in fused_axes.values())
     assert len([ax for ax in fig.axes if ax.get_label() == "<colorbar>"]) == 1  # one shared colour bar
-    assert [ax.get_title() for ax in fused_axes.values() for ax in ax[:1]] == list(example_figures.FUSED_COLUMNS)
+    assert [ax.get_title() for ax in fused_axes.values() for ax in ax[:1]] == list(columns)
 
     y, v = torch.from_numpy(raters[:2]).long(), torch.from_numpy(valid[:2])
     shown = {c: np.stack([ax.images[0].get_array() for ax in axes]) for c, axes in fused_axes.items()}
@@ -170,11 +171,13 @@ def test_fused_label_figure_multiclass_and_errors(data):
     multi = raters.copy()
     multi[:, :2] *= 2  # two raters say class 2
     fused = example_figures.fused_labels(images[:1], multi[:1], valid[:1], three)
-    assert set(fused) == set(example_figures.FUSED_COLUMNS) and all(a.shape == (1, SIZE, SIZE) for a in fused.values())
+    assert list(fused) == [*example_figures.FUSION_COLUMNS, "SLL", "TV", "Prob Map"] and all(
+        a.shape == (1, SIZE, SIZE) for a in fused.values()
+    )
     np.testing.assert_allclose(fused["Averaging"], (multi[:1] > 0).mean(1), atol=1e-6)  # foreground = class ≥ 1
 
     no_sll = methods.build_method("lf-net-s", methods.DataSpec(1, 2, N_RATERS))
-    with pytest.raises(ValueError, match="soft-label network"):
+    with pytest.raises(ValueError, match="fused labels of its own"):
         example_figures.fused_label_figure(images, raters, valid, no_sll, [0], "x")
     three_raters = methods.build_method("lf-net", methods.DataSpec(1, 2, 3))
     with pytest.raises(ValueError, match="built for 3 raters"):

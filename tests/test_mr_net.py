@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import methods.mr_net as mr
+import methods.mr_net_blocks as blocks
 from bench.train import harness
 from methods.base import DataSpec, StepContext
 from methods.registry import build_method, get_entry
@@ -97,7 +98,7 @@ def test_sample_conditions_is_reproducible_from_the_generator():
 
 def test_convlstm_step_by_hand():
     torch.manual_seed(0)
-    cell = mr.ConvLSTMCell(2)
+    cell = blocks.ConvLSTMCell(2)
     x, h, c = torch.randn(3, 1, 2, 4, 4).unbind(0)
     new_h, new_c = cell(x, h, c)
     assert new_h.shape == new_c.shape == (1, 2, 4, 4)
@@ -109,7 +110,7 @@ def test_convlstm_step_by_hand():
 
 def test_eim_shape_and_condition_changes_output():
     torch.manual_seed(0)
-    eim = mr.ExpertiseInferring(n_raters=3, channels=8)
+    eim = blocks.ExpertiseInferring(n_raters=3, channels=8)
     x = torch.randn(2, 8, 3, 3)
     a = eim(x, torch.tensor([[1.0, 0, 0], [1.0, 0, 0]]))
     b = eim(x, torch.tensor([[0.0, 0, 1], [1.0, 0, 0]]))
@@ -125,7 +126,7 @@ def test_holistic_attention_by_hand():
     # 1×4 map, 3×3 box kernel: blurred = [.5, .5, .2, .2]/9 → min-max [1, 1, 0, 0] → max with map [1, 1, 0, .2]
     maps = torch.tensor([[[[0.5, 0.0, 0.0, 0.2]]]])
     features = torch.tensor([[[[2.0, 3.0, 4.0, 5.0]], [[1.0, 1.0, 1.0, 1.0]]]])  # C = 2
-    out = mr.holistic_attention(maps, features, torch.full((3, 3), 1 / 9))
+    out = blocks.holistic_attention(maps, features, torch.full((3, 3), 1 / 9))
     weight = torch.tensor([1.0, 1.0, 0.0, 0.2])
     expected = features * weight + features
     torch.testing.assert_close(out, expected)
@@ -134,16 +135,16 @@ def test_holistic_attention_by_hand():
 def test_holistic_attention_stacks_one_copy_per_map():
     maps = torch.rand(2, 3, 5, 5)
     features = torch.randn(2, 4, 5, 5)
-    kernel = mr.gaussian_kernel(31, 4.0)
-    out = mr.holistic_attention(maps, features, kernel)
+    kernel = blocks.gaussian_kernel(31, 4.0)
+    out = blocks.holistic_attention(maps, features, kernel)
     assert out.shape == (2, 12, 5, 5)
-    torch.testing.assert_close(out[:, 4:8], mr.holistic_attention(maps[:, 1:2], features, kernel))
+    torch.testing.assert_close(out[:, 4:8], blocks.holistic_attention(maps[:, 1:2], features, kernel))
 
 
 def test_gaussian_kernel_matches_official_recipe():
     from scipy import stats
 
-    k = mr.gaussian_kernel(31, 4.0)
+    k = blocks.gaussian_kernel(31, 4.0)
     interval = 9 / 31
     k1 = np.diff(stats.norm.cdf(np.linspace(-4 - interval / 2, 4 + interval / 2, 32)))
     ref = np.sqrt(np.outer(k1, k1))
@@ -156,7 +157,7 @@ def test_perception_maps_by_hand():
     fg = torch.tensor([-30.0, 30.0, 30.0])
     rater_logits = torch.stack([torch.zeros(3), fg], 1)[None, :, :, None, None]  # (1, R=3, L=2, 1, 1)
     coarse = torch.tensor([0.0, np.log(3.0)])[None, :, None, None]  # softmax → fg 0.75
-    maps = mr.perception_maps(rater_logits, coarse)
+    maps = blocks.perception_maps(rater_logits, coarse)
     assert maps.shape == (1, 2, 1, 1)
     torch.testing.assert_close(maps.flatten(), torch.tensor([0.75, (1 / 3) ** 0.5]))
 
@@ -166,7 +167,7 @@ def test_perception_maps_by_hand():
 
 def test_shared_unet_split_equals_unet_features():
     torch.manual_seed(0)
-    backbone = mr.SharedUNetBackbone(1, 2).eval()
+    backbone = blocks.SharedUNetBackbone(1, 2).eval()
     x = torch.randn(2, 1, 28, 28)
     bottleneck, skips = backbone.encode(x)
     torch.testing.assert_close(backbone.decode(bottleneck, skips), UNet.features(backbone.net, x))

@@ -9,17 +9,8 @@ from scipy import ndimage as ndi
 
 from datasets import ms_lesion
 from datasets.contract import DataError, Splits
-from datasets.ms_lesion import (
-    ALL_CONTRASTS,
-    choose_train_subjects,
-    delete_blocks,
-    edge_add,
-    erode6,
-    load_ms_lesion,
-    load_ms_lesion_real,
-    passes_at,
-    simulate_ms_raters,
-)
+from datasets.ms_lesion import ALL_CONTRASTS, choose_train_subjects, load_ms_lesion, load_ms_lesion_real
+from datasets.ms_lesion_raters import delete_blocks, edge_add, erode6, passes_at, simulate_ms_raters
 from datasets.raters import RATER_NAMES
 from labels.overlap import average_dsc
 from tests.fixtures.make_ms_lesion import make_ms_lesion, make_ms_lesion_from_real

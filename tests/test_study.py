@@ -55,10 +55,42 @@ def test_generic_code_reads_the_papers_settings_from_the_study():
     assert paper.schedule("staple-unet", "train", lidc, 2).source == paper.schedule("mv-unet", "train", lidc, 2).source
 
 
+def generic_modules() -> list[Path]:
+    """Code that must not know one method or one dataset: bench/, labels/, and methods/' registry and base."""
+    found = [*sorted((REPO / "bench").rglob("*.py")), *sorted((REPO / "labels").glob("*.py"))]
+    return found + [REPO / "methods" / name for name in ("__init__.py", "registry.py", "base.py")]
+
+
+def named(tree: ast.AST) -> list[tuple[int, str]]:
+    """Every identifier (names, attributes, definitions, arguments, keywords) and every string key (dict keys,
+    subscripts) of a module, with its line."""
+    out = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name):
+            out.append((n.lineno, n.id))
+        elif isinstance(n, ast.Attribute):
+            out.append((n.lineno, n.attr))
+        elif isinstance(n, (ast.FunctionDef, ast.ClassDef)):
+            out.append((n.lineno, n.name))
+        elif isinstance(n, ast.arg):
+            out.append((n.lineno, n.arg))
+        elif isinstance(n, ast.keyword) and n.arg:
+            out.append((n.value.lineno, n.arg))
+        elif isinstance(n, ast.Dict):
+            out += [(k.lineno, k.value) for k in n.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+        elif isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Constant) and isinstance(n.slice.value, str):
+            out.append((n.lineno, n.slice.value))
+    return out
+
+
+# One method's parts (LF-Net's soft-label network, rater networks, losses) and the datasets by name.
+METHOD_WORDS = re.compile(r"(?<![a-z])(lf_?net|sll|rcn|rcl)(?![a-z])", re.I)
+DATASET_WORDS = re.compile(r"(?<![a-z])(riga|lidc|choledoch|ms[-_]lesion|mnist(-5k)?)(?![a-z])", re.I)
+
+
 def test_no_generic_module_names_the_studys_methods():
     """`lf-net` and `oracle` are the study's words: no code outside methods/<method>.py and the study file uses them as values."""
-    generic = [*sorted((REPO / "bench").rglob("*.py")), *sorted((REPO / "datasets").glob("*.py"))]
-    generic += [REPO / "methods" / name for name in ("__init__.py", "registry.py", "base.py")]
+    generic = [*generic_modules(), *sorted((REPO / "datasets").glob("*.py"))]
     found = []
     for path in generic:
         tree = ast.parse(path.read_text())
@@ -70,6 +102,23 @@ def test_no_generic_module_names_the_studys_methods():
                 if re.fullmatch(r"lf-net(-[\w-]+)?|oracle", node.value):
                     found.append(f"{path.relative_to(REPO)}:{node.lineno}: {node.value!r}")
     assert found == []
+
+
+def test_no_generic_identifier_or_key_names_one_method_or_dataset():
+    """Generic code asks a method's hook or a dataset's card: no identifier or key of bench/, labels/ or the registry names
+    LF-Net's parts, and none of bench/ names a dataset (string values included, except the CLI's stated default)."""
+    found = []
+    for path in generic_modules():
+        tree = ast.parse(path.read_text())
+        where = str(path.relative_to(REPO))
+        found += [f"{where}:{line}: {word}" for line, word in named(tree) if METHOD_WORDS.search(word)]
+        if where.startswith("bench/") and not where.startswith("bench/cli/"):
+            values = [(n.lineno, n.value) for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+            found += [f"{where}:{line}: {text!r}" for line, text in named(tree) + values
+                      if DATASET_WORDS.fullmatch(text) or (len(text) < 30 and DATASET_WORDS.search(text) and " " not in text)]  # fmt: skip
+    assert found == []
+    assert METHOD_WORDS.search("sll_logits") and METHOD_WORDS.search("lfnet") and not METHOD_WORDS.search("scroll")
+    assert DATASET_WORDS.fullmatch("riga") and DATASET_WORDS.fullmatch("ms-lesion") and not DATASET_WORDS.search("original")
 
 
 def paper_lines() -> list[str]:
@@ -127,3 +176,25 @@ reference_method = "lf-net"
 oracle = "oracle"
 oracle_trains = "lf-net"
 """
+
+
+def test_a_second_study_file_is_chosen_by_bench_study(tmp_path, monkeypatch):
+    """Nothing freezes the study at import: pointing $BENCH_STUDY at another file changes "ours", the Oracle and the stage reading."""
+    from bench.report import rows
+    from bench.train import budget
+
+    text = study.STUDY_FILE.read_text().replace('reference_method = "lf-net"', 'reference_method = "mv-unet"')
+    text = text.replace("\nstage_reading = {", "\n# no stage reading in this study\nunused_reading = {")
+    assert 'reference_method = "mv-unet"' in text
+    second = tmp_path / "second.toml"
+    second.write_text(text)
+    mnist = get_dataset("mnist-5k")
+    assert rows.reference_method() == PAPER.reference_method and budget.stage_reading("lf-net", mnist)
+    monkeypatch.setenv("BENCH_STUDY", str(second))
+    assert study.study_file() == second and rows.reference_method() == "mv-unet"
+    assert (
+        budget.stage_reading("lf-net", mnist) == {}
+        and budget.BUDGETS["paper"].schedule("lf-net", "segmentation", mnist, 128).max_steps == 70
+    )
+    monkeypatch.delenv("BENCH_STUDY")
+    assert rows.reference_method() == PAPER.reference_method

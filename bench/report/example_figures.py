@@ -40,12 +40,12 @@ from matplotlib.figure import Figure
 import methods
 from bench.evaluate.scoring import reference_mask
 from datasets import RaterData
-from labels.fusion import majority_vote, rater_mean, threshold_vote_mask
+from labels.fusion import majority_vote, rater_mean
 from labels.overlap import dice
 from labels.staple import staple
 
 __all__ = [
-    "FUSED_COLUMNS",
+    "FUSION_COLUMNS",
     "fused_label_figure",
     "pick_indices",
     "qualitative_figure",
@@ -53,8 +53,7 @@ __all__ = [
 ]
 
 #: The fused-label columns of `fused_label_figure`, after the raters, in the paper's order.
-FUSED_COLUMNS = ("Averaging", "STAPLE", "MV", "SLL", "TV", "Prob Map")
-_HEAT_COLUMNS = {"Averaging", "STAPLE", "SLL", "Prob Map"}  # probabilities, on one shared 0–1 scale
+FUSION_COLUMNS = ("Averaging", "STAPLE", "MV")  # the fusion rules every fused-label figure shows, before the method's own
 _HEAT_CMAP = "viridis"
 _PANEL = 1.3  # inches per image panel: 12 columns still fit a 16-inch-wide page at a legible size
 _FONT = 8
@@ -186,34 +185,24 @@ def fused_label_figure(
     indices: Sequence[int],
     title: str,
     rater_names: Sequence[str] | None = None,
-    sll_temperature: float = 1.0,
+    temperature: float = 1.0,
 ) -> Figure:
-    """The raters' labels and the fused labels of a trained LF-Net, one row per (training) image.
+    """The raters' labels, the fusion rules and a trained method's own fused labels, one row per (training) image.
 
-    Columns: Ŷ1 … ŶR (the raters, class indices), then `FUSED_COLUMNS`:
+    Columns: Ŷ1 … ŶR (the raters, class indices), then `FUSION_COLUMNS`:
     - Averaging: fraction of the valid raters voting foreground (`labels.fusion.rater_mean`);
     - STAPLE: the binary STAPLE posterior of foreground per image (`labels.staple.staple`);
     - MV: the majority vote Ω (`labels.fusion.majority_vote`, ties to the lower class) > 0;
-    - SLL: the soft-label network's probability of foreground, softmax(a1 / `sll_temperature`);
-      the default 1 is the network's own output, `method.cfg.tau` shows the softened target q̂1
-      that L_sl trains against;
-    - TV: the threshold-vote mask M^tv with the method's β (`method.beta`), black 0 / white 1;
-    - Prob Map: `method.predict_proba(image)`'s probability of foreground.
-    Heat maps share one 0–1 colour scale and one colour bar.
+    then the method's own (`Method.own_fused_labels`, with `temperature`; LF-Net: its soft label and threshold-vote
+    mask), then Prob Map: `method.predict_proba(image)`'s probability of foreground. Probabilities share one 0–1
+    colour scale and one colour bar; masks are black 0 / white 1. Foreground is every class ≥ 1: with more than two
+    classes (RIGA) each column shows "not background" (STAPLE fuses the raters' class > 0 masks), so the figure stays a
+    binary comparison of the fusion rules.
 
     images float32 (N, C, H, W); raters uint8 (N, R, H, W); rater_valid bool (N, R) or None (all
-    valid). `method` is a trained `methods.lf_net.LFNet` with a soft-label network
-    (`cfg.soft_label == "sll"`, i.e. LF-Net and the variants that keep the SLL) built for R raters.
-    Foreground is every class ≥ 1: with more than two classes (RIGA) each column shows the
-    probability or mask of "not background" (STAPLE fuses the raters' class > 0 masks), so the
-    figure stays a binary comparison of the fusion rules.
-    Everything runs on a CPU float32 copy of `method` in eval mode under no_grad; `method` itself
-    is left untouched.
+    valid). Everything runs on a CPU float32 copy of `method` in eval mode under no_grad; `method` itself is left
+    untouched. ValueError for a method with no fused labels of its own.
     """
-    if not hasattr(method, "sll") or not hasattr(method, "sll_logits"):
-        soft = getattr(getattr(method, "cfg", None), "soft_label", None)
-        raise ValueError(f"fused_label_figure needs an LF-Net with a soft-label network (cfg.soft_label='sll'); got {type(method).__name__} "
-                         f"with soft_label={soft!r}")  # fmt: skip
     n, n_raters = raters.shape[:2]
     if n_raters != method.spec.n_raters:
         raise ValueError(f"the method was built for {method.spec.n_raters} raters, the data have {n_raters}")
@@ -222,14 +211,17 @@ def fused_label_figure(
     rows = _check_indices(indices, n)
     valid = np.ones((n, n_raters), dtype=bool) if rater_valid is None else np.asarray(rater_valid, dtype=bool)
     names = [f"Ŷ{r + 1}" for r in range(n_raters)] if rater_names is None else [f"Ŷ{r + 1}\n{s}" for r, s in enumerate(rater_names)]
-    fused = fused_labels(images[rows], raters[rows], valid[rows], method, sll_temperature)
+    fused = fused_labels(images[rows], raters[rows], valid[rows], method, temperature)
+    if len(fused) == len(FUSION_COLUMNS) + 1:
+        raise ValueError(f"fused_label_figure needs a method with fused labels of its own (Method.own_fused_labels); {type(method).__name__} "
+                         f"{getattr(method, 'cfg', '')} has none")  # fmt: skip
 
     n_classes = method.spec.n_classes
     style, binary = _mask_style(n_classes), _mask_style(2)
     heat = {"cmap": _HEAT_CMAP, "norm": colors.Normalize(0.0, 1.0), "interpolation": "nearest"}
-    n_cols = n_raters + len(FUSED_COLUMNS)
+    n_cols = n_raters + len(fused)
     fig = Figure(figsize=(_PANEL * (n_cols + 0.2) + 0.8, _PANEL * len(rows) + 0.7), layout="constrained")
-    gs = _panel_grid(fig, len(rows), [1.0] * n_raters + [0.15] + [1.0] * len(FUSED_COLUMNS))
+    gs = _panel_grid(fig, len(rows), [1.0] * n_raters + [0.15] + [1.0] * len(fused))
     _separator(fig, gs, n_raters)  # raters | fused labels
     panels = []
     for row, i in enumerate(rows):
@@ -241,9 +233,9 @@ def fused_label_figure(
                 _show_missing(ax)
             if row == 0:
                 ax.set_title(names[r], fontsize=_FONT)
-        for c, column in enumerate(FUSED_COLUMNS):
+        for c, column in enumerate(fused):
             ax = fig.add_subplot(gs[row, n_raters + 1 + c], label=f"fused:{column}")
-            _show_mask(ax, fused[column][row], heat if column in _HEAT_COLUMNS else binary)
+            _show_mask(ax, fused[column][row], binary if fused[column].dtype == bool else heat)
             panels.append(ax)
             if row == 0:
                 ax.set_title(column, fontsize=_FONT)
@@ -255,12 +247,13 @@ def fused_label_figure(
 
 
 def fused_labels(
-    images: np.ndarray, raters: np.ndarray, rater_valid: np.ndarray, method: methods.Method, sll_temperature: float = 1.0
+    images: np.ndarray, raters: np.ndarray, rater_valid: np.ndarray, method: methods.Method, temperature: float = 1.0
 ) -> dict[str, np.ndarray]:
-    """The `FUSED_COLUMNS` of `fused_label_figure` as arrays: {column: (B, H, W)}, float32 in [0, 1].
+    """The fused-label columns of `fused_label_figure` as arrays, in order: {column: (B, H, W)}, float32 in [0, 1] for a
+    probability, bool for a mask.
 
-    images (B, C, H, W), raters (B, R, H, W) class indices, rater_valid (B, R) bool; foreground =
-    class ≥ 1. Runs on a CPU float32 eval-mode copy of `method` under no_grad.
+    images (B, C, H, W), raters (B, R, H, W) class indices, rater_valid (B, R) bool; foreground = class ≥ 1. Runs on a
+    CPU float32 eval-mode copy of `method` under no_grad.
     """
     model = copy.deepcopy(method).to(device="cpu", dtype=torch.float32).eval()  # a copy: the caller's device and mode stay
     n_classes = model.spec.n_classes
@@ -268,16 +261,14 @@ def fused_labels(
     y = torch.from_numpy(np.ascontiguousarray(raters)).long()
     v = torch.from_numpy(np.ascontiguousarray(rater_valid, dtype=bool))
     with torch.no_grad():
-        sll = torch.softmax(model.sll_logits(x, y, v).float() / sll_temperature, dim=1)
         out = {
             "Averaging": rater_mean(y, v, n_classes)[:, 1:].sum(1),
             "STAPLE": torch.from_numpy(staple(np.asarray(raters) > 0, np.asarray(rater_valid, dtype=bool))),
-            "MV": (majority_vote(y, v, n_classes) > 0).float(),
-            "SLL": sll[:, 1:].sum(1),
-            "TV": threshold_vote_mask(y, v, n_classes, model.beta).float(),
+            "MV": majority_vote(y, v, n_classes) > 0,
+            **model.own_fused_labels(x, y, v, temperature),
             "Prob Map": model.predict_proba(x).float()[:, 1:].sum(1),
         }
-    return {k: t.numpy().astype(np.float32) for k, t in out.items()}
+    return {k: t.numpy() if t.dtype == torch.bool else t.float().numpy().astype(np.float32) for k, t in out.items()}
 
 
 # --------------------------------------------------------------------------- qualitative comparison

@@ -24,7 +24,7 @@ from matplotlib.transforms import blended_transform_factory
 import methods
 from bench.evaluate.long_table import ordered_structures
 from bench.report import ranking
-from bench.report.rows import ORACLE, REFERENCE_METHOD, display, main_methods, registry_order
+from bench.report.rows import display, main_methods, oracle, reference_method, registry_order
 
 _HEAT_CMAP = "viridis"  # as bench/report/example_figures.py's heat maps
 _FONT = 8
@@ -34,7 +34,7 @@ PALETTE = sns.color_palette("tab10") + sns.color_palette("Dark2")
 
 def method_color(method: str, all_methods: list[str]):
     """A fixed colour per method, so a method looks the same in every figure of one report."""
-    order = [*main_methods(methods.method_names()), ORACLE, *registry_order(set(all_methods) - set(methods.method_names()) - {ORACLE})]
+    order = [*main_methods(methods.method_names()), oracle(), *registry_order(set(all_methods) - set(methods.method_names()) - {oracle()})]
     order += [m for m in registry_order(all_methods) if m not in order]
     return PALETTE[order.index(method) % len(PALETTE)]
 
@@ -72,9 +72,9 @@ def boxplot_figure(
                     showmeans=True, meanprops={"marker": "^", "markerfacecolor": "white", "markeredgecolor": "black"}, ax=ax)  # fmt: skip
     above = blended_transform_factory(ax.transData, ax.transAxes)
     p_by_method = dict(zip(tests["method"], tests["p_holm"]))
-    if REFERENCE_METHOD in methods:  # without LF-Net in this group there is nothing to test against
+    if reference_method() in methods:  # without LF-Net in this group there is nothing to test against
         for i, method in enumerate(methods):
-            text = "reference" if method == REFERENCE_METHOD else format_p(p_by_method.get(method, np.nan))
+            text = "reference" if method == reference_method() else format_p(p_by_method.get(method, np.nan))
             ax.text(i, 1.01, text, transform=above, ha="center", va="bottom", fontsize=8)
     ax.set_xlabel("method")
     ax.set_ylabel("DSC per test case (%), mean over seeds")

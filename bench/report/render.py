@@ -53,7 +53,7 @@ from bench.report.plots import (
     reliability_figure,
     save,
 )
-from bench.report.rows import AVERAGE, ORACLE, REFERENCE_METHOD, ablation_methods, display, figure_methods, main_methods
+from bench.report.rows import AVERAGE, ablation_methods, display, figure_methods, main_methods, oracle, reference_method
 from bench.report.tables import default_reference, slug, write_tables
 from datasets.raters import RATER_NAMES
 
@@ -72,8 +72,8 @@ def all_tests(table: pd.DataFrame) -> pd.DataFrame:
     table = table[~table["reference"].str.startswith("rater:")]
     names = set(table["method"])
     families = {
-        "main": [m for m in main_methods(names) if m != REFERENCE_METHOD],
-        "ablation": [m for m in ablation_methods(names) if m != REFERENCE_METHOD],
+        "main": [m for m in main_methods(names) if m != reference_method()],
+        "ablation": [m for m in ablation_methods(names) if m != reference_method()],
     }
     frames = []
     for structure in ordered_structures(set(table["structure"])):
@@ -81,7 +81,7 @@ def all_tests(table: pd.DataFrame) -> pd.DataFrame:
             higher = metrics.higher_is_better(metric)
             for family, others in families.items():
                 if others:
-                    tests = stats.paired_tests(table, metric, structure, REFERENCE_METHOD, higher, others=others)
+                    tests = stats.paired_tests(table, metric, structure, reference_method(), higher, others=others)
                     frames.append(tests.assign(family=family))
     if not frames:
         return pd.DataFrame(columns=[*stats.TEST_COLUMNS, "family"])
@@ -215,9 +215,9 @@ def write_boxplots(
                 f"{dataset}: per-case DSC, {n_cases} test cases\n"
                 f"raters {raters}, noise {noise}, against {reference}, structure: {structure}\n"
                 + (
-                    f"Holm-adjusted p vs {display(REFERENCE_METHOD)} of the\n{TEST_NAME}"
-                    if REFERENCE_METHOD in methods
-                    else f"no {display(REFERENCE_METHOD)} run: no tests"
+                    f"Holm-adjusted p vs {display(reference_method())} of the\n{TEST_NAME}"
+                    if reference_method() in methods
+                    else f"no {display(reference_method())} run: no tests"
                 )
             )
             warning = pipeline_checks.get((dataset, raters), "")
@@ -237,7 +237,7 @@ def write_noise_figures(summary: pd.DataFrame, out_dir: Path, note: str = "") ->
         runs = part[(part["method"] != AVERAGE) & (part["reference"] == reference)]
         if runs["noise"].nunique() < 2:  # one noise level: no curve to draw
             continue
-        methods = main_methods(set(runs["method"])) + ([ORACLE] if ORACLE in set(runs["method"]) else [])
+        methods = main_methods(set(runs["method"])) + ([oracle()] if oracle() in set(runs["method"]) else [])
         for structure in ordered_structures(set(runs["structure"])):
             rows = runs[runs["structure"] == structure]
             levels = ", ".join(sorted(rows["noise"].unique()))

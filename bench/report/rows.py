@@ -12,18 +12,22 @@ import methods
 from bench import study
 from methods.registry import PARAM_SEP
 
-REFERENCE_METHOD = study.current().reference_method  # the paper's "ours": the reference of every paired test
-
-
 AVERAGE = "average"
 
 
-ORACLE = study.current().oracle
+def reference_method() -> str:
+    """The study's "ours": the reference of every paired test (read when asked, so another study file can be chosen)."""
+    return study.current().reference_method
+
+
+def oracle() -> str:
+    """The study's Oracle row (trained on ground truth: an upper bound, never ranked)."""
+    return study.current().oracle
 
 
 def entry(method: str) -> methods.MethodEntry | None:
     """The registry entry behind a row's name; None for the Average/Oracle rows, parameter cells and names no longer registered."""
-    if is_param_variant(method) or method in (AVERAGE, ORACLE):
+    if is_param_variant(method) or method in (AVERAGE, oracle()):
         return None
     try:
         return methods.get_entry(method)
@@ -33,7 +37,7 @@ def entry(method: str) -> methods.MethodEntry | None:
 
 def table_of(method: str) -> str | None:
     """Which table a row belongs to (registry `table`); a name no longer registered goes to Table I; parameter cells to none."""
-    if is_param_variant(method) or method in (AVERAGE, ORACLE):
+    if is_param_variant(method) or method in (AVERAGE, oracle()):
         return None
     found = entry(method)
     return found.table if found else "main"
@@ -63,18 +67,19 @@ def main_methods(names) -> list[str]:
 def ablation_methods(names) -> list[str]:
     """Table IV rows present, in registration order, with the full model (LF-Net) where its entry places it."""
     rows = registry_order(n for n in names if is_ablation(n))
-    full = entry(REFERENCE_METHOD)
-    if REFERENCE_METHOD in set(names) and full is not None:
+    reference = reference_method()
+    full = entry(reference)
+    if reference in set(names) and full is not None:
         registered = methods.method_names()
         after = registered.index(full.ablation_after) if full.ablation_after in registered else len(registered)
         later = [i for i, r in enumerate(rows) if r not in registered or registered.index(r) > after]
-        rows.insert(later[0] if later else len(rows), REFERENCE_METHOD)
+        rows.insert(later[0] if later else len(rows), reference)
     return rows
 
 
 def display(method: str, table: str = "main") -> str:
     """A row's label: the registry's display name (Table IV: the full model's `ablation_label`); else the name itself."""
-    if method in (AVERAGE, ORACLE):
+    if method in (AVERAGE, oracle()):
         return method.capitalize()
     found = entry(method)
     if found is None:
@@ -84,4 +89,4 @@ def display(method: str, table: str = "main") -> str:
 
 def figure_methods(names) -> list[str]:
     """The methods a per-method figure shows, in table order: the paper's, the Oracle, then LF-Net's ablations."""
-    return list(dict.fromkeys([*main_methods(names), *([ORACLE] if ORACLE in names else []), *ablation_methods(names)]))
+    return list(dict.fromkeys([*main_methods(names), *([oracle()] if oracle() in names else []), *ablation_methods(names)]))

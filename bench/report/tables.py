@@ -21,7 +21,7 @@ import pandas as pd
 from bench.evaluate import metrics
 from bench.evaluate.long_table import ordered_structures
 from bench.evaluate.scoring import HEADLINE
-from bench.report.rows import AVERAGE, ORACLE, REFERENCE_METHOD, ablation_methods, display, main_methods, table_of
+from bench.report.rows import AVERAGE, ablation_methods, display, main_methods, oracle, reference_method, table_of
 
 
 @dataclass(frozen=True)
@@ -99,21 +99,21 @@ def build_table(
     flags = flags or {}
     lookup = {(r["method"], r["structure"], r["metric"]): (r["mean"], r["std"]) for r in summary.to_dict("records")}
     has = {m for m, s, k in lookup if (s, k) in {(c.structure, c.metric) for c in columns}}
-    order = ([AVERAGE] if AVERAGE in has else []) + [m for m in methods if m in has] + ([ORACLE] if ORACLE in has else [])
+    order = ([AVERAGE] if AVERAGE in has else []) + [m for m in methods if m in has] + ([oracle()] if oracle() in has else [])
     table = Table(title, label_header, columns)
     for method in order:
         table.labels.append(display(method, table_name))
-        table.italic.append(method in (AVERAGE, ORACLE))
+        table.italic.append(method in (AVERAGE, oracle()))
         table.flags.append(flags.get(method, ""))
         table.rows.append([table_cell(lookup.get((method, c.structure, c.metric)), c, method == AVERAGE) for c in columns])
     if order and order[0] == AVERAGE and len(order) > 1:
         table.rule_before.add(1)
-    if order and order[-1] == ORACLE and len(order) > 1:
+    if order and order[-1] == oracle() and len(order) > 1:
         table.rule_before.add(len(order) - 1)
     for i, method in enumerate(order):
         if table_of(method) == "ablation-text" and not any(table_of(m) == "ablation-text" for m in order[:i]):
             table.rule_before.add(i)
-    competing = [i for i, m in enumerate(order) if (compete_all or m not in (AVERAGE, ORACLE)) and not flags.get(m)]
+    competing = [i for i, m in enumerate(order) if (compete_all or m not in (AVERAGE, oracle())) and not flags.get(m)]
     for j, column in enumerate(columns):
         mark_best(table, j, column, competing, [lookup.get((order[i], column.structure, column.metric)) for i in competing])
     return table
@@ -245,7 +245,7 @@ def group_tables(part: pd.DataFrame, group: tuple, flags: dict[str, str] | None 
     main = main_methods(methods_here)
     base = slug(dataset, raters, noise, reference)
     real = not has_gt(dataset)
-    if main or ORACLE in methods_here:
+    if main or oracle() in methods_here:
         for structure in ordered_structures({s for s, k in pairs if k in ("dsc", "bahd")}):
             columns = table_columns("table2" if real else "table1", structure)
             kind = "DSC (%) ↑, bAHD ↓, GED ↓ and Dice_match (%) ↑" if real else "DSC (%) ↑ and bAHD ↓"
@@ -264,7 +264,7 @@ def group_tables(part: pd.DataFrame, group: tuple, flags: dict[str, str] | None 
                 )
             )
     ablation = ablation_methods(methods_here)
-    if any(m != REFERENCE_METHOD for m in ablation):
+    if any(m != reference_method() for m in ablation):
         rows = part[part["method"].isin(ablation)]
         row_pairs = set(zip(rows["structure"], rows["metric"]))
         ablation_metrics = [m.name for m in metrics.in_table("ablation")]  # per structure the last it has: soft DSC on RIGA, else DSC

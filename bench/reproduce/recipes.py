@@ -201,7 +201,7 @@ def image_figure(kind, recipe, setting, cells, results, data_root, out, note) ->
         return plots.save(fig, out / f"raters_{stem}")
     done = [c for c in cells if store.is_done(results, c)]
     if kind == "fused":
-        cell = next((c for c in done if methods.split_name(c.method)[0] == rows.REFERENCE_METHOD), None)
+        cell = next((c for c in done if methods.split_name(c.method)[0] == rows.reference_method()), None)
         if cell is None:
             return []
         method = resolve.load_trained(store.cell_dir(results, cell))
@@ -211,7 +211,7 @@ def image_figure(kind, recipe, setting, cells, results, data_root, out, note) ->
     if kind == "qualitative":
         seed = setting.seeds[0]
         probs, test = {}, None
-        order = [*rows.main_methods({c.method for c in done}), rows.ORACLE]
+        order = [*rows.main_methods({c.method for c in done}), rows.oracle()]
         for method in order:
             cell = next((c for c in done if c.method == method and c.seed == seed), None)
             if cell is None:

@@ -20,9 +20,6 @@ from bench.run import split_cache
 from bench.run.cell import score_cell
 from datasets import DataError, get_dataset
 
-# The rater style each dataset's simulated raters had before styles were named: MNIST's disk morphology.
-OLD_STYLE = {"mnist": "morpho", "mnist-5k": "morpho"}
-
 
 def migrate(results: Path) -> tuple[list[tuple[Path, Path]], list[tuple[Path, str]]]:
     """Move each old-layout cell (`runs/<dataset>/<reference>/noise-<x>/<method>/seed-<s>`) to its current path.
@@ -40,7 +37,8 @@ def migrate(results: Path) -> tuple[list[tuple[Path, Path]], list[tuple[Path, st
             left.append((old, f"noise {cell['noise']} was a radius scale, not a target Average DSC; retrain it with --noise-levels"))
             continue
         try:
-            style = OLD_STYLE.get(cell["dataset"]) or get_dataset(cell["dataset"]).rater_styles[0]
+            spec = get_dataset(cell["dataset"])
+            style = spec.first_style or spec.rater_styles[0]
         except DataError as e:
             left.append((old, str(e)))
             continue

@@ -140,7 +140,9 @@ def paper_stage(method: str, stage: str) -> PaperStage:
     base = paper_base(method)
     base = paper.same_as.get(base, base)
     if (base, stage) not in paper.stages:
-        raise KeyError(f"the paper budget has no schedule for {method} stage {stage!r}; add a [[budget.stage]] line to {study.STUDY_FILE}")
+        raise KeyError(
+            f"the paper budget has no schedule for {method} stage {stage!r}; add a [[budget.stage]] line to {study.study_file()}"
+        )
     return paper.stages[(base, stage)]
 
 
