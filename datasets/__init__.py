@@ -15,20 +15,20 @@ from pathlib import Path
 import numpy as np
 
 from datasets import choledoch, cm_folder, lidc, mnist, ms_lesion, riga
-from datasets.contract import DataError, DatasetCard, RaterData, Splits, oracle_view, refuse_noise_level
+from datasets.contract import DataError, DatasetCard, RaterData, RaterSetting, Splits, oracle_view, refuse_noise_level
 from datasets.noise import PROTOCOL, check_level, check_setting
 
-#: The loader's signature: (data_root, rater style or None for the default, noise level) -> Splits.
-Loader = Callable[[Path, "str | None", str], Splits]
+#: The loader's signature: (data_root, the checked rater setting, noise level) -> Splits.
+Loader = Callable[[Path, RaterSetting, str], Splits]
 
 
 @dataclass(frozen=True)
 class DatasetSpec:
     """A registered dataset: its card, loader, rater styles and the batch sizes of the two budgets.
 
-    ``load(data_root, raters=None, noise="protocol") -> Splits``: ``raters`` is a rater setting, one
-    of ``rater_styles`` (None: the first, the default), with ``+<input>`` for one of ``inputs`` other
-    than the style's own (``style_inputs``; datasets/noise.py ``check_setting``); ``noise`` is "protocol" (the unscaled rules)
+    ``load(data_root, raters=None, noise="protocol") -> Splits``: ``raters`` is a rater setting
+    (`setting`: one of ``rater_styles``, None the first, with ``+<input>`` for one of ``inputs`` other than the
+    style's own, ``style_inputs``), handed to the adapter as a checked `RaterSetting`; ``noise`` is "protocol" (the unscaled rules)
     or a target Average DSC of the training pool as a decimal string in (0, 1), e.g. "0.45"
     (datasets/noise.py). The loader is always the checked one (`checked_loader`).
     """
@@ -58,9 +58,10 @@ class DatasetSpec:
         if not getattr(self.load, "checked", False):
             object.__setattr__(self, "load", checked_loader(self, self.load))
 
-    def setting(self, label: str | None) -> str:
-        """The canonical rater setting label (DataError for an unknown style or input): None -> the default style."""
-        return check_setting(self.card.name, label, self.rater_styles, self.inputs, self.style_inputs)[0]
+    def setting(self, label: RaterSetting | str | None = None, network_input: str | None = None) -> RaterSetting:
+        """The one place a rater setting is defaulted and checked (DataError for an unknown style or input): a label
+        ("cm+clean"), or a style with `network_input`; None -> the default style with its own input."""
+        return check_setting(self.card.name, label, self.rater_styles, self.inputs, self.style_inputs, network_input)
 
 
 def checked_loader(spec: DatasetSpec, load: Loader) -> Loader:
@@ -77,7 +78,7 @@ def checked_loader(spec: DatasetSpec, load: Loader) -> Loader:
     """
 
     @functools.wraps(load)
-    def checked(data_root: Path, raters: str | None = None, noise: str = PROTOCOL) -> Splits:
+    def checked(data_root: Path, raters: RaterSetting | str | None = None, noise: str = PROTOCOL) -> Splits:
         card = spec.card
         setting = spec.setting(raters)
         level = check_level(card.name, noise)
@@ -169,4 +170,4 @@ def get_dataset(name: str) -> DatasetSpec:
     return DATASETS[name]
 
 
-__all__ = ["DATASETS", "DataError", "DatasetCard", "DatasetSpec", "RaterData", "Splits", "get_dataset", "oracle_view"]
+__all__ = ["DATASETS", "DataError", "DatasetCard", "DatasetSpec", "RaterData", "RaterSetting", "Splits", "get_dataset", "oracle_view"]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from datasets.contract import DataError, RaterData, Splits
+from datasets.contract import DataError, RaterData, RaterSetting, Splits
 from datasets.noise import PROTOCOL, parse_level
 
 ARRAYS = ("images", "raters", "rater_valid", "gt", "case_ids", "groups")
@@ -32,20 +32,16 @@ def code_version() -> str:
     return digest.hexdigest()[:12]
 
 
-def cache_path(cache_dir: Path, dataset: str, raters: str | None, noise: str, data_root: Path) -> Path:
-    """The cache file of a dataset under a rater style (None: the dataset's default) and a noise level.
+def cache_path(cache_dir: Path, dataset: str, raters: RaterSetting, noise: str, data_root: Path) -> Path:
+    """The cache file of a dataset under a checked rater setting (`DatasetSpec.setting`) and a noise level.
 
-    The level is named in its canonical form (`parse_level`: "0.450" and "0.45" share a file);
-    e.g. `mnist-5k-cm-protocol-1a2b3c4d-<code>.npz`, `mnist-5k-morpho-noise0.45-…`.
+    The setting is named by its label and the level in its canonical form (`parse_level`: "0.450" and "0.45" share a
+    file); e.g. `mnist-5k-cm-protocol-1a2b3c4d-<code>.npz`, `mnist-5k-morpho-noise0.45-…`.
     """
-    if raters is None:
-        from datasets import DATASETS  # lazy: the registry imports every adapter
-
-        raters = DATASETS[dataset].rater_styles[0] if dataset in DATASETS else "default"
     level = parse_level(noise)
     label = level if level == PROTOCOL else f"noise{level}"
     root = hashlib.sha256(str(Path(data_root).resolve()).encode()).hexdigest()[:8]
-    return Path(cache_dir) / f"{dataset}-{raters}-{label}-{root}-{code_version()}.npz"
+    return Path(cache_dir) / f"{dataset}-{raters.label}-{label}-{root}-{code_version()}.npz"
 
 
 def save(path: Path, splits: Splits) -> None:

@@ -54,7 +54,7 @@ import numpy as np
 from scipy import ndimage as ndi
 
 from datasets.choledoch_files import DATA_EXTENSIONS, read_envi, read_mask
-from datasets.contract import DataError, DatasetCard, RaterData, Splits, folder_problem, split_by_group
+from datasets.contract import DataError, DatasetCard, RaterData, RaterSetting, Splits, folder_problem, split_by_group
 from datasets.noise import PROTOCOL, STYLE_NOTES, check_level, check_style, choose_strength, pool_info
 from datasets.raters import RATER_NAMES, simulate_raters
 from labels.overlap import average_dsc
@@ -349,7 +349,7 @@ def split_scenes(scenes: list[Scene], test_fold: int | None) -> tuple[list[np.nd
 
 def load_choledoch(
     data_root: Path,
-    raters: str | None = None,
+    raters: RaterSetting | str | None = None,
     noise: str = PROTOCOL,
     *,
     size: tuple[int, int] | None = SIZE,

@@ -41,7 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
-from datasets.contract import DataError, DatasetCard, RaterData, Splits, centre_fit, check_mask_values, folder_problem
+from datasets.contract import DataError, DatasetCard, RaterData, RaterSetting, Splits, centre_fit, check_mask_values, folder_problem
 from datasets.noise import PROTOCOL, STYLE_NOTES, check_fixed, fixed_pool_info
 from datasets.raters import RATER_NAMES
 
@@ -148,7 +148,7 @@ def binarise(array: np.ndarray, path: Path, raw: bool = False) -> np.ndarray:
     return mask >= scale / 2
 
 
-def load_cm_folder(data_root: Path, raters: str | None = None, noise: str = PROTOCOL) -> Splits:
+def load_cm_folder(data_root: Path, raters: RaterSetting | str | None = None, noise: str = PROTOCOL) -> Splits:
     """The train / validate / test folders of `<data-root>/cm-folder/` as `Splits`.
 
     Rater style "files" and noise level "protocol" only (the raters are what the files hold).

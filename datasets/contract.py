@@ -41,6 +41,24 @@ class DatasetCard:
 
 
 @dataclass(frozen=True)
+class RaterSetting:
+    """A checked rater setting: the raters' style and the network input, under its canonical label.
+
+    `input` is the network input the images are (None where the dataset offers one only); `label` names the setting
+    in results paths, cache files and tables: the style alone where the input is the style's own ("lfnet"), else
+    "style+input" ("cm+clean"). Only `datasets.noise.check_setting` makes one (through `DatasetSpec.setting`), so a
+    setting is defaulted and validated once; the adapters read its fields.
+    """
+
+    style: str
+    input: str | None
+    label: str
+
+    def __str__(self) -> str:
+        return self.label
+
+
+@dataclass(frozen=True)
 class RaterData:
     """Images with several raters' label maps; ground truth only for evaluation.
 

@@ -50,6 +50,7 @@ from datasets.contract import (
     DataError,
     DatasetCard,
     RaterData,
+    RaterSetting,
     Splits,
     centre_fit,
     check_mask_values,
@@ -398,7 +399,7 @@ def read_pickle_slices(entries: dict[str, tuple[dict, Path]], keys: list[str]) -
 # ---------------------------------------------------------------------------------------
 
 
-def load_lidc(data_root: Path, raters: str | None = None, noise: str = PROTOCOL) -> Splits:
+def load_lidc(data_root: Path, raters: RaterSetting | str | None = None, noise: str = PROTOCOL) -> Splits:
     """`<data-root>/lidc/` → Splits: Kohl crops by their split folders, or Knegt's pickle by patient 722:144:144.
 
     The split is decided before any pixel is decoded and the images are read in train, val, test

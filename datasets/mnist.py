@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from datasets.contract import DataError, DatasetCard, RaterData, Splits, check_not_constant, split_by_group
+from datasets.contract import DataError, DatasetCard, RaterData, RaterSetting, Splits, check_not_constant, split_by_group
 from datasets.noise import PROTOCOL, STYLE_NOTES, check_level, check_setting, choose_strength, pool_info, simulator
 from datasets.raters import RATER_NAMES
 from labels.overlap import average_dsc
@@ -168,10 +168,10 @@ def build(
     )
 
 
-def setting(name: str, label: str | None) -> tuple[str, str]:
-    """A rater setting ("lfnet", "cm+clean", None = the default) -> (style, input); DataError for an unknown one."""
-    _, style, kind = check_setting(name, label, RATER_STYLES, INPUTS, STYLE_INPUTS)
-    return style, kind
+def setting(name: str, label: RaterSetting | str | None) -> tuple[str, str]:
+    """A rater setting (checked, or as given: "lfnet", "cm+clean", None = the default) -> (style, input)."""
+    checked = check_setting(name, label, RATER_STYLES, INPUTS, STYLE_INPUTS)
+    return checked.style, checked.input
 
 
 def build_splits(
@@ -213,7 +213,7 @@ def build_splits(
     return Splits(train, val, test, rule, raters_info=info)
 
 
-def load_mnist_5k(data_root: Path, raters: str | None = None, noise: str = PROTOCOL) -> Splits:
+def load_mnist_5k(data_root: Path, raters: RaterSetting | str | None = None, noise: str = PROTOCOL) -> Splits:
     """The embedded default: 20 % of the 5,000 digits held out as test, then 20 % of the rest as val.
 
     A target level is bisected on the whole training split (3,200 digits).
@@ -229,7 +229,7 @@ def load_mnist_5k(data_root: Path, raters: str | None = None, noise: str = PROTO
     return build_splits("mnist-5k", parts, style, kind, level, "random by image (seed 0): 64/16/20 %")
 
 
-def load_mnist(data_root: Path, raters: str | None = None, noise: str = PROTOCOL) -> Splits:
+def load_mnist(data_root: Path, raters: RaterSetting | str | None = None, noise: str = PROTOCOL) -> Splits:
     """Official MNIST: the 60,000 training digits split 80/20 into train/val, the 10,000 test digits as test.
 
     A target level is bisected on the first `SEARCH_SIZE` (2,000) digits of the training split

@@ -57,6 +57,7 @@ from datasets.contract import (
     DataError,
     DatasetCard,
     RaterData,
+    RaterSetting,
     Splits,
     centre_fit,
     check_mask_values,
@@ -194,13 +195,13 @@ def choose_val_scans(train_scans: list[str], fraction: float = VAL_FRACTION) -> 
 # ---------------------------------------------------------------------------------------
 
 
-def load_ms_lesion(data_root: Path, raters: str | None = None, noise: str = PROTOCOL, gt_rater: str = GT_RATER) -> Splits:
+def load_ms_lesion(data_root: Path, raters: RaterSetting | str | None = None, noise: str = PROTOCOL, gt_rater: str = GT_RATER) -> Splits:
     """`ms-lesion`: FLAIR slices, the five simulated raters (style `ms`) made from `gt_rater`'s 3-D masks, and GT."""
     style, level = check_style("ms-lesion", raters, ("ms",)), check_level("ms-lesion", noise)
     return _load(data_root, level, simulated=True, gt_rater=gt_rater, style=style)
 
 
-def load_ms_lesion_real(data_root: Path, raters: str | None = None, noise: str = PROTOCOL) -> Splits:
+def load_ms_lesion_real(data_root: Path, raters: RaterSetting | str | None = None, noise: str = PROTOCOL) -> Splits:
     """`ms-lesion-real`: FLAIR slices and the two real raters (mask1, mask2); no GT; style `real`, level "protocol" only."""
     check_fixed("ms-lesion-real", raters, noise)
     return _load(data_root, PROTOCOL, simulated=False, gt_rater=GT_RATER, style="real")

@@ -62,7 +62,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from datasets.contract import DataError, refuse_noise_level
+from datasets.contract import DataError, RaterSetting, refuse_noise_level
 from datasets.raters import RATER_NAMES, simulate_raters
 from datasets.raters_cm import simulate_raters_cm, simulate_raters_lfnet
 from datasets.raters_cm_fit import simulate_raters_cm_fit
@@ -126,8 +126,11 @@ USABLE_MINIMUM = 0.95
 # ---------------------------------------------------------------------------------------
 
 
-def check_style(name: str, raters: str | None, styles: Sequence[str]) -> str:
-    """The rater style to use: ``raters``, or the first of ``styles`` when None; DataError (one line) for any other."""
+def check_style(name: str, raters: RaterSetting | str | None, styles: Sequence[str]) -> str:
+    """The rater style to use: ``raters``, or the first of ``styles`` when None; DataError (one line) for any other. A
+    `RaterSetting` was checked when it was made: its style is taken as it is."""
+    if isinstance(raters, RaterSetting):
+        return raters.style
     style = styles[0] if raters is None else raters
     if style not in styles:
         raise DataError(f"{name}: unknown rater style {style!r}; this dataset has {', '.join(styles)}")
@@ -135,26 +138,37 @@ def check_style(name: str, raters: str | None, styles: Sequence[str]) -> str:
 
 
 def check_setting(
-    name: str, label: str | None, styles: Sequence[str], inputs: Sequence[str] = (), style_inputs: dict[str, str] | None = None
-) -> tuple[str, str, str | None]:
-    """A rater setting -> (canonical label, style, input); DataError (one line) for an unknown style or input.
+    name: str,
+    label: RaterSetting | str | None,
+    styles: Sequence[str],
+    inputs: Sequence[str] = (),
+    style_inputs: dict[str, str] | None = None,
+    network_input: str | None = None,
+) -> RaterSetting:
+    """A rater setting as given -> the checked `RaterSetting`; DataError (one line) for an unknown style or input.
 
-    A setting is a rater style, optionally with a network input other than the style's own:
-    ``"cm+clean"``. None is the first style with its own input. The canonical label drops an
-    input equal to the style's own (``"lfnet+clean"`` -> ``"lfnet"``), so one setting has one
-    name (results path, cache file, table). Datasets without input choices (``inputs`` empty)
-    refuse any ``+input``.
+    A setting is a rater style, optionally with a network input other than the style's own: ``"cm+clean"``, or the
+    style with `network_input` ("cm", "clean"). None is the first style with its own input. The canonical label drops an
+    input equal to the style's own (``"lfnet+clean"`` -> ``"lfnet"``), so one setting has one name (results path, cache
+    file, table). Datasets without input choices (``inputs`` empty) refuse any input. A `RaterSetting` is returned as
+    it is (it was checked when made).
     """
+    if isinstance(label, RaterSetting):
+        return label
     style, plus, kind = (label or "").partition("+")
+    if network_input is not None:
+        if plus:
+            raise DataError(f"{name}: {label!r} already names a network input; give the rater style alone with an input")
+        plus, kind, label = "+", network_input, f"{style or styles[0]}+{network_input}"
     style = check_style(name, style or None, styles)
     own = (style_inputs or {}).get(style)
     if not plus:
-        return style, style, own
+        return RaterSetting(style, own, style)
     if not inputs:
         raise DataError(f"{name}: {label!r} names a network input, but this dataset has one input; give the rater style alone ({style})")
     if kind not in inputs:
         raise DataError(f"{name}: unknown input {kind!r} in {label!r}; this dataset has {', '.join(inputs)}")
-    return (style if kind == own else f"{style}+{kind}"), style, kind
+    return RaterSetting(style, kind, style if kind == own else f"{style}+{kind}")
 
 
 def parse_level(text: str | float) -> str:
@@ -187,7 +201,7 @@ def check_level(name: str, level: str | float) -> str:
         raise DataError(f"{name}: {e}") from None
 
 
-def check_fixed(name: str, raters: str | None, noise: str, style: str = "real", why: str = "has real raters") -> None:
+def check_fixed(name: str, raters: RaterSetting | str | None, noise: str, style: str = "real", why: str = "has real raters") -> None:
     """The checks of a dataset without a noise knob: style ``style`` (or None), level "protocol" only; DataError otherwise."""
     check_style(name, raters, (style,))
     refuse_noise_level(name, check_level(name, noise), why)

@@ -53,7 +53,7 @@ import numpy as np
 import pandas as pd
 from PIL import Image, UnidentifiedImageError
 
-from datasets.contract import DataError, DatasetCard, RaterData, Splits, folder_problem, split_by_group
+from datasets.contract import DataError, DatasetCard, RaterData, RaterSetting, Splits, folder_problem, split_by_group
 from datasets.noise import PROTOCOL, STYLE_NOTES, check_fixed, fixed_pool_info
 from datasets.riga_masks import (
     LOSSLESS_THRESHOLD,
@@ -351,7 +351,7 @@ def build(cases: list[Case], raw: bool, part: str = "") -> RaterData:
     )
 
 
-def load_riga(data_root: Path, raters: str | None = None, noise: str = PROTOCOL) -> Splits:
+def load_riga(data_root: Path, raters: RaterSetting | str | None = None, noise: str = PROTOCOL) -> Splits:
     """RIGA splits: train/val from BinRushed + MESSIDOR (90/10 by image, seed 0), test Magrabia.
 
     Rater style "real" and noise level "protocol" only: the six raters are real (another level is

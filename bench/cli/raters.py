@@ -65,7 +65,7 @@ def cmd_raters(args: argparse.Namespace) -> int:
             with warnings.catch_warnings():  # a sparse pool's line is printed below, once
                 warnings.simplefilter("ignore")
                 splits = split_cache.load_splits(args.dataset, root, setting, level, cache)
-            stats[setting] = splits.raters_info.get("labels") or split_cache.label_statistics(splits.train)
+            stats[setting.label] = splits.raters_info.get("labels") or split_cache.label_statistics(splits.train)
             if splits.raters_info.get("warning"):
                 sparse.append(splits.raters_info["warning"])
         if not any(stats.values()):

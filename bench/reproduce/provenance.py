@@ -17,6 +17,7 @@ from bench import store
 from bench.reproduce.assessment import Assessment, cell_info, span
 from bench.reproduce.page_format import Block
 from bench.reproduce.verdicts import Group, pipeline_reasons
+from datasets import DataError, get_dataset
 
 
 def is_stand_in(g: Group) -> bool:
@@ -74,7 +75,15 @@ def _options(cells: pd.DataFrame) -> str:
 def _settings(cells: pd.DataFrame) -> str:
     """Each rater setting: "mnist-5k `lfnet` (style lfnet, input clean)"."""
     rows = cells[["dataset", "raters", "input"]].drop_duplicates().sort_values(["dataset", "raters"])
-    return "; ".join(f"{d} `{r}` (style {r.split('+')[0]}, input {i or '–'})" for d, r, i in rows.itertuples(index=False)) or "–"
+    return "; ".join(f"{d} `{r}` (style {_style(d, r)}, input {i or '–'})" for d, r, i in rows.itertuples(index=False)) or "–"
+
+
+def _style(dataset: str, label: str) -> str:
+    """The rater style of a setting label a cell ran under; the label itself where it no longer checks (an old folder)."""
+    try:
+        return get_dataset(dataset).setting(label).style
+    except DataError:
+        return label
 
 
 MACHINE = ["device", "precision", "engine", "cpu", "threads"]

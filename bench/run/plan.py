@@ -28,7 +28,7 @@ from bench.run import split_cache, sweep
 from bench.run.resolve import RunOptions, build_method, dataset_overrides, is_oracle, option_record, stage_schedules, trained_method
 from bench.store import Cell
 from bench.train import hardware, steps
-from datasets import DATASETS, DatasetSpec, get_dataset
+from datasets import DATASETS, DataError, DatasetSpec, get_dataset
 from datasets.contract import refuse_noise_level
 from datasets.noise import parse_level
 
@@ -60,16 +60,16 @@ class SweepSpec:
     ) -> SweepSpec:  # fmt: skip
         """methods: a group name (`resolve_methods`) or names; grid: method -> {parameter: values} (`--set`, a recipe's `set`)."""
         spec = get_dataset(dataset)
-        style = raters or spec.rater_styles[0]
-        if style not in spec.rater_styles:
-            raise PlanError(f"--raters {style}: {dataset} has rater style(s) {', '.join(spec.rater_styles)}")
-        if network_input is not None:
-            if not spec.inputs:
-                raise PlanError(f"--input {network_input}: {dataset} has one network input; --input applies to "
-                                 f"{', '.join(n for n, d in DATASETS.items() if d.inputs)}")  # fmt: skip
-            if network_input not in spec.inputs:
-                raise PlanError(f"--input {network_input}: {dataset} has inputs {', '.join(spec.inputs)}")
-            style = spec.setting(f"{style}+{network_input}")
+        try:
+            setting = spec.setting(raters, network_input)  # the one check of a rater setting (datasets.DatasetSpec.setting)
+        except DataError as e:
+            given = " ".join(f"{flag} {value}" for flag, value in (("--raters", raters), ("--input", network_input)) if value is not None)
+            hint = (
+                ""
+                if spec.inputs or network_input is None
+                else f"; --input applies to {', '.join(n for n, d in DATASETS.items() if d.inputs)}"
+            )
+            raise PlanError(f"{given}: {e}{hint}") from None
         try:
             levels = [parse_level(str(n)) for n in noise_levels]
         except ValueError as e:
@@ -90,7 +90,7 @@ class SweepSpec:
             raise PlanError(
                 f"the oracle trains on ground truth and {dataset} has none (reference: {spec.reference}); drop oracle from --methods"
             )
-        return cls(dataset, style, tuple(levels), tuple(names), tuple(seeds))
+        return cls(dataset, setting.label, tuple(levels), tuple(names), tuple(seeds))
 
     def cells(self) -> list[Cell]:
         return plan_cells(list(self.methods), self.dataset, self.raters, list(self.noise_levels), list(self.seeds))

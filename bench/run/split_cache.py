@@ -12,7 +12,7 @@ import torch
 
 from bench.evaluate import scoring as scoring_module
 from bench.evaluate.scoring import fused_references
-from datasets import RaterData, Splits, get_dataset
+from datasets import RaterData, RaterSetting, Splits, get_dataset
 from datasets import cache as data_cache
 from labels import fusion as fusion_module
 from labels import overlap as overlap_module
@@ -43,13 +43,16 @@ def fingerprint(splits: Splits) -> str:
 
 
 @lru_cache(maxsize=4)
-def load_splits(dataset: str, data_root: Path, raters: str, noise: str, cache_folder: Path | None = None) -> Splits:
-    """The dataset's splits under a rater style and noise level, from the on-disk cache when it is there."""
+def load_splits(dataset: str, data_root: Path, raters: RaterSetting | str | None, noise: str, cache_folder: Path | None = None) -> Splits:
+    """The dataset's splits under a rater setting (a label or a checked one) and noise level, from the on-disk cache when
+    it is there."""
+    spec = get_dataset(dataset)
+    raters = spec.setting(raters)
     path = data_cache.cache_path(cache_folder, dataset, raters, noise, data_root) if cache_folder is not None else None
     splits = data_cache.load(path) if path is not None and path.is_file() else None
     fresh = splits is None
     if fresh:
-        splits = get_dataset(dataset).load(data_root, raters, noise)
+        splits = spec.load(data_root, raters, noise)
     if splits.raters_info.get("labels_version") != fusion_version():  # new splits, or statistics of an older rule
         splits.raters_info.update(labels=label_statistics(splits.train), labels_version=fusion_version())
         fresh = True
@@ -80,7 +83,8 @@ def fused_test_references(
 ) -> dict[str, np.ndarray]:
     """The test split's majority and STAPLE references (bench/evaluate/scoring.py `fused_references`), the same for every
     cell of a data setting: computed once and kept beside the cached splits (`<splits>-references.npz`)."""
-    splits_path = data_cache.cache_path(cache_folder, dataset, raters, noise, data_root) if cache_folder is not None else None
+    setting = get_dataset(dataset).setting(raters)
+    splits_path = data_cache.cache_path(cache_folder, dataset, setting, noise, data_root) if cache_folder is not None else None
     path = splits_path.with_name(f"{splits_path.stem}-references-{fusion_version()}.npz") if splits_path is not None else None
     if path is not None and path.is_file():
         try:

@@ -366,7 +366,11 @@ CASES = [
         cli("--noise-levels", "protocol,PROTOCOL"),
         "--noise-levels protocol,PROTOCOL: protocol given more than once",
     ),
-    Case("raters-unknown-style", cli("--raters", "nope"), "--raters nope: mnist-5k has rater style(s) lfnet, cm, cm-fit, morpho"),
+    Case(
+        "raters-unknown-style",
+        cli("--raters", "nope"),
+        "--raters nope: mnist-5k: unknown rater style 'nope'; this dataset has lfnet, cm, cm-fit, morpho",
+    ),
     Case("max-steps-zero", cli("--max-steps", "0"), "--max-steps must be ≥ 1, got 0"),
     Case("max-steps-negative", cli("--max-steps=-2"), "--max-steps must be ≥ 1, got -2"),
     Case("train-size-zero", cli("--train-size", "0"), "--train-size must be ≥ 1, got 0"),
