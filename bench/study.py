@@ -122,6 +122,8 @@ class Study:
     tables: tuple[Table, ...]
     values: tuple[Value, ...]
     claims: tuple[Claim, ...]
+    ablation_text: tuple[str, ...] = ()  # rows the text reports below the ablation table's rule
+    full_model: dict = field(default_factory=dict)  # the reference method's row in the ablation table: label, after
 
     def method_settings(self, dataset: str, method: str) -> dict:
         """The paper's config values for `method` (a registered base name) on `dataset`, e.g. {"lam": 0.01}."""
@@ -162,7 +164,7 @@ def load(path: Path = STUDY_FILE) -> Study:
         claims = tuple(
             Claim(c["id"], c["line"], c["kind"], c["text"], {k: v for k, v in c.items() if k not in known}) for c in raw.get("claims", [])
         )
-        budget = raw.get("budget", {})
+        budget, shown = raw.get("budget", {}), raw.get("presentation", {})
         stages = {}
         for s in budget.get("stage", []):
             extra = {k: s[k] for k in ("optimiser", "lr", "weight_decay", "batch_size", "augment") if k in s}
@@ -171,6 +173,7 @@ def load(path: Path = STUDY_FILE) -> Study:
             head["name"], head["title"], head["citation"], head["source"], head["reference_method"], head["oracle"],
             head["oracle_trains"], head.get("oracle_line", 0), dict(head.get("paper_raters", {})), tuple(head.get("readings", [])), tuple(raw.get("settings", [])),
             stages, dict(budget.get("same_as", {})), dict(budget.get("stage_reading", {})), tuple(tables), values, claims,
+            tuple(shown.get("ablation_text", [])), dict(shown.get("full_model", {})),
         )  # fmt: skip
     except (tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as e:
         raise ValueError(f"study {path}: {type(e).__name__}: {e}") from None

@@ -179,8 +179,7 @@ def confusion_nll(cms: torch.Tensor, probs: torch.Tensor, raters: torch.Tensor, 
 
 
 @register_method(
-    "lf-net", "LF-Net: soft-label network, then a U-Net on TV-masked MV + soft labels + rater characteristics net", display="LF-Net",
-    ablation_label="S+TV+SLS+RCLS", ablation_after="lf-net-s-tv-sls",
+    "lf-net", "LF-Net: soft-label network, then a U-Net on TV-masked MV + soft labels + rater characteristics net", display="LF-Net"
 )  # fmt: skip
 class LFNet(Method):
     """LF-Net (Li et al., arXiv 2410.16057) and its ablations; see the module docstring for every decision.
@@ -361,7 +360,7 @@ class LFNet(Method):
 
 
 _S = {"soft_label": "none", "rater_module": "none", "ce_tv": False}  # S: CE vs MV on every pixel, nothing else
-# Table IV rows in the paper's order (the full model's row follows S+TV+SLS, see its registration); then the text's substitutions.
+# Table IV rows in the paper's order (the study file places the full model's row); then the text's substitutions.
 register_variant(
     "lf-net-s", "lf-net", "LF-Net ablation S: segmentation network on the majority vote of every pixel (Table IV)", display="S", **_S
 )
@@ -389,22 +388,22 @@ register_variant(
 register_variant("lf-net-no-ce", "lf-net", "LF-Net ablation ‡: L_sl + λ·L_rcl, no L_ce (Table IV)", display="‡", use_ce=False)
 # Declared readings of what the paper leaves open (run beside lf-net, the code's reading, and †).
 register_variant(
-    "lf-net-rcn-image", "lf-net", "LF-Net reading: the RCN sees the image beside P2", "variant", display="RCN sees image", table="readings",
+    "lf-net-rcn-image", "lf-net", "LF-Net reading: the RCN sees the image beside P2", "variant", display="RCN sees image",
     rcn_sees_image=True,
 )  # fmt: skip
 register_variant(
     "lf-net-rcn-shared", "lf-net", "LF-Net reading: per-rater heads on the segmentation network's features (shared-feature RCN)",
-    "variant", display="shared-feature RCN", table="readings", rater_module="shared",
+    "variant", display="shared-feature RCN", rater_module="shared",
 )  # fmt: skip
 register_variant(
     "lf-net-cm", "lf-net", "LF-Net with the RCN replaced by CM-UNet's pixel-wise confusion matrices (§IV-D text)", display="RCN→CM",
-    table="ablation-text", rater_module="cm",
+    rater_module="cm",
 )  # fmt: skip
 register_variant(
     "lf-net-sll-mv", "lf-net", "LF-Net with the soft-label network replaced by the majority vote (§IV-D text)", display="SLL→MV",
-    table="ablation-text", soft_label="mv",
+    soft_label="mv",
 )  # fmt: skip
 register_variant(
     "lf-net-sll-staple", "lf-net", "LF-Net with the soft-label network replaced by per-image STAPLE (§IV-D text)", display="SLL→STAPLE",
-    table="ablation-text", soft_label="staple",
+    soft_label="staple",
 )  # fmt: skip

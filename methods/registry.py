@@ -8,18 +8,14 @@ from dataclasses import dataclass, field
 
 from methods.base import DataSpec, Method
 
-# Table I-III rows; Table IV rows; Table IV rows below a rule (the paper's text only); readings of the paper's open points.
-TABLES = ("main", "ablation", "ablation-text", "readings")
-
 
 @dataclass(frozen=True)
 class MethodEntry:
-    """A registered name: a Method class plus config overrides (a variant is one such line), and how reports show it.
+    """A registered name: a Method class plus config overrides (a variant is one such line), its group and label.
 
     `group` decides `--methods all` ("main") and `--methods ablation`; `display` is the label in
-    tables and figures; `table` the table its row goes to; rows follow registration order. A method
-    that is also Table IV's full model gives that row's label and position (`ablation_label`,
-    `ablation_after`: the variant its row follows).
+    tables and figures; rows follow registration order. Where a paper shows a row apart (its text's
+    substitutions, its readings, the full model's ablation row) is the study's business (bench/report/rows.py).
     """
 
     name: str
@@ -28,9 +24,6 @@ class MethodEntry:
     group: str = "main"  # "main" (--methods all), "variant" (run by name only) or "ablation"
     overrides: dict = field(default_factory=dict)
     display: str = ""
-    table: str = "main"
-    ablation_label: str = ""
-    ablation_after: str = ""
 
 
 _ENTRIES: dict[str, MethodEntry] = {}
@@ -42,8 +35,6 @@ class UnknownMethodError(KeyError):
 
 
 def _add(entry: MethodEntry) -> None:
-    if entry.table not in TABLES:
-        raise ValueError(f"method {entry.name!r}: table must be one of {TABLES}, not {entry.table!r}")
     if entry.name in _ENTRIES:
         raise ValueError(f"method {entry.name!r} is registered twice ({_ENTRIES[entry.name].cls.__name__} and {entry.cls.__name__})")
     unknown = set(entry.overrides) - {f.name for f in dataclasses.fields(entry.cls.Config)}
@@ -52,26 +43,20 @@ def _add(entry: MethodEntry) -> None:
     _ENTRIES[entry.name] = entry
 
 
-def register_method(
-    name: str, summary: str, group: str = "main", *, display: str = "", table: str = "main", ablation_label: str = "",
-    ablation_after: str = "", **overrides,
-):  # fmt: skip
-    """Class decorator: register `cls` under `name` (shown as `display`, in `table`), optionally with config overrides."""
+def register_method(name: str, summary: str, group: str = "main", *, display: str = "", **overrides):
+    """Class decorator: register `cls` under `name` (shown as `display`), optionally with config overrides."""
 
     def decorate(cls: type[Method]) -> type[Method]:
-        _add(MethodEntry(name, cls, summary, group, overrides, display or name, table, ablation_label, ablation_after))
+        _add(MethodEntry(name, cls, summary, group, overrides, display or name))
         return cls
 
     return decorate
 
 
-def register_variant(
-    name: str, base: str, summary: str, group: str = "ablation", *, display: str = "", table: str | None = None, **overrides
-) -> None:
-    """Register `name` as `base` with some config fields changed (one line per variant); an ablation goes to Table IV by default."""
+def register_variant(name: str, base: str, summary: str, group: str = "ablation", *, display: str = "", **overrides) -> None:
+    """Register `name` as `base` with some config fields changed (one line per variant), an ablation by default."""
     entry = get_entry(base)
-    table = table or ("ablation" if group == "ablation" else "main")
-    _add(MethodEntry(name, entry.cls, summary, group, {**entry.overrides, **overrides}, display or name, table))
+    _add(MethodEntry(name, entry.cls, summary, group, {**entry.overrides, **overrides}, display or name))
 
 
 def get_entry(name: str) -> MethodEntry:
@@ -80,9 +65,9 @@ def get_entry(name: str) -> MethodEntry:
     return _ENTRIES[name]
 
 
-def method_names(group: str | None = None, table: str | None = None) -> list[str]:
-    """Registered names, in registration order, of one `group` and / or one `table` (None: any)."""
-    return [n for n, e in _ENTRIES.items() if (group is None or e.group == group) and (table is None or e.table == table)]
+def method_names(group: str | None = None) -> list[str]:
+    """Registered names, in registration order, of one `group` (None: any)."""
+    return [n for n, e in _ENTRIES.items() if group is None or e.group == group]
 
 
 def resolve_config(name: str, overrides: dict | None = None):

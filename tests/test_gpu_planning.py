@@ -7,7 +7,7 @@ from contextlib import ExitStack
 import pytest
 import torch
 
-from bench.run import cell, sweep
+from bench.run import sweep
 from bench.train import hardware, harness
 
 GIB = 1024**3
@@ -46,7 +46,7 @@ def test_cpu_planning_is_unchanged(monkeypatch):
 
 def test_cells_spread_over_the_cards_before_sharing_one(two_cards, tmp_path):
     with ExitStack() as held:
-        devices = [held.enter_context(cell.pinned_device("cuda", tmp_path)) for _ in range(5)]
+        devices = [held.enter_context(hardware.pinned_device("cuda", tmp_path)) for _ in range(5)]
     assert [d.index for d in devices] == [0, 1, 0, 1, 0]
     assert sorted(p.name for p in (tmp_path / "locks").rglob("*.lock"))[:2] == ["gpu-0-slot-0.lock", "gpu-0-slot-1.lock"]
 

@@ -1,4 +1,4 @@
-"""`python -m bench run`: train and evaluate a sweep of cells, then print the table (docs/architecture.md#the-run-path-room-by-room)."""
+"""`python -m bench run`: train and evaluate a sweep of cells, then print the table (docs/architecture.md#the-path-of-one-cell)."""
 
 from __future__ import annotations
 
@@ -94,6 +94,7 @@ def format_table(summary, method_order: list[str], outcomes=None) -> str:
     import pandas as pd
 
     from bench.evaluate import metrics
+    from bench.evaluate.long_table import mean_sd
 
     shown = metrics.in_table("table1")
     outcomes = outcomes if outcomes is not None else pd.DataFrame(columns=["dataset", "raters", "noise", "method", "stops", "flag"])
@@ -111,8 +112,7 @@ def format_table(summary, method_order: list[str], outcomes=None) -> str:
                 if m.name not in rows:
                     cells.append("–")
                     continue
-                mean, std = rows[m.name]["mean"] * m.scale, rows[m.name]["std"] * m.scale
-                cells.append(f"{mean:.{m.digits}f}" + ("" if pd.isna(std) else f" ± {std:.{m.digits}f}"))
+                cells.append(mean_sd(rows[m.name]["mean"] * m.scale, rows[m.name]["std"] * m.scale, m.digits))
             seeds = max(int(r["n_seeds"]) for r in rows.values())
             stops, flag = outcome_notes(outcomes, (dataset, raters, noise, method))
             lines.append(f"{method:<16}" + "".join(f"{c:>18}" for c in cells) + f"{seeds if seeds else '':>7}  {stops:<24}{flag}".rstrip())

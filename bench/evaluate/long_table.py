@@ -54,6 +54,11 @@ def summarise(table: pd.DataFrame, averages: pd.DataFrame | None = None) -> pd.D
 CASE_KEYS = [*GROUP, "method", "case"]
 
 
+def mean_sd(mean: float, sd: float | None, digits: int = 2) -> str:
+    """ "12.34 ± 0.56", or the mean alone where the sd is missing (one seed, or a paper value without one)."""
+    return f"{mean:.{digits}f}" if sd is None or pd.isna(sd) else f"{mean:.{digits}f} ± {sd:.{digits}f}"
+
+
 def per_case(table: pd.DataFrame, metric: str, structure: str) -> pd.DataFrame:
     """Values averaged over seeds, one row per GROUP × method × case.
 

@@ -1,9 +1,10 @@
 """The rows of every table and figure: which methods, in which order, under which names (from the registry and the study).
 
-The reference method ("ours") and the Oracle come from the study (bench/study.py); the "average"
-row is the raters' Average DSC. Order and display names come from the method registry, so no table
-keeps a list of its own; a parameter-sweep cell (`lf-net@beta=3`) is drawn in the parameter figures,
-not in the tables.
+The reference method ("ours"), the Oracle and where the paper shows a row that is not Table I's or the ablation
+table's (its text's substitutions, the declared readings, the full model's ablation row) come from the study
+(bench/study.py); the "average" row is the raters' Average DSC. Order, groups and display names come from the method
+registry, so no table keeps a list of its own; a parameter-sweep cell (`lf-net@beta=3`) is drawn in the parameter
+figures, not in the tables.
 """
 
 from __future__ import annotations
@@ -35,12 +36,21 @@ def entry(method: str) -> methods.MethodEntry | None:
         return None
 
 
+TABLES = ("main", "ablation", "ablation-text", "readings")  # Table I-III; the ablation table; below its rule; the readings
+
+
 def table_of(method: str) -> str | None:
-    """Which table a row belongs to (registry `table`); a name no longer registered goes to Table I; parameter cells to none."""
+    """Which of `TABLES` a row belongs to: an ablation's row the ablation table's (below its rule where the study lists it
+    in `ablation_text`), another of the study's readings its own, else Table I (a name no longer registered too);
+    parameter cells and Average/Oracle: None."""
     if is_param_variant(method) or method in (AVERAGE, oracle()):
         return None
-    found = entry(method)
-    return found.table if found else "main"
+    paper, found = study.current(), entry(method)
+    if found is not None and found.group == "ablation":
+        return "ablation-text" if method in paper.ablation_text else "ablation"
+    if found is not None and method != paper.reference_method and method in {r["method"] for r in paper.readings}:
+        return "readings"
+    return "main"
 
 
 def is_ablation(method: str) -> bool:
@@ -65,26 +75,29 @@ def main_methods(names) -> list[str]:
 
 
 def ablation_methods(names) -> list[str]:
-    """Table IV rows present, in registration order, with the full model (LF-Net) where its entry places it."""
+    """The ablation table's rows present, in registration order, with the full model (the reference method) after the row
+    the study's `full_model` names (last where it names none)."""
     rows = registry_order(n for n in names if is_ablation(n))
     reference = reference_method()
-    full = entry(reference)
-    if reference in set(names) and full is not None:
+    if reference in set(names) and entry(reference) is not None:
         registered = methods.method_names()
-        after = registered.index(full.ablation_after) if full.ablation_after in registered else len(registered)
+        named = study.current().full_model.get("after", "")
+        after = registered.index(named) if named in registered else len(registered)
         later = [i for i, r in enumerate(rows) if r not in registered or registered.index(r) > after]
         rows.insert(later[0] if later else len(rows), reference)
     return rows
 
 
 def display(method: str, table: str = "main") -> str:
-    """A row's label: the registry's display name (Table IV: the full model's `ablation_label`); else the name itself."""
+    """A row's label: the registry's display name (in the ablation table, the full model's the study's `full_model` label);
+    else the name itself."""
     if method in (AVERAGE, oracle()):
         return method.capitalize()
     found = entry(method)
     if found is None:
         return method
-    return found.ablation_label if table == "ablation" and found.ablation_label else found.display
+    label = study.current().full_model.get("label", "") if method == reference_method() else ""
+    return label if table == "ablation" and label else found.display
 
 
 def figure_methods(names) -> list[str]:

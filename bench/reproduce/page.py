@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench import files
+from bench.evaluate.long_table import mean_sd
 from bench.report import tables
 from bench.report.rows import display
 from bench.reproduce.assessment import Assessment
@@ -84,7 +85,7 @@ def page(a: Assessment, figs: dict, out_dir: Path, cells: pd.DataFrame, ranks: d
     for c in a.claims:
         blocks += [("p", f"**{c.verdict}** — {c.claim.text} (`{c.claim.id}`, line {c.claim.line})"), ("list", c.evidence or ["—"])]
     blocks += [("h", 2, "Numbers of the text"), ("table", ["line", "what", "paper", "measured", "verdict"], [
-        [str(v.line), v.text, _pm(v.mean, v.sd), _measured(e) if e and e.measured else "–", (e.verdict if e else "not run") + (f" ({g.note})" if g else "")]
+        [str(v.line), v.text, mean_sd(v.mean, v.sd), _measured(e) if e and e.measured else "–", (e.verdict if e else "not run") + (f" ({g.note})" if g else "")]
         for v, g, e in a.values
     ])]  # fmt: skip
     blocks += readings_blocks(a)
@@ -192,7 +193,7 @@ def entry_row(e: Entry, extra: pd.DataFrame, d: int = 2, stand_in: bool = False,
         r = extra.loc[e.method]
         pra = " / ".join("–" if pd.isna(r[k]) else f"{r[k]:.2f}" for k in ("precision", "recall", "area"))  # precision: none predicted
     label = (display(e.method) if e.method != "average" else "*Average*") + (f" [{flag}]" if flag else "")
-    return [label, _pm(*p, d) if p else "–", _measured(e, d) if m else "–", ci, delta, e.verdict, pra]
+    return [label, mean_sd(*p, d) if p else "–", _measured(e, d) if m else "–", ci, delta, e.verdict, pra]
 
 
 def _delta(e: Entry, d: int) -> str:
@@ -292,9 +293,9 @@ def selection_blocks(a: Assessment) -> list[Block]:
     if a.selection.empty:
         return []
     rows = [[f"{r.dataset} `{r.raters}`" + ("" if r.noise == "protocol" else f" noise {r.noise}"), display(r.method), str(r.seeds),
-             _pm(r.test_dsc, r.test_sd), f"{_pm(r.rule_dsc, r.rule_sd)} (step {r.rule_step})", f"{_pm(r.gt_dsc, r.gt_sd)} (step {r.gt_step})",
+             mean_sd(r.test_dsc, r.test_sd), f"{mean_sd(r.rule_dsc, r.rule_sd)} (step {r.rule_step})", f"{mean_sd(r.gt_dsc, r.gt_sd)} (step {r.gt_step})",
              f"{r.gain:+.2f} [{r.gain_low:+.2f}, {r.gain_high:+.2f}]",
-             f"{_pm(r.gt_test_dsc, r.gt_test_sd)} ({r.gt_test_seeds})" if r.gt_test_seeds else "not kept"] for r in a.selection.itertuples()]  # fmt: skip
+             f"{mean_sd(r.gt_test_dsc, r.gt_test_sd)} ({r.gt_test_seeds})" if r.gt_test_seeds else "not kept"] for r in a.selection.itertuples()]  # fmt: skip
     return [
         ("h", 2, "Selection reading: checkpoints chosen on the validation split's ground truth"),
         ("p", "Declared before it was read (docs/decisions.md): the paper holds out 20 % of the training images for validation "
@@ -310,10 +311,6 @@ def selection_blocks(a: Assessment) -> list[Block]:
     ]  # fmt: skip
 
 
-def _pm(mean: float, sd: float, d: int = 2) -> str:
-    return f"{mean:.{d}f}" if math.isnan(sd) else f"{mean:.{d}f} ± {sd:.{d}f}"
-
-
 def _measured(e: Entry, d: int = 2) -> str:
     m = e.measured
-    return f"{m.mean:.{d}f}" if m.n == 0 else f"{_pm(m.mean, m.sd, d)} ({m.n})"
+    return f"{m.mean:.{d}f}" if m.n == 0 else f"{mean_sd(m.mean, m.sd, d)} ({m.n})"

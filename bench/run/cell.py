@@ -15,7 +15,6 @@ import subprocess
 import sys
 import time
 import traceback
-from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -29,7 +28,6 @@ from bench import store
 from bench.evaluate.long_table import CALIBRATION, COLUMNS, with_keys
 from bench.evaluate.pixel import dice
 from bench.evaluate.scoring import score_predictions
-from bench.files import locked
 from bench.run.resolve import RunOptions, build_method, is_oracle, option_record, stage_schedules, trained_method
 from bench.run.split_cache import data_fingerprint, fused_test_references, load_splits, training_subset
 from bench.store import Cell
@@ -186,32 +184,10 @@ def claim_and_run(cell: Cell, opts: RunOptions, wait: bool) -> dict:
             return {"cell": str(cell), "status": "busy", "reason": "running in another process"}
         if store.is_done(opts.results, cell) and not (opts.force and not wait):
             return {"cell": str(cell), "status": "skipped", "reason": "finished by another process"}
-        with pinned_device(opts.device, opts.results) as device:
+        with hardware.pinned_device(opts.device, opts.results) as device:
             if device.type == "cpu":
                 torch.set_num_threads(opts.threads)
             return train_cell(cell, opts, device)
-
-
-@contextmanager
-def pinned_device(requested: str, results: Path):
-    """The cell's device; with several GPUs visible, the least-shared one, its cells spread evenly.
-
-    Parallel workers (loky processes, dask workers without their own CUDA_VISIBLE_DEVICES) each take
-    a slot of a GPU for the length of a cell through an flock per slot (`gpu-<k>-slot-<j>.lock`),
-    filling slot 0 of every card before slot 1 of any, so the cards share the cells evenly.
-    """
-    device = hardware.resolve_device(requested)
-    n_gpus = torch.cuda.device_count() if device.type == "cuda" else 0
-    if n_gpus <= 1:
-        yield device
-        return
-    slots = [(k, j) for j in range(hardware.MAX_CELLS_PER_GPU) for k in range(n_gpus)]
-    with ExitStack() as held:
-        free = next((k for k, j in slots if held.enter_context(locked(store.gpu_slot_lock(results, k, j), wait=False))), None)
-        if free is None:  # more workers than slots: queue on one
-            free = os.getpid() % n_gpus
-            held.enter_context(locked(store.gpu_slot_lock(results, free, 0)))
-        yield torch.device("cuda", free)
 
 
 def first_batch(method: methods.Method, train: RaterData, device: torch.device, size: int = 256) -> dict[str, torch.Tensor]:

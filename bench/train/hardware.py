@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import time
-from contextlib import nullcontext
+from contextlib import ExitStack, contextmanager, nullcontext
 from functools import cache
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import numpy as np
 import torch
 
 from bench.files import locked, write_json
+from bench.store import gpu_slot_lock
 from bench.train.budget import Schedule, make_optimiser
 from methods.base import Method, StepContext
 
@@ -167,3 +169,25 @@ def make_batch(data: dict[str, torch.Tensor], index: torch.Tensor, device: torch
     batch["raters"] = batch["raters"].long()
     batch["index"] = index.to(device)
     return batch
+
+
+@contextmanager
+def pinned_device(requested: str, results: Path):
+    """The cell's device; with several GPUs visible, the least-shared one, its cells spread evenly.
+
+    Parallel workers (loky processes, dask workers without their own CUDA_VISIBLE_DEVICES) each take
+    a slot of a GPU for the length of a cell through an flock per slot (`gpu-<k>-slot-<j>.lock`),
+    filling slot 0 of every card before slot 1 of any, so the cards share the cells evenly.
+    """
+    device = resolve_device(requested)
+    n_gpus = torch.cuda.device_count() if device.type == "cuda" else 0
+    if n_gpus <= 1:
+        yield device
+        return
+    slots = [(k, j) for j in range(MAX_CELLS_PER_GPU) for k in range(n_gpus)]
+    with ExitStack() as held:
+        free = next((k for k, j in slots if held.enter_context(locked(gpu_slot_lock(results, k, j), wait=False))), None)
+        if free is None:  # more workers than slots: queue on one
+            free = os.getpid() % n_gpus
+            held.enter_context(locked(gpu_slot_lock(results, free, 0)))
+        yield torch.device("cuda", free)
