@@ -68,6 +68,11 @@ def write_json(path: Path, obj: dict) -> None:
         tmp.write_text(json.dumps(obj, indent=2, default=str) + "\n")
 
 
+def write_text(path: Path, text: str) -> None:
+    with atomic(path) as tmp:
+        tmp.write_text(text)
+
+
 def read_json(path: Path) -> dict:
     return json.loads(path.read_text()) if path.is_file() else {}
 

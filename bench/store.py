@@ -73,14 +73,19 @@ def is_done(results: Path, cell: Cell) -> bool:
     return (cell_dir(results, cell) / METRICS).is_file()
 
 
-def precision_record(results: Path) -> Path:
-    """Where the fp32-or-bf16 choice measured per method and shape on CUDA is kept for later cells."""
-    return cache_dir(results) / "cuda-precision.json"
+def precision_record() -> Path:
+    """Where the fp32-or-bf16 choice measured per method and shape on CUDA is kept for later cells of this machine."""
+    return cache_dir() / "cuda-precision.json"
 
 
 def gpu_slot_lock(results: Path, card: int, slot: int) -> Path:
     """The lock a worker of this host holds while its cell uses slot `slot` of GPU `card`."""
     return results / "locks" / platform.node() / f"gpu-{card}-slot-{slot}.lock"
+
+
+def sweep_record(results: Path, name: str) -> Path:
+    """Where a sweep file given to `bench run --config` is kept with the results it produced."""
+    return results / "sweeps" / f"{name}.toml"
 
 
 def read_config(folder: Path) -> dict:
@@ -99,9 +104,13 @@ def write_manifest(folder: Path, manifest: dict) -> None:
     write_json(folder / MANIFEST, manifest)
 
 
-def cache_dir(results: Path) -> Path:
-    """Decoded datasets are cached in $BENCH_CACHE, else `<results>/cache`."""
-    return Path(os.environ.get("BENCH_CACHE") or results / "cache")
+def cache_dir() -> Path:
+    """Where decoded datasets are cached, one cache for every results folder: $BENCH_CACHE, else the user's cache folder
+    (`$XDG_CACHE_HOME/lfnet-bench`, by default `~/.cache/lfnet-bench`). Its files are keyed by dataset, rater setting,
+    noise level, data root and the adapters' code, so two results folders share a decode and never a stale one."""
+    if os.environ.get("BENCH_CACHE"):
+        return Path(os.environ["BENCH_CACHE"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lfnet-bench"
 
 
 @contextmanager
@@ -147,6 +156,12 @@ def cell_of(info: dict) -> Cell:
 def checkpoint_path(checkpoint_dir: Path, k: int, name: str, partial: bool = False) -> Path:
     """Stage k's weights (`stage-<k>-<name>.pt`), or the state of that stage in progress (`.partial.pt`)."""
     return checkpoint_dir / f"stage-{k}-{name}{'.partial' if partial else ''}.pt"
+
+
+def earlier_checkpoints(checkpoint_dir: Path, k: int) -> list[Path]:
+    """The finished-stage weights of stages before k: once stage k has finished, its file holds the whole method (every
+    stage's networks) and resuming or rebuilding the cell reads only it."""
+    return [p for p in checkpoint_dir.glob("stage-*.pt") if not p.name.endswith(".partial.pt") and int(p.name.split("-")[1]) < k]
 
 
 def read_predictions(folder: Path) -> tuple[np.ndarray, np.ndarray]:

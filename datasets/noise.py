@@ -422,10 +422,12 @@ def pool_info(
     warning = ""
     if problems:
         what = f"{name}: noise level {level} ({style} raters, strength {strength:.4g}, training Average DSC {realised:.3f})"
-        detail = f"{'; '.join(problems)} (each must be >= {USABLE_MINIMUM:.0%})"
+        detail = "; ".join(problems)
         if level != PROTOCOL if refuse is None else refuse:
-            raise DataError(f"{what} gives a degenerate rater pool: {detail}; choose a higher target Average DSC (less noise)")
-        warning = f"{what}: the rater pool is sparse: {detail}"
+            raise DataError(f"{what} gives a degenerate rater pool: {detail} (each must be >= {USABLE_MINIMUM:.0%}); "
+                            "choose a higher target Average DSC (less noise)")  # fmt: skip
+        warning = (f"{what}: the rater pool is sparse: {detail} (below the {USABLE_MINIMUM:.0%} a chosen noise level needs; "
+                   "the published protocol's pool is kept as it is)")  # fmt: skip
         warnings.warn(warning, stacklevel=3)
     return {
         "style": style,

@@ -327,6 +327,8 @@ class LFNet(Method):
         probs = torch.softmax(self.sll_logits(images, raters, rater_valid).float(), dim=1)
         return probs, threshold_vote_mask(raters, rater_valid, self.spec.n_classes, self.beta)
 
+    fused_label_keys = {"TV": "the raters' vote is trusted (the most-voted class has ≥ β votes)"}
+
     def own_fused_labels(self, images: torch.Tensor, raters: torch.Tensor, rater_valid: torch.Tensor, temperature: float = 1.0
                          ) -> dict[str, torch.Tensor]:  # fmt: skip
         """SLL: the soft-label network's probability of foreground, softmax(a1 / `temperature`) (1: the network's own

@@ -272,3 +272,18 @@ def test_readme_install_note_names_the_cpu_index_and_keeps_the_quickstart():
     assert "pip install torch==2.13.0 && pip install -e '.[test]' && python -m pytest" in text
     assert "pip install torch --index-url https://download.pytorch.org/whl/cpu" in text
     assert "avoids pip pulling" not in text
+
+
+def test_an_interrupted_cell_says_so_in_its_manifest(tmp_path, monkeypatch):
+    """Ctrl-C inside training: the interrupt goes on up, and the cell's manifest reads "interrupted", not "running"."""
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(harness, "fit", interrupted)
+    opts = resolve.RunOptions(results=tmp_path, data_root=tmp_path, budget=BUDGETS["quick"], max_steps=1, test_size=8, progress=False)
+    with pytest.raises(KeyboardInterrupt):
+        cell.run_cell(CELLS[0], opts)
+    manifest = store.read_manifest(store.cell_dir(tmp_path, CELLS[0]))
+    assert manifest["status"] == "interrupted" and "rerun the same command" in manifest["reason"]
+    assert not store.is_done(tmp_path, CELLS[0])

@@ -162,6 +162,8 @@ def test_a_finished_cell_resumed_reports_every_stage_as_logged(tmp_path):
     assert list(records[1]) == ["soft_label", "segmentation"]
     for stage, record in records[0].items():
         assert records[1][stage] == pytest.approx(record), stage
+    # the last stage's file holds both networks: the soft-label stage's own weights were dropped when it was written
+    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["stage-1-segmentation.pt"]
 
 
 def test_budgets_resolve_per_stage():

@@ -59,6 +59,7 @@ def test_rescore_moves_old_cells_and_adds_every_reference_without_training(tmp_p
     before = old_rows[old_rows["metric"] == "dsc"].set_index("case")["value"]
     pd.testing.assert_series_equal(gt.sort_index(), before.sort_index(), check_names=False)  # same predictions, same scores
     assert (results / "calibration.parquet").is_file()
-    # a rerun of the same run now finds the cell done
-    assert cli.main(["run", "--methods", "mv-unet", "--seeds", "0", "--raters", "morpho", "--dry-run", "--results", str(results)]) == 0
+    # a rerun of the same run (its options: a dry run checks them as the run does) now finds the cell done
+    same = ["--max-steps", "2", "--train-size", "32", "--test-size", "12"]
+    assert cli.main(["run", "--methods", "mv-unet", "--seeds", "0", "--raters", "morpho", *same, "--dry-run", "--results", str(results)]) == 0
     assert "done" in capsys.readouterr().out

@@ -1,4 +1,4 @@
-"""Command line: `python -m bench list|run|raters|report|paper|rescore|perf|power` (docs/architecture.md#who-owns-what).
+"""Command line: `python -m bench list|run|raters|report|compare|paper|rescore|perf|power` (docs/architecture.md#who-owns-what).
 
 One module per verb (`add_parser` + its command); `options` holds what the verbs share. Bad input
 ends with one line on stderr and exit 2. Only argparse is loaded to parse, so `--help` is instant;
@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bench.cli import listing, paper, perf, power, raters, report, rescore, run
+from bench.cli import compare, listing, paper, perf, power, raters, report, rescore, run
 from bench.cli.options import UsageError
 
 
@@ -30,19 +30,26 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="python -m bench",
         description="Benchmark of segmentation from noisy multi-rater labels (LF-Net and baselines). "
-        "With no verb, `run` with its defaults: every method on the embedded mnist-5k, three seeds.",
+        "Start with `python -m bench run --max-steps 20 --seeds 0 --methods mv-unet,lf-net` (a one-minute smoke run), "
+        "then `python -m bench run` (every method on the embedded mnist-5k, three seeds). `python -m bench VERB --help` for a verb.",
     )
     verbs = parser.add_subparsers(dest="verb", parser_class=Parser)
-    for verb in (listing, run, raters, report, paper, rescore, perf, power):
+    for verb in (listing, run, raters, report, compare, paper, rescore, perf, power):
         verb.add_parser(verbs)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv:  # nothing runs without a verb: an 11-minute run is not what a first try should start
+        parser.print_help()
+        return 0
+    if argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
+        verbs = next(a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        print(f"error: {argv[0]} needs a verb first: `python -m bench run {' '.join(argv)}` (verbs: {', '.join(verbs)})", file=sys.stderr)
+        return 2
     args = parser.parse_args(argv)
-    if args.verb is None:  # `python -m bench` alone runs the embedded default
-        args = parser.parse_args(["run", *(argv or [])])
     import methods
     from bench import files
     from bench.run.plan import PlanError

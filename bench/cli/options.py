@@ -100,6 +100,9 @@ def check_run_options(args: argparse.Namespace) -> None:
             raise UsageError(f"{flag} must be ≥ 1, got {value}")
     if args.scheduler and args.backend != "dask":
         raise UsageError("--scheduler needs --backend dask")
+    if args.n_jobs is not None and args.backend == "sequential":
+        raise UsageError(f"--n-jobs {args.n_jobs} has no effect with --backend sequential (one cell at a time in this process); "
+                         "drop --n-jobs, or use --backend loky")  # fmt: skip
 
 
 def run_options(args: argparse.Namespace, results: Path, root: Path, force: bool = False):

@@ -65,7 +65,7 @@ def cmd_paper(args: argparse.Namespace) -> int:
             plans[name] = recipe_cells(setting)
             if plans[name] and not all(store.is_done(results, c) for c in plans[name]):  # an absent dataset is skipped, dry run too
                 c = plans[name][0]
-                split_cache.load_splits(c.dataset, root, c.raters, c.noise, store.cache_dir(results))
+                split_cache.load_splits(c.dataset, root, c.raters, c.noise, store.cache_dir())
         except DataError as e:
             plans.pop(name, None)
             skipped[name] = str(e)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 import warnings
-from pathlib import Path
 
 from bench.cli.options import UsageError, data_root, parse_list
 
@@ -58,7 +57,7 @@ def cmd_raters(args: argparse.Namespace) -> int:
         levels = [parse_level(v) for v in parse_list(args.noise_levels, str, "--noise-levels")]
     except ValueError as e:
         raise UsageError(f"--noise-levels: {e}") from None
-    root, cache = data_root(args.data_root).absolute(), store.cache_dir(Path(args.results))
+    root, cache = data_root(args.data_root).absolute(), store.cache_dir()
     for level in levels:
         stats, sparse = {}, []
         for setting in settings:
@@ -75,7 +74,7 @@ def cmd_raters(args: argparse.Namespace) -> int:
               f"{next(iter(stats.values()))['gt_area']:.1f}); fused labels: DSC (area ÷ GT)")  # fmt: skip
         print(render(stats, args.markdown))
         for line in dict.fromkeys(sparse):
-            print(f"warning: {line}", file=sys.stderr)
+            print(f"note: {line}", file=sys.stderr)
     return 0
 
 

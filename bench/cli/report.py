@@ -11,7 +11,12 @@ from bench.cli.options import UsageError, data_root
 def add_parser(verbs) -> None:
     """Add `python -m bench report [--results DIR] [--out DIR]` to the CLI's subparsers."""
     p = verbs.add_parser(
-        "report", allow_abbrev=False, help="write the paper's tables (Markdown, LaTeX) and figures (PNG, PDF) from collected results"
+        "report",
+        allow_abbrev=False,
+        help="write the paper's tables (Markdown, LaTeX) and figures (PNG, PDF) from collected results",
+        description="Write every table (Markdown, LaTeX) and figure (PNG, PDF) of a collected results folder into RESULTS/report/: "
+        "the paper's tables, box plots with the seed-aware test's p-values, noise, learning and reliability curves; and, when its "
+        "cells measure a number of the paper, RESULTS/paper/REPRODUCTION.md and .html with a verdict for each.",
     )
     p.add_argument("--results", default="results", help="results folder holding metrics.parquet and summary.csv (default: results)")
     p.add_argument("--out", help="folder for the tables and figures (default: RESULTS/report)")
@@ -30,7 +35,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     results = Path(args.results)
     out = Path(args.out) if args.out else results / "report"  # beside the results, not in the source tree
-    first = f"run `python -m bench run --results {results}` first"
+    first = f"run cells first, e.g. a one-minute smoke run: `python -m bench run --max-steps 20 --seeds 0 --methods mv-unet,lf-net --results {results}`"
     for name in (store.METRICS, store.SUMMARY):
         if not (results / name).is_file():
             raise UsageError(f"no results table {results / name}; {first}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import warnings
 from pathlib import Path
 
 from bench.cli.options import UsageError, add_run_options, check_run_options, data_root, parse_list, parse_sets, run_cells
@@ -15,6 +16,7 @@ EXAMPLES = """examples:
   python -m bench run --dataset lidc --data-root ~/data --budget plateau
   python -m bench run --noise-levels protocol,0.35,0.45 --methods lf-net,mv-unet
   python -m bench run --set lf-net.beta=3,4 --methods lf-net
+  python -m bench run --config my_sweep.toml             the flags' keys in a file, e.g. methods = ["mv-unet", "lf-net"]
 """
 
 
@@ -65,7 +67,17 @@ def add_parser(verbs) -> None:
         choices=["gt", "majority", "staple"],
         help="which reference the printed table shows (every reference is always computed; default: gt where the dataset has it, else majority)",
     )
-    shown.add_argument("--dry-run", action="store_true", help="list the cells that would run, and stop")
+    shown.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="list the cells that would run (after the run's checks) with an estimate of the time, and stop",
+    )
+    what.add_argument(
+        "--config",
+        metavar="FILE.toml",
+        help="a sweep in a file: the flags' names as keys (methods, dataset, seeds, noise_levels, raters, input, budget, max_steps, "
+        "results, …; `[set]` tables for --set); flags on the command line win; the file is kept in RESULTS/sweeps/",
+    )
     add_run_options(p)
     p.add_argument("--force", action="store_true", help="retrain cells that are already done")
     p.set_defaults(func=cmd_run)
@@ -119,12 +131,101 @@ def format_table(summary, method_order: list[str], outcomes=None) -> str:
     return "\n".join(lines)
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def dry_run(cells: list, args: argparse.Namespace, results: Path) -> int:
+    """List the cells, after the same checks of the results folder as the run (options, schedules and data of finished
+    cells), with an estimate of the time from this folder's earlier cells."""
     from bench import store
+    from bench.cli.options import run_options
+    from bench.run import plan
+
+    with warnings.catch_warnings():  # the data a check reads may note its pool's sparseness: the run says it, not the listing
+        warnings.simplefilter("ignore")
+        plan.preflight(cells, run_options(args, results, data_root(args.data_root).absolute(), args.force))
+    todo = [c for c in cells if args.force or not store.is_done(results, c)]
+    for cell in cells:
+        print(f"{'to run' if cell in todo else 'done':<7} {cell}")
+    print(f"{len(todo)} of {len(cells)} cells would run")
+    seconds, known = plan.estimate(todo, results)
+    if todo and known:
+        took = f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+        print(
+            f"estimate: about {took} for {known} of them, one after another (the median of this folder's "
+            f"earlier cells of each method; parallel workers share the CPUs){'' if known == len(todo) else '; the others have none'}"
+        )
+    elif todo:
+        print(
+            "estimate: none (no earlier cell of these methods here); the embedded default takes about 11 min on 2 CPU cores, "
+            "a smoke run (--max-steps 20 --seeds 0, two methods) about a minute"
+        )
+    return 0
+
+
+# The keys a sweep file may hold: the run flags' names (dashes or underscores), values as TOML lists, strings or numbers.
+CONFIG_KEYS = {
+    "methods": "methods", "dataset": "dataset", "seeds": "seeds", "raters": "raters", "input": "network_input",
+    "noise_levels": "noise_levels", "set": "set", "reference": "reference", "budget": "budget", "max_steps": "max_steps",
+    "threads": "threads", "train_size": "train_size", "test_size": "test_size", "device": "device", "precision": "precision",
+    "engine": "engine", "data_root": "data_root", "results": "results", "backend": "backend", "n_jobs": "n_jobs",
+}  # fmt: skip
+
+
+def apply_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> str:
+    """Fill the flags left at their defaults from `args.config` (a TOML sweep file); returns its text, to keep with the results.
+
+    Lists become the flags' comma lists; `[set]` (`lf-net = { beta = [3, 4] }`) becomes `--set lf-net.beta=3,4`. A
+    key that is no flag, or a value of the wrong kind, is refused in one line naming the file.
+    """
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    path = Path(args.config)
+    actions = {a.dest: a for a in parser._actions}
+    defaults = {dest: a.default for dest, a in actions.items()}
+    try:
+        text = path.read_text()
+        raw = tomllib.loads(text)
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise UsageError(f"--config {path}: cannot read it as TOML ({e})") from None
+    for key, value in raw.items():
+        name = CONFIG_KEYS.get(key.replace("-", "_"))
+        if name is None:
+            raise UsageError(f"--config {path}: unknown key {key!r}; keys are the run flags' names: {', '.join(CONFIG_KEYS)}")
+        if getattr(args, name) != defaults[name]:
+            continue  # the command line wins
+        if name == "set":
+            if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
+                raise UsageError(f"--config {path}: [set] holds one table per method, e.g. lf-net = {{ beta = [3, 4] }}")
+            value = [
+                f"{m}.{k}={','.join(map(str, v if isinstance(v, list) else [v]))}" for m, params in value.items() for k, v in params.items()
+            ]
+        elif isinstance(value, list):
+            value = ",".join(map(str, value))
+        elif isinstance(value, dict):
+            raise UsageError(f"--config {path}: {key} takes a value or a list, not a table")
+        elif actions[name].type is int:
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise UsageError(f"--config {path}: {key} = {value!r}: expected a whole number")
+        else:
+            value = str(value)
+        if actions[name].choices and value not in actions[name].choices:
+            raise UsageError(f"--config {path}: {key} = {value!r}: expected one of {', '.join(actions[name].choices)}")
+        setattr(args, name, value)
+    return text
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from bench import files, store
     from bench.evaluate import metrics
     from bench.run.plan import SweepSpec
     from datasets import get_dataset
 
+    sweep_file = ""
+    if args.config:
+        from bench.cli import build_parser
+
+        verbs = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+        sweep_file = apply_config(args, verbs.choices["run"])
     check_run_options(args)
     seeds = parse_list(args.seeds, int, "--seeds")
     levels = parse_list(args.noise_levels, str, "--noise-levels")
@@ -138,12 +239,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.dataset}'s labels are nested {nested} classes, which binary STAPLE cannot fuse; --reference majority")
     results = Path(args.results).absolute()  # workers may run elsewhere
     cells = spec.cells()
+    if args.data_root and not Path(args.data_root).is_dir() and not dataset.card.layout:
+        raise UsageError(f"--data-root {args.data_root}: no such folder, and {args.dataset} is embedded (it reads nothing from a data "
+                         f"root); leave --data-root out")  # fmt: skip
     if args.dry_run:
-        for cell in cells:
-            state = "done" if store.is_done(results, cell) and not args.force else "to run"
-            print(f"{state:<7} {cell}")
-        print(f"{sum(not store.is_done(results, c) or args.force for c in cells)} of {len(cells)} cells would run")
-        return 0
+        return dry_run(cells, args, results)
+    if sweep_file:  # kept with the results it produced
+        files.write_text(store.sweep_record(results, Path(args.config).stem), sweep_file)
     start = time.time()
     outcomes = run_cells(cells, args, results, data_root(args.data_root).absolute(), force=args.force)
     summary = store.read_summary(results)

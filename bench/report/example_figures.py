@@ -242,6 +242,11 @@ def fused_label_figure(
     fig.colorbar(ScalarMappable(heat["norm"], _HEAT_CMAP), ax=panels, shrink=0.8, aspect=15, pad=0.01).set_label(
         "probability of foreground", fontsize=_FONT
     )
+    # The masks' key: what white (1) means in each, the fusion rule's and the method's own.
+    meanings = {"MV": "foreground", **getattr(method, "fused_label_keys", {})}
+    key = "; ".join(f"{c}: {meanings[c]}" for c in fused if fused[c].dtype == bool and c in meanings)
+    if key:
+        fig.supxlabel(f"masks: white = 1, black = 0. {key}", fontsize=_FONT)
     fig.suptitle(title, fontsize=10)
     return fig
 

@@ -180,7 +180,7 @@ def fused_figure(results: Path, data_root: Path, dataset: str, raters: str, fig_
         return None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a sparse pool's warning was printed when the cells ran
-        train = split_cache.load_splits(dataset, data_root, raters, "protocol", store.cache_dir(results)).train
+        train = split_cache.load_splits(dataset, data_root, raters, "protocol", store.cache_dir()).train
     if train.gt is None:
         return None
     idx = example_figures.example_indices(train, 2)

@@ -189,7 +189,7 @@ def image_figure(kind, recipe, setting, cells, results, data_root, out, note) ->
     """The figures drawn from images: rater examples, fused labels (a trained LF-Net), qualitative grid (predictions)."""
     noise = setting.noise_levels[0]
     raters = cells[0].raters if cells else setting.raters or get_dataset(setting.dataset).rater_styles[0]
-    splits = split_cache.load_splits(setting.dataset, data_root, raters, noise, store.cache_dir(results))
+    splits = split_cache.load_splits(setting.dataset, data_root, raters, noise, store.cache_dir())
     title = titled(recipe, note, f"\n{setting.dataset}, raters {raters}, noise {noise}")
     stem = tables.slug(setting.dataset, raters)
     train = splits.train

@@ -52,7 +52,7 @@ class CellData:
 
 
 def cell_data(cell: Cell, opts: RunOptions) -> CellData:
-    splits = load_splits(cell.dataset, opts.data_root, cell.raters, cell.noise, store.cache_dir(opts.results))
+    splits = load_splits(cell.dataset, opts.data_root, cell.raters, cell.noise, store.cache_dir())
     dataset = get_dataset(cell.dataset)
     train = training_subset(splits.train, opts.train_size or opts.budget.train_size(dataset))
     val = training_subset(splits.val, opts.budget.val_size(dataset))
@@ -216,13 +216,13 @@ def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
         data = cell_data(cell, opts)
         manifest.update(
             data_root=str(opts.data_root), raters=rater_stats(data.splits.train), rater_setting=data.splits.raters_info,
-            data_fingerprint=data_fingerprint(cell.dataset, opts.data_root, cell.raters, cell.noise, store.cache_dir(opts.results)),
+            data_fingerprint=data_fingerprint(cell.dataset, opts.data_root, cell.raters, cell.noise, store.cache_dir()),
         )  # fmt: skip
         method = build_method(cell.method, cell.seed, data.dataset, data.train, opts.budget)
         schedules = stage_schedules([s.name for s in method.stages], trained_method(cell.method)[0], data.dataset, data.train.n, opts)
         store.write_config(out, cell_config(cell, opts, data, method, schedules))
         chosen = hardware.resolve_precision(method, first_batch(method, data.train, device), schedules[method.stages[0].name], device,
-                                           opts.precision, store.precision_record(opts.results))  # fmt: skip
+                                           opts.precision, store.precision_record())  # fmt: skip
         precision = chosen["precision"]
         manifest.update(
             device=str(device), precision=str(hardware.autocast_dtype(device, precision) or "float32"), precision_choice=chosen,
@@ -250,7 +250,7 @@ def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
                 manifest["teacher"] = teacher
         probs = harness.predict_proba(method, data.test.images, device=device, precision=precision)
         store.write_predictions(out / store.PREDICTIONS, probs, data.test.case_ids)
-        fused = fused_test_references(cell.dataset, opts.data_root, cell.raters, cell.noise, store.cache_dir(opts.results))
+        fused = fused_test_references(cell.dataset, opts.data_root, cell.raters, cell.noise, store.cache_dir())
         rows, bins = score_cell(cell, probs, data.test, {k: v[: data.test.n] for k, v in fused.items()})
         if "gt_best" in selected and data.test.gt is not None:  # last: it loads other weights into the method
             manifest["selection"] = gt_selected(method, selected["gt_best"], data.test, device, precision)
@@ -258,13 +258,19 @@ def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
                         seconds=round(time.time() - manifest["started"], 2))  # fmt: skip
         store.finish_cell(out, manifest, rows, bins)
         return {"cell": str(cell), "status": "done", "reason": ""}
+    except KeyboardInterrupt:  # Ctrl-C: the manifest says so (its checkpoints resume it), and the interrupt goes on up
+        record_end(out, manifest, status="interrupted", reason="interrupted (Ctrl-C); rerun the same command to resume it")
+        raise
     except Exception as e:  # a failed cell is recorded and the sweep goes on
         reason = f"{type(e).__name__}: {e}"
-        manifest.update(
-            status="failed", reason=reason, traceback=traceback.format_exc(), seconds=round(time.time() - manifest["started"], 2)
-        )
-        try:
-            store.write_manifest(out, manifest)
-        except OSError:
-            pass
+        record_end(out, manifest, status="failed", reason=reason, traceback=traceback.format_exc())
         return {"cell": str(cell), "status": "failed", "reason": reason}
+
+
+def record_end(out: Path, manifest: dict, **fields) -> None:
+    """Write how a cell that did not finish ended into its manifest, as far as the disk allows."""
+    manifest.update(**fields, seconds=round(time.time() - manifest["started"], 2))
+    try:
+        store.write_manifest(out, manifest)
+    except OSError:
+        pass

@@ -11,11 +11,11 @@ with other options or on other data, a method that cannot run on the data.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import itertools
 import os
 import sys
 import tempfile
-import time
 import types
 import typing
 import warnings
@@ -111,10 +111,15 @@ def resolve_methods(text: str, has_gt: bool = True) -> list[str]:
         raise PlanError("--methods is empty; give all, ablation, readings or a comma list, e.g. --methods mv-unet,lf-net")
     refuse_twice("--methods", text, items)
     known = [*methods.method_names(), paper.oracle]
+    # The name every table prints (`MV-UNet`) and any case of a registered name are taken for that name.
+    spelled = {n.lower(): n for n in known} | {methods.get_entry(n).display.lower(): n for n in methods.method_names()}
     names = []
     for item in items:
+        item = item if item in known or item in groups else spelled.get(item.lower(), item)
         if item not in known and item not in groups:
-            raise PlanError(f"unknown method {item!r}; known: {', '.join(known)} (groups: {', '.join(groups)})")
+            close = difflib.get_close_matches(item.lower(), list(spelled), n=1)
+            hint = f"did you mean {spelled[close[0]]}? " if close else ""
+            raise PlanError(f"unknown method {item!r}; {hint}known: {', '.join(known)} (groups: {', '.join(groups)})")
         names += groups.get(item, [item])
     return list(dict.fromkeys(names))  # groups may share a method (lf-net is in all three): each runs once
 
@@ -235,12 +240,9 @@ def execute(
     run on it. Returns one outcome per cell (see `bench.run.sweep.run_sweep`).
     """
     results = opts.results
-    check_writable(results)
-    steps.check_engine(opts.engine, hardware.resolve_device(opts.device))  # --device cuda or --engine graphed without a GPU fail here
-    check_options(cells, opts)
-    check_data(cells, opts)
+    preflight(cells, opts)
     # Adapters with their own per-file caches (RIGA's derived masks) use the same folder.
-    os.environ.setdefault("BENCH_CACHE", str(store.cache_dir(results).absolute()))
+    os.environ.setdefault("BENCH_CACHE", str(store.cache_dir().absolute()))
     pending = [c for c in cells if opts.force or not store.is_done(results, c)]
     backend, n_jobs = sweep.resolve_backend(backend, n_jobs, len(pending), opts.device)
     groups = list(dict.fromkeys((c.dataset, c.raters, c.noise) for c in pending))
@@ -249,16 +251,16 @@ def execute(
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for dataset, raters, noise in groups if backend != "sequential" else groups[:1]:  # sequential: the others load in turn
-            started = time.time()
-            splits = split_cache.load_splits(dataset, opts.data_root, raters, noise, store.cache_dir(results))
-            if time.time() - started > 30:
-                print(f"decoded {dataset}/{raters}/{noise} in {time.time() - started:.0f} s (cached for the next run)", file=sys.stderr)
+            splits = split_cache.load_splits(dataset, opts.data_root, raters, noise, store.cache_dir())
+            check_sizes(splits, dataset, opts)
             check_compatible({c.method for c in pending if c.dataset == dataset}, dataset, splits.train, opts.budget)
             sparse = (splits.raters_info or {}).get("warning")
             if sparse and not any(str(w.message) == sparse for w in caught):  # loaded from the cache: the loader did not warn
-                print(f"warning: {sparse}", file=sys.stderr)
-    for message in dict.fromkeys(str(w.message) for w in caught):
-        print(f"warning: {message}", file=sys.stderr)
+                print(f"note: {sparse}", file=sys.stderr)
+    # Shown once the checks passed, so a refusal stays one line; a sparse published pool is a fact of the protocol, not a fault.
+    for message, note in dict.fromkeys((str(w.message), issubclass(w.category, split_cache.Note) or "rater pool is sparse" in str(w.message))
+                                       for w in caught):  # fmt: skip
+        print(f"{'note' if note else 'warning'}: {message}", file=sys.stderr)
     outcomes = sweep.run_sweep(cells, opts, backend, n_jobs, scheduler) if cells else []
     if cells:
         store.collect(results)
@@ -285,6 +287,34 @@ def check_options(cells, opts) -> None:
         )
 
 
+def preflight(cells: list[Cell], opts: RunOptions) -> None:
+    """The checks of the results folder and the device that every run makes before anything trains, and the dry run too:
+    the folder is writable, the device and engine exist, finished cells ran with the same options, schedules and data."""
+    check_writable(opts.results)
+    steps.check_engine(opts.engine, hardware.resolve_device(opts.device))  # --device cuda or --engine graphed without a GPU fail here
+    check_options(cells, opts)
+    check_data(cells, opts)
+
+
+def check_sizes(splits, dataset: str, opts: RunOptions) -> None:
+    """--train-size and --test-size beyond a split are reported (each cell records the images it used, `train_images` and
+    `test_images` in config.json), never cut silently."""
+    for flag, value, part in (("--train-size", opts.train_size, splits.train), ("--test-size", opts.test_size, splits.test)):
+        if value is not None and value > part.n:
+            note = f"{flag} {value}: {dataset}'s {flag[2:-5]} split has {part.n:,} images; all {part.n:,} are used (each cell records the number)"
+            warnings.warn(split_cache.Note(note), stacklevel=2)
+
+
+def estimate(cells: list[Cell], results: Path) -> tuple[float, int]:
+    """Seconds the cells would take on this machine, from the finished cells of this results folder that ran the same
+    method on the same dataset (their median), and how many cells had such a record; (0, 0) when none had."""
+    seconds: dict[tuple[str, str], list[float]] = {}
+    for _, info in store.manifests(results):
+        seconds.setdefault((info["cell"]["dataset"], info["cell"]["method"]), []).append(float(info.get("seconds", 0)))
+    known = [sorted(seconds[(c.dataset, c.method)]) for c in cells if (c.dataset, c.method) in seconds]
+    return sum(s[len(s) // 2] for s in known), len(known)
+
+
 def check_data(cells, opts) -> None:
     """Refuse to reuse finished cells that were trained on other data than their rater setting gives now.
 
@@ -294,7 +324,7 @@ def check_data(cells, opts) -> None:
     """
     done = [c for c in cells if not opts.force and store.is_done(opts.results, c)]
     for group in dict.fromkeys((c.dataset, c.raters, c.noise) for c in done):
-        now = split_cache.data_fingerprint(*group[:1], opts.data_root, *group[1:], store.cache_dir(opts.results))
+        now = split_cache.data_fingerprint(*group[:1], opts.data_root, *group[1:], store.cache_dir())
         stale = [c for c in done if (c.dataset, c.raters, c.noise) == group
                  and store.read_manifest(store.cell_dir(opts.results, c)).get("data_fingerprint", now) != now]  # fmt: skip
         if stale:

@@ -60,7 +60,7 @@ def migrate(results: Path) -> tuple[list[tuple[Path, Path]], list[tuple[Path, st
 def rescore_cell(results: Path, folder: Path, info: dict, data_root: Path) -> None:
     """Score one finished cell against every reference from its predictions; rewrites its metrics and reliability bins."""
     cell = store.cell_of(info)
-    splits = split_cache.load_splits(cell.dataset, data_root, cell.raters, cell.noise, store.cache_dir(results))
+    splits = split_cache.load_splits(cell.dataset, data_root, cell.raters, cell.noise, store.cache_dir())
     probs, case_ids = store.read_predictions(folder)
     where = {c: i for i, c in enumerate(splits.test.case_ids)}
     missing = [c for c in case_ids if c not in where]

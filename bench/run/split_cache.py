@@ -4,6 +4,9 @@ statistics of its training pool, measured once and kept with them."""
 from __future__ import annotations
 
 import hashlib
+import sys
+import time
+import warnings
 from functools import lru_cache
 from pathlib import Path
 
@@ -42,6 +45,14 @@ def fingerprint(splits: Splits) -> str:
     return digest.hexdigest()
 
 
+NOTE_SECONDS = 5  # a decode shorter than this is not worth a line
+
+
+class Note(UserWarning):
+    """A fact a run reports once, after its checks passed (a first decode's time, a flag that asked for more than there is):
+    printed as `note:`, not as a warning."""
+
+
 @lru_cache(maxsize=4)
 def load_splits(dataset: str, data_root: Path, raters: RaterSetting | str | None, noise: str, cache_folder: Path | None = None) -> Splits:
     """The dataset's splits under a rater setting (a label or a checked one) and noise level, from the on-disk cache when
@@ -52,7 +63,13 @@ def load_splits(dataset: str, data_root: Path, raters: RaterSetting | str | None
     splits = data_cache.load(path) if path is not None and path.is_file() else None
     fresh = splits is None
     if fresh:
+        if path is not None and sys.stderr.isatty():  # a first decode can take minutes: say so while it runs (a refusal stays one line)
+            print(f"note: decoding {dataset}/{raters.label}/{noise} once for this machine …", file=sys.stderr)
+        started = time.time()
         splits = spec.load(data_root, raters, noise)
+        if path is not None and time.time() - started >= NOTE_SECONDS:
+            warnings.warn(Note(f"decoded {dataset}/{raters.label}/{noise} in {time.time() - started:.0f} s; every results folder reads "
+                               f"it from {path.parent} from now on"), stacklevel=2)  # fmt: skip
     if splits.raters_info.get("labels_version") != fusion_version():  # new splits, or statistics of an older rule
         splits.raters_info.update(labels=label_statistics(splits.train), labels_version=fusion_version())
         fresh = True

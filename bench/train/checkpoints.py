@@ -1,8 +1,8 @@
 """A cell's training state on disk: stage checkpoints (finished and in progress) and the training log.
 
-A finished stage's weights replace its in-progress file; every write goes through a temporary
-file and one rename (`bench.files.atomic`), so a killed cell leaves either the old or the new
-state, never a torn one, and a rerun resumes exactly where it was (`resume`, `trim_log`).
+A finished stage's weights replace its in-progress file and the earlier stages' (its file holds the whole method);
+every write goes through a temporary file and one rename (`bench.files.atomic`), so a killed cell leaves either the
+old or the new state, never a torn one, and a rerun resumes exactly where it was (`resume`, `trim_log`).
 """
 
 from __future__ import annotations
@@ -14,12 +14,13 @@ from pathlib import Path
 import torch
 
 from bench.files import atomic
-from bench.store import checkpoint_path
+from bench.store import checkpoint_path, earlier_checkpoints
 from methods.base import Method
 
 
 def save_checkpoint(method: Method, k: int, name: str, checkpoint_dir: Path | None, partial: dict | None = None) -> None:
-    """A finished stage's weights, or (`partial`) the state of a stage in progress; a finished stage drops its partial file."""
+    """A finished stage's weights, or (`partial`) the state of a stage in progress. A finished stage drops its partial file
+    and the earlier stages' weights, which its own file holds too: a cell keeps one stage's weights on disk."""
     if checkpoint_dir is None:
         return
     buffer = io.BytesIO()
@@ -30,6 +31,8 @@ def save_checkpoint(method: Method, k: int, name: str, checkpoint_dir: Path | No
         tmp.write_bytes(buffer.getbuffer())
     if partial is None:
         checkpoint_path(checkpoint_dir, k, name, partial=True).unlink(missing_ok=True)
+        for earlier in earlier_checkpoints(checkpoint_dir, k):
+            earlier.unlink(missing_ok=True)
 
 
 def resume(method: Method, stages, checkpoint_dir: Path | None) -> tuple[int, dict | None]:

@@ -677,17 +677,20 @@ def test_an_existing_results_folder_is_not_touched_by_bad_data(tmp_path):
 
 
 def test_riga_keeps_only_its_derived_masks_when_no_cache_is_configured(tmp_path, monkeypatch):
-    """By design: without $BENCH_CACHE the cache is <results>/cache, and RIGA keeps the masks it derived
-    before the bad file (about 10 minutes of work for the full release), so a rerun after the fix is fast.
-    Nothing else is written: no cell, no table."""
+    """By design: without $BENCH_CACHE the cache is the user's ($XDG_CACHE_HOME/lfnet-bench), and RIGA keeps the masks it
+    derived before the bad file (about 10 minutes of work for the full release), so a rerun after the fix is fast.
+    Nothing else is written: no cell, no table, nothing in the results folder."""
     monkeypatch.delenv("BENCH_CACHE", raising=False)  # restored afterwards, whatever the CLI sets
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "user-cache"))
     make_raw(tmp_path / "data")
     truncate(tmp_path / "data" / "riga" / "Magrabia" / "MagrabiFemale" / "image1-3.tif")  # the test set is read last
     results = tmp_path / "results"
     out = run_bench("run", *TINY, "--dataset", "riga", "--data-root", str(tmp_path / "data"), "--results", str(results))
     assert_refused(out, "image1-3.tif: unreadable or truncated image")
-    written = sorted(str(p.relative_to(results)) for p in results.rglob("*") if p.is_file())
-    assert written and all(w.startswith("cache/riga-masks/") and w.endswith(".npz") for w in written), written
+    cache = tmp_path / "user-cache" / "lfnet-bench"
+    written = sorted(str(p.relative_to(cache)) for p in cache.rglob("*") if p.is_file())
+    assert written and all(w.startswith("riga-masks/") and w.endswith(".npz") for w in written), written
+    assert not [p for p in results.rglob("*") if p.is_file()]
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is visible")

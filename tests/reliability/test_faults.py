@@ -524,7 +524,7 @@ def test_nan_loss_fails_only_that_cell_with_a_clear_reason(tmp_path, reference_s
     out = run(["cm-unet", "mv-unet"], results, "--set", "cm-unet.alpha=nan")
     assert out.returncode == 1, out.stderr
     bad = "cm-unet@alpha=nan"
-    lines = [line for line in out.stderr.strip().splitlines() if not line.startswith("warning: ")]  # the lfnet pool's sparseness
+    lines = [line for line in out.stderr.strip().splitlines() if not line.startswith("note: ")]  # the lfnet pool's sparseness
     assert len(lines) == 2 and "Traceback" not in out.stderr, out.stderr
     for s, line in zip(SEEDS, lines):
         assert line.startswith(f"failed: mnist-5k/lfnet/protocol/{bad}/seed-{s}: ") and "non-finite loss" in line, line

@@ -1,0 +1,184 @@
+"""The first hour of a new user (issue: the front door): commands say what they will do, nothing is silently ignored.
+
+Each test is one friction point of a first try: a bare command, a flag without a verb, the name a table prints, a flag
+that would be ignored or clamped, a dry run that promises what the run then refuses, which datasets the data root holds.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import run_bench
+
+from bench import files, store
+from bench.run import plan
+
+CELL = store.Cell("mnist-5k", "lfnet", "protocol", "mv-unet", 0)
+
+
+def test_bare_command_prints_help_and_runs_nothing(capsys):
+    from bench import cli
+
+    assert cli.main([]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: python -m bench") and "--max-steps 20 --seeds 0" in out  # the smoke command is in the help
+
+
+def test_a_flag_without_a_verb_names_the_verb():
+    out = run_bench("--seeds", "0", "--dry-run")
+    assert out.returncode == 2
+    assert out.stderr.strip() == (
+        "error: --seeds needs a verb first: `python -m bench run --seeds 0 --dry-run` "
+        "(verbs: list, run, raters, report, compare, paper, rescore, perf, power)"
+    )
+
+
+def test_the_names_tables_print_are_taken_and_a_typo_gets_a_hint():
+    assert plan.resolve_methods("MV-UNet,LF-Net,cm-UNET") == ["mv-unet", "lf-net", "cm-unet"]
+    with pytest.raises(plan.PlanError, match=r"unknown method 'mvunet'; did you mean mv-unet\? known: "):
+        plan.resolve_methods("mvunet")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--backend", "sequential", "--n-jobs", "4"], "--n-jobs 4 has no effect with --backend sequential"),
+        (["--data-root", "{tmp}/nowhere"], "no such folder, and mnist-5k is embedded (it reads nothing from a data root)"),
+    ],
+)
+def test_a_flag_that_would_be_ignored_or_clamped_is_refused(tmp_path, args, message):
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    results = tmp_path / "results"
+    out = run_bench("run", "--methods", "mv-unet", "--seeds", "0", "--max-steps", "1", "--backend", "sequential", *args,
+                    "--results", str(results)) if "--backend" not in args else run_bench(
+                    "run", "--methods", "mv-unet", "--seeds", "0", "--max-steps", "1", *args, "--results", str(results))  # fmt: skip
+    assert out.returncode == 2, out.stderr
+    assert message in out.stderr and len(out.stderr.strip().splitlines()) <= 3, out.stderr
+    assert not (results / "runs").exists()  # nothing trained
+
+
+def test_a_size_beyond_the_split_is_reported_and_recorded_as_used(tmp_path):
+    """Before: --test-size 99999 scored 1,000 images without a word. Now a note says so, and the cell records what it used."""
+    results = tmp_path / "results"
+    out = run_bench("run", "--methods", "mv-unet", "--seeds", "0", "--max-steps", "1", "--backend", "sequential", "--test-size", "99999",
+                    "--results", str(results))  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "note: --test-size 99999: mnist-5k's test split has 1,000 images; all 1,000 are used" in out.stderr
+    config = store.read_config(store.cell_dir(results, CELL))
+    assert config["test_images"] == 1000 and config["options"]["test_size"] == 99999
+
+
+def finished(results, options: dict, seconds: float) -> None:
+    """A finished cell as a run leaves it: config (its options), manifest (done, its seconds) and metrics (the done mark)."""
+    folder = store.open_cell(results, CELL)
+    store.write_config(folder, {"options": options})
+    store.write_manifest(folder, {"cell": {"dataset": CELL.dataset, "raters": CELL.raters, "noise": CELL.noise, "method": CELL.method,
+                                           "seed": CELL.seed}, "status": "done", "seconds": seconds})  # fmt: skip
+    files.write_table(folder / store.METRICS, pd.DataFrame({"value": [0.5]}))
+
+
+def test_a_dry_run_refuses_what_the_run_would_refuse(tmp_path):
+    """Before: "0 of 1 cells would run", then the run refused the folder. Now the dry run makes the same checks."""
+    results = tmp_path / "results"
+    finished(results, {"budget": "quick", "max_steps": 20, "train_size": None, "test_size": None, "threads": 1}, 30.0)
+    out = run_bench("run", "--methods", "mv-unet", "--seeds", "0", "--dry-run", "--results", str(results))
+    assert out.returncode == 2 and "ran with other options" in out.stderr and "max_steps 20 (now None)" in out.stderr
+
+
+def test_a_dry_run_estimates_the_time_from_earlier_cells(tmp_path):
+    results = tmp_path / "results"
+    finished(results, {"budget": "quick", "max_steps": 20, "train_size": None, "test_size": None, "threads": 1}, 30.0)
+    out = run_bench("run", "--methods", "mv-unet,lf-net", "--seeds", "0,1", "--max-steps", "20", "--dry-run", "--results", str(results))
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert lines[:2] == ["done    mnist-5k/lfnet/protocol/mv-unet/seed-0", "to run  mnist-5k/lfnet/protocol/mv-unet/seed-1"]
+    assert "3 of 4 cells would run" in lines
+    assert lines[-1].startswith("estimate: about 30 s for 1 of them") and lines[-1].endswith("; the others have none")
+    assert plan.estimate([CELL], results) == (30.0, 1) and plan.estimate([], results) == (0, 0)
+
+
+def test_list_datasets_says_which_are_found_under_the_data_root(tmp_path):
+    (tmp_path / "mnist").mkdir()
+    (tmp_path / "mnist" / "train-images-idx3-ubyte.gz").write_bytes(b"x")
+    (tmp_path / "lidc").mkdir()
+    out = run_bench("list", "datasets", "--data-root", str(tmp_path))
+    assert out.returncode == 0
+    found = {line.split()[0]: out.stdout.splitlines()[i + 6].strip() for i, line in enumerate(out.stdout.splitlines()) if line.startswith("  ")
+             and not line.startswith("   ")}  # fmt: skip
+    assert found["mnist-5k"].startswith("found: embedded")
+    assert found["mnist"] == f"found: {tmp_path / 'mnist'}/ (1 files; checked when a run loads them)"
+    assert found["lidc"] == f"not found: {tmp_path / 'lidc'}/ is empty" and found["riga"] == f"not found: no folder {tmp_path / 'riga'}/"
+
+
+def test_the_options_a_dry_run_checks_are_the_recorded_ones(tmp_path):
+    """The dry run's check reads what the run records (config.json's options), so the two cannot disagree."""
+    results = tmp_path / "results"
+    finished(results, {"budget": "quick", "max_steps": None, "train_size": None, "test_size": None, "threads": 1}, 12.0)
+    config = json.loads((store.cell_dir(results, CELL) / store.CONFIG).read_text())
+    out = run_bench("run", "--methods", "mv-unet", "--seeds", "0", "--dry-run", "--results", str(results))
+    assert out.returncode == 0 and out.stdout.startswith("done    ") and config["options"]["max_steps"] is None
+
+
+def test_a_sweep_file_takes_the_flags_keys_and_is_kept_with_its_results(tmp_path):
+    sweep = tmp_path / "my_sweep.toml"
+    results = tmp_path / "results"
+    sweep.write_text('methods = ["MV-UNet"]\nseeds = [0, 1]\nmax_steps = 1\ntest_size = 8\nbackend = "sequential"\n'
+                     f'results = "{results}"\n[set]\nmv-unet = {{ lr_scale = [1] }}\n')  # fmt: skip
+    assert "mv-unet has no parameter 'lr_scale'" in run_bench("run", "--config", str(sweep), "--dry-run").stderr  # [set] reaches the checks
+    sweep.write_text(sweep.read_text().split("[set]")[0])
+    listed = run_bench("run", "--config", str(sweep), "--seeds", "1", "--dry-run")  # the command line wins over the file
+    assert listed.returncode == 0 and listed.stdout.splitlines()[0] == "to run  mnist-5k/lfnet/protocol/mv-unet/seed-1", listed.stderr
+    out = run_bench("run", "--config", str(sweep), "--seeds", "1")
+    assert out.returncode == 0, out.stderr
+    assert store.is_done(results, store.Cell("mnist-5k", "lfnet", "protocol", "mv-unet", 1))
+    assert (results / "sweeps" / "my_sweep.toml").read_text() == sweep.read_text()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('budget = "fast"', "budget = 'fast': expected one of quick, plateau, paper, paper-rcl15"),
+        ("sedes = [0]", "unknown key 'sedes'; keys are the run flags' names: methods, dataset, seeds"),
+        ('max_steps = "ten"', "max_steps = 'ten': expected a whole number"),
+        ("seeds = [0", "cannot read it as TOML"),
+    ],
+)
+def test_a_bad_sweep_file_is_refused_in_one_line_naming_it(tmp_path, text, message):
+    sweep = tmp_path / "bad.toml"
+    sweep.write_text(text + "\n")
+    out = run_bench("run", "--config", str(sweep), "--dry-run")
+    assert out.returncode == 2 and out.stderr.startswith(f"error: --config {sweep}: ") and message in out.stderr, out.stderr
+
+
+def long_table(shift: dict[str, float], seed: int) -> pd.DataFrame:
+    """mv-unet and lf-net on 20 cases × 3 seeds, DSC (fraction) and bAHD (pixels), each moved by `shift[metric]`."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for method, base in (("mv-unet", 0.6), ("lf-net", 0.8)):
+        for s in range(3):
+            level = base + rng.normal(0, 0.005)
+            for c in range(20):
+                dsc = level + 0.05 * np.sin(c) + rng.normal(0, 0.002)
+                rows.append(("mnist-5k", "lfnet", "protocol", method, s, "gt", f"c{c:02d}", "foreground", "dsc", dsc + shift["dsc"]))
+                rows.append(("mnist-5k", "lfnet", "protocol", method, s, "gt", f"c{c:02d}", "foreground", "bahd", 2 - dsc + shift["bahd"]))
+    return pd.DataFrame(rows, columns=["dataset", "raters", "noise", "method", "seed", "reference", "case", "structure", "metric", "value"])
+
+
+def test_compare_puts_two_results_folders_side_by_side_with_the_seed_aware_test(tmp_path):
+    """B is A with every DSC 2 points higher and every bAHD 0.3 pixels lower: the comparison finds both, in the tables' units."""
+    a, b = tmp_path / "before", tmp_path / "after"
+    files.write_table(a / store.METRICS, long_table({"dsc": 0.0, "bahd": 0.0}, seed=1))
+    files.write_table(b / store.METRICS, long_table({"dsc": 0.02, "bahd": -0.3}, seed=1))
+    out = run_bench("compare", str(a), str(b))
+    assert out.returncode == 0, out.stderr
+    table = pd.read_csv(b / "compare-with-before" / "compare.csv").set_index(["method", "metric"])
+    assert list(table.index) == [("mv-unet", "bahd"), ("lf-net", "bahd"), ("mv-unet", "dsc"), ("lf-net", "dsc")]
+    assert table.loc[("lf-net", "dsc"), "diff"] == pytest.approx(2.0) and table.loc[("mv-unet", "bahd"), "diff"] == pytest.approx(-0.3)
+    assert (table["ci_low"] < table["diff"]).all() and (table["diff"] < table["ci_high"]).all() and (table["p_holm"] < 0.05).all()
+    assert "| LF-Net | 80." in out.stdout and "| +2.00 [" in out.stdout
+    assert len(list((b / "compare-with-before").glob("diff_*.png"))) == 2
+    missing = run_bench("compare", str(a), str(tmp_path / "nothing"))
+    assert missing.returncode == 2 and "no results table" in missing.stderr
