@@ -112,7 +112,7 @@ def subparsers(parser):
 def test_every_parser_refuses_abbreviations():
     parser = cli.build_parser()
     verbs = subparsers(parser)
-    assert set(verbs) == {"list", "run", "raters", "report", "paper", "rescore", "perf", "power"}
+    assert set(verbs) == {"list", "run", "raters", "report", "compare", "paper", "rescore", "perf", "power"}
     assert not parser.allow_abbrev and not any(p.allow_abbrev for p in verbs.values())
 
 
@@ -270,7 +270,7 @@ def test_readme_install_note_names_the_cpu_index_and_keeps_the_quickstart():
     text = (REPO / "README.md").read_text()
     assert "pip install torch==2.13.0 && pip install -e . && python -m bench run" in text
     assert "pip install torch==2.13.0 && pip install -e '.[test]' && python -m pytest" in text
-    assert "pip install torch --index-url https://download.pytorch.org/whl/cpu" in text
+    assert "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu && pip install -e ." in text
     assert "avoids pip pulling" not in text
 
 

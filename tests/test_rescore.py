@@ -61,5 +61,7 @@ def test_rescore_moves_old_cells_and_adds_every_reference_without_training(tmp_p
     assert (results / "calibration.parquet").is_file()
     # a rerun of the same run (its options: a dry run checks them as the run does) now finds the cell done
     same = ["--max-steps", "2", "--train-size", "32", "--test-size", "12"]
-    assert cli.main(["run", "--methods", "mv-unet", "--seeds", "0", "--raters", "morpho", *same, "--dry-run", "--results", str(results)]) == 0
+    assert (
+        cli.main(["run", "--methods", "mv-unet", "--seeds", "0", "--raters", "morpho", *same, "--dry-run", "--results", str(results)]) == 0
+    )
     assert "done" in capsys.readouterr().out

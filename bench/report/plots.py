@@ -166,9 +166,10 @@ def learning_curve_figure(logs: pd.DataFrame, methods: list[str], title: str) ->
     palette = dict(zip(stages, sns.color_palette("Set1", len(stages))))
     for ax, method in zip(axes.flat, methods):
         part = evals[evals["method"] == method]
-        sns.lineplot(
-            data=part, x="step", y="val_loss", hue="stage", palette=palette, errorbar="sd", ax=ax, legend=len(part["stage"].unique()) > 1
-        )
+        sns.lineplot(  # markers: a stage evaluated once is a point, not empty axes
+            data=part, x="step", y="val_loss", hue="stage", palette=palette, errorbar="sd", ax=ax, legend=len(part["stage"].unique()) > 1,
+            marker="o", markersize=4,
+        )  # fmt: skip
         for stage, done in stops[stops["method"] == method].groupby("stage"):
             ax.axvline(done["restored_step"].astype(float).mean(), color=palette.get(stage, "grey"), linestyle=":", linewidth=1)
         if (part["val_loss"] > 0).all() and len(part):
@@ -179,7 +180,7 @@ def learning_curve_figure(logs: pd.DataFrame, methods: list[str], title: str) ->
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(methods) :]:
         ax.set_visible(False)
-    fig.suptitle(title, fontsize=10)
+    fig.suptitle(fill(title, 3.0 * cols), fontsize=10)
     return fig
 
 
@@ -200,12 +201,19 @@ def diagnostic_figure(logs: pd.DataFrame, methods: list[str], all_methods: list[
                 ax=ax,
                 label=display(method),
                 color=method_color(method, all_methods),
+                marker="o",  # one evaluation is a point, not empty axes
+                markersize=4,
             )
     ax.set_xlabel("step of the last stage")
     ax.set_ylabel("validation DSC vs ground truth (%)")
     ax.grid(alpha=0.3)
-    ax.set_title(title, fontsize=10)
+    ax.set_title(fill(title, 7.0), fontsize=10)
     return fig
+
+
+def fill(title: str, width_inches: float) -> str:
+    """A title wrapped to the figure's width (about 14 characters an inch at 10 pt), each of its lines on its own."""
+    return "\n".join(textwrap.fill(line, max(30, int(14 * width_inches))) for line in title.split("\n"))
 
 
 def param_figure(points: pd.DataFrame, param: str, title: str, default: float | None = None) -> Figure:

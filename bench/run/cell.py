@@ -210,6 +210,8 @@ def gt_selected(method: methods.Method, best: dict, test: RaterData, device: tor
 
 
 def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
+    if opts.announce:
+        print(f"started {cell} (process {os.getpid()})", file=sys.stderr, flush=True)
     out = store.open_cell(opts.results, cell, fresh=opts.force)
     manifest = new_manifest(cell)
     try:
@@ -237,7 +239,7 @@ def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
         manifest["stages"] = harness.fit(
             method, train.images, train.raters, train.rater_valid, schedules=schedules, seed=cell.seed, device=device,
             val=(val.images, val.raters, val.rater_valid), val_gt=val.gt, precision=precision, engine=opts.engine,
-            checkpoint_dir=out / store.CHECKPOINTS, log_path=out / store.TRAIN_LOG, progress=opts.progress, desc=f"{cell.method} seed {cell.seed}",
+            checkpoint_dir=out / store.CHECKPOINTS, log_path=out / store.TRAIN_LOG, progress=opts.progress, desc=f"{cell.method} seed {cell.seed}", announce=opts.announce,
             selected=selected,
         )  # fmt: skip
         t1 = time.time()

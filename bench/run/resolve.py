@@ -34,6 +34,7 @@ class RunOptions:
     test_size: int | None = None  # evaluate on the first N test images (smoke runs only)
     force: bool = False
     progress: bool = True
+    announce: bool = False  # a line when a cell starts and when each stage stops (parallel workers, which show no bars)
     threads: int = 1  # torch threads per cell on CPU, the same in every backend (results depend on it, not on scheduling)
 
 

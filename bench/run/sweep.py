@@ -99,7 +99,7 @@ def dispatch(cells: list[Cell], opts: RunOptions, backend: str, n_jobs: int, sch
         return
     from joblib import Parallel, delayed, parallel_config
 
-    quiet = dataclasses.replace(opts, progress=False)  # per-cell bars from many workers would interleave
+    quiet = dataclasses.replace(opts, progress=False, announce=opts.progress)  # bars from many workers would interleave: lines
     if backend == "loky":
         with parallel_config(backend="loky", n_jobs=n_jobs):
             yield from Parallel(return_as="generator_unordered")(delayed(run_cell)(c, quiet) for c in cells)

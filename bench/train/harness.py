@@ -111,6 +111,7 @@ def fit(
     log_path: Path | None = None,
     progress: bool = True,
     desc: str = "",
+    announce: bool = False,
     selected: dict | None = None,
 ) -> dict[str, dict]:
     """Train `method` stage by stage on images (N, C, H, W) and raters (N, R, H, W); returns each stage's stop record.
@@ -128,7 +129,8 @@ def fit(
     optimiser, best weights, stopping state and generator states, so a killed run resumes exactly
     as an uninterrupted one would have gone on. `engine` runs each step op by op ("eager") or as a
     replayed CUDA graph ("graphed", bench/train/steps.py). The per-stage bar ("<desc> <stage>") shows only when
-    `progress` is set and stderr is a terminal, so logs get no cursor escapes.
+    `progress` is set and stderr is a terminal, so logs get no cursor escapes; `announce` prints one line per finished stage
+    instead (parallel workers, whose bars would interleave).
     """
     progress = progress and sys.stderr.isatty()
     method.to(device=device, memory_format=torch.channels_last)
@@ -153,6 +155,13 @@ def fit(
                        engine)  # fmt: skip
         diagnostic = val_gt if k == len(stages) - 1 else None  # the last stage decides the prediction
         records[stages[k].name] = run.train(data, val_data, diagnostic, log_path, checkpoint_dir, checkpoint_seconds, progress, desc)
+        if announce:  # a worker without bars: one line a stage, so a parallel sweep shows its cells moving
+            r = records[stages[k].name]
+            print(
+                f"{desc} {stages[k].name}: {r['reason'].split(':')[0]} at step {r['step']} ({r['seconds']:.0f} s)",
+                file=sys.stderr,
+                flush=True,
+            )
         if selected is not None and diagnostic is not None and run.gt_best:
             selected["gt_best"] = run.gt_best
     method.eval()
