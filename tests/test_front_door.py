@@ -257,3 +257,17 @@ def test_the_readmes_method_example_registers_and_trains(tmp_path, monkeypatch):
                           progress=False)  # fmt: skip
     assert list(records) == ["train"] and methods.get_entry("my-net").display == "My-Net"
     assert method.predict_proba(torch.from_numpy(images)).shape == (8, 2, 16, 16)
+
+
+def test_cells_left_running_by_an_interrupt_are_marked_unless_still_claimed(tmp_path):
+    """Ctrl-C with parallel workers: a worker killed before it could write its manifest left "running"; the sweep marks it."""
+    from bench.run import sweep
+
+    other = store.Cell("mnist-5k", "lfnet", "protocol", "lf-net", 0)
+    for cell in (CELL, other):
+        store.write_manifest(store.open_cell(tmp_path, cell), {"cell": {}, "status": "running"})
+    with store.claim(tmp_path, other) as held:  # still trained by a live process: left alone
+        assert held
+        sweep.mark_interrupted([CELL, other], tmp_path)
+    assert store.read_manifest(store.cell_dir(tmp_path, CELL))["status"] == "interrupted"
+    assert store.read_manifest(store.cell_dir(tmp_path, other))["status"] == "running"

@@ -72,6 +72,9 @@ def run_sweep(
                     print(progress_line(finished, len(cells), outcome), flush=True)
                 elif outcome["status"] == "failed":
                     tqdm.write(f"cell {outcome['cell']} failed: {outcome['reason']}")
+        except KeyboardInterrupt:  # Ctrl-C: the cells left running say so (a worker killed before it could is marked here)
+            mark_interrupted(pending, opts.results)
+            raise
         except Exception as e:  # a worker process died (killed, out of memory), or the disk failed: left to a rerun
             what = "sweep stopped" if backend == "sequential" else "worker lost"
             reason = f"{what} ({type(e).__name__}: {e}); rerun the same command to resume"
@@ -83,6 +86,20 @@ def run_sweep(
             if not bars:
                 print(f"waited for {cell}: {outcomes[cell]['status']}", flush=True)
     return [outcomes[c] for c in cells]
+
+
+def mark_interrupted(cells: list[Cell], results) -> None:
+    """Cells whose manifest still says "running" while nobody holds their claim were stopped by the interrupt: say so."""
+    for cell in cells:
+        folder = store.cell_dir(results, cell)
+        manifest = store.read_manifest(folder)
+        if manifest.get("status") != "running":
+            continue
+        with store.claim(results, cell) as free:
+            if free:
+                store.write_manifest(
+                    folder, {**manifest, "status": "interrupted", "reason": "interrupted; rerun the same command to resume it"}
+                )
 
 
 def progress_line(k: int, n: int, outcome: dict) -> str:
@@ -101,6 +118,9 @@ def dispatch(cells: list[Cell], opts: RunOptions, backend: str, n_jobs: int, sch
 
     quiet = dataclasses.replace(opts, progress=False, announce=opts.progress)  # bars from many workers would interleave: lines
     if backend == "loky":
+        # Workers stopped by Ctrl-C leave semaphores that multiprocessing's resource tracker frees at shutdown; its warning
+        # about them ("leaked semaphore objects") is noise to a user, so the tracker (a child process) is told to keep quiet.
+        os.environ.setdefault("PYTHONWARNINGS", "ignore:resource_tracker:UserWarning")
         with parallel_config(backend="loky", n_jobs=n_jobs):
             yield from Parallel(return_as="generator_unordered")(delayed(run_cell)(c, quiet) for c in cells)
         return
