@@ -205,6 +205,12 @@ def collect(results: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     return table, summary
 
 
+def read_collected(results: Path, name: str) -> pd.DataFrame:
+    """A collected table of `<results>/` (`METRICS`, `CALIBRATION_BINS`, `TRAIN_LOGS`); empty where nothing was collected."""
+    path = results / name
+    return pd.read_parquet(path) if path.is_file() else pd.DataFrame()
+
+
 def read_summary(results: Path) -> pd.DataFrame:
     """`<results>/summary.csv` as `collect` wrote it (noise labels stay text: "protocol", "0.45")."""
     text = {k: str for k in ("dataset", "raters", "noise", "method", "reference", "structure", "metric")}

@@ -40,6 +40,11 @@ class DatasetCard:
     raters: str = ""  # the rater style(s) it offers, default first, and what each is (datasets/noise.py STYLE_NOTES)
 
 
+class Note(UserWarning):
+    """A fact a run reports once, after its checks passed, and not a fault: a published pool's sparseness, a first decode's
+    time, a flag that asked for more than a split holds. The command line prints it as `note:`."""
+
+
 @dataclass(frozen=True)
 class RaterSetting:
     """A checked rater setting: the raters' style and the network input, under its canonical label.

@@ -62,7 +62,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from datasets.contract import DataError, RaterSetting, refuse_noise_level
+from datasets.contract import DataError, Note, RaterSetting, refuse_noise_level
 from datasets.raters import RATER_NAMES, simulate_raters
 from datasets.raters_cm import simulate_raters_cm, simulate_raters_lfnet
 from datasets.raters_cm_fit import simulate_raters_cm_fit
@@ -428,7 +428,7 @@ def pool_info(
                             "choose a higher target Average DSC (less noise)")  # fmt: skip
         warning = (f"{what}: the rater pool is sparse: {detail} (below the {USABLE_MINIMUM:.0%} a chosen noise level needs; "
                    "the published protocol's pool is kept as it is)")  # fmt: skip
-        warnings.warn(warning, stacklevel=3)
+        warnings.warn(Note(warning), stacklevel=3)
     return {
         "style": style,
         "level": level,

@@ -54,10 +54,9 @@ def rater_dice(raters: np.ndarray, gt: np.ndarray, rater_valid: np.ndarray | Non
 
     Any non-zero class counts as foreground.
     """
-    raters = np.asarray(raters)
-    n, r = raters.shape[:2]
-    per_image = dice(raters.reshape(n * r, -1), np.repeat(np.asarray(gt)[:, None], r, axis=1).reshape(n * r, -1))
-    per_image = per_image.reshape(n, r)
+    a, b = np.asarray(raters) != 0, (np.asarray(gt) != 0)[:, None]  # (N, R, ...) against (N, 1, ...): no copy of gt per rater
+    axes = tuple(range(2, a.ndim))
+    per_image = overlap(np.count_nonzero(a & b, axis=axes), np.count_nonzero(a, axis=axes), np.count_nonzero(b, axis=axes))  # (N, R)
     if rater_valid is not None:
         per_image = np.where(np.asarray(rater_valid, dtype=bool), per_image, np.nan)
     return nanmean(per_image, 0)

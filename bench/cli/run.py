@@ -160,15 +160,6 @@ def dry_run(cells: list, args: argparse.Namespace, results: Path) -> int:
     return 0
 
 
-# The keys a sweep file may hold: the run flags' names (dashes or underscores), values as TOML lists, strings or numbers.
-CONFIG_KEYS = {
-    "methods": "methods", "dataset": "dataset", "seeds": "seeds", "raters": "raters", "input": "network_input",
-    "noise_levels": "noise_levels", "set": "set", "reference": "reference", "budget": "budget", "max_steps": "max_steps",
-    "threads": "threads", "train_size": "train_size", "test_size": "test_size", "device": "device", "precision": "precision",
-    "engine": "engine", "data_root": "data_root", "results": "results", "backend": "backend", "n_jobs": "n_jobs",
-}  # fmt: skip
-
-
 def apply_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> str:
     """Fill the flags left at their defaults from `args.config` (a TOML sweep file); returns its text, to keep with the results.
 
@@ -180,18 +171,21 @@ def apply_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> s
     except ModuleNotFoundError:  # Python 3.10
         import tomli as tomllib
     path = Path(args.config)
-    actions = {a.dest: a for a in parser._actions}
-    defaults = {dest: a.default for dest, a in actions.items()}
+    # The keys: every flag that takes a value, named as spelled (`noise_levels` or `noise-levels`, `input`), but --config.
+    actions = {
+        a.option_strings[-1][2:].replace("-", "_"): a for a in parser._actions if a.option_strings and a.nargs != 0 and a.dest != "config"
+    }
     try:
         text = path.read_text()
         raw = tomllib.loads(text)
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
         raise UsageError(f"--config {path}: cannot read it as TOML ({e})") from None
     for key, value in raw.items():
-        name = CONFIG_KEYS.get(key.replace("-", "_"))
-        if name is None:
-            raise UsageError(f"--config {path}: unknown key {key!r}; keys are the run flags' names: {', '.join(CONFIG_KEYS)}")
-        if getattr(args, name) != defaults[name]:
+        action = actions.get(key.replace("-", "_"))
+        if action is None:
+            raise UsageError(f"--config {path}: unknown key {key!r}; keys are the run flags' names: {', '.join(actions)}")
+        name = action.dest
+        if getattr(args, name) != action.default:
             continue  # the command line wins
         if name == "set":
             if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
@@ -203,13 +197,13 @@ def apply_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> s
             value = ",".join(map(str, value))
         elif isinstance(value, dict):
             raise UsageError(f"--config {path}: {key} takes a value or a list, not a table")
-        elif actions[name].type is int:
+        elif action.type is int:
             if not isinstance(value, int) or isinstance(value, bool):
                 raise UsageError(f"--config {path}: {key} = {value!r}: expected a whole number")
         else:
             value = str(value)
-        if actions[name].choices and value not in actions[name].choices:
-            raise UsageError(f"--config {path}: {key} = {value!r}: expected one of {', '.join(actions[name].choices)}")
+        if action.choices and value not in action.choices:
+            raise UsageError(f"--config {path}: {key} = {value!r}: expected one of {', '.join(action.choices)}")
         setattr(args, name, value)
     return text
 

@@ -44,13 +44,11 @@ def compare_tables(a: pd.DataFrame, b: pd.DataFrame, shown: list[str]) -> pd.Dat
         found = []
         for method in registry_order(set(part_a["method"]) & set(part_b["method"])):
             ma, mb = stats.seed_case_matrix(part_a, method) * metric.scale, stats.seed_case_matrix(part_b, method) * metric.scale
-            test = stats.compare_models(mb, ma, metric.higher_is_better)  # signed so that > 0 favours B
-            sign = 1 if metric.higher_is_better else -1
+            test = stats.compare_models(mb, ma)  # B − A as measured: the test is two-sided, its p the same either way
             (mean_a, sd_a), (mean_b, sd_b) = seed_spread(ma), seed_spread(mb)
             found.append({**dict(zip(key, group)), "method": method, "n": test["n"], "n_seeds_a": len(ma), "n_seeds_b": len(mb),
-                          "mean_a": mean_a, "sd_a": sd_a, "mean_b": mean_b, "sd_b": sd_b, "diff": sign * test["diff"] + 0.0,
-                          "ci_low": sign * (test["ci_low"] if sign > 0 else test["ci_high"]),
-                          "ci_high": sign * (test["ci_high"] if sign > 0 else test["ci_low"]), "p": test["p"]})  # fmt: skip
+                          "mean_a": mean_a, "sd_a": sd_a, "mean_b": mean_b, "sd_b": sd_b,
+                          **{k: test[k] for k in ("diff", "ci_low", "ci_high", "p")}})  # fmt: skip
         adjusted = stats.holm([r["p"] for r in found])
         rows += [{**r, "p_holm": float(h)} for r, h in zip(found, adjusted)]
     return pd.DataFrame(rows, columns=COLUMNS)

@@ -212,7 +212,7 @@ def fused_label_figure(
     valid = np.ones((n, n_raters), dtype=bool) if rater_valid is None else np.asarray(rater_valid, dtype=bool)
     names = [f"Ŷ{r + 1}" for r in range(n_raters)] if rater_names is None else [f"Ŷ{r + 1}\n{s}" for r, s in enumerate(rater_names)]
     fused = fused_labels(images[rows], raters[rows], valid[rows], method, temperature)
-    if len(fused) == len(FUSION_COLUMNS) + 1:
+    if set(fused) == {*FUSION_COLUMNS, "Prob Map"}:  # the rules and the prediction only: nothing of its own to show
         raise ValueError(f"fused_label_figure needs a method with fused labels of its own (Method.own_fused_labels); {type(method).__name__} "
                          f"{getattr(method, 'cfg', '')} has none")  # fmt: skip
 

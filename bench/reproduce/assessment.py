@@ -13,7 +13,7 @@ number; the claims are checked in bench/reproduce/claims.py.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -56,6 +56,7 @@ class Assessment:
     table: pd.DataFrame  # the results folder's long table (empty when nothing was collected), for the page's figures
     selection: pd.DataFrame  # the selection reading (docs/decisions.md), see `assess_selection`
     protocol: str = ""  # under which protocol every verdict stands, see `protocol_note`
+    logs: pd.DataFrame = field(default_factory=pd.DataFrame)  # the collected training logs, for the selection and the page's curves
 
 
 # --------------------------------------------------------------------------- reading the results folder
@@ -97,7 +98,7 @@ def per_seed(table: pd.DataFrame, column: Column, reference: str) -> pd.DataFram
 
 def assess(results: Path, data_root: Path, paper: Study | None = None) -> Assessment:
     paper = paper or study.current()
-    table = pd.read_parquet(results / store.METRICS) if (results / store.METRICS).is_file() else pd.DataFrame()
+    table = store.read_collected(results, store.METRICS)
     if not set(store.COLUMNS) <= set(table.columns):  # nothing collected yet (or a table from elsewhere): nothing measured
         table = pd.DataFrame(columns=store.COLUMNS)
     cells = cell_info(results)
@@ -106,10 +107,10 @@ def assess(results: Path, data_root: Path, paper: Study | None = None) -> Assess
     tables = [assess_table(t, table, cells, paper, data_root) for t in paper.tables]
     values = [assess_value(v, table, cells, paper) for v in paper.values]
     claims = [assess_claim(c, tables, table, cells, paper) for c in paper.claims]
-    logs = pd.read_parquet(results / store.TRAIN_LOGS) if (results / store.TRAIN_LOGS).is_file() else pd.DataFrame()
+    logs = store.read_collected(results, store.TRAIN_LOGS)
     selection = assess_selection(logs, table, cells)
     return Assessment(paper, results, budget, tables, claims, values, assess_readings(table, cells, paper), table, selection,
-                      protocol_note(budgets))  # fmt: skip
+                      protocol_note(budgets), logs)  # fmt: skip
 
 
 def protocol_note(budgets: list[str]) -> str:

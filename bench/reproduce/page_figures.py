@@ -99,7 +99,7 @@ def figure_files(
         if path.suffix == ".png":
             dataset, raters = _group_of(path.stem, table, "boxplot_dsc_")
             out.setdefault(("boxplot", dataset, raters), []).append((path, boxplot_caption(path, table, dataset, raters, checks)))
-    logs = pd.read_parquet(results / store.TRAIN_LOGS) if (results / store.TRAIN_LOGS).is_file() else pd.DataFrame()
+    logs = assessment.logs
     if not logs.empty:
         for path in render.write_learning_curves(logs[logs["noise"] == "protocol"], fig_dir):
             if path.suffix == ".png":

@@ -35,7 +35,7 @@ from bench.train import hardware, harness
 from bench.train.budget import Schedule
 from datasets import DatasetSpec, RaterData, Splits, get_dataset, oracle_view
 from labels.fusion import majority_vote
-from labels.overlap import average_dsc, rater_dice
+from labels.overlap import nanmean, rater_dice
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -120,10 +120,7 @@ def rater_stats(train: RaterData) -> dict:
     if train.gt is None:
         return {}
     per_rater = rater_dice(train.raters, train.gt, train.rater_valid)
-    return {
-        "raters": dict(zip(train.rater_names, map(float, per_rater))),
-        "average_dsc": average_dsc(train.raters, train.gt, train.rater_valid),
-    }
+    return {"raters": dict(zip(train.rater_names, map(float, per_rater))), "average_dsc": float(nanmean(per_rater, 0))}
 
 
 def new_manifest(cell: Cell) -> dict:

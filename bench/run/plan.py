@@ -29,7 +29,7 @@ from bench.run.resolve import RunOptions, build_method, dataset_overrides, is_or
 from bench.store import Cell
 from bench.train import hardware, steps
 from datasets import DATASETS, DataError, DatasetSpec, get_dataset
-from datasets.contract import refuse_noise_level
+from datasets.contract import Note, refuse_noise_level
 from datasets.noise import parse_level
 
 
@@ -257,9 +257,8 @@ def execute(
             sparse = (splits.raters_info or {}).get("warning")
             if sparse and not any(str(w.message) == sparse for w in caught):  # loaded from the cache: the loader did not warn
                 print(f"note: {sparse}", file=sys.stderr)
-    # Shown once the checks passed, so a refusal stays one line; a sparse published pool is a fact of the protocol, not a fault.
-    for message, note in dict.fromkeys((str(w.message), issubclass(w.category, split_cache.Note) or "rater pool is sparse" in str(w.message))
-                                       for w in caught):  # fmt: skip
+    # Shown once the checks passed, so a refusal stays one line.
+    for message, note in dict.fromkeys((str(w.message), issubclass(w.category, Note)) for w in caught):
         print(f"{'note' if note else 'warning'}: {message}", file=sys.stderr)
     outcomes = sweep.run_sweep(cells, opts, backend, n_jobs, scheduler) if cells else []
     if cells:
@@ -302,7 +301,7 @@ def check_sizes(splits, dataset: str, opts: RunOptions) -> None:
     for flag, value, part in (("--train-size", opts.train_size, splits.train), ("--test-size", opts.test_size, splits.test)):
         if value is not None and value > part.n:
             note = f"{flag} {value}: {dataset}'s {flag[2:-5]} split has {part.n:,} images; all {part.n:,} are used (each cell records the number)"
-            warnings.warn(split_cache.Note(note), stacklevel=2)
+            warnings.warn(Note(note), stacklevel=2)
 
 
 def estimate(cells: list[Cell], results: Path) -> tuple[float, int]:

@@ -17,6 +17,7 @@ from bench.evaluate import scoring as scoring_module
 from bench.evaluate.scoring import fused_references
 from datasets import RaterData, RaterSetting, Splits, get_dataset
 from datasets import cache as data_cache
+from datasets.contract import Note
 from labels import fusion as fusion_module
 from labels import overlap as overlap_module
 from labels import staple as staple_module
@@ -46,11 +47,6 @@ def fingerprint(splits: Splits) -> str:
 
 
 NOTE_SECONDS = 5  # a decode shorter than this is not worth a line
-
-
-class Note(UserWarning):
-    """A fact a run reports once, after its checks passed (a first decode's time, a flag that asked for more than there is):
-    printed as `note:`, not as a warning."""
 
 
 @lru_cache(maxsize=4)
