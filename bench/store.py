@@ -164,20 +164,26 @@ def earlier_checkpoints(checkpoint_dir: Path, k: int) -> list[Path]:
     return [p for p in checkpoint_dir.glob("stage-*.pt") if not p.name.endswith(".partial.pt") and int(p.name.split("-")[1]) < k]
 
 
-def read_predictions(folder: Path) -> tuple[np.ndarray, np.ndarray]:
-    """A cell's test probabilities (N, L, H, W) float32 in [0, 1] and case ids, as `write_predictions` stored them."""
+def read_predictions(folder: Path) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """A cell's test probabilities (N, L, H, W) float32 in [0, 1], case ids and its other outputs ({"samples",
+    "rater_outputs"}: class indices (N, M, H, W), where the method has them), as `write_predictions` stored them."""
     path = folder / PREDICTIONS
     try:
         with np.load(path, allow_pickle=False) as f:
-            return f["probs"].astype(np.float32) / 255, f["case_ids"]
+            outputs = {key: f[key] for key in OUTPUTS if key in f}
+            return f["probs"].astype(np.float32) / 255, f["case_ids"], outputs
     except (OSError, KeyError, ValueError) as e:
         raise ValueError(f"{path}: cannot read the predictions ({e}); retrain the cell with --force") from None
 
 
-def write_predictions(path: Path, probs: np.ndarray, case_ids: np.ndarray) -> None:
-    """Test probabilities (N, L, H, W) quantised to uint8 (1/255 steps), enough to re-score any threshold."""
+OUTPUTS = ("samples", "rater_outputs")  # a method's outputs beside its probabilities (bench.train.harness.predict_outputs)
+
+
+def write_predictions(path: Path, probs: np.ndarray, case_ids: np.ndarray, outputs: dict[str, np.ndarray] | None = None) -> None:
+    """Test probabilities (N, L, H, W) quantised to uint8 (1/255 steps), enough to re-score any threshold, and the
+    method's samples and per-rater outputs (class indices, uint8) where it has them."""
     with atomic(path) as tmp:
-        np.savez_compressed(tmp, probs=np.round(probs * 255).astype(np.uint8), case_ids=case_ids)
+        np.savez_compressed(tmp, probs=np.round(probs * 255).astype(np.uint8), case_ids=case_ids, **(outputs or {}))
 
 
 def finish_cell(folder: Path, manifest: dict, rows: pd.DataFrame, bins: pd.DataFrame) -> None:

@@ -101,6 +101,7 @@ class PaperStage:
     weight_decay: float = 0.0
     batch_size: int | None = None  # None: the dataset's paper batch size
     augment: str = "none"
+    steps: int | None = None  # a recipe given in iterations: this many steps, whatever the dataset's size (`epochs` unused)
 
 
 @dataclass(frozen=True)
@@ -167,7 +168,7 @@ def load(path: Path = STUDY_FILE) -> Study:
         budget, shown = raw.get("budget", {}), raw.get("presentation", {})
         stages = {}
         for s in budget.get("stage", []):
-            extra = {k: s[k] for k in ("optimiser", "lr", "weight_decay", "batch_size", "augment") if k in s}
+            extra = {k: s[k] for k in ("optimiser", "lr", "weight_decay", "batch_size", "augment", "steps") if k in s}
             stages[(s["method"], s["stage"])] = PaperStage(s["epochs"], s["source"], s.get("line", 0), **extra)
         return Study(
             head["name"], head["title"], head["citation"], head["source"], head["reference_method"], head["oracle"],

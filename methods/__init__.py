@@ -8,6 +8,9 @@ from methods import mh_unet  # noqa: F401  (MH-UNet, one head per rater)
 from methods import cm_unet  # noqa: F401  (CM-UNet and its global-CM variant)
 from methods import mr_net  # noqa: F401  (MR-Net)
 from methods import lf_net  # noqa: F401  (LF-Net and its ablations)
+from methods import prob_unet  # noqa: F401  (the field's sampling methods: Prob. U-Net,
+from methods import pionono  # noqa: F401  Pionono
+from methods import d_persona  # noqa: F401  and D-Persona)
 
 # isort: on
 from methods.base import DataSpec, Method, Stage, StepContext

@@ -83,6 +83,26 @@ class Method(nn.Module):
         """(B, C, H, W) → probabilities of the true label (B, L, H, W); no rater input at test time."""
         raise NotImplementedError
 
+    def predict_samples(self, images: torch.Tensor, n_samples: int, generator: torch.Generator) -> torch.Tensor | None:
+        """M draws from the method's distribution of segmentations: (B, C, H, W) → probabilities (B, M, L, H, W).
+
+        None (the default): the method models no such distribution; its per-rater outputs (`predict_raters`), else its one
+        prediction, stand in as its samples when the set metrics are scored. `generator` is the only randomness to use.
+        """
+        return None
+
+    def predict_raters(self, images: torch.Tensor, generator: torch.Generator) -> torch.Tensor | None:
+        """One output per rater slot, in the training data's rater order: (B, C, H, W) → probabilities (B, R, L, H, W).
+
+        None (the default): the method has no per-rater outputs.
+        """
+        return None
+
+    def learning_rates(self) -> dict[str, float]:
+        """{child module name: its own learning rate}, where a method's recipe gives some parameters their own (Pionono's
+        latent); every other parameter takes the budget's. {} (the default): one learning rate for all."""
+        return {}
+
     def teacher(self, images: torch.Tensor, raters: torch.Tensor, rater_valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
         """A learned fused label the method trains against, for diagnostics only (None: the method has none).
 

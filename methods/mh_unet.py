@@ -119,6 +119,10 @@ class MultiHeadUNet(Method):
     def predict_proba(self, images: torch.Tensor) -> torch.Tensor:
         return self.combine(self.head_logits(images))
 
+    def predict_raters(self, images: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """Each head's softmax (B, R, L, H, W): its per-rater outputs, scored as its samples (M = R)."""
+        return torch.softmax(self.head_logits(images).float(), dim=2)
+
 
 def multi_head_loss(logits: torch.Tensor, raters: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
     """Mean over valid (image, rater) pairs of the per-pixel mean CE of head r against rater r.

@@ -13,7 +13,7 @@ from methods.base import DataSpec, Method
 class MethodEntry:
     """A registered name: a Method class plus config overrides (a variant is one such line), its group and label.
 
-    `group` decides `--methods all` ("main") and `--methods ablation`; `display` is the label in
+    `group` decides `--methods all` ("main"), `--methods field` (the field's sampling methods) and `--methods ablation`; `display` is the label in
     tables and figures; rows follow registration order. Where a paper shows a row apart (its text's
     substitutions, its readings, the full model's ablation row) is the study's business (bench/report/rows.py).
     """
@@ -21,7 +21,7 @@ class MethodEntry:
     name: str
     cls: type[Method]
     summary: str
-    group: str = "main"  # "main" (--methods all), "variant" (run by name only) or "ablation"
+    group: str = "main"  # "main" (--methods all), "field" (--methods field), "variant" (run by name only) or "ablation"
     overrides: dict = field(default_factory=dict)
     display: str = ""
 

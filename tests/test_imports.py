@@ -146,8 +146,11 @@ def test_the_cli_parses_without_the_run_side_and_only_it_uses_argparse():
     assert users and all(u.startswith("bench/cli/") for u in users), users
 
 
-def test_the_cli_budget_names_are_the_budgets():
-    from bench.cli.options import BUDGET_NAMES
+def test_the_cli_budget_names_and_samples_are_the_run_sides():
+    from bench.cli.options import BUDGET_NAMES, DEFAULT_SAMPLES
+    from bench.evaluate import scoring
+    from bench.run.resolve import RunOptions
     from bench.train.budget import BUDGETS
 
     assert tuple(BUDGETS) == BUDGET_NAMES
+    assert DEFAULT_SAMPLES == scoring.DEFAULT_SAMPLES == RunOptions(Path("r"), Path("d"), BUDGETS["quick"]).samples

@@ -47,7 +47,7 @@ def test_components_are_recovered_from_a_long_table():
     for method in ("a", "b"):
         for seed in range(6):
             values = cases + rng.normal(0, 0.03) + rng.normal(0, 0.05, 400)
-            rows += [("toy", "cm", "protocol", method, seed, "gt", f"c{c}", "foreground", "dsc", v, 0, 0, 0, 0, 0, np.nan, np.nan)
+            rows += [("toy", "cm", "protocol", method, seed, "gt", f"c{c}", "foreground", "dsc", v, 0, 0, 0, 0, 0, np.nan, np.nan, 1)
                      for c, v in enumerate(values)]  # fmt: skip
     comp, per_method = power.components_of(pd.DataFrame(rows, columns=COLUMNS))
     assert list(per_method["method"]) == ["a", "b"] and (per_method["seeds"] == 6).all()
@@ -58,7 +58,7 @@ def test_components_are_recovered_from_a_long_table():
 def test_power_command_on_a_results_folder_and_on_defaults(tmp_path, capsys):
     rng = np.random.default_rng(4)
     cases = rng.uniform(0.5, 0.9, 50)
-    rows = [("toy", "cm", "protocol", m, s, "gt", f"c{c}", "foreground", "dsc", v, 0, 0, 0, 0, 0, np.nan, np.nan)
+    rows = [("toy", "cm", "protocol", m, s, "gt", f"c{c}", "foreground", "dsc", v, 0, 0, 0, 0, 0, np.nan, np.nan, 1)
             for m in ("mv-unet", "lf-net") for s in range(3) for c, v in enumerate(cases + rng.normal(0, 0.02) + rng.normal(0, 0.03, 50))]  # fmt: skip
     pd.DataFrame(rows, columns=COLUMNS).to_parquet(tmp_path / "metrics.parquet")
     assert main(["power", "--results", str(tmp_path), "--reference", "gt", "--sims", "400", "--differences", "5"]) == 0

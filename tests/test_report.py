@@ -47,7 +47,7 @@ def rows_for(dataset, raters, noise, methods, structures, references, rng, n_cas
                         values = metric_values(float(np.clip(dsc + REFERENCE_SHIFT.get(reference, 0.0), 0, 1)))
                         for metric in metrics:
                             rows.append((dataset, raters, noise, method, seed, reference, f"c{case:02d}", structure, metric,
-                                         values[metric], 0, 0, 0, 0, 0, np.nan, np.nan))  # fmt: skip
+                                         values[metric], 0, 0, 0, 0, 0, np.nan, np.nan, 1))  # fmt: skip
     return rows
 
 

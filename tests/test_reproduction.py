@@ -37,7 +37,7 @@ def write_cell(results, method: str, seed: int, dsc: np.ndarray, budget: str = "
         for metric, v in (("dsc", value), ("bahd", 5 * (1 - value))):
             rows.append({**keys, "reference": reference, "case": f"c{case:02d}", "structure": "foreground", "metric": metric, "value": v,
                          "tp": tp, "fp": 100 - tp, "fn": 100 - tp, "n_gt": 100, "n_pred": 100, "gt_to_pred_sum": np.nan,
-                         "pred_to_gt_sum": np.nan})  # fmt: skip
+                         "pred_to_gt_sum": np.nan, "n_samples": 1})  # fmt: skip
     files.write_table(folder / "metrics.parquet", pd.DataFrame(rows, columns=COLUMNS))
 
 

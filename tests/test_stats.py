@@ -20,7 +20,7 @@ def long_table(
         for seed, per_case in enumerate(np.atleast_2d(grid)):
             for case, value in enumerate(per_case):
                 rows.append((dataset, raters, noise, method, seed, reference, f"c{case:02d}", structure, metric, value,
-                             0, 0, 0, 0, 0, np.nan, np.nan))  # fmt: skip
+                             0, 0, 0, 0, 0, np.nan, np.nan, 1))  # fmt: skip
     return pd.DataFrame(rows, columns=COLUMNS)
 
 

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 BUDGET_NAMES = ("quick", "plateau", "paper", "paper-rcl15")  # bench.train.budget.BUDGETS (a test keeps them equal)
+DEFAULT_SAMPLES = 16  # bench.evaluate.scoring.DEFAULT_SAMPLES (the same test keeps them equal)
 
 
 class UsageError(Exception):
@@ -69,6 +70,11 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         help="eager (default): each training step op by op; graphed: each step captured once as a CUDA graph and replayed "
         "(CUDA only, opt-in until measured on a GPU)",
     )  # fmt: skip
+    p.add_argument(
+        "--samples", type=int, metavar="M",
+        help=f"test-time draws per image of a method that samples (Prob. U-Net, Pionono, D-Persona), scored by GED, Dice_match, "
+        f"Dice_max and Dice_soft (default {DEFAULT_SAMPLES})",
+    )  # fmt: skip
     p.add_argument("--data-root", help="folder holding the datasets (default: $BENCH_DATA, else ./data)")
     p.add_argument("--results", default="results", help="results folder (default: results)")
     p.add_argument(
@@ -95,6 +101,7 @@ def check_run_options(args: argparse.Namespace) -> None:
         ("--train-size", args.train_size),
         ("--test-size", args.test_size),
         ("--n-jobs", args.n_jobs),
+        ("--samples", args.samples),
     ):
         if value is not None and value < 1:
             raise UsageError(f"{flag} must be ≥ 1, got {value}")
@@ -113,7 +120,7 @@ def run_options(args: argparse.Namespace, results: Path, root: Path, force: bool
     return RunOptions(
         results=results, data_root=root, budget=BUDGETS[args.budget], max_steps=args.max_steps, device=args.device,
         precision=args.precision, engine=args.engine, train_size=args.train_size, test_size=args.test_size, force=force,
-        progress=not args.no_progress, threads=args.threads,
+        progress=not args.no_progress, threads=args.threads, samples=args.samples or DEFAULT_SAMPLES,
     )  # fmt: skip
 
 

@@ -3,7 +3,7 @@
 One row per cell × reference × case × structure × metric (`COLUMNS`): the cell's KEYS, what the
 prediction was scored against (`reference`), the value and, for hard-mask metrics, the raw counts
 and bAHD's directed distance sums, so another Dice or bAHD empty-mask convention is a
-recomputation. `CALIBRATION` is the companion table of reliability bins (one row per cell ×
+recomputation, and the number of predicted segmentations it scores (`n_samples`). `CALIBRATION` is the companion table of reliability bins (one row per cell ×
 reference × structure × bin).
 """
 
@@ -15,7 +15,9 @@ import pandas as pd
 KEYS = ["dataset", "raters", "noise", "method", "seed"]  # a cell: one training run
 COUNTS = ["tp", "fp", "fn", "n_gt", "n_pred"]
 SUMS = ["gt_to_pred_sum", "pred_to_gt_sum"]  # bAHD's directed distance sums (NaN where the target set is empty)
-COLUMNS = [*KEYS, "reference", "case", "structure", "metric", "value", *COUNTS, *SUMS]
+# n_samples: how many predicted segmentations the value scores (M samples, or the per-rater outputs, for the set
+# metrics; 1 for the consensus prediction every other metric scores). Tables written before it have NaN there.
+COLUMNS = [*KEYS, "reference", "case", "structure", "metric", "value", *COUNTS, *SUMS, "n_samples"]
 CALIBRATION = [*KEYS, "reference", "structure", "bin", "count", "confidence", "observed"]
 STRUCTURE_ORDER = ["foreground", "disc", "cup"]
 # A table's group: one dataset, rater style and noise level, scored against one reference.

@@ -61,10 +61,27 @@ class SoftPair:
 
 @dataclass
 class RaterSet:
-    samples: np.ndarray  # (N, M, H, W) bool, the prediction's samples (one for a one-output method)
+    samples: np.ndarray  # (N, M, H, W) bool: the method's samples, else its per-rater outputs, else its one prediction (M = 1)
+    own: np.ndarray  # (N, R, H, W) or (N, 1, H, W) bool: the output for each rater slot, else the one prediction offered to all
     votes: np.ndarray  # (N, R, H, W) bool, each rater's mask
     valid: np.ndarray  # (N, R) bool
     empty: str  # the empty-pair rule (multirater.EMPTY_RULES)
+
+    @property
+    def offered(self) -> np.ndarray:
+        """The samples as Dice_match pairs them: one prediction (M = 1) is offered to every rater, (N, R, H, W)."""
+        return np.broadcast_to(self.samples, self.votes.shape) if self.samples.shape[1] == 1 else self.samples
+
+    @cached_property
+    def sample_mean(self) -> np.ndarray:
+        """(N, H, W) the share of samples marking each pixel."""
+        return self.samples.mean(1)
+
+    @cached_property
+    def rater_mean(self) -> np.ndarray:
+        """(N, H, W) the share of valid raters marking each pixel."""
+        votes = self.votes & self.valid[:, :, None, None]
+        return votes.sum(1) / np.maximum(self.valid.sum(1), 1)[:, None, None]
 
 
 @dataclass
@@ -94,6 +111,7 @@ class Metric:
     tables: tuple[str, ...] = ()
     description: str = ""
     references: tuple[str, ...] = field(default=())
+    outputs: str = ""  # a set metric: the RaterSet stack it scores ("samples" or "own"), whose size is the row's n_samples
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -151,11 +169,19 @@ register(Metric("soft_dice", "soft", lambda p: p.soft[0], True, 100, 2, "soft DS
 register(Metric("soft_iou", "soft", lambda p: p.soft[1], True, 100, 2, "soft IoU", "IoU^\\mathrm{soft}", ("table3",),
                 "as soft_dice with IoU", ("rater-mean",)))  # fmt: skip
 register(Metric("ged", "set", lambda s: multirater.ged(s.samples, s.votes, s.valid, s.empty), False, 1, 3, "GED", "GED", ("table2",),
-                "squared generalised energy distance, d = 1 − IoU, all ordered pairs", ("raters",)))  # fmt: skip
-register(Metric("dice_match", "set", lambda s: multirater.dice_match(np.broadcast_to(s.samples, s.votes.shape), s.votes, s.valid, s.empty),
+                "squared generalised energy distance over the M samples, d = 1 − IoU, all ordered pairs; both empty: d = 0",
+                ("raters",), "samples"))  # fmt: skip
+register(Metric("dice_match", "set", lambda s: multirater.dice_match(s.offered, s.votes, s.valid, s.empty),
                 True, 100, 2, "Dice_match", "Dice$_\\mathrm{match}$", ("table2",),
-                "Hungarian-matched Dice, mean over valid raters (one output is offered to every rater)", ("raters",)))  # fmt: skip
+                "Hungarian-matched Dice of raters and samples, mean over valid raters (one output is offered to every rater)",
+                ("raters",), "samples"))  # fmt: skip
 register(Metric("dice_max", "set", lambda s: multirater.dice_max(s.samples, s.votes, s.valid, s.empty), True, 100, 2, "Dice_max",
-                "Dice$_\\mathrm{max}$", (), "each rater's best Dice over the predictions, mean over raters", ("raters",)))  # fmt: skip
+                "Dice$_\\mathrm{max}$", (), "each rater's best Dice over the samples, mean over raters", ("raters",), "samples"))  # fmt: skip
+register(Metric("dice_soft", "set", lambda s: soft_dice_iou(s.sample_mean, s.rater_mean)[0], True, 100, 2, "Dice_soft",
+                "Dice$_\\mathrm{soft}$", (), "the samples' mean mask against the raters' mean, both binarised at 0.1/0.3/0.5/0.7/0.9, "
+                "Dice averaged; both empty = 1", ("raters",), "samples"))  # fmt: skip
+register(Metric("dice_personal", "set", lambda s: multirater.nanmean(multirater.paired_dice(s.own, s.votes, s.valid, s.empty), 1), True,
+                100, 2, "Dice_personal", "Dice$_\\mathrm{pers}$", (), "Dice of the output for rater r against rater r, mean over valid "
+                "raters (a method without per-rater outputs offers its one prediction)", ("raters",), "own"))  # fmt: skip
 register(Metric("ece", "calibration", lambda c: calibration.ece(c.prob, c.target, N_BINS), False, 1, 3, "ECE", "ECE", (),
                 f"expected calibration error of the foreground probability, {N_BINS} equal-width bins, per case", ("gt", "rater-mean")))  # fmt: skip

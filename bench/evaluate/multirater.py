@@ -53,6 +53,7 @@ __all__ = [
     "dice_max",
     "ged",
     "iou_distance",
+    "paired_dice",
     "per_rater_dice",
 ]
 
@@ -378,6 +379,45 @@ def per_rater_dice(
     pred = _as_bool(pred, "pred")[:, None]
     s, y, valid = _check_sets(pred, raters, rater_valid)
     dsc = _pairwise(s, y, "dice", fill)[:, 0, :]  # (N, R)
+    dsc[~valid] = np.nan
+    return dsc
+
+
+def paired_dice(
+    outputs: np.ndarray,
+    raters: np.ndarray,
+    rater_valid: np.ndarray | None = None,
+    empty: str = "one",
+) -> np.ndarray:
+    """Personalised Dice: the output for rater r against rater r.
+
+    Formula:
+        D[n, r] = 2 |S_nr ∩ Y_nr| / (|S_nr| + |Y_nr|)
+
+    A method with one output per rater slot passes them (N, R, H, W); one prediction (N, 1, H, W) is
+    offered to every rater (then D is :func:`per_rater_dice`). Empty-mask rule (``empty``) as
+    :func:`per_rater_dice`; a missing rater gives NaN.
+
+    Args:
+        outputs: (N, R, H, W) or (N, 1, H, W) bool.
+        raters: (N, R, H, W) bool.
+        rater_valid: (N, R) bool or None (all valid).
+        empty: empty-pair rule.
+
+    Returns:
+        (N, R) float64 in [0, 1], NaN where the rater is missing.
+
+    Reference:
+        Y. Wu et al., "Diversified and personalized multi-rater medical image segmentation", CVPR 2024
+        (their personalised table: head r against rater r).
+    """
+    fill = empty_value(empty)
+    s, y, valid = _check_sets(outputs, raters, rater_valid)
+    if s.shape[1] not in (1, y.shape[1]):
+        raise ValueError(f"outputs must have one mask per rater ({y.shape[1]}) or one for all; got {s.shape[1]}")
+    inter = np.count_nonzero(s & y, axis=2)
+    dsc = overlap(inter, np.count_nonzero(s, axis=2), np.count_nonzero(y, axis=2), "dice", fill)
+    dsc = np.broadcast_to(dsc, valid.shape).astype(np.float64)
     dsc[~valid] = np.nan
     return dsc
 

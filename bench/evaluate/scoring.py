@@ -15,10 +15,13 @@ counts and directed sums) against every hard reference; the `soft` ones (`soft_d
 MR-Net's thresholds) against `rater-mean`; the `set` ones (`ged`, `dice_match`, `dice_max`) against
 `raters`; the `calibration` one (`ece`) against `gt` and `rater-mean`. Training never reads any of this.
 
-A method with one output offers the same mask for every rater: its GED uses that one sample
-(M = 1), and its Dice_match and Dice_max pair each rater with it (the prediction repeated R times),
-so both equal the mean per-rater Dice; a multi-output method (one head per rater) is scored the
-same way today, through its fused prediction.
+The set metrics score a method's samples: M draws from a method that models a distribution of
+segmentations (Prob. U-Net, Pionono, D-Persona; M = `bench run --samples`, default 16), else its
+per-rater outputs (MH-UNet's heads, CM-UNet's A_r·p: M = R), else its one prediction (M = 1: its GED
+uses that one sample, its Dice_match and Dice_max pair each rater with it, so both equal the mean
+per-rater Dice). `dice_personal` scores the output for rater r against rater r where a method has
+per-rater outputs (the one prediction otherwise). Each row's `n_samples` says how many segmentations
+it scored; every other metric scores the method's one consensus prediction (n_samples 1).
 """
 
 from __future__ import annotations
@@ -34,6 +37,9 @@ from labels.staple import staple
 
 EMPTY_RULE = "one"  # both masks empty: Dice = IoU = 1 (multirater.EMPTY_RULES names the others)
 HEADLINE = ("gt", "majority", "staple")  # the references a printed table may show
+# M: test draws per image of a method that samples (`bench run --samples`). The field reports 4 to 100 (D-Persona and
+# Pionono use 10 to 100, docs/methods.md#samples); 16 keeps GED's sample term's spread small at a sixteenth of 100's cost.
+DEFAULT_SAMPLES = 16
 
 
 def reference_mask(test: RaterData, reference: str) -> np.ndarray:
@@ -79,14 +85,21 @@ def hard_references(test: RaterData, fused: dict[str, np.ndarray] | None = None)
 
 
 def score_predictions(
-    probs: np.ndarray, test: RaterData, empty: str = EMPTY_RULE, fused: dict[str, np.ndarray] | None = None
-) -> tuple[pd.DataFrame, pd.DataFrame]:
+    probs: np.ndarray, test: RaterData, empty: str = EMPTY_RULE, fused: dict[str, np.ndarray] | None = None,
+    outputs: dict[str, np.ndarray] | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:  # fmt: skip
     """Long rows for one cell (without its KEYS) and its reliability bins: every metric of `metrics.METRICS` against the
     references of its kind.
 
-    probs (N, L, H, W) class probabilities of the test cases. Returns (rows: reference, case,
-    structure, metric, value, counts, sums; bins: reference, structure, bin, count, confidence, observed).
+    probs (N, L, H, W) class probabilities of the test cases (the consensus prediction); outputs: the method's other
+    outputs as `harness.predict_outputs` returns them ("samples" (N, M, H, W), "rater_outputs" (N, R, H, W), class
+    indices; either may be absent). Returns (rows: reference, case, structure, metric, value, counts, sums, n_samples;
+    bins: reference, structure, bin, count, confidence, observed).
     """
+    outputs = outputs or {}
+    for key, stack in outputs.items():
+        if stack.shape[0] != len(probs) or stack.shape[2:] != probs.shape[2:]:
+            raise ValueError(f"{key} {stack.shape} does not match the predictions {probs.shape}: expected (N, M, H, W)")
     pred = probs.argmax(1)
     refs = hard_references(test, fused)
     valid = test.rater_valid.astype(bool)
@@ -95,8 +108,9 @@ def score_predictions(
     def add(reference, structure, kind, inputs, cases=None, extra=None):
         ids = test.case_ids if cases is None else test.case_ids[cases]
         for metric in metrics.of_kind(kind):
+            n_samples = getattr(inputs, metric.outputs).shape[1] if metric.outputs else 1
             frames.append(pd.DataFrame({"reference": reference, "case": ids, "structure": structure, "metric": metric.name,
-                                        "value": metric.fn(inputs), **(extra or {})}))  # fmt: skip
+                                        "value": metric.fn(inputs), **(extra or {}), "n_samples": n_samples}))  # fmt: skip
 
     for structure, classes in test.structures.items():
         mask = np.isin(pred, classes)  # (N, H, W)
@@ -108,9 +122,14 @@ def score_predictions(
             extra = {k: pair.counts[k] for k in ("tp", "fp", "fn", "n_gt", "n_pred", "gt_to_pred_sum", "pred_to_gt_sum")}
             add(name, structure, "hard", pair, cases, extra)
         votes = np.isin(test.raters, classes)  # (N, R, H, W)
-        rater_mean = (votes & valid[:, :, None, None]).sum(1) / np.maximum(valid.sum(1), 1)[:, None, None]
+        per_rater = np.isin(outputs["rater_outputs"], classes) if "rater_outputs" in outputs else mask[:, None]
+        samples = np.isin(outputs["samples"], classes) if "samples" in outputs else per_rater
+        # Outputs for other rater slots than the test split's (a method trained on another rater setting) are samples only.
+        own = per_rater if per_rater.shape[1] == votes.shape[1] else mask[:, None]
+        rater_set = metrics.RaterSet(samples, own, votes, valid, empty)
+        rater_mean = rater_set.rater_mean
         add("rater-mean", structure, "soft", metrics.SoftPair(prob, rater_mean))
-        add("raters", structure, "set", metrics.RaterSet(mask[:, None], votes, valid, empty))  # one sample: the prediction
+        add("raters", structure, "set", rater_set)
         targets = {"rater-mean": rater_mean}
         if test.gt is not None:
             targets = {"gt": np.isin(test.gt, classes), **targets}

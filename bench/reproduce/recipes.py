@@ -216,7 +216,7 @@ def image_figure(kind, recipe, setting, cells, results, data_root, out, note) ->
             cell = next((c for c in done if c.method == method and c.seed == seed), None)
             if cell is None:
                 continue
-            probs[method], case_ids = store.read_predictions(store.cell_dir(results, cell))
+            probs[method], case_ids, _ = store.read_predictions(store.cell_dir(results, cell))
             test = splits.test.subset(np.flatnonzero(np.isin(splits.test.case_ids, case_ids)))
         if test is None:
             return []

@@ -153,12 +153,14 @@ def degenerate(probs: np.ndarray, val: RaterData) -> dict:
     }
 
 
-def score_cell(cell: Cell, probs: np.ndarray, test: RaterData, fused: dict | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+def score_cell(cell: Cell, probs: np.ndarray, test: RaterData, fused: dict | None = None, outputs: dict | None = None
+               ) -> tuple[pd.DataFrame, pd.DataFrame]:  # fmt: skip
     """The cell's long rows and reliability bins against every reference (bench.evaluate.scoring), with its KEYS.
 
-    fused: the test split's cached majority and STAPLE references (`bench.run.split_cache.fused_test_references`), cut to its cases.
+    fused: the test split's cached majority and STAPLE references (`bench.run.split_cache.fused_test_references`), cut to its
+    cases; outputs: the method's samples and per-rater outputs (`harness.predict_outputs`).
     """
-    rows, bins = score_predictions(probs, test, fused=fused)
+    rows, bins = score_predictions(probs, test, fused=fused, outputs=outputs)
     keys = dataclasses.asdict(cell)
     return with_keys(rows, keys, COLUMNS), with_keys(bins, keys, CALIBRATION)
 
@@ -248,9 +250,14 @@ def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
             if teacher is not None:
                 manifest["teacher"] = teacher
         probs = harness.predict_proba(method, data.test.images, device=device, precision=precision)
-        store.write_predictions(out / store.PREDICTIONS, probs, data.test.case_ids)
+        outputs = harness.predict_outputs(
+            method, data.test.images, n_samples=opts.samples, seed=cell.seed, device=device, precision=precision
+        )
+        store.write_predictions(out / store.PREDICTIONS, probs, data.test.case_ids, outputs)
         fused = fused_test_references(cell.dataset, opts.data_root, cell.raters, cell.noise, store.cache_dir())
-        rows, bins = score_cell(cell, probs, data.test, {k: v[: data.test.n] for k, v in fused.items()})
+        rows, bins = score_cell(cell, probs, data.test, {k: v[: data.test.n] for k, v in fused.items()}, outputs)
+        if "samples" in outputs:
+            manifest["samples"] = opts.samples
         if "gt_best" in selected and data.test.gt is not None:  # last: it loads other weights into the method
             manifest["selection"] = gt_selected(method, selected["gt_best"], data.test, device, precision)
         manifest.update(status="done", train_seconds=round(t1 - t0, 2), predict_seconds=round(time.time() - t1, 2),

@@ -99,10 +99,11 @@ class SweepSpec:
 def resolve_methods(text: str, has_gt: bool = True) -> list[str]:
     """A comma list of method names and groups, in order, each method once: `all` = the paper's methods plus the oracle
     (where the dataset has ground truth to train it); `ablation` = LF-Net's ablation rows; `readings` = LF-Net under each
-    declared reading of the paper's open points."""
+    declared reading of the paper's open points; `field` = the field's sampling methods (Prob. U-Net, Pionono, D-Persona)."""
     paper = study.current()
     groups = {
         "all": [*methods.method_names("main"), *([paper.oracle] if has_gt else [])],
+        "field": methods.method_names("field"),
         "ablation": [paper.reference_method, *methods.method_names("ablation")],  # Table IV: the full model and its variants
         "readings": [r["method"] for r in paper.readings],  # the one reported as the method first
     }

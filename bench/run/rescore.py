@@ -61,14 +61,14 @@ def rescore_cell(results: Path, folder: Path, info: dict, data_root: Path) -> No
     """Score one finished cell against every reference from its predictions; rewrites its metrics and reliability bins."""
     cell = store.cell_of(info)
     splits = split_cache.load_splits(cell.dataset, data_root, cell.raters, cell.noise, store.cache_dir())
-    probs, case_ids = store.read_predictions(folder)
+    probs, case_ids, outputs = store.read_predictions(folder)
     where = {c: i for i, c in enumerate(splits.test.case_ids)}
     missing = [c for c in case_ids if c not in where]
     if missing:
         raise ValueError(f"{len(missing)} predicted case(s) (e.g. {missing[0]}) are not in {cell.dataset}'s test split; "
                          "the data changed since the cell ran: retrain it with --force")  # fmt: skip
     test = splits.test.subset(np.array([where[c] for c in case_ids]))
-    rows, bins = score_cell(cell, probs, test)
+    rows, bins = score_cell(cell, probs, test, outputs=outputs)
     info["rescored"] = time.time()
     store.finish_cell(folder, info, rows, bins)
 

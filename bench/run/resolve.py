@@ -17,6 +17,7 @@ import torch
 
 import methods
 from bench import store, study
+from bench.evaluate.scoring import DEFAULT_SAMPLES
 from bench.train.budget import Budget, Schedule
 from datasets import DatasetSpec, RaterData
 
@@ -36,6 +37,7 @@ class RunOptions:
     progress: bool = True
     announce: bool = False  # a line when a cell starts and when each stage stops (parallel workers, which show no bars)
     threads: int = 1  # torch threads per cell on CPU, the same in every backend (results depend on it, not on scheduling)
+    samples: int = DEFAULT_SAMPLES  # M: test-time draws of a method that samples (the set metrics; bench.evaluate.scoring)
 
 
 def trained_method(name: str) -> tuple[str, dict]:

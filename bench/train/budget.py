@@ -110,9 +110,10 @@ class Budget:
             epochs = reading["epochs"]
         batch = line.batch_size or dataset.paper_batch_size
         steps_per_epoch = math.ceil(n_train / batch)
+        length = f"{line.steps} steps" if line.steps else f"{epochs} epochs"
         return Schedule(
-            line.optimiser, line.lr, batch, epochs * steps_per_epoch, False, steps_per_epoch,
-            weight_decay=line.weight_decay, augment=line.augment, source=f"{epochs} epochs; {line.source}",
+            line.optimiser, line.lr, batch, line.steps or epochs * steps_per_epoch, False, min(steps_per_epoch, line.steps or steps_per_epoch),
+            weight_decay=line.weight_decay, augment=line.augment, source=f"{length}; {line.source}",
         )  # fmt: skip
 
     def config_overrides(self, method: str, dataset: DatasetSpec) -> dict:
@@ -176,7 +177,8 @@ BUDGETS = {
 }
 
 
-def make_optimiser(schedule: Schedule, params: list[torch.nn.Parameter], capturable: bool = False) -> torch.optim.Optimizer:
-    """The optimiser `schedule` names, over `params` (`capturable`: its step counts and bias corrections on the device, for CUDA graphs)."""
+def make_optimiser(schedule: Schedule, params: list, capturable: bool = False) -> torch.optim.Optimizer:
+    """The optimiser `schedule` names, over `params` (parameters, or groups of them; `capturable`: its step counts and bias
+    corrections on the device, for CUDA graphs)."""
     kind = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}[schedule.optimiser]  # Schedule checked the name
     return kind(params, lr=schedule.lr, weight_decay=schedule.weight_decay, capturable=capturable)

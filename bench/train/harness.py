@@ -310,6 +310,30 @@ def predict_proba(
 
 
 @torch.inference_mode()
+def predict_outputs(
+    method: Method, images: np.ndarray, *, n_samples: int, seed: int, device: torch.device, precision: str = "auto", batch_size: int = 256
+) -> dict[str, np.ndarray]:
+    """Every output a method offers for images (N, C, H, W), for the set metrics: {"samples": (N, M, H, W) uint8, M draws
+    from a method that samples; "rater_outputs": (N, R, H, W) uint8, one per rater slot}, class indices (argmax), each only
+    where the method has it. Draws use a generator seeded by `seed`, so a cell's samples are reproducible.
+    """
+    if n_samples < 1:
+        raise ValueError(f"--samples must be at least 1, not {n_samples}")
+    method.to(device=device, memory_format=torch.channels_last).eval()
+    dtype = autocast_dtype(device, precision)
+    gen = torch.Generator(device=device).manual_seed(seed * 1000 + 555)
+    out: dict[str, list] = {"samples": [], "rater_outputs": []}
+    for chunk in torch.from_numpy(images).split(max(1, batch_size // max(n_samples, method.spec.n_raters))):
+        x = chunk.to(device).contiguous(memory_format=torch.channels_last)
+        with autocast(device, dtype):
+            drawn, per_rater = method.predict_samples(x, n_samples, gen), method.predict_raters(x, gen)
+        for key, probs in (("samples", drawn), ("rater_outputs", per_rater)):
+            if probs is not None:
+                out[key].append(probs.float().argmax(2).to(torch.uint8).cpu())
+    return {key: torch.cat(parts).numpy() for key, parts in out.items() if parts}
+
+
+@torch.inference_mode()
 def teacher_diagnostic(method: Method, images: np.ndarray, raters: np.ndarray, rater_valid: np.ndarray, gt: np.ndarray, *,
                        device: torch.device, precision: str = "auto", batch_size: int = 256) -> dict | None:  # fmt: skip
     """Where a method's learned fused label (`Method.teacher`) stands on the pixels it does not trust the vote on.

@@ -57,13 +57,25 @@ def flip(batch: dict[str, torch.Tensor], gen: torch.Generator) -> None:
                 batch[key] = torch.where(where, value.flip(dim), value)
 
 
+def param_groups(method: Method) -> list[dict]:
+    """The trainable parameters as optimiser groups: one per child with its own learning rate (`Method.learning_rates`), then
+    the rest at the schedule's."""
+    own = method.learning_rates()
+    groups: dict[str, list] = {}
+    for name, param in method.named_parameters():
+        if param.requires_grad:
+            child = name.split(".")[0]
+            groups.setdefault(child if child in own else "", []).append(param)
+    return [{"params": params, **({"lr": own[key]} if key else {})} for key, params in groups.items()]
+
+
 class EagerStep:
     """One training step, launched op by op: `step(data, index, ctx) -> {part: tensor}` (detached parts; "loss" the scalar)."""
 
     def __init__(self, method: Method, sched: Schedule, device: torch.device, dtype: torch.dtype | None, capturable: bool = False):
         self.method, self.sched, self.device, self.dtype = method, sched, device, dtype
         self.autocast_cache = not capturable  # a captured step must not keep autocast's cast weights between replays
-        self.optimiser = make_optimiser(sched, [p for p in method.parameters() if p.requires_grad], capturable=capturable)
+        self.optimiser = make_optimiser(sched, param_groups(method), capturable=capturable)
 
     def __call__(self, data: dict[str, torch.Tensor], index: torch.Tensor, ctx: StepContext) -> dict[str, torch.Tensor]:
         self.optimiser.zero_grad(set_to_none=True)

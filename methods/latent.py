@@ -1,0 +1,132 @@
+"""What the latent-variable methods share (Prob. U-Net, Pionono, D-Persona): a Gaussian encoder over a global latent,
+the latent fused with the U-Net's last features, the KL of diagonal Gaussians, reparameterised draws, the soft Dice loss
+and the weight-norm term of their official code, and the one-hot rater masks their posteriors read.
+
+Shapes: images (B, C, H, W); features (B, F, H, W), the shared U-Net's last decoder features (F = 32); a latent z (B, D),
+or M of them (B, M, D); logits (B, L, H, W), or (B, M, L, H, W) for M latents.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+# The consensus prediction of a sampling method (its `predict_proba`) averages this many draws of one fixed set of
+# standard-normal offsets, so that it is deterministic and the same for an image whatever batch it is in.
+CONSENSUS_DRAWS = 16
+
+
+class GaussianEncoder(nn.Module):
+    """A prior or posterior net (Kohl et al. 2018): a diagonal Gaussian over a D-dimensional latent, from an image (and masks).
+
+    Per scale: 2× average pooling (not before the first), then `convs` 3×3 conv + ReLU; then the mean over H, W and one
+    1×1 conv to 2·D values, split into μ and log σ. (B, C_in, H, W) → (mu, log_sigma), each (B, D), float32.
+    """
+
+    def __init__(self, in_channels: int, latent_dim: int, channels: tuple[int, ...] = (32, 64, 128, 192), convs: int = 3):
+        super().__init__()
+        layers: list[nn.Module] = []
+        c_prev = in_channels
+        for i, c in enumerate(channels):
+            if i:
+                layers.append(nn.AvgPool2d(2, ceil_mode=True))  # ceil: 7 → 4 on MNIST's 28 × 28, never to 0
+            for _ in range(convs):
+                layers += [nn.Conv2d(c_prev, c, 3, padding=1), nn.ReLU(inplace=True)]
+                c_prev = c
+        self.encoder = nn.Sequential(*layers)
+        self.to_gaussian = nn.Conv2d(c_prev, 2 * latent_dim, 1)
+        self.latent_dim = latent_dim
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        pooled = self.encoder(x).float().mean((2, 3), keepdim=True)
+        out = self.to_gaussian(pooled).flatten(1).float()
+        return out[:, : self.latent_dim], out[:, self.latent_dim :]
+
+
+class Fcomb(nn.Module):
+    """The latent fused with the U-Net's last features: z tiled over H, W and concatenated with them, then `hidden`
+    1×1 conv + ReLU of F channels and a 1×1 conv to L logits (Kohl et al. 2018: three hidden; Pionono's head: two).
+
+    features (B, F, H, W), z (B, D) → (B, L, H, W); z (B, M, D) → (B, M, L, H, W), the features shared by the M latents.
+    """
+
+    def __init__(self, feature_channels: int, latent_dim: int, n_classes: int, hidden: int = 3):
+        super().__init__()
+        layers: list[nn.Module] = []
+        c_prev = feature_channels + latent_dim
+        for _ in range(hidden):
+            layers += [nn.Conv2d(c_prev, feature_channels, 1), nn.ReLU(inplace=True)]
+            c_prev = feature_channels
+        self.layers = nn.Sequential(*layers)
+        self.last_layer = nn.Conv2d(c_prev, n_classes, 1)
+
+    def forward(self, features: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        if z.ndim == 3:  # M latents per image: fold them into the batch
+            b, m = z.shape[:2]
+            out = self(features.repeat_interleave(m, 0), z.flatten(0, 1))
+            return out.unflatten(0, (b, m))
+        h, w = features.shape[-2:]
+        tiled = z.to(features.dtype)[:, :, None, None].expand(-1, -1, h, w)
+        return self.last_layer(self.layers(torch.cat([features, tiled], 1)))
+
+
+def kl_diagonal(mu_q: torch.Tensor, log_sigma_q: torch.Tensor, mu_p: torch.Tensor, log_sigma_p: torch.Tensor) -> torch.Tensor:
+    """KL(q ‖ p) of two diagonal Gaussians, analytic: Σ_d log(σp/σq) + (σq² + (μq − μp)²) / (2σp²) − ½.
+
+    Each argument (B, D) → (B,) float32.
+    """
+    mu_q, log_sigma_q, mu_p, log_sigma_p = (t.float() for t in (mu_q, log_sigma_q, mu_p, log_sigma_p))
+    var_ratio = torch.exp(2 * (log_sigma_q - log_sigma_p))
+    mean_term = (mu_q - mu_p) ** 2 * torch.exp(-2 * log_sigma_p)
+    return (log_sigma_p - log_sigma_q + 0.5 * (var_ratio + mean_term) - 0.5).sum(-1)
+
+
+def draw(mu: torch.Tensor, log_sigma: torch.Tensor, n: int, generator: torch.Generator) -> torch.Tensor:
+    """n reparameterised draws z = μ + σ·ε per row, ε from `generator`: mu, log_sigma (B, D) → (B, n, D), differentiable in both."""
+    eps = torch.randn((mu.shape[0], n, mu.shape[1]), generator=generator, device=mu.device)
+    return mu[:, None] + torch.exp(log_sigma)[:, None] * eps
+
+
+def consensus_offsets(latent_dim: int, device: torch.device) -> torch.Tensor:
+    """The fixed standard-normal offsets ε (CONSENSUS_DRAWS, D) a consensus prediction averages over (seed 0)."""
+    gen = torch.Generator(device=device).manual_seed(0)
+    return torch.randn((CONSENSUS_DRAWS, latent_dim), generator=gen, device=device)
+
+
+def soft_dice_loss(probs: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None = None) -> torch.Tensor:
+    """1 − mean over channels of the soft Dice 2Σ p·y / Σ (p + y), each sum over the whole batch and every pixel.
+
+    The loss of D-Persona's and Pionono's official code: their "generalised Dice" weights (1 / (Σ y)²) multiply both the
+    numerator and the denominator of each channel, so they cancel and this is what it computes. A channel the batch's
+    target never marks has Dice 0: a constant term without gradient, as there.
+    probs, target (B, K, H, W) in [0, 1]; weight (B,) in {0, 1} leaves images out (None: all in). → scalar float32.
+    """
+    probs, target = probs.float(), target.float()
+    if weight is not None:
+        w = weight.float()[:, None, None, None]
+        probs, target = probs * w, target * w
+    inter = (probs * target).sum((0, 2, 3))
+    total = (probs + target).sum((0, 2, 3))
+    return 1 - (2 * inter / total.clamp_min(1e-6)).mean()
+
+
+def norm_penalty(*modules: nn.Module) -> torch.Tensor:
+    """Σ ‖W‖₂ over every parameter tensor (weights and biases), not squared: the official PyTorch code's "L2 regularisation"."""
+    return sum(p.float().norm(2) for m in modules for p in m.parameters())
+
+
+def one_hot_masks(labels: torch.Tensor, valid: torch.Tensor, n_classes: int) -> torch.Tensor:
+    """Rater masks as a posterior net reads them: one-hot, minus ½ (Kohl et al.'s reference code); a missing rater is −½.
+
+    labels long (B, K, H, W); valid bool (B, K) → (B, K·L, H, W) float32 in {−½, ½}.
+    """
+    onehot = F.one_hot(labels, n_classes).movedim(-1, 2).float() * valid[:, :, None, None, None].float()
+    return (onehot - 0.5).flatten(1, 2)
+
+
+def softplus_inverse(x: float) -> float:
+    """The raw value whose softplus is x > 0."""
+    return x + math.log(-math.expm1(-x))

@@ -1,0 +1,109 @@
+"""Prob. U-Net: a U-Net whose last features are fused with a latent drawn from a learned prior, trained as a CVAE.
+
+Paper: S. A. A. Kohl, B. Romera-Paredes, C. Meyer, J. De Fauw, J. R. Ledsam, K. H. Maier-Hein, S. M. A. Eslami,
+D. J. Rezende, O. Ronneberger, "A Probabilistic U-Net for Segmentation of Ambiguous Images", NeurIPS 2018. Code read:
+the reference re-implementation `SimonKohl/probabilistic_unet` (TensorFlow, "KO") and the PyTorch port
+`stefanknegt/Probabilistic-Unet-Pytorch` ("PT"); docs/methods.md#prob-unet has the lines.
+
+Implemented:
+- Networks: the shared U-Net (its output head removed) gives the last features (B, 32, H, W); a prior net p(z | x)
+  reads the image, a posterior net q(z | x, y) the image and one rater's mask (one-hot − ½, as KO); each is an
+  encoder of four scales (32-64-128-192 channels, three 3×3 conv + ReLU per scale, average pooling between), a mean
+  over H, W and a 1×1 conv to μ and log σ of a diagonal Gaussian over a 6-dimensional latent (KO's and the paper's 6;
+  PT's script uses 2). Fcomb: z tiled over H, W, concatenated with the features, three 1×1 conv + ReLU (32 channels)
+  and a 1×1 conv to the L logits.
+- Loss (one stage, "train"): per image, one of its valid raters drawn at every step (as LS-UNet; PT's loader draws one
+  of the four graders per item); z ~ q by reparameterisation; loss = Σ over pixels of CE(Fcomb(features, z), rater),
+  mean over images, + β · mean over images of KL(q ‖ p), analytic, β = 1 (KO; the paper's ELBO). KO's division of
+  the pixel sum by the batch size is this mean over images; PT sums over the batch too, so its β = 10 acts as 2.
+- No weight-norm term: KO's 1e-5 · ½Σ‖W‖² is weight decay on every network, and PT's 1e-5 · Σ‖W‖ (not squared, on the
+  prior, posterior and Fcomb) is another; at 1e-5 beside a pixel-summed CE neither moves the fit, and the budgets give
+  no other method weight decay, so we leave both out (docs/methods.md#prob-unet).
+- Test: M samples, z drawn from the prior (`predict_samples`); the consensus (`predict_proba`) is the mean of the
+  softmax over 16 prior draws (one fixed set of standard-normal offsets), argmax the hard label.
+
+Deviations: the backbone is the shared U-Net (bilinear upsampling, batch norm) as for every method, not KO's
+(no batch norm, 3 convs per block); default PyTorch initialisation, not He-normal (KO) or orthogonal Fcomb (PT).
+Stopping: as every method, the budget's rule on this method's own validation loss (the ELBO on the validation split).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from methods.base import DataSpec, Method, Stage, StepContext
+from methods.latent import Fcomb, GaussianEncoder, consensus_offsets, draw, kl_diagonal, one_hot_masks
+from methods.ls_unet import sample_valid_raters
+from methods.registry import register_method
+from methods.unet import UNet
+
+
+@register_method(
+    "prob-unet", "U-Net fused with a latent from a learned prior (CVAE: CE + beta KL); samples from the prior", group="field",
+    display="Prob. U-Net",
+)  # fmt: skip
+class ProbabilisticUNet(Method):
+    """Prob. U-Net (Kohl et al., NeurIPS 2018).
+
+    Shapes: images (B, C, H, W); raters (B, R, H, W); rater_valid (B, R); latent (B, D);
+    → probabilities (B, L, H, W), samples (B, M, L, H, W).
+    """
+
+    @dataclass(frozen=True)
+    class Config:
+        latent_dim: int = 6  # the paper's and KO's 6
+        beta: float = 1.0  # weight of KL(q ‖ p); KO's and the paper's 1
+
+    def __init__(self, cfg: Config, spec: DataSpec):
+        super().__init__(cfg, spec)
+        self.net = UNet(spec.in_channels, spec.n_classes)
+        self.net.head = nn.Identity()  # Fcomb replaces the single output head
+        self.prior = GaussianEncoder(spec.in_channels, cfg.latent_dim)
+        self.posterior = GaussianEncoder(spec.in_channels + spec.n_classes, cfg.latent_dim)
+        self.fcomb = Fcomb(self.net.out_channels, cfg.latent_dim, spec.n_classes)
+
+    @property
+    def stages(self) -> list[Stage]:
+        return [Stage("train")]
+
+    def loss(self, batch: dict[str, torch.Tensor], ctx: StepContext) -> dict[str, torch.Tensor]:
+        images, raters, valid = batch["images"], batch["raters"], batch["rater_valid"]
+        drawn = sample_valid_raters(valid, ctx.generator).to(raters.device)
+        target = raters[torch.arange(len(raters), device=raters.device), drawn]  # (B, H, W)
+        keep = valid.any(1).float()  # an image without a valid rater has nothing to learn from
+        return elbo(self, images, target, keep, ctx.generator)
+
+    def predict_samples(self, images: torch.Tensor, n_samples: int, generator: torch.Generator) -> torch.Tensor:
+        mu, log_sigma = self.prior(images)
+        return torch.softmax(self.fcomb(self.net(images), draw(mu, log_sigma, n_samples, generator)).float(), dim=2)
+
+    def predict_proba(self, images: torch.Tensor) -> torch.Tensor:
+        return prior_consensus(self, images)
+
+
+def elbo(method: Method, images: torch.Tensor, target: torch.Tensor, keep: torch.Tensor, generator: torch.Generator
+         ) -> dict[str, torch.Tensor]:  # fmt: skip
+    """The negative ELBO: Σ_pixels CE(Fcomb(features, z ~ q), target), mean over the kept images, + β · their mean KL(q ‖ p).
+
+    target long (B, H, W), keep (B,) float in {0, 1}. The method has `net`, `prior`, `posterior`, `fcomb` and `cfg.beta`.
+    """
+    mu_p, log_sigma_p = method.prior(images)
+    mu_q, log_sigma_q = method.posterior(torch.cat([images, one_hot_masks(target[:, None], keep[:, None] > 0, method.spec.n_classes)], 1))
+    z = draw(mu_q, log_sigma_q, 1, generator)[:, 0]
+    logits = method.fcomb(method.net(images), z)
+    ce = F.cross_entropy(logits.float(), target, reduction="none").sum((1, 2))  # (B,)
+    kl = kl_diagonal(mu_q, log_sigma_q, mu_p, log_sigma_p)  # (B,)
+    n = keep.sum().clamp_min(1)
+    ce, kl = (ce * keep).sum() / n, (kl * keep).sum() / n
+    return {"loss": ce + method.cfg.beta * kl, "ce": ce.detach(), "kl": kl.detach()}
+
+
+def prior_consensus(method: Method, images: torch.Tensor) -> torch.Tensor:
+    """Mean softmax over CONSENSUS_DRAWS prior draws with fixed offsets (B, L, H, W): the consensus of a prior-sampling method."""
+    mu, log_sigma = method.prior(images)
+    z = mu[:, None] + torch.exp(log_sigma)[:, None] * consensus_offsets(mu.shape[1], mu.device)[None]
+    return torch.softmax(method.fcomb(method.net(images), z).float(), dim=2).mean(1)
