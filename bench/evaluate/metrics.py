@@ -13,8 +13,9 @@ scored against:
   carry the pair's counts (tp, fp, fn, |gt|, |pred|) and bAHD's directed sums;
 * ``soft``: a `SoftPair` (the foreground probability and the raters' mean mask, (N, H, W)),
   against ``rater-mean``;
-* ``set``: a `RaterSet` (the prediction as one sample (N, 1, H, W), the raters' masks (N, R, H, W),
-  which are valid (N, R), the empty-pair rule), against ``raters``;
+* ``set``: a `RaterSet` (the method's samples (N, M, H, W), its output for each rater slot, the raters'
+  masks (N, R, H, W), which are valid (N, R), the empty-pair rule), against ``raters``; a metric's
+  `outputs` names the stack it scores, whose size is the row's `n_samples`;
 * ``calibration``: a `Calibrated` pair (the foreground probability and a target mask, hard or soft),
   against ``gt`` (where it exists) and ``rater-mean``.
 
@@ -177,9 +178,9 @@ register(Metric("dice_match", "set", lambda s: multirater.dice_match(s.offered, 
                 ("raters",), "samples"))  # fmt: skip
 register(Metric("dice_max", "set", lambda s: multirater.dice_max(s.samples, s.votes, s.valid, s.empty), True, 100, 2, "Dice_max",
                 "Dice$_\\mathrm{max}$", (), "each rater's best Dice over the samples, mean over raters", ("raters",), "samples"))  # fmt: skip
-register(Metric("dice_soft", "set", lambda s: soft_dice_iou(s.sample_mean, s.rater_mean)[0], True, 100, 2, "Dice_soft",
-                "Dice$_\\mathrm{soft}$", (), "the samples' mean mask against the raters' mean, both binarised at 0.1/0.3/0.5/0.7/0.9, "
-                "Dice averaged; both empty = 1", ("raters",), "samples"))  # fmt: skip
+register(Metric("dice_soft", "set", lambda s: soft_dice_iou(s.sample_mean, s.rater_mean, smooth=False, strict=True, empty=s.empty)[0],
+                True, 100, 2, "Dice_soft", "Dice$_\\mathrm{soft}$", (), "the samples' mean mask against the raters' mean, both "
+                "binarised at 0.1/0.3/0.5/0.7/0.9 (>, as D-Persona), Dice averaged; both empty = 1", ("raters",), "samples"))  # fmt: skip
 register(Metric("dice_personal", "set", lambda s: multirater.nanmean(multirater.paired_dice(s.own, s.votes, s.valid, s.empty), 1), True,
                 100, 2, "Dice_personal", "Dice$_\\mathrm{pers}$", (), "Dice of the output for rater r against rater r, mean over valid "
                 "raters (a method without per-rater outputs offers its one prediction)", ("raters",), "own"))  # fmt: skip

@@ -54,7 +54,7 @@ from bench.report.plots import (
     save,
 )
 from bench.report.rows import AVERAGE, ablation_methods, display, figure_methods, main_methods, oracle, reference_method
-from bench.report.tables import default_reference, slug, write_tables
+from bench.report.tables import default_reference, samples_note, slug, write_tables
 from datasets.raters import RATER_NAMES
 
 # --------------------------------------------------------------------------- tables
@@ -109,7 +109,7 @@ def render(results_dir: Path, out_dir: Path) -> list[Path]:
         return []
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
-    written += write_tables(summary, out_dir, outcomes=store.training_outcomes(results_dir))
+    written += write_tables(summary, out_dir, outcomes=store.training_outcomes(results_dir), samples=samples_note(table))
     tests = all_tests(table)
     written.append(write_tests(tests, out_dir))
     written += write_boxplots(table, tests, out_dir)

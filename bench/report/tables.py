@@ -52,6 +52,7 @@ class Table:
     italic: list[bool] = field(default_factory=list)  # Average and Oracle, as \emph in the paper
     rule_before: set[int] = field(default_factory=set)  # row indices preceded by a light rule
     flags: list[str] = field(default_factory=list)  # per row: "" or the degenerate-prediction flag ("empty 2/3")
+    notes: list[str] = field(default_factory=list)  # lines under the table (how many samples its set metrics scored)
 
 
 #: The note under a table with a flagged row.
@@ -147,6 +148,7 @@ def to_markdown(table: Table) -> str:
         lines.append("| " + " | ".join([label, *texts]) + " |")
     if any(table.flags):
         lines += ["", FLAG_NOTE + "."]
+    lines += [line for note in table.notes for line in ("", note)]
     return "\n".join(lines) + "\n"
 
 
@@ -178,6 +180,8 @@ def to_latex(table: Table) -> str:
     lines.append(r"\bottomrule")
     if any(table.flags):
         lines.append(rf"\multicolumn{{{len(table.columns) + 1}}}{{p{{0.9\linewidth}}}}{{\footnotesize {latex_text(FLAG_NOTE)}.}} \\")
+    for note in table.notes:
+        lines.append(rf"\multicolumn{{{len(table.columns) + 1}}}{{p{{0.9\linewidth}}}}{{\footnotesize {latex_text(note)}}} \\")
     lines.append(r"\end{tabular}")
     return "\n".join(lines) + "\n"
 
@@ -277,10 +281,25 @@ def group_tables(part: pd.DataFrame, group: tuple, flags: dict[str, str] | None 
     return out
 
 
-def write_tables(summary: pd.DataFrame, out_dir: Path, note: str = "", outcomes: pd.DataFrame | None = None) -> list[Path]:
+def samples_note(table: pd.DataFrame) -> dict[tuple, str]:
+    """Per (dataset, raters, noise) of a long table: the line that says how many samples each method's set metrics scored."""
+    rows = table[(table["reference"] == "raters") & (table["metric"] == "ged")]
+    if "n_samples" not in rows:
+        return {}
+    out = {}
+    for group, part in rows.groupby(["dataset", "raters", "noise"], sort=True):
+        m = part.groupby("method", sort=False)["n_samples"].max()
+        shown = ", ".join(f"{display(method)} {'?' if pd.isna(n) else int(n)}" for method, n in m.items())
+        out[group] = f"GED, Dice_match, Dice_max, Dice_soft over each method's samples per test image (M): {shown}."
+    return out
+
+
+def write_tables(summary: pd.DataFrame, out_dir: Path, note: str = "", outcomes: pd.DataFrame | None = None,
+                 samples: dict[tuple, str] | None = None) -> list[Path]:  # fmt: skip
     """Every table of the summary as Markdown and LaTeX, per headline reference; `note` (e.g. "quick stand-in: …") heads each file.
 
-    `outcomes` (`bench.store.training_outcomes` of the same results folder) marks the degenerate rows (`degenerate_flags`).
+    `outcomes` (`bench.store.training_outcomes` of the same results folder) marks the degenerate rows (`degenerate_flags`);
+    `samples` (`samples_note` of the long table) goes under each table with a set metric.
     """
     written, markdown = [], []
     for (dataset, raters, noise), part in summary.groupby(["dataset", "raters", "noise"], sort=True):
@@ -291,6 +310,9 @@ def write_tables(summary: pd.DataFrame, out_dir: Path, note: str = "", outcomes:
             for stem, table in group_tables(rows, (dataset, raters, noise, reference), flags):
                 if (out_dir / f"{stem}.md") in written:  # Table III does not depend on the headline reference
                     continue
+                line = (samples or {}).get((dataset, raters, noise))
+                if line and any(metrics.get(c.metric).kind == "set" for c in table.columns if c.metric in metrics.METRICS):
+                    table.notes.append(line)
                 md, tex = to_markdown(table), to_latex(table)
                 if note:
                     md, tex = f"> {note}\n\n{md}", f"% {note}\n{tex}"

@@ -1,0 +1,235 @@
+"""The field's sampling methods (methods/prob_unet.py, pionono.py, d_persona.py, latent.py): their distinctive math on
+tiny tensors, their samples and per-rater outputs, and a smoke run of each through the CLI scored with M > 1."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from conftest import run_bench
+from torch.distributions import MultivariateNormal, Normal, kl_divergence
+
+from bench.train import harness
+from bench.train.steps import param_groups
+from methods.base import DataSpec, StepContext
+from methods.d_persona import DPersona, attend, bound_loss
+from methods.latent import kl_diagonal, one_hot_masks, soft_dice_loss
+from methods.pionono import Pionono, kl_to_isotropic
+from methods.prob_unet import ProbabilisticUNet
+from methods.registry import build_method, get_entry, method_names
+
+SPEC = DataSpec(in_channels=1, n_classes=2, n_raters=3)
+FIELD = ("prob-unet", "pionono", "d-persona")
+
+
+def ctx(stage: str = "train", seed: int = 0) -> StepContext:
+    return StepContext(stage, 0, 0, torch.Generator().manual_seed(seed))
+
+
+def tiny_batch(seed: int = 0, b: int = 4, size: int = 16) -> dict[str, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    raters = (torch.rand(b, SPEC.n_raters, size, size, generator=gen) > 0.6).long()
+    valid = torch.ones(b, SPEC.n_raters, dtype=torch.bool)
+    valid[0, 2] = False
+    return {"images": torch.randn(b, 1, size, size, generator=gen), "raters": raters, "rater_valid": valid}
+
+
+def test_the_three_are_the_field_group():
+    assert [n for n in method_names("field")] == list(FIELD)
+    assert all(get_entry(n).group == "field" for n in FIELD)
+    assert not set(FIELD) & set(method_names("main"))  # the paper's tables and the default run stay as they are
+
+
+# --------------------------------------------------------------------------- KL of diagonal Gaussians (Prob. U-Net, D-Persona)
+
+
+def test_kl_of_diagonal_gaussians_is_the_analytic_one():
+    gen = torch.Generator().manual_seed(0)
+    mu_q, ls_q, mu_p, ls_p = (torch.randn(5, 6, generator=gen) * 0.7 for _ in range(4))
+    want = kl_divergence(Normal(mu_q, ls_q.exp()), Normal(mu_p, ls_p.exp())).sum(-1)
+    assert torch.allclose(kl_diagonal(mu_q, ls_q, mu_p, ls_p), want, atol=1e-5)
+    assert torch.allclose(kl_diagonal(mu_q, ls_q, mu_q, ls_q), torch.zeros(5), atol=1e-6)
+    # By hand, one dimension: q = N(1, 1), p = N(0, e²): log e + (1 + 1) / (2e²) − ½.
+    one = kl_diagonal(torch.ones(1, 1), torch.zeros(1, 1), torch.zeros(1, 1), torch.ones(1, 1))
+    assert math.isclose(one.item(), 1 + 1 / math.e**2 - 0.5, rel_tol=1e-6)
+
+
+def test_the_prob_unet_loss_is_pixel_summed_ce_plus_beta_kl_of_its_posterior_and_prior():
+    torch.manual_seed(0)
+    batch = tiny_batch()
+    method = ProbabilisticUNet(ProbabilisticUNet.Config(beta=3.0), SPEC).eval()
+    out = method.loss(batch, ctx())
+    assert torch.allclose(out["loss"], out["ce"] + 3.0 * out["kl"])
+    # The KL part is KL(q(z | x, y) ‖ p(z | x)) of the drawn rater's mask: recompute it from the nets.
+    drawn = torch.multinomial(batch["rater_valid"].float(), 1, generator=torch.Generator().manual_seed(0)).squeeze(1)
+    target = batch["raters"][torch.arange(4), drawn]
+    mu_p, ls_p = method.prior(batch["images"])
+    mu_q, ls_q = method.posterior(torch.cat([batch["images"], one_hot_masks(target[:, None], torch.ones(4, 1, dtype=torch.bool), 2)], 1))
+    want = kl_divergence(Normal(mu_q, ls_q.exp()), Normal(mu_p, ls_p.exp())).sum(-1).mean()
+    assert torch.allclose(out["kl"], want, atol=1e-5) and out["kl"] > 0
+    assert out["ce"] > 16 * 16 * 0.1  # a sum over the 256 pixels of each image, not their mean
+
+
+def test_prob_unet_samples_come_from_the_prior_and_differ():
+    torch.manual_seed(0)
+    method = ProbabilisticUNet(ProbabilisticUNet.Config(), SPEC).eval()
+    with torch.no_grad():
+        method.prior.to_gaussian.bias[6:] += 2.0  # a wide prior: its draws must change the logits
+        x = tiny_batch()["images"]
+        a = method.predict_samples(x, 4, torch.Generator().manual_seed(1))
+        b = method.predict_samples(x, 4, torch.Generator().manual_seed(1))
+        c = method.predict_proba(x)
+    assert a.shape == (4, 4, 2, 16, 16) and torch.equal(a, b)  # reproducible from the generator
+    assert (a[:, 0] - a[:, 1]).abs().max() > 1e-4  # the samples differ
+    assert torch.allclose(c.sum(1), torch.ones(4, 16, 16), atol=1e-5)
+    assert torch.allclose(method.predict_proba(x[:1]), c[:1], atol=1e-5)  # the consensus does not depend on the batch
+
+
+# --------------------------------------------------------------------------- D-Persona's bound term
+
+
+def test_the_bound_term_by_hand():
+    # One image of 1 × 2 pixels, two raters (1, 0) and (1, 1): union (1, 1), intersection (1, 0). Three prior draws with
+    # foreground probabilities (0.2, 0.9), (0.6, 0.1), (0.4, 0.5): max (0.6, 0.9), min (0.2, 0.1).
+    fg = torch.tensor([[[[0.2, 0.9]], [[0.6, 0.1]], [[0.4, 0.5]]]])
+    raters = torch.tensor([[[[1, 0]], [[1, 1]]]]).bool()
+    valid = torch.ones(1, 2, dtype=torch.bool)
+    dice_max = 2 * (0.6 + 0.9) / (0.6 + 0.9 + 2)
+    dice_min = 2 * 0.2 / (0.2 + 0.1 + 1)
+    assert math.isclose(bound_loss(fg, raters, valid).item(), 1 - (dice_max + dice_min) / 2, rel_tol=1e-6)
+    # A missing rater is left out of both: with rater 1 missing, union = intersection = (1, 0).
+    valid[0, 1] = False
+    dice_max, dice_min = 2 * 0.6 / (0.6 + 0.9 + 1), 2 * 0.2 / (0.2 + 0.1 + 1)
+    assert math.isclose(bound_loss(fg, raters, valid).item(), 1 - (dice_max + dice_min) / 2, rel_tol=1e-6)
+
+
+def test_d_persona_stage_one_adds_beta_times_the_bound_and_its_kl():
+    batch = tiny_batch()
+    parts = {}
+    for beta in (0.0, 0.5):
+        torch.manual_seed(0)
+        method = DPersona(DPersona.Config(beta=beta), SPEC).eval()
+        parts[beta] = method.loss(batch, ctx("prior"))
+    assert parts[0.5]["bound"] > 0
+    assert torch.allclose(parts[0.5]["loss"] - parts[0.0]["loss"], 0.5 * parts[0.5]["bound"], atol=1e-5)
+    assert parts[0.5]["kl"] > 0
+
+
+def test_d_persona_heads_attend_over_the_prior_bank_and_train_alone_in_stage_two():
+    bank = torch.tensor([[[1.0, 0.0], [0.0, 1.0]]])  # (B=1, N=2, D=2)
+    queries = torch.tensor([[[10.0, 0.0], [0.0, 0.0]]])  # rater 0 points at z_1; rater 1 weighs both equally
+    out = attend(queries, bank)
+    w = 1 / (1 + math.exp(-10))
+    assert torch.allclose(out, torch.tensor([[[w, 1 - w], [0.5, 0.5]]]), atol=1e-6)
+    torch.manual_seed(0)
+    method = DPersona(DPersona.Config(bank_train=8), SPEC)
+    assert [s.modules for s in method.stages] == [("net", "prior", "posterior", "fcomb"), ("heads",)]
+    loss = method.loss(tiny_batch(), ctx("personas"))["loss"]
+    loss.backward()
+    assert all(p.grad is None for p in method.prior.parameters())  # the bank is drawn without gradients
+    assert all(p.grad is not None for p in method.heads.parameters())
+
+
+# --------------------------------------------------------------------------- Pionono's per-rater latent
+
+
+def test_pionono_kl_is_that_of_the_rater_gaussian_to_the_prior():
+    torch.manual_seed(0)
+    method = Pionono(Pionono.Config(), SPEC)
+    with torch.no_grad():
+        method.latent.lower.normal_(0, 0.3)  # a full covariance
+    mu, tril = method.latent.mu.float(), method.latent.scale_tril()
+    want = kl_divergence(MultivariateNormal(mu, scale_tril=tril), MultivariateNormal(torch.zeros(8), 4 * torch.eye(8)))
+    assert torch.allclose(kl_to_isotropic(mu, tril, 2.0), want, rtol=1e-4)
+    assert torch.allclose(torch.diagonal(Pionono(Pionono.Config(), SPEC).latent.scale_tril(), dim1=-2, dim2=-1), torch.full((3, 8), 2.0))
+
+
+def test_pionono_draws_each_rater_from_its_own_gaussian():
+    torch.manual_seed(0)
+    latent = Pionono(Pionono.Config(), SPEC).latent
+    with torch.no_grad():
+        latent.lower.normal_(0, 0.5)
+    z = latent.draw(torch.tensor([1]), 20_000, torch.Generator().manual_seed(0))[0].double()  # (n, D)
+    tril = latent.scale_tril()[1].double()
+    assert torch.allclose(z.mean(0), latent.mu[1].double(), atol=0.1)
+    assert torch.allclose(torch.cov(z.T), tril @ tril.T, atol=0.25)
+
+
+def test_pionono_loss_reaches_only_the_drawn_raters_latents_and_their_own_learning_rate():
+    torch.manual_seed(0)
+    method = Pionono(Pionono.Config(), SPEC)
+    batch = tiny_batch(b=2)
+    batch["rater_valid"][:] = torch.tensor([[False, True, False], [False, True, False]])  # only rater 1 can be drawn
+    out = method.loss(batch, ctx())
+    out["loss"].backward()
+    grad = method.latent.mu.grad
+    assert grad[1].abs().sum() > 0 and grad[0].abs().sum() == 0 and grad[2].abs().sum() == 0
+    kl = kl_to_isotropic(method.latent.mu.float()[[1]], method.latent.scale_tril()[[1]], 2.0)[0]
+    assert torch.allclose(out["kl"], kl) and out["kl"] > 1  # μ starts ~ N(0, 8²): far from the prior
+    groups = param_groups(method)
+    latent = [g for g in groups if "lr" in g]
+    assert (
+        len(latent) == 1 and latent[0]["lr"] == 0.02 and {id(p) for p in latent[0]["params"]} == {id(p) for p in method.latent.parameters()}
+    )
+
+
+def test_pionono_per_rater_outputs_use_each_raters_mean_latent():
+    torch.manual_seed(0)
+    method = Pionono(Pionono.Config(), SPEC).eval()
+    x = tiny_batch()["images"]
+    with torch.no_grad():
+        per_rater = method.predict_raters(x, None)
+        one = torch.softmax(method.head(method.net(x), method.latent.mu[2].expand(4, -1)), 1)
+        consensus = method.predict_proba(x)
+    assert per_rater.shape == (4, 3, 2, 16, 16)
+    assert torch.allclose(per_rater[:, 2], one, atol=1e-5)
+    assert (per_rater[:, 0] - per_rater[:, 1]).abs().max() > 1e-3  # the raters' latents give different outputs
+    assert torch.allclose(consensus, per_rater.mean(1), atol=1e-6)
+
+
+def test_the_soft_dice_loss_is_the_plain_mean_over_channels():
+    probs = torch.tensor([[[[0.8, 0.2]], [[0.2, 0.8]]]])  # (1, 2, 1, 2)
+    target = torch.tensor([[[[1.0, 0.0]], [[0.0, 1.0]]]])
+    want = 1 - (2 * 0.8 / (1.0 + 1.0))  # both channels alike
+    assert math.isclose(soft_dice_loss(probs, target).item(), want, rel_tol=1e-6)
+    # A left-out image counts for nothing.
+    both = soft_dice_loss(torch.cat([probs, 1 - probs]), torch.cat([target, target]), torch.tensor([1.0, 0.0]))
+    assert math.isclose(both.item(), want, rel_tol=1e-6)
+
+
+# --------------------------------------------------------------------------- outputs and the smoke run
+
+
+@pytest.mark.parametrize("name", FIELD)
+def test_each_trains_and_offers_samples(name, tiny_data):
+    torch.manual_seed(0)
+    spec = DataSpec(1, 2, tiny_data.n_raters)
+    method = build_method(name, spec)
+    schedules = harness.fixed_schedules(method, steps=2, batch_size=4)
+    harness.fit(method, tiny_data.images, tiny_data.raters, tiny_data.rater_valid, schedules=schedules, seed=0,
+                device=torch.device("cpu"), progress=False)  # fmt: skip
+    out = harness.predict_outputs(method, tiny_data.images, n_samples=5, seed=0, device=torch.device("cpu"), precision="fp32")
+    assert out["samples"].shape == (8, 5, 16, 16) and out["samples"].dtype == np.uint8
+    assert ("rater_outputs" in out) == (name != "prob-unet")
+    again = harness.predict_outputs(method, tiny_data.images, n_samples=5, seed=0, device=torch.device("cpu"), precision="fp32")
+    assert all(np.array_equal(out[k], again[k]) for k in out)
+
+
+def test_a_smoke_run_scores_the_field_and_mh_unet_over_their_samples(tmp_path):
+    results = tmp_path / "r"
+    proc = run_bench("run", "--methods", "field,mh-unet,mv-unet", "--max-steps", "3", "--seeds", "0", "--train-size", "32",
+                     "--test-size", "12", "--samples", "6", "--backend", "sequential", "--no-progress", "--results", str(results))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    table = pd.read_parquet(results / "metrics.parquet")
+    sets = table[table["reference"] == "raters"]
+    n = sets.groupby(["method", "metric"])["n_samples"].unique().map(lambda v: list(v))
+    for name in FIELD:
+        assert n[(name, "ged")] == [6] and n[(name, "dice_match")] == [6] and n[(name, "dice_soft")] == [6]
+    n_raters = 5  # mnist-5k's protocol raters
+    assert n[("mh-unet", "ged")] == [n_raters] and n[("mh-unet", "dice_personal")] == [n_raters]
+    assert n[("mv-unet", "ged")] == [1] and n[("pionono", "dice_personal")] == [n_raters] and n[("prob-unet", "dice_personal")] == [1]
+    assert (table.loc[table["reference"] != "raters", "n_samples"] == 1).all()
+    assert not sets["value"].isna().all()
