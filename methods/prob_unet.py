@@ -3,7 +3,7 @@
 Paper: S. A. A. Kohl, B. Romera-Paredes, C. Meyer, J. De Fauw, J. R. Ledsam, K. H. Maier-Hein, S. M. A. Eslami,
 D. J. Rezende, O. Ronneberger, "A Probabilistic U-Net for Segmentation of Ambiguous Images", NeurIPS 2018. Code read:
 the reference re-implementation `SimonKohl/probabilistic_unet` (TensorFlow, "KO") and the PyTorch port
-`stefanknegt/Probabilistic-Unet-Pytorch` ("PT"); docs/methods.md#prob-unet has the lines.
+`stefanknegt/Probabilistic-Unet-Pytorch` ("PT"); docs/methods.md#prob-u-net has the lines.
 
 Implemented:
 - Networks: the shared U-Net (its output head removed) gives the last features (B, 32, H, W); a prior net p(z | x)
@@ -18,7 +18,7 @@ Implemented:
   the pixel sum by the batch size is this mean over images; PT sums over the batch too, so its β = 10 acts as 2.
 - No weight-norm term: KO's 1e-5 · ½Σ‖W‖² is weight decay on every network, and PT's 1e-5 · Σ‖W‖ (not squared, on the
   prior, posterior and Fcomb) is another; at 1e-5 beside a pixel-summed CE neither moves the fit, and the budgets give
-  no other method weight decay, so we leave both out (docs/methods.md#prob-unet).
+  no other method weight decay, so we leave both out (docs/methods.md#prob-u-net).
 - Test: M samples, z drawn from the prior (`predict_samples`); the consensus (`predict_proba`) is the mean of the
   softmax over 16 prior draws (one fixed set of standard-normal offsets), argmax the hard label.
 

@@ -233,3 +233,55 @@ def test_a_smoke_run_scores_the_field_and_mh_unet_over_their_samples(tmp_path):
     assert n[("mv-unet", "ged")] == [1] and n[("pionono", "dice_personal")] == [n_raters] and n[("prob-unet", "dice_personal")] == [1]
     assert (table.loc[table["reference"] != "raters", "n_samples"] == 1).all()
     assert not sets["value"].isna().all()
+
+
+# --------------------------------------------------------------------------- scoring over samples
+
+
+def scored(test, probs, outputs):
+    from bench.evaluate.scoring import score_predictions
+
+    rows, _ = score_predictions(probs, test, outputs=outputs)
+    return rows[rows["reference"] == "raters"].set_index(["metric", "case"])
+
+
+def test_samples_are_scored_as_samples_and_an_empty_pair_counts_as_distance_zero(tiny_data):
+    test = tiny_data.subset(np.arange(2))
+    test.raters[:] = 0  # case-0 and case-1: every rater drew nothing
+    test.raters[1, :, 4:8, 4:8] = 1  # ... except on case-1, where all three drew one square
+    probs = np.zeros((2, 2, 16, 16), dtype=np.float32)
+    probs[:, 0] = 1  # the consensus: empty
+    samples = np.zeros((2, 4, 16, 16), dtype=np.uint8)
+    samples[1, :2, 4:8, 4:8] = 1  # on case-1, two of four samples find the square
+    rows = scored(test, probs, {"samples": samples})
+    ged = rows.xs("ged")["value"]
+    # case-0: every mask empty, every pair at distance 0 (rule "one": both empty = IoU 1) -> GED 0, not 2·1 − 1 − 1 under "zero".
+    assert ged["case-0"] == 0.0
+    # case-1: d(S, Y) = ½ (two samples match, two are empty: distance 1); d(S, S') = 2·(2·2)/16 = ½; d(Y, Y') = 0.
+    assert math.isclose(ged["case-1"], 2 * 0.5 - 0.5 - 0.0)
+    assert (rows["n_samples"].xs("ged") == 4).all()
+    assert math.isclose(rows.xs("dice_max")["value"]["case-1"], 1.0)  # every rater finds a perfect sample
+    assert math.isclose(rows.xs("dice_soft")["value"]["case-1"], (1 + 1 + 0 + 0 + 0) / 5)  # mean 0.5: > 0.1, 0.3 only
+    # Without samples, the one (empty) prediction is the only sample: M = 1 and Dice_match is its mean per-rater Dice, 0.
+    rows = scored(test, probs, {})
+    assert (rows["n_samples"] == 1).all() and rows.xs("dice_match")["value"]["case-1"] == 0.0
+
+
+def test_personal_dice_pairs_output_r_with_rater_r(tiny_data):
+    test = tiny_data.subset(np.arange(1, 3))  # all three raters valid on both cases
+    probs = np.stack([1 - test.raters[:, 0], test.raters[:, 0]], 1).astype(np.float32)  # the consensus: rater a
+    per_rater = test.raters.copy()  # a perfect per-rater output
+    rows = scored(test, probs, {"rater_outputs": per_rater})
+    assert np.allclose(rows.xs("dice_personal")["value"], 1.0) and (rows["n_samples"] == 3).all()
+    rows = scored(test, probs, {"rater_outputs": per_rater[:, ::-1].copy()})  # outputs for the wrong raters
+    assert (rows.xs("dice_personal")["value"] < 1).all()
+
+
+def test_the_tables_say_how_many_samples_their_set_metrics_scored():
+    from bench.report.tables import samples_note
+
+    rows = [("lidc", "real", "protocol", m, 0, "raters", "c0", "foreground", "ged", 0.5, n) for m, n in (("prob-unet", 16), ("mv-unet", 1))]
+    table = pd.DataFrame(rows, columns=["dataset", "raters", "noise", "method", "seed", "reference", "case", "structure", "metric", "value",
+                                        "n_samples"])  # fmt: skip
+    note = samples_note(table)[("lidc", "real", "protocol")]
+    assert "Prob. U-Net 16" in note and "MV-UNet 1" in note

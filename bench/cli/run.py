@@ -33,8 +33,9 @@ def add_parser(verbs) -> None:
     what.add_argument(
         "--methods",
         default="all",
-        help="a comma list of methods and groups: all (the paper's methods and the oracle), ablation, readings (LF-Net under each "
-        "declared reading); e.g. all,ablation,readings (each method once; default: all)",
+        help="a comma list of methods and groups: all (the paper's methods and the oracle), field (the field's sampling methods: "
+        "prob-unet, pionono, d-persona), ablation, readings (LF-Net under each declared reading); e.g. all,field (each method once; "
+        "default: all)",
     )
     what.add_argument(
         "--dataset", default="mnist-5k", help="dataset name (default: mnist-5k, embedded; see `python -m bench list datasets`)"

@@ -12,7 +12,7 @@ References (the `reference` column of the long table):
 
 Metrics per reference, by their kind (bench/evaluate/metrics.py): the `hard` ones (`dsc`, `bahd`, with
 counts and directed sums) against every hard reference; the `soft` ones (`soft_dice` / `soft_iou`,
-MR-Net's thresholds) against `rater-mean`; the `set` ones (`ged`, `dice_match`, `dice_max`) against
+MR-Net's thresholds) against `rater-mean`; the `set` ones (`ged`, `dice_match`, `dice_max`, `dice_soft`, `dice_personal`) against
 `raters`; the `calibration` one (`ece`) against `gt` and `rater-mean`. Training never reads any of this.
 
 The set metrics score a method's samples: M draws from a method that models a distribution of

@@ -109,7 +109,7 @@ def resolve_methods(text: str, has_gt: bool = True) -> list[str]:
     }
     items = [n.strip() for n in text.split(",") if n.strip()]
     if not items:
-        raise PlanError("--methods is empty; give all, ablation, readings or a comma list, e.g. --methods mv-unet,lf-net")
+        raise PlanError("--methods is empty; give all, field, ablation, readings or a comma list, e.g. --methods mv-unet,lf-net")
     refuse_twice("--methods", text, items)
     known = [*methods.method_names(), paper.oracle]
     # The name every table prints (`MV-UNet`) and any case of a registered name are taken for that name.
@@ -215,8 +215,10 @@ def mismatched(cells: list[Cell], opts: RunOptions) -> list[tuple[Cell, str]]:
 
 
 def option_change(had: dict, want: dict) -> str:
-    """The run options a finished cell recorded that differ from `want`, with both values ("" if none)."""
-    return ", ".join(f"{k} {had.get(k)} (now {want[k]})" for k in want if had.get(k) != want[k])
+    """The run options a finished cell recorded that differ from `want`, with both values ("" if none); an option a cell
+    from before it existed did not record counts as its default."""
+    default = {f.name: f.default for f in dataclasses.fields(RunOptions)}
+    return ", ".join(f"{k} {had.get(k, default.get(k))} (now {want[k]})" for k in want if had.get(k, default.get(k)) != want[k])
 
 
 def schedule_change(cell: Cell, opts: RunOptions, config: dict) -> str:

@@ -87,7 +87,7 @@ def option_record(opts: RunOptions) -> dict:
     """The run options that change a cell's result beyond its identity; recorded in config.json."""
     return {
         "budget": opts.budget.name, "max_steps": opts.max_steps, "train_size": opts.train_size, "test_size": opts.test_size,
-        "threads": opts.threads,
+        "threads": opts.threads, "samples": opts.samples,
     }  # fmt: skip
 
 
