@@ -181,10 +181,9 @@ class DPersona(Method):
         """Soft Dice of output r against rater r over the foreground classes, mean over raters (each over its valid images)."""
         probs = torch.softmax(self.rater_logits(images, self.cfg.bank_train, generator).float(), dim=2)
         target = F.one_hot(raters, self.spec.n_classes).movedim(-1, 2)  # (B, R, L, H, W)
-        has = valid.any(0)  # raters with a valid mask in the batch
-        losses = [soft_dice_loss(probs[:, r, 1:], target[:, r, 1:], valid[:, r]) for r in range(self.spec.n_raters) if has[r]]
-        loss = torch.stack(losses).mean() if losses else probs.sum() * 0
-        return {"loss": loss}
+        losses = torch.stack([soft_dice_loss(probs[:, r, 1:], target[:, r, 1:], valid[:, r]) for r in range(self.spec.n_raters)])
+        has = valid.any(0).float()  # raters with a valid mask in the batch (weights, not a branch: a CUDA graph can capture it)
+        return {"loss": (losses * has).sum() / has.sum().clamp_min(1)}
 
     def predict_samples(self, images: torch.Tensor, n_samples: int, generator: torch.Generator) -> torch.Tensor:
         mu, log_sigma = self.prior(images)
