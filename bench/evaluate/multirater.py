@@ -369,18 +369,13 @@ def per_rater_dice(
         L. R. Dice, "Measures of the amount of ecologic association between
         species", Ecology 26(3):297-302, 1945.
     """
-    fill = empty_value(empty)
     pred = np.asarray(pred)
     raters = np.asarray(raters)
     if raters.ndim < 4 or pred.shape != raters.shape[:1] + raters.shape[2:]:
         raise ValueError(
             f"pred must have shape (N, H, W) and raters (N, R, H, W) with the same N, H, W; got pred {pred.shape} and raters {raters.shape}"
         )
-    pred = _as_bool(pred, "pred")[:, None]
-    s, y, valid = _check_sets(pred, raters, rater_valid)
-    dsc = _pairwise(s, y, "dice", fill)[:, 0, :]  # (N, R)
-    dsc[~valid] = np.nan
-    return dsc
+    return paired_dice(_as_bool(pred, "pred")[:, None], raters, rater_valid, empty)
 
 
 def paired_dice(
