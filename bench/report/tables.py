@@ -21,7 +21,7 @@ import pandas as pd
 from bench.evaluate import metrics
 from bench.evaluate.long_table import ordered_structures
 from bench.evaluate.scoring import HEADLINE
-from bench.report.rows import AVERAGE, ablation_methods, display, main_methods, oracle, reference_method, table_of
+from bench.report.rows import AVERAGE, ablation_methods, display, main_methods, oracle, reference_method, registry_order, table_of
 
 
 @dataclass(frozen=True)
@@ -288,8 +288,8 @@ def samples_note(table: pd.DataFrame) -> dict[tuple, str]:
         return {}
     out = {}
     for group, part in rows.groupby(["dataset", "raters", "noise"], sort=True):
-        m = part.groupby("method", sort=False)["n_samples"].max()
-        shown = ", ".join(f"{display(method)} {'?' if pd.isna(n) else int(n)}" for method, n in m.items())
+        m = part.groupby("method")["n_samples"].max()
+        shown = ", ".join(f"{display(method)} {'?' if pd.isna(m[method]) else int(m[method])}" for method in registry_order(m.index))
         out[group] = f"GED, Dice_match, Dice_max, Dice_soft over each method's samples per test image (M): {shown}."
     return out
 
