@@ -40,6 +40,9 @@ def test_the_names_tables_print_are_taken_and_a_typo_gets_a_hint():
     assert plan.resolve_methods("MV-UNet,LF-Net,cm-UNET") == ["mv-unet", "lf-net", "cm-unet"]
     with pytest.raises(plan.PlanError, match=r"unknown method 'mvunet'; did you mean mv-unet\? known: "):
         plan.resolve_methods("mvunet")
+    with pytest.raises(plan.PlanError, match=r"unknown method 'feild'; did you mean field\? "):
+        plan.resolve_methods("all,feild")
+    assert plan.resolve_methods("field,lf-net") == ["prob-unet", "pionono", "d-persona", "lf-net"]
 
 
 @pytest.mark.parametrize(

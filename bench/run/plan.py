@@ -118,8 +118,9 @@ def resolve_methods(text: str, has_gt: bool = True) -> list[str]:
     for item in items:
         item = item if item in known or item in groups else spelled.get(item.lower(), item)
         if item not in known and item not in groups:
-            close = difflib.get_close_matches(item.lower(), list(spelled), n=1)
-            hint = f"did you mean {spelled[close[0]]}? " if close else ""
+            candidates = spelled | {g: g for g in groups}  # a group's name mistyped gets the hint too
+            close = difflib.get_close_matches(item.lower(), list(candidates), n=1)
+            hint = f"did you mean {candidates[close[0]]}? " if close else ""
             raise PlanError(f"unknown method {item!r}; {hint}known: {', '.join(known)} (groups: {', '.join(groups)})")
         names += groups.get(item, [item])
     return list(dict.fromkeys(names))  # groups may share a method (lf-net is in all three): each runs once
