@@ -164,6 +164,9 @@ def earlier_checkpoints(checkpoint_dir: Path, k: int) -> list[Path]:
     return [p for p in checkpoint_dir.glob("stage-*.pt") if not p.name.endswith(".partial.pt") and int(p.name.split("-")[1]) < k]
 
 
+OUTPUTS = ("samples", "rater_outputs")  # a method's outputs beside its probabilities (bench.train.harness.predict_outputs)
+
+
 def read_predictions(folder: Path) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
     """A cell's test probabilities (N, L, H, W) float32 in [0, 1], case ids and its other outputs ({"samples",
     "rater_outputs"}: class indices (N, M, H, W), where the method has them), as `write_predictions` stored them."""
@@ -174,9 +177,6 @@ def read_predictions(folder: Path) -> tuple[np.ndarray, np.ndarray, dict[str, np
             return f["probs"].astype(np.float32) / 255, f["case_ids"], outputs
     except (OSError, KeyError, ValueError) as e:
         raise ValueError(f"{path}: cannot read the predictions ({e}); retrain the cell with --force") from None
-
-
-OUTPUTS = ("samples", "rater_outputs")  # a method's outputs beside its probabilities (bench.train.harness.predict_outputs)
 
 
 def write_predictions(path: Path, probs: np.ndarray, case_ids: np.ndarray, outputs: dict[str, np.ndarray] | None = None) -> None:

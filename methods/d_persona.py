@@ -49,9 +49,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from methods.base import DataSpec, Method, Stage, StepContext
-from methods.latent import Fcomb, GaussianEncoder, draw, kl_diagonal, norm_penalty, one_hot_masks, soft_dice_loss
-from methods.ls_unet import sample_valid_raters
-from methods.prob_unet import prior_consensus
+from methods.latent import Fcomb, GaussianEncoder, draw, kept_mean, kl_diagonal, norm_penalty, one_hot_masks, soft_dice_loss
+from methods.ls_unet import drawn_targets
+from methods.prob_unet import prior_consensus, prior_samples
 from methods.registry import register_method
 from methods.unet import UNet
 
@@ -151,16 +151,13 @@ class DPersona(Method):
         if ctx.stage == "personas":
             return self.persona_loss(images, raters, valid, ctx.generator)
         n_classes = self.spec.n_classes
-        keep = valid.any(1)
+        _, target, keep = drawn_targets(raters, valid, ctx.generator)  # the reconstruction's rater, per image
         features = self.net(images)
         mu_p, log_sigma_p = self.prior(images)
         mu_q, log_sigma_q = self.posterior(torch.cat([images, one_hot_masks(raters, valid, n_classes)], 1))
-        drawn = sample_valid_raters(valid, ctx.generator).to(raters.device)
-        target = raters[torch.arange(len(raters), device=raters.device), drawn]
         recon_probs = torch.softmax(self.fcomb(features, draw(mu_q, log_sigma_q, 1, ctx.generator)[:, 0]).float(), dim=1)
         recon = soft_dice_loss(recon_probs, F.one_hot(target, n_classes).movedim(-1, 1), keep)
-        kl = kl_diagonal(mu_q, log_sigma_q, mu_p, log_sigma_p)
-        kl = (kl * keep).sum() / keep.sum().clamp_min(1)
+        kl = kept_mean(kl_diagonal(mu_q, log_sigma_q, mu_p, log_sigma_p), keep)
         prior_logits = self.fcomb(features, draw(mu_p, log_sigma_p, self.cfg.bound_draws, ctx.generator))  # (B, N, L, H, W)
         fg = 1 - torch.softmax(prior_logits.float(), dim=2)[:, :, 0]  # foreground probability of each draw
         bound = bound_loss(fg, raters > 0, valid)
@@ -186,8 +183,7 @@ class DPersona(Method):
         return {"loss": (losses * has).sum() / has.sum().clamp_min(1)}
 
     def predict_samples(self, images: torch.Tensor, n_samples: int, generator: torch.Generator) -> torch.Tensor:
-        mu, log_sigma = self.prior(images)
-        return torch.softmax(self.fcomb(self.net(images), draw(mu, log_sigma, n_samples, generator)).float(), dim=2)
+        return prior_samples(self, images, n_samples, generator)
 
     def predict_raters(self, images: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         return torch.softmax(self.rater_logits(images, self.cfg.bank_test, generator).float(), dim=2)

@@ -45,6 +45,17 @@ def sample_valid_raters(valid: torch.Tensor, generator: torch.Generator) -> torc
     return torch.multinomial(weights, 1, generator=generator).squeeze(1)
 
 
+def drawn_targets(raters: torch.Tensor, valid: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One valid rater per image (`sample_valid_raters`) and its mask, the target of every method that learns from one drawn rater.
+
+    raters long (B, R, H, W); valid bool (B, R) → drawn long (B,), target long (B, H, W), keep bool (B,): the images
+    that have a valid rater (the others' targets mean nothing: leave them out of the loss).
+    """
+    drawn = sample_valid_raters(valid, generator).to(raters.device)
+    target = raters[torch.arange(len(raters), device=raters.device), drawn]
+    return drawn, target, valid.any(1)
+
+
 @register_method("ls-unet", "U-Net trained on one valid rater per image, drawn anew at every step (label sampling)", display="LS-UNet")
 class LabelSamplingUNet(Method):
     """LS-UNet (Jensen et al., MICCAI 2019): CE against one uniformly drawn valid rater per image and step.
@@ -66,11 +77,9 @@ class LabelSamplingUNet(Method):
 
     def loss(self, batch: dict[str, torch.Tensor], ctx: StepContext) -> dict[str, torch.Tensor]:
         """CE (mean over the pixels of images that have a valid rater) against the drawn raters."""
-        raters, valid = batch["raters"], batch["rater_valid"]
-        drawn = sample_valid_raters(valid, ctx.generator).to(raters.device)
-        target = raters[torch.arange(len(raters), device=raters.device), drawn]  # (B, H, W)
+        _, target, keep = drawn_targets(batch["raters"], batch["rater_valid"], ctx.generator)
         # Images without any valid rater have nothing to learn from: mask all their pixels.
-        mask = valid.any(1)[:, None, None].expand_as(target)
+        mask = keep[:, None, None].expand_as(target)
         return {"loss": masked_cross_entropy(self.net(batch["images"]), target, mask)}
 
     def predict_proba(self, images: torch.Tensor) -> torch.Tensor:

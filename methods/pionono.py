@@ -44,8 +44,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from methods.base import DataSpec, Method, Stage, StepContext
-from methods.latent import Fcomb, norm_penalty, soft_dice_loss, softplus_inverse
-from methods.ls_unet import sample_valid_raters
+from methods.latent import Fcomb, kept_mean, norm_penalty, soft_dice_loss, softplus_inverse
+from methods.ls_unet import drawn_targets
 from methods.registry import register_method
 from methods.unet import UNet
 
@@ -122,15 +122,11 @@ class Pionono(Method):
         return {"latent": self.cfg.latent_lr}
 
     def loss(self, batch: dict[str, torch.Tensor], ctx: StepContext) -> dict[str, torch.Tensor]:
-        images, raters, valid = batch["images"], batch["raters"], batch["rater_valid"]
-        drawn = sample_valid_raters(valid, ctx.generator).to(raters.device)
-        target = raters[torch.arange(len(raters), device=raters.device), drawn]  # (B, H, W)
-        keep = valid.any(1)
+        drawn, target, keep = drawn_targets(batch["raters"], batch["rater_valid"], ctx.generator)  # target (B, H, W)
         z = self.latent.draw(drawn, self.cfg.train_draws, ctx.generator)  # (B, S, D)
-        probs = torch.softmax(self.head(self.net(images), z).float().mean(1), dim=1)  # logits averaged over the draws
+        probs = torch.softmax(self.head(self.net(batch["images"]), z).float().mean(1), dim=1)  # logits averaged over the draws
         dice = soft_dice_loss(probs, F.one_hot(target, self.spec.n_classes).movedim(-1, 1), keep)
-        kl = kl_to_isotropic(self.latent.mu.float()[drawn], self.latent.scale_tril()[drawn], self.cfg.prior_sigma)
-        kl = (kl * keep).sum() / keep.sum().clamp_min(1)
+        kl = kept_mean(kl_to_isotropic(self.latent.mu.float()[drawn], self.latent.scale_tril()[drawn], self.cfg.prior_sigma), keep)
         reg = norm_penalty(self.head.layers)
         loss = dice + self.cfg.kl_weight * kl + self.cfg.reg_weight * reg
         return {"loss": loss, "dice": dice.detach(), "kl": kl.detach()}

@@ -36,8 +36,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from methods.base import DataSpec, Method, Stage, StepContext
-from methods.latent import Fcomb, GaussianEncoder, consensus_offsets, draw, kl_diagonal, one_hot_masks
-from methods.ls_unet import sample_valid_raters
+from methods.latent import Fcomb, GaussianEncoder, consensus_offsets, draw, kept_mean, kl_diagonal, one_hot_masks
+from methods.ls_unet import drawn_targets
 from methods.registry import register_method
 from methods.unet import UNet
 
@@ -71,35 +71,28 @@ class ProbabilisticUNet(Method):
         return [Stage("train")]
 
     def loss(self, batch: dict[str, torch.Tensor], ctx: StepContext) -> dict[str, torch.Tensor]:
-        images, raters, valid = batch["images"], batch["raters"], batch["rater_valid"]
-        drawn = sample_valid_raters(valid, ctx.generator).to(raters.device)
-        target = raters[torch.arange(len(raters), device=raters.device), drawn]  # (B, H, W)
-        keep = valid.any(1).float()  # an image without a valid rater has nothing to learn from
-        return elbo(self, images, target, keep, ctx.generator)
+        """The negative ELBO: Σ_pixels CE(Fcomb(features, z ~ q), drawn rater), mean over the images that have a valid
+        rater, + β · their mean KL(q ‖ p)."""
+        images = batch["images"]
+        _, target, keep = drawn_targets(batch["raters"], batch["rater_valid"], ctx.generator)  # target (B, H, W)
+        mu_p, log_sigma_p = self.prior(images)
+        mu_q, log_sigma_q = self.posterior(torch.cat([images, one_hot_masks(target[:, None], keep[:, None], self.spec.n_classes)], 1))
+        logits = self.fcomb(self.net(images), draw(mu_q, log_sigma_q, 1, ctx.generator)[:, 0])
+        ce = kept_mean(F.cross_entropy(logits.float(), target, reduction="none").sum((1, 2)), keep)
+        kl = kept_mean(kl_diagonal(mu_q, log_sigma_q, mu_p, log_sigma_p), keep)
+        return {"loss": ce + self.cfg.beta * kl, "ce": ce.detach(), "kl": kl.detach()}
 
     def predict_samples(self, images: torch.Tensor, n_samples: int, generator: torch.Generator) -> torch.Tensor:
-        mu, log_sigma = self.prior(images)
-        return torch.softmax(self.fcomb(self.net(images), draw(mu, log_sigma, n_samples, generator)).float(), dim=2)
+        return prior_samples(self, images, n_samples, generator)
 
     def predict_proba(self, images: torch.Tensor) -> torch.Tensor:
         return prior_consensus(self, images)
 
 
-def elbo(method: Method, images: torch.Tensor, target: torch.Tensor, keep: torch.Tensor, generator: torch.Generator
-         ) -> dict[str, torch.Tensor]:  # fmt: skip
-    """The negative ELBO: Σ_pixels CE(Fcomb(features, z ~ q), target), mean over the kept images, + β · their mean KL(q ‖ p).
-
-    target long (B, H, W), keep (B,) float in {0, 1}. The method has `net`, `prior`, `posterior`, `fcomb` and `cfg.beta`.
-    """
-    mu_p, log_sigma_p = method.prior(images)
-    mu_q, log_sigma_q = method.posterior(torch.cat([images, one_hot_masks(target[:, None], keep[:, None] > 0, method.spec.n_classes)], 1))
-    z = draw(mu_q, log_sigma_q, 1, generator)[:, 0]
-    logits = method.fcomb(method.net(images), z)
-    ce = F.cross_entropy(logits.float(), target, reduction="none").sum((1, 2))  # (B,)
-    kl = kl_diagonal(mu_q, log_sigma_q, mu_p, log_sigma_p)  # (B,)
-    n = keep.sum().clamp_min(1)
-    ce, kl = (ce * keep).sum() / n, (kl * keep).sum() / n
-    return {"loss": ce + method.cfg.beta * kl, "ce": ce.detach(), "kl": kl.detach()}
+def prior_samples(method: Method, images: torch.Tensor, n_samples: int, generator: torch.Generator) -> torch.Tensor:
+    """Softmax of Fcomb over n_samples prior draws (B, M, L, H, W): the samples of a prior-sampling method (`net`, `prior`, `fcomb`)."""
+    mu, log_sigma = method.prior(images)
+    return torch.softmax(method.fcomb(method.net(images), draw(mu, log_sigma, n_samples, generator)).float(), dim=2)
 
 
 def prior_consensus(method: Method, images: torch.Tensor) -> torch.Tensor:

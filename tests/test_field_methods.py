@@ -17,6 +17,7 @@ from bench.train.steps import param_groups
 from methods.base import DataSpec, StepContext
 from methods.d_persona import DPersona, attend, bound_loss
 from methods.latent import kl_diagonal, one_hot_masks, soft_dice_loss
+from methods.ls_unet import drawn_targets
 from methods.pionono import Pionono, kl_to_isotropic
 from methods.prob_unet import ProbabilisticUNet
 from methods.registry import build_method, get_entry, method_names
@@ -64,8 +65,7 @@ def test_the_prob_unet_loss_is_pixel_summed_ce_plus_beta_kl_of_its_posterior_and
     out = method.loss(batch, ctx())
     assert torch.allclose(out["loss"], out["ce"] + 3.0 * out["kl"])
     # The KL part is KL(q(z | x, y) ‖ p(z | x)) of the drawn rater's mask: recompute it from the nets.
-    drawn = torch.multinomial(batch["rater_valid"].float(), 1, generator=torch.Generator().manual_seed(0)).squeeze(1)
-    target = batch["raters"][torch.arange(4), drawn]
+    _, target, _ = drawn_targets(batch["raters"], batch["rater_valid"], torch.Generator().manual_seed(0))  # the loss's own draw
     mu_p, ls_p = method.prior(batch["images"])
     mu_q, ls_q = method.posterior(torch.cat([batch["images"], one_hot_masks(target[:, None], torch.ones(4, 1, dtype=torch.bool), 2)], 1))
     want = kl_divergence(Normal(mu_q, ls_q.exp()), Normal(mu_p, ls_p.exp())).sum(-1).mean()
