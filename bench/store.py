@@ -188,7 +188,7 @@ def write_predictions(path: Path, probs: np.ndarray, case_ids: np.ndarray, outpu
 
 def finish_cell(folder: Path, manifest: dict, rows: pd.DataFrame, bins: pd.DataFrame) -> None:
     """Write a cell's manifest, reliability bins and, last, its metrics (which mark it done)."""
-    write_json(folder / MANIFEST, manifest)
+    write_manifest(folder, manifest)
     write_table(folder / CALIBRATION_BINS, bins)
     write_table(folder / METRICS, rows)
 

@@ -150,7 +150,7 @@ DATASETS: dict[str, DatasetSpec] = {
     "choledoch": DatasetSpec(choledoch.CARD, choledoch.load_choledoch, 2, 2, 48, 32, rater_styles=("choledoch",)),
     "lidc": DatasetSpec(lidc.CARD, lidc.load_lidc, 2, 2, 160, 32, reference="majority", **REAL),
     "riga": DatasetSpec(
-        riga.CARD, riga.load_riga, 2, 2, 80, 32, reference="majority", soft_metrics=True, structures=("disc", "cup"), **REAL
+        riga.CARD, riga.load_riga, 2, 2, 80, 32, reference="majority", soft_metrics=True, structures=tuple(riga.STRUCTURES), **REAL
     ),
     "cm-folder": DatasetSpec(
         cm_folder.CARD,

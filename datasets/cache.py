@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+import labels
 from datasets.contract import DataError, RaterData, RaterSetting, Splits
 from datasets.noise import PROTOCOL, parse_level
 
@@ -26,9 +27,11 @@ PARTS = ("train", "val", "test")
 
 @cache
 def code_version() -> str:
+    """A hash of the code that makes the splits: the adapters (datasets/) and the label arithmetic they use (labels/)."""
     digest = hashlib.sha256()
-    for path in sorted(Path(__file__).parent.glob("*.py")):
-        digest.update(path.read_bytes())
+    for folder in (Path(__file__).parent, Path(labels.__file__).parent):
+        for path in sorted(folder.glob("*.py")):
+            digest.update(path.read_bytes())
     return digest.hexdigest()[:12]
 
 

@@ -37,14 +37,19 @@ def vote_targets(raters: np.ndarray, valid: np.ndarray, n_classes: int, beta: in
     """A split's vote targets, computed once (a method's `prepare`) instead of at every step.
 
     raters (N, R, H, W) class indices, valid (N, R) bool -> {"mv": Ω uint8 (N, H, W), "tv": M^tv bool (N, H, W)}.
+    The same as `majority_vote` and `threshold_vote_mask`, counted one class at a time in NumPy: no one-hot (N, R, H, W, L)
+    float copy, which for a split of large images is gigabytes.
     """
-    mv = np.empty((len(raters), *raters.shape[2:]), dtype=np.uint8)
-    tv = np.empty(mv.shape, dtype=bool)
+    mv = np.zeros((len(raters), *raters.shape[2:]), dtype=np.uint8)
+    best = np.zeros(mv.shape, dtype=np.int64)  # the votes of the most-voted class so far
     for start in range(0, len(raters), chunk):
         part = slice(start, start + chunk)
-        counts = vote_counts(torch.from_numpy(np.asarray(raters[part])).long(), torch.from_numpy(np.asarray(valid[part])), n_classes)
-        mv[part], tv[part] = counts.argmax(1).numpy(), (counts.amax(1) >= beta).numpy()
-    return {"mv": mv, "tv": tv}
+        labels, mine = np.asarray(raters[part]), np.asarray(valid[part], dtype=bool)[:, :, None, None]
+        for label in range(n_classes):
+            votes = ((labels == label) & mine).sum(1)
+            better = votes > best[part]  # strict: a tie keeps the lower class, as argmax
+            best[part][better], mv[part][better] = votes[better], label
+    return {"mv": mv, "tv": best >= beta}
 
 
 def threshold_vote_foreground(raters: np.ndarray, rater_valid: np.ndarray | None = None, beta: int | None = None) -> np.ndarray:

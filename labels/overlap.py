@@ -8,6 +8,7 @@ right), ``"zero"`` or ``"nan"`` (undefined, left out of every mean). A pair with
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -101,12 +102,7 @@ def soft_dice_iou(
 
     probs, rater_mean: (N, ...) float in [0, 1] of one shape -> (soft_dice, soft_iou), two (N,) float64 arrays.
     """
-    p, g = np.asarray(probs, dtype=np.float64), np.asarray(rater_mean, dtype=np.float64)
-    if p.ndim < 2 or p.shape != g.shape or p[0].size == 0:
-        raise ValueError(f"probs and rater_mean must both have shape (N, H, W), non-empty, and match; got {p.shape} and {g.shape}")
-    for name, x in (("probs", p), ("rater_mean", g)):
-        if n_bad := np.count_nonzero(~((x >= 0.0) & (x <= 1.0))):  # NaN fails both comparisons
-            raise ValueError(f"{name} must lie in [0, 1] with no NaN; {n_bad} of {x.size} values do not")
+    p, g = check_prob_pair(probs, rater_mean, "probs", "rater_mean")  # (N, H·W) float64
     thresholds = tuple(float(t) for t in thresholds)
     if not thresholds:
         raise ValueError("thresholds must be a non-empty sequence of numbers")
@@ -127,3 +123,27 @@ def soft_dice_iou(
     if smooth:
         return sum(dice_t) / len(thresholds), sum(iou_t) / len(thresholds)
     return nanmean(np.stack(dice_t, 1), 1), nanmean(np.stack(iou_t, 1), 1)
+
+
+def as_unit_float(x: np.ndarray, name: str) -> np.ndarray:
+    """``x`` as float64 with every value in [0, 1], or raise (TypeError for non-numeric dtypes)."""
+    x = np.asarray(x)
+    if x.dtype != np.bool_ and not (np.issubdtype(x.dtype, np.integer) or np.issubdtype(x.dtype, np.floating)):
+        raise TypeError(f"{name} must hold probabilities in [0, 1] (float, or a bool mask); got dtype {x.dtype}")
+    x = x.astype(np.float64)
+    n_bad = np.count_nonzero(~((x >= 0.0) & (x <= 1.0)))  # NaN fails both comparisons
+    if n_bad:
+        raise ValueError(f"{name} must lie in [0, 1] with no NaN; {n_bad} of {x.size} values do not")
+    return x
+
+
+def check_prob_pair(a: np.ndarray, b: np.ndarray, name_a: str, name_b: str) -> tuple[np.ndarray, np.ndarray]:
+    """Two probability maps (N, ...) of one non-empty shape, each in [0, 1] (`as_unit_float`), or raise naming them.
+
+    → both as float64 (N, P), P the pixels per image.
+    """
+    a, b = np.asarray(a), np.asarray(b)
+    if a.ndim < 2 or a.shape != b.shape or math.prod(a.shape[1:]) == 0:
+        raise ValueError(f"{name_a} and {name_b} must both have shape (N, H, W), non-empty, and match; got {a.shape} and {b.shape}")
+    a, b = as_unit_float(a, name_a), as_unit_float(b, name_b)
+    return a.reshape(a.shape[0], -1), b.reshape(b.shape[0], -1)

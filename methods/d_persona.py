@@ -179,8 +179,7 @@ class DPersona(Method):
         probs = torch.softmax(self.rater_logits(images, self.cfg.bank_train, generator).float(), dim=2)
         target = F.one_hot(raters, self.spec.n_classes).movedim(-1, 2)  # (B, R, L, H, W)
         losses = torch.stack([soft_dice_loss(probs[:, r, 1:], target[:, r, 1:], valid[:, r]) for r in range(self.spec.n_raters)])
-        has = valid.any(0).float()  # raters with a valid mask in the batch (weights, not a branch: a CUDA graph can capture it)
-        return {"loss": (losses * has).sum() / has.sum().clamp_min(1)}
+        return {"loss": kept_mean(losses, valid.any(0))}  # over the raters with a valid mask in the batch (no branch: graph-safe)
 
     def predict_samples(self, images: torch.Tensor, n_samples: int, generator: torch.Generator) -> torch.Tensor:
         return prior_samples(self, images, n_samples, generator)

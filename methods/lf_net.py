@@ -320,11 +320,12 @@ class LFNet(Method):
         """(B, C, H, W) → softmax of the segmentation network's logits (B, L, H, W), no temperature."""
         return torch.softmax(self.seg(images).float(), dim=1)
 
-    def teacher(self, images: torch.Tensor, raters: torch.Tensor, rater_valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """The soft-label network's p̂1 = softmax(a1) (no temperature) and the TV mask; None without an SLL."""
+    def teacher(self, images: torch.Tensor, raters: torch.Tensor, rater_valid: torch.Tensor, temperature: float = 1.0
+                ) -> tuple[torch.Tensor, torch.Tensor] | None:  # fmt: skip
+        """The soft-label network's p̂1 = softmax(a1 / `temperature`) (1: none) and the TV mask; None without an SLL."""
         if self.cfg.soft_label != "sll":
             return None
-        probs = torch.softmax(self.sll_logits(images, raters, rater_valid).float(), dim=1)
+        probs = torch.softmax(self.sll_logits(images, raters, rater_valid).float() / temperature, dim=1)
         return probs, threshold_vote_mask(raters, rater_valid, self.spec.n_classes, self.beta)
 
     fused_label_keys = {"TV": "the raters' vote is trusted (the most-voted class has ≥ β votes)"}
@@ -334,10 +335,11 @@ class LFNet(Method):
         """SLL: the soft-label network's probability of foreground, softmax(a1 / `temperature`) (1: the network's own
         output; `cfg.tau` shows the softened target q̂1 that L_sl trains against); TV: the threshold-vote mask M^tv with
         this model's β. {} without an SLL."""
-        if self.cfg.soft_label != "sll":
+        out = self.teacher(images, raters, rater_valid, temperature)
+        if out is None:
             return {}
-        sll = torch.softmax(self.sll_logits(images, raters, rater_valid).float() / temperature, dim=1)
-        return {"SLL": sll[:, 1:].sum(1), "TV": threshold_vote_mask(raters, rater_valid, self.spec.n_classes, self.beta)}
+        probs, tv = out
+        return {"SLL": probs[:, 1:].sum(1), "TV": tv}
 
     def deviations(self) -> list[str]:
         cfg = self.cfg

@@ -55,9 +55,8 @@ def test_the_names_tables_print_are_taken_and_a_typo_gets_a_hint():
 def test_a_flag_that_would_be_ignored_or_clamped_is_refused(tmp_path, args, message):
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]
     results = tmp_path / "results"
-    out = run_bench("run", "--methods", "mv-unet", "--seeds", "0", "--max-steps", "1", "--backend", "sequential", *args,
-                    "--results", str(results)) if "--backend" not in args else run_bench(
-                    "run", "--methods", "mv-unet", "--seeds", "0", "--max-steps", "1", *args, "--results", str(results))  # fmt: skip
+    backend = [] if "--backend" in args else ["--backend", "sequential"]
+    out = run_bench("run", "--methods", "mv-unet", "--seeds", "0", "--max-steps", "1", *backend, *args, "--results", str(results))
     assert out.returncode == 2, out.stderr
     assert message in out.stderr and len(out.stderr.strip().splitlines()) <= 3, out.stderr
     assert not (results / "runs").exists()  # nothing trained

@@ -6,6 +6,8 @@ is skipped where no GPU is present.
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -28,8 +30,10 @@ def toy_split(n: int = 24, size: int = 16, n_raters: int = 3, seed: int = 0):
 def test_vote_targets_are_counted_once_per_split_not_per_step(name, monkeypatch):
     images, raters, valid = toy_split()
     method = build_method(name, DataSpec(1, 2, 3))
-    calls = []
-    counted = fusion.vote_counts
+    calls = []  # the images of each vote count: a split's (`vote_targets`, in prepare) or a batch's (`vote_counts`, in a step)
+    module = sys.modules[type(method).__module__]
+    prepared, counted = module.vote_targets, fusion.vote_counts
+    monkeypatch.setattr(module, "vote_targets", lambda *a: calls.append(len(a[0])) or prepared(*a))
     monkeypatch.setattr(fusion, "vote_counts", lambda *a: calls.append(a[0].shape[0]) or counted(*a))
     steps = 9  # three epochs of 8-image batches
     harness.fit(method, images, raters, valid, schedules=harness.fixed_schedules(method, steps, 8), seed=0,

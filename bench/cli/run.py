@@ -81,7 +81,7 @@ def add_parser(verbs) -> None:
     )
     add_run_options(p)
     p.add_argument("--force", action="store_true", help="retrain cells that are already done")
-    p.set_defaults(func=cmd_run)
+    p.set_defaults(func=cmd_run, run_parser=p)  # the parser itself: --config checks its keys against these flags
 
 
 def outcome_notes(outcomes, key: tuple) -> tuple[str, str]:
@@ -217,10 +217,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     sweep_file = ""
     if args.config:
-        from bench.cli import build_parser
-
-        verbs = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
-        sweep_file = apply_config(args, verbs.choices["run"])
+        sweep_file = apply_config(args, args.run_parser)
     check_run_options(args)
     seeds = parse_list(args.seeds, int, "--seeds")
     levels = parse_list(args.noise_levels, str, "--noise-levels")

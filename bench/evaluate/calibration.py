@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bench.evaluate.multirater import _check_prob_pair
+from labels.overlap import check_prob_pair
 
 
 def _bins(probs: np.ndarray, n_bins: int) -> np.ndarray:
@@ -57,7 +57,7 @@ def ece(probs: np.ndarray, target: np.ndarray, n_bins: int = 15) -> np.ndarray:
         ICML 2017.
     """
     n_bins = _check_n_bins(n_bins)
-    p, t = _check_prob_pair(probs, target, "probs", "target")
+    p, t = check_prob_pair(probs, target, "probs", "target")
     n = p.shape[0]
     index = np.arange(n)[:, None] * n_bins + _bins(p, n_bins)
     gap = np.bincount(index.ravel(), weights=(t - p).ravel(), minlength=n * n_bins).reshape(n, n_bins)
@@ -86,7 +86,7 @@ def reliability(probs: np.ndarray, target: np.ndarray, n_bins: int = 15) -> tupl
         supervised learning", ICML 2005; C. Guo et al., ICML 2017.
     """
     n_bins = _check_n_bins(n_bins)
-    p, t = _check_prob_pair(probs, target, "probs", "target")
+    p, t = check_prob_pair(probs, target, "probs", "target")
     index = _bins(p, n_bins).ravel()
     count = np.bincount(index, minlength=n_bins)
     sum_p = np.bincount(index, weights=p.ravel(), minlength=n_bins)

@@ -39,8 +39,6 @@ What public code does, library by library, and which rule each uses: docs/method
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
@@ -93,26 +91,6 @@ def _check_sets(samples: np.ndarray, raters: np.ndarray, rater_valid: np.ndarray
     valid = _check_valid(rater_valid, raters.shape[0], raters.shape[1])
     n = samples.shape[0]
     return samples.reshape(n, samples.shape[1], -1), raters.reshape(n, raters.shape[1], -1), valid
-
-
-def _as_unit_float(x: np.ndarray, name: str) -> np.ndarray:
-    """``x`` as float64 with every value in [0, 1], or raise (TypeError for non-numeric dtypes)."""
-    x = np.asarray(x)
-    if x.dtype != np.bool_ and not (np.issubdtype(x.dtype, np.integer) or np.issubdtype(x.dtype, np.floating)):
-        raise TypeError(f"{name} must hold probabilities in [0, 1] (float, or a bool mask); got dtype {x.dtype}")
-    x = x.astype(np.float64)
-    n_bad = np.count_nonzero(~((x >= 0.0) & (x <= 1.0)))  # NaN fails both comparisons
-    if n_bad:
-        raise ValueError(f"{name} must lie in [0, 1] with no NaN; {n_bad} of {x.size} values do not")
-    return x
-
-
-def _check_prob_pair(a: np.ndarray, b: np.ndarray, name_a: str, name_b: str) -> tuple[np.ndarray, np.ndarray]:
-    a, b = np.asarray(a), np.asarray(b)
-    if a.ndim < 2 or a.shape != b.shape or math.prod(a.shape[1:]) == 0:
-        raise ValueError(f"{name_a} and {name_b} must both have shape (N, H, W), non-empty, and match; got {a.shape} and {b.shape}")
-    a, b = _as_unit_float(a, name_a), _as_unit_float(b, name_b)
-    return a.reshape(a.shape[0], -1), b.reshape(b.shape[0], -1)
 
 
 # --------------------------------------------------------------------------- overlaps

@@ -45,8 +45,6 @@ STAPLE: `labels.staple.staple` on a batch vs SimpleITK's `STAPLEImageFilter` per
 from __future__ import annotations
 
 import functools
-import json
-import os
 import sys
 import time
 from datetime import datetime, timezone
@@ -59,6 +57,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import methods
 from bench.evaluate import pixel as bm
+from bench.files import write_json
 from bench.perf import machine
 from bench.train import hardware, harness
 from labels.staple import staple
@@ -358,11 +357,7 @@ def run_perf(out: Path, quick: bool = False, device: str = "auto", steps: int | 
     result["metrics"] = time_metrics(20, 64) if quick else time_metrics(1000, 180)
     log("staple")
     result["staple"] = time_staple(10, 64) if quick else time_staple(200, 180)
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(json.dumps(result, indent=2) + "\n")
-    os.replace(tmp, out)
+    write_json(Path(out), result)
     return result
 
 

@@ -243,7 +243,7 @@ def fused_label_figure(
         "probability of foreground", fontsize=_FONT
     )
     # The masks' key: what white (1) means in each, the fusion rule's and the method's own.
-    meanings = {"MV": "foreground", **getattr(method, "fused_label_keys", {})}
+    meanings = {"MV": "foreground", **method.fused_label_keys}
     key = "; ".join(f"{c}: {meanings[c]}" for c in fused if fused[c].dtype == bool and c in meanings)
     if key:
         fig.supxlabel(f"masks: white = 1, black = 0. {key}", fontsize=_FONT)

@@ -36,13 +36,10 @@ def entry(method: str) -> methods.MethodEntry | None:
         return None
 
 
-TABLES = ("main", "ablation", "ablation-text", "readings")  # Table I-III; the ablation table; below its rule; the readings
-
-
 def table_of(method: str) -> str | None:
-    """Which of `TABLES` a row belongs to: an ablation's row the ablation table's (below its rule where the study lists it
-    in `ablation_text`), another of the study's readings its own, else Table I (a name no longer registered too);
-    parameter cells and Average/Oracle: None."""
+    """Which table a row belongs to: "ablation" (an ablation's row), "ablation-text" (one the study lists in
+    `ablation_text`, below that table's rule), "readings" (another of the study's readings), else "main" (Tables I-III,
+    a name no longer registered too); parameter cells and Average/Oracle: None."""
     if is_param_variant(method) or method in (AVERAGE, oracle()):
         return None
     paper, found = study.current(), entry(method)

@@ -49,10 +49,8 @@ def write(assessment: Assessment, out_dir: Path, data_root: Path) -> list[Path]:
     figs = figure_files(assessment, out_dir / "figures", data_root, cells, ranks)
     blocks = page(assessment, figs, out_dir, cells, ranks)
     md, page_html = out_dir / "REPRODUCTION.md", out_dir / "REPRODUCTION.html"
-    with files.atomic(md) as tmp:
-        tmp.write_text(to_markdown(blocks))
-    with files.atomic(page_html) as tmp:
-        tmp.write_text(to_html(blocks, out_dir, assessment.study.title))
+    files.write_text(md, to_markdown(blocks))
+    files.write_text(page_html, to_html(blocks, out_dir, assessment.study.title))
     return [md, page_html, *(path for shown in figs.values() for path, _ in shown)]
 
 

@@ -106,7 +106,7 @@ def load_trained(cell_dir: Path):
     if not config_path.is_file():
         raise FileNotFoundError(f"{config_path}: no such file; is {cell_dir} a cell folder (results/runs/<dataset>/…/seed-<s>)?")
     try:
-        config = json.loads(config_path.read_text())
+        config = store.read_config(cell_dir)
         trains, method_config, data_spec = config["trains"], config["method_config"], config["data_spec"]
     except (json.JSONDecodeError, KeyError, TypeError) as err:
         raise ValueError(f"{config_path}: not a cell configuration with 'trains', 'method_config' and 'data_spec' ({err!r})") from err

@@ -22,7 +22,7 @@ from labels import fusion as fusion_module
 from labels import overlap as overlap_module
 from labels import staple as staple_module
 from labels.fusion import majority_vote, threshold_vote_foreground
-from labels.overlap import dice
+from labels.overlap import dice, rater_dice
 from labels.staple import staple
 
 
@@ -127,11 +127,12 @@ def label_statistics(data: RaterData) -> dict:
     gt = data.gt > 0
     fg, valid = data.raters > 0, data.rater_valid
     gt_area = float(gt.sum((1, 2)).mean())
-    raters = {}
-    for r, name in enumerate(data.rater_names):
-        mine = valid[:, r]
-        if mine.any():
-            raters[name] = {"dsc": float(dice(fg[mine, r], gt[mine]).mean()), "area": float(fg[mine, r].sum((1, 2)).mean())}
+    per_rater = rater_dice(fg, gt, valid)
+    raters = {
+        name: {"dsc": float(per_rater[r]), "area": float(fg[valid[:, r], r].sum((1, 2)).mean())}
+        for r, name in enumerate(data.rater_names)
+        if valid[:, r].any()
+    }
     votes = (fg & valid[:, :, None, None]).sum(1)
     n_valid = valid.sum(1)[:, None, None]
     fused = {

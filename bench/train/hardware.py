@@ -8,7 +8,6 @@ picks fp32 or bf16 autocast (on CUDA by measuring both on the cell's shape) and 
 from __future__ import annotations
 
 import copy
-import json
 import os
 import time
 from contextlib import ExitStack, contextmanager, nullcontext
@@ -18,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bench.files import locked, write_json
+from bench.files import locked, read_json, write_json
 from bench.store import gpu_slot_lock
 from bench.train.budget import Schedule, make_optimiser
 from methods.base import Method, StepContext
@@ -113,7 +112,7 @@ def resolve_precision(
         index = torch.arange(min(sched.batch_size, len(data["images"])))
         key = repr((torch.cuda.get_device_name(device), type(method).__name__, method.cfg, tuple(data["images"][index].shape)))
         with locked(record.with_suffix(".lock")) if record is not None else nullcontext():
-            known = json.loads(record.read_text()) if record is not None and record.is_file() else {}
+            known = read_json(record) if record is not None else {}
             if key not in known and key not in _CUDA_CHOICES:
                 batch = make_batch(data, index, device)
                 timings = {

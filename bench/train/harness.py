@@ -319,6 +319,8 @@ def predict_outputs(
     """
     if n_samples < 1:
         raise ValueError(f"--samples must be at least 1, not {n_samples}")
+    if type(method).predict_samples is Method.predict_samples and type(method).predict_raters is Method.predict_raters:
+        return {}  # neither hook overridden: nothing to predict (most methods)
     method.to(device=device, memory_format=torch.channels_last).eval()
     dtype = autocast_dtype(device, precision)
     gen = torch.Generator(device=device).manual_seed(seed * 1000 + 555)
