@@ -7,6 +7,12 @@ checkpoints/, predictions.npz, calibration.parquet and metrics.parquet. A cell i
 run never leaves a truncated or half-counted table. `collect` gathers every done cell into the
 results folder's long tables.
 
+Every file is read through `bench.files` (`read_json`, `read_table`), and a file that is there but damaged (a disk
+fault, a copy cut short, an editor) raises `UnreadableFile`: one line naming the file, what is wrong and the command
+that repairs it (`damage`, `repair`). A damaged finished cell is never dropped from a table silently: `bench run`
+retrains it where it is one of the run's cells and refuses to collect otherwise, `bench rescore` rebuilds its metrics
+from its predictions, and a damaged collected table is rebuilt from the cells (`read_collected`).
+
 Results folders written before the evaluation reference left the cell's path
 (`runs/<dataset>/<reference>/noise-<x>/…`) are found by `old_layout_cells`; `bench rescore` moves them.
 """
@@ -17,6 +23,7 @@ import os
 import platform
 import re
 import shutil
+import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +32,19 @@ import numpy as np
 import pandas as pd
 
 from bench.evaluate.long_table import CALIBRATION, COLUMNS, KEYS, summarise
-from bench.files import alive, atomic, locked, read_json, write_json, write_table
+from bench.files import (
+    UnreadableFile,
+    alive,
+    atomic,
+    check_table,
+    check_zip,
+    locked,
+    read_json,
+    read_table,
+    reason,
+    write_json,
+    write_table,
+)
 
 # A results folder's file names: no other module spells them.
 CONFIG = "config.json"  # a cell's: what decides its result besides its identity (bench.run.cell.cell_config)
@@ -37,6 +56,7 @@ METRICS = "metrics.parquet"  # a cell's long rows; at the top, every finished ce
 CALIBRATION_BINS = "calibration.parquet"  # reliability bins, per cell and collected
 SUMMARY = "summary.csv"  # mean ± std over seeds (`collect`)
 TRAIN_LOGS = "train_logs.parquet"  # every cell's training log (`collect`)
+COLLECTED = (METRICS, SUMMARY, CALIBRATION_BINS, TRAIN_LOGS)  # the tables `collect` writes at the top
 
 
 @dataclass(frozen=True)
@@ -88,8 +108,46 @@ def sweep_record(results: Path, name: str) -> Path:
     return results / "sweeps" / f"{name}.toml"
 
 
+def cell_at(folder: Path) -> Cell:
+    """The cell a folder `<results>/runs/<dataset>/<raters>/<noise>/<method>/seed-<s>` holds, from its path alone (its
+    manifest may be what is damaged)."""
+    dataset, raters, noise, method, seed = folder.parts[-5:]
+    return Cell(dataset, raters, noise, method, int(seed.removeprefix("seed-")))
+
+
+def results_of(folder: Path) -> Path:
+    """The results folder of a cell folder."""
+    return folder.parents[5]
+
+
+def retrain_command(results: Path, cell: Cell, force: bool = False) -> str:
+    """The `bench run` that trains exactly this cell again (add the options it ran with: --budget, --max-steps, …)."""
+    style, _, network_input = cell.raters.partition("+")
+    flags = [f"--results {results}", f"--dataset {cell.dataset}", f"--raters {style}", *([f"--input {network_input}"] if network_input else []),
+             f"--noise-levels {cell.noise}", f"--methods {cell.method}", f"--seeds {cell.seed}", *(["--force"] if force else [])]  # fmt: skip
+    return "python -m bench run " + " ".join(flags)
+
+
+def repair(folder: Path, name: str) -> str:
+    """How to repair the damaged file `name` of the finished cell in `folder`: re-scoring where only its scores are
+    damaged (it needs the predictions), else training it again with the run that made it, or removing the cell folder."""
+    results, cell = results_of(folder), cell_at(folder)
+    retrain = f"`{retrain_command(results, cell)}` (with the options it ran with) retrains it, or remove {folder}"
+    if name in (METRICS, CALIBRATION_BINS) and (folder / PREDICTIONS).is_file():
+        return f"`python -m bench rescore --results {results}` rebuilds it from the cell's predictions; or {retrain}"
+    return retrain
+
+
+def read_cell_file(folder: Path, name: str):
+    """A cell's JSON record ({} where missing) or table; UnreadableFile, with its repair, where it is damaged."""
+    try:
+        return read_json(folder / name) if name.endswith(".json") else read_table(folder / name)
+    except UnreadableFile as e:
+        raise e.with_repair(repair(folder, name)) from None
+
+
 def read_config(folder: Path) -> dict:
-    return read_json(folder / CONFIG)
+    return read_cell_file(folder, CONFIG)
 
 
 def write_config(folder: Path, config: dict) -> None:
@@ -97,7 +155,7 @@ def write_config(folder: Path, config: dict) -> None:
 
 
 def read_manifest(folder: Path) -> dict:
-    return read_json(folder / MANIFEST)
+    return read_cell_file(folder, MANIFEST)
 
 
 def write_manifest(folder: Path, manifest: dict) -> None:
@@ -135,18 +193,89 @@ def open_cell(results: Path, cell: Cell, fresh: bool = False) -> Path:
     return out
 
 
-def manifests(results: Path, done: bool = True):
-    """Yield (cell folder, manifest) of every cell in the current layout (only finished ones when `done`)."""
-    for path in sorted((results / "runs").glob(f"*/*/*/*/*/{MANIFEST}")):
-        info = read_json(path)
-        if set(info.get("cell", {})) != set(KEYS) or (done and info.get("status") != "done"):
-            continue
-        yield path.parent, info
+def cell_folders(results: Path) -> list[Path]:
+    """Every cell folder of `results`, finished or not (`runs/*/*/*/*/seed-<s>`; the claims beside them are files)."""
+    return [p for p in sorted((results / "runs").glob("*/*/*/*/seed-*")) if p.is_dir()]
+
+
+def finished(results: Path, strict: bool = True) -> list[tuple[Path, dict, UnreadableFile | None]]:
+    """(folder, manifest, damage) of every finished cell in the current layout: one with a metrics.parquet, or whose
+    manifest says it finished. `damage` is the first of its files that cannot be read (`damage`; `strict`: or that is
+    missing), None when all can; the manifest is {} when it is the damaged file."""
+    out = []
+    for folder in cell_folders(results):
+        try:
+            info = read_json(folder / MANIFEST)
+        except UnreadableFile:
+            info = {}
+        if not (folder / METRICS).is_file() and info.get("status") != "done":
+            continue  # not finished: a run trains it (a damaged manifest of an unfinished cell is rewritten then)
+        if "reference" in info.get("cell", {}):
+            continue  # the old layout: `bench rescore` moves it (old_layout_cells)
+        found = damage(folder, strict)
+        out.append((folder, info if found is None or found.path.name != MANIFEST else {}, found))
+    return out
+
+
+def damage(folder: Path, strict: bool = True) -> UnreadableFile | None:
+    """The first file of a finished cell that cannot be read (manifest.json, config.json, metrics.parquet and, where
+    present, calibration.parquet, train_log.csv and predictions.npz) or, when `strict`, that is missing but must be there
+    (the first three), with its repair; None when there is none. Cheap: Parquet footers and the archive's directory, not
+    the predictions themselves."""
+    checks = (
+        (MANIFEST, True, check_manifest),
+        (CONFIG, True, read_json),
+        (METRICS, True, check_table),
+        (CALIBRATION_BINS, False, check_table),
+        (TRAIN_LOG, False, lambda p: read_table(p, columns=["stage", "step"])),
+        (PREDICTIONS, False, lambda p: check_zip(p, ("probs", "case_ids"))),
+    )
+    for name, required, check in checks:
+        path = folder / name
+        try:
+            if path.is_file():
+                check(path)
+            elif required and strict:
+                raise UnreadableFile(path, "missing from a finished cell")
+        except UnreadableFile as e:
+            return e.with_repair(repair(folder, name))
+    return None
+
+
+def check_manifest(path: Path) -> None:
+    if not isinstance(read_json(path).get("cell"), dict):
+        raise UnreadableFile(path, "holds no cell record")
+
+
+def discard(results: Path, cell: Cell) -> None:
+    """Remove a cell's folder under its claim, so it trains again from scratch (a damaged cell); a cell another process
+    holds is left to it."""
+    with claim(results, cell) as held:
+        if held:
+            shutil.rmtree(cell_dir(results, cell), ignore_errors=True)
+
+
+def manifests(results: Path):
+    """Yield (cell folder, manifest) of every finished cell in the current layout; UnreadableFile, naming the file and
+    its repair, for a finished cell with a file that cannot be read (it would be dropped from a table otherwise). A
+    missing file is left to the verbs that check strictly first (`run`, `rescore`, `report`)."""
+    for folder, info, found in finished(results, strict=False):
+        if found is not None:
+            raise found
+        if set(info.get("cell", {})) == set(KEYS) and info.get("status") == "done":
+            yield folder, info
 
 
 def old_layout_cells(results: Path) -> list[Path]:
     """Cell folders written with the reference in the path (`runs/<dataset>/<reference>/noise-<x>/<method>/seed-<s>`)."""
-    return [p.parent for p in sorted((results / "runs").glob(f"*/*/*/*/*/{MANIFEST}")) if "reference" in read_json(p).get("cell", {})]
+    out = []
+    for folder in cell_folders(results):
+        try:
+            if "reference" in read_json(folder / MANIFEST).get("cell", {}):
+                out.append(folder)
+        except UnreadableFile:
+            continue  # not readable as either layout: `finished` reports it
+    return out
 
 
 def cell_of(info: dict) -> Cell:
@@ -171,12 +300,14 @@ def read_predictions(folder: Path) -> tuple[np.ndarray, np.ndarray, dict[str, np
     """A cell's test probabilities (N, L, H, W) float32 in [0, 1], case ids and its other outputs ({"samples",
     "rater_outputs"}: class indices (N, M, H, W), where the method has them), as `write_predictions` stored them."""
     path = folder / PREDICTIONS
+    if not path.is_file():
+        raise UnreadableFile(path, "missing (deleted?)", repair(folder, PREDICTIONS))
     try:
         with np.load(path, allow_pickle=False) as f:
             outputs = {key: f[key] for key in OUTPUTS if key in f}
             return f["probs"].astype(np.float32) / 255, f["case_ids"], outputs
-    except (OSError, KeyError, ValueError) as e:
-        raise ValueError(f"{path}: cannot read the predictions ({e}); retrain the cell with --force") from None
+    except Exception as e:  # zipfile.BadZipFile, EOFError, ValueError, KeyError, zlib.error: a damaged archive
+        raise UnreadableFile(path, f"cannot read the predictions ({reason(e)})", repair(folder, PREDICTIONS)) from None
 
 
 def write_predictions(path: Path, probs: np.ndarray, case_ids: np.ndarray, outputs: dict[str, np.ndarray] | None = None) -> None:
@@ -202,29 +333,57 @@ def collect(results: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
             if pid and not alive(int(pid.group(1))):
                 stale.unlink(missing_ok=True)
         folders = [folder for folder, _ in manifests(results) if (folder / METRICS).is_file()]
+        # Every cell is read before any table is written: a damaged cell leaves the tables as they were.
         table = gather(folders, METRICS, COLUMNS)
         summary = summarise(table, rater_averages(results))
+        bins, logs = gather(folders, CALIBRATION_BINS, CALIBRATION), training_logs(results)
         write_table(results / METRICS, table)
         write_table(results / SUMMARY, summary)
-        write_table(results / CALIBRATION_BINS, gather(folders, CALIBRATION_BINS, CALIBRATION))
-        write_table(results / TRAIN_LOGS, training_logs(results))
+        write_table(results / CALIBRATION_BINS, bins)
+        write_table(results / TRAIN_LOGS, logs)
     return table, summary
 
 
-def read_collected(results: Path, name: str) -> pd.DataFrame:
-    """A collected table of `<results>/` (`METRICS`, `CALIBRATION_BINS`, `TRAIN_LOGS`); empty where nothing was collected."""
+def read_collected(results: Path, name: str, rebuild_missing: bool = False) -> pd.DataFrame:
+    """A collected table of `<results>/` (`METRICS`, `SUMMARY`, `CALIBRATION_BINS`, `TRAIN_LOGS`); empty where nothing
+    was collected. A table that is damaged, or missing while finished cells are there, is first rebuilt from the cells
+    (`collect`, with a note); one that cannot be rebuilt raises UnreadableFile naming it and the repair. The reliability
+    bins and training logs are optional (an older collect had none): missing, they are rebuilt only on `rebuild_missing`."""
     path = results / name
-    return pd.read_parquet(path) if path.is_file() else pd.DataFrame()
+    text = {k: str for k in ("dataset", "raters", "noise", "method", "reference", "structure", "metric")}  # "protocol", "0.45"
+    read = (lambda: read_table(path, dtype=text)) if name == SUMMARY else (lambda: read_table(path))
+    try:
+        if path.is_file():
+            return read()
+        if name not in (METRICS, SUMMARY) and not rebuild_missing:
+            return pd.DataFrame()
+        problem = "missing"
+    except UnreadableFile as e:
+        problem = e.problem
+    cells = finished(results)
+    if not cells:
+        if problem == "missing":
+            return pd.DataFrame()
+        raise UnreadableFile(path, problem, f"no finished cell in {results}/runs to rebuild it from; remove it, or rerun the run that made it")
+    for _, _, found in cells:
+        if found is not None:  # a table rebuilt without that cell would drop it silently: the cell is repaired first
+            raise found
+    try:
+        collect(results)
+    except OSError as e:
+        raise UnreadableFile(path, problem, f"rebuilding it from the cells failed ({e.strerror or e}); rerun the run that made it "
+                             "where the folder is writable") from None  # fmt: skip
+    print(f"note: {path} was {problem if problem == 'missing' else 'damaged'}; rebuilt from the {len(cells)} finished cell(s)", file=sys.stderr)
+    return read()
 
 
 def read_summary(results: Path) -> pd.DataFrame:
     """`<results>/summary.csv` as `collect` wrote it (noise labels stay text: "protocol", "0.45")."""
-    text = {k: str for k in ("dataset", "raters", "noise", "method", "reference", "structure", "metric")}
-    return pd.read_csv(results / SUMMARY, dtype=text)
+    return read_collected(results, SUMMARY)
 
 
 def gather(folders: list[Path], name: str, columns: list[str]) -> pd.DataFrame:
-    frames = [pd.read_parquet(f / name) for f in folders if (f / name).is_file()]
+    frames = [read_cell_file(f, name) for f in folders if (f / name).is_file()]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
 
 
@@ -235,7 +394,7 @@ def training_logs(results: Path) -> pd.DataFrame:
         log = folder / TRAIN_LOG
         if not log.is_file():
             continue
-        frame = pd.read_csv(log)
+        frame = read_cell_file(folder, TRAIN_LOG)
         for i, key in enumerate(KEYS):
             frame.insert(i, key, info["cell"][key])
         frames.append(frame)

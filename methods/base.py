@@ -52,6 +52,9 @@ class Method(nn.Module):
 
     Config: ClassVar[type]
     needs_consistent_raters: ClassVar[bool] = False  # per-rater modelling needs rater r to be one person
+    # Latent draws per image that the consensus (`predict_proba`) averages; 0: a read-out without draws. A method that
+    # draws takes `predict_proba(images, ids)` and seeds its draws per image from `ids` (methods/latent.py::per_image).
+    consensus_draws: int = 0
 
     def __init__(self, cfg, spec: DataSpec):
         super().__init__()
@@ -80,21 +83,27 @@ class Method(nn.Module):
         return ()
 
     def predict_proba(self, images: torch.Tensor) -> torch.Tensor:
-        """(B, C, H, W) → probabilities of the true label (B, L, H, W); no rater input at test time."""
+        """(B, C, H, W) → probabilities of the true label (B, L, H, W); no rater input at test time.
+
+        A method with `consensus_draws` > 0 is called as `predict_proba(images, ids)`, ids long (B,) each image's read-out
+        identity, from which it seeds its draws per image (so a read-out never depends on the batch or on one shared draw).
+        """
         raise NotImplementedError
 
-    def predict_samples(self, images: torch.Tensor, n_samples: int, generator: torch.Generator) -> torch.Tensor | None:
+    def predict_samples(self, images: torch.Tensor, n_samples: int, ids: torch.Tensor) -> torch.Tensor | None:
         """M draws from the method's distribution of segmentations: (B, C, H, W) → probabilities (B, M, L, H, W).
 
-        None (the default): the method models no such distribution; its per-rater outputs (`predict_raters`), else its one
-        prediction, stand in as its samples when the set metrics are scored. `generator` is the only randomness to use.
+        None (the default): the method models no such distribution; draws from the mixture of its per-rater outputs
+        (`predict_raters`), else its one prediction, stand in as its samples when the set metrics are scored. ids long (B,):
+        each image's read-out identity; the draws of an image come from a generator seeded by it (`latent.per_image`).
         """
         return None
 
-    def predict_raters(self, images: torch.Tensor, generator: torch.Generator) -> torch.Tensor | None:
+    def predict_raters(self, images: torch.Tensor, ids: torch.Tensor) -> torch.Tensor | None:
         """One output per rater slot, in the training data's rater order: (B, C, H, W) → probabilities (B, R, L, H, W).
 
-        None (the default): the method has no per-rater outputs.
+        None (the default): the method has no per-rater outputs. ids as `predict_samples`, for a method whose per-rater
+        read-out draws.
         """
         return None
 

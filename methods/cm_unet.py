@@ -202,7 +202,7 @@ class ConfusionMatrixUNet(Method):
     def predict_proba(self, images: torch.Tensor) -> torch.Tensor:
         return torch.softmax(self.net(images).float(), dim=1)
 
-    def predict_raters(self, images: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    def predict_raters(self, images: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         """Each rater's modelled noisy label, A_r · p (B, R, L, H, W): the per-rater outputs, scored as its samples (M = R)."""
         features = self.net.features(images)
         return noisy_label_probs(self.confusion_matrices(features), torch.softmax(self.net.head(features).float(), dim=1))

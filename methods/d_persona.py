@@ -22,8 +22,11 @@ Implemented:
   a query q_r ∈ R^D; with a bank z_1..z_N of prior draws (N = 100 in training, 500 at test, not differentiated),
   z_r = Σ_i softmax_i(q_r · z_i) z_i, and Fcomb(features, z_r) is rater r's output. Loss: soft Dice of output r
   against rater r over the foreground classes, mean over raters with a valid mask.
-- Test: samples are stage 1's prior draws (`predict_samples`); per-rater outputs are stage 2's heads
-  (`predict_raters`); the consensus is the mean softmax over 16 prior draws with fixed offsets (`predict_proba`).
+- Test: samples are stage 1's prior draws (`predict_samples`); per-rater outputs are stage 2's heads over a bank of
+  500 prior draws (`predict_raters`); the consensus is the mean softmax over `consensus_draws` (64) prior draws
+  (`predict_proba`). Every read-out draws afresh per image from the image's read-out id (methods/latent.py::per_image).
+- Initialisation: prior and posterior nets He-normal with small biases, Fcomb orthogonal (the official code's
+  `init_weights` and `init_weights_orthogonal_normal`, inherited from the Prob. U-Net code).
 
 Deviations (each a choice; the official code is kept where it is not named here):
 - The backbone is the shared U-Net, as for every method, not the ImageNet-pretrained ResNet-34 U-Net (no weights can
@@ -49,7 +52,18 @@ import torch.nn.functional as F
 from torch import nn
 
 from methods.base import DataSpec, Method, Stage, StepContext
-from methods.latent import Fcomb, GaussianEncoder, draw, kept_mean, kl_diagonal, norm_penalty, one_hot_masks, soft_dice_loss
+from methods.latent import (
+    CONSENSUS_DRAWS,
+    Fcomb,
+    GaussianEncoder,
+    draw,
+    image_normal,
+    kept_mean,
+    kl_diagonal,
+    norm_penalty,
+    one_hot_masks,
+    soft_dice_loss,
+)
 from methods.ls_unet import drawn_targets
 from methods.prob_unet import prior_consensus, prior_samples
 from methods.registry import register_method
@@ -132,9 +146,11 @@ class DPersona(Method):
         reg_weight: float = 1e-5  # Σ‖W‖ of the prior, posterior and Fcomb's hidden convs (official reg_factor)
         bank_train: int = 100  # stage 2's prior draws per image in training (official test_step default)
         bank_test: int = 500  # ... at test (official test.sh)
+        consensus_draws: int = CONSENSUS_DRAWS  # prior draws per image averaged by the consensus
 
     def __init__(self, cfg: Config, spec: DataSpec):
         super().__init__(cfg, spec)
+        self.consensus_draws = cfg.consensus_draws
         self.net = UNet(spec.in_channels, spec.n_classes)
         self.net.head = nn.Identity()
         self.prior = GaussianEncoder(spec.in_channels, cfg.latent_dim, ENCODER_CHANNELS)
@@ -165,27 +181,30 @@ class DPersona(Method):
         loss = recon + kl + self.cfg.beta * bound + self.cfg.reg_weight * reg
         return {"loss": loss, "recon": recon.detach(), "kl": kl.detach(), "bound": bound.detach()}
 
-    def rater_logits(self, images: torch.Tensor, bank_size: int, generator: torch.Generator | None) -> torch.Tensor:
-        """Stage 2: each head's latent picked from a bank of prior draws, decoded by Fcomb → (B, R, L, H, W)."""
+    def rater_logits(self, images: torch.Tensor, eps: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+        """Stage 2: each head's latent picked from a bank of prior draws μ + σ·eps (eps (B, N, D) standard normal),
+        decoded by Fcomb → (B, R, L, H, W). `generator`: the heads' channel dropout in training (None at test)."""
         features = self.net(images)
         with torch.no_grad():
             mu, log_sigma = self.prior(images)
-            bank = draw(mu, log_sigma, bank_size, generator)  # (B, N, D)
+            bank = mu[:, None] + torch.exp(log_sigma)[:, None] * eps  # (B, N, D)
         queries = torch.stack([head(features, generator) for head in self.heads], 1)  # (B, R, D)
         return self.fcomb(features, attend(queries, bank))
 
     def persona_loss(self, images: torch.Tensor, raters: torch.Tensor, valid: torch.Tensor, generator: torch.Generator) -> dict:
         """Soft Dice of output r against rater r over the foreground classes, mean over raters (each over its valid images)."""
-        probs = torch.softmax(self.rater_logits(images, self.cfg.bank_train, generator).float(), dim=2)
+        eps = torch.randn((len(images), self.cfg.bank_train, self.cfg.latent_dim), generator=generator, device=images.device)
+        probs = torch.softmax(self.rater_logits(images, eps, generator).float(), dim=2)
         target = F.one_hot(raters, self.spec.n_classes).movedim(-1, 2)  # (B, R, L, H, W)
         losses = torch.stack([soft_dice_loss(probs[:, r, 1:], target[:, r, 1:], valid[:, r]) for r in range(self.spec.n_raters)])
         return {"loss": kept_mean(losses, valid.any(0))}  # over the raters with a valid mask in the batch (no branch: graph-safe)
 
-    def predict_samples(self, images: torch.Tensor, n_samples: int, generator: torch.Generator) -> torch.Tensor:
-        return prior_samples(self, images, n_samples, generator)
+    def predict_samples(self, images: torch.Tensor, n_samples: int, ids: torch.Tensor) -> torch.Tensor:
+        return prior_samples(self, images, n_samples, ids)
 
-    def predict_raters(self, images: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-        return torch.softmax(self.rater_logits(images, self.cfg.bank_test, generator).float(), dim=2)
+    def predict_raters(self, images: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        eps = image_normal(ids, (self.cfg.bank_test, self.cfg.latent_dim), images.device)
+        return torch.softmax(self.rater_logits(images, eps, None).float(), dim=2)
 
-    def predict_proba(self, images: torch.Tensor) -> torch.Tensor:
-        return prior_consensus(self, images)
+    def predict_proba(self, images: torch.Tensor, ids: torch.Tensor | None = None) -> torch.Tensor:
+        return prior_consensus(self, images, ids)

@@ -119,7 +119,7 @@ class MultiHeadUNet(Method):
     def predict_proba(self, images: torch.Tensor) -> torch.Tensor:
         return self.combine(self.head_logits(images))
 
-    def predict_raters(self, images: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    def predict_raters(self, images: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         """Each head's softmax (B, R, L, H, W): its per-rater outputs, scored as its samples (M = R)."""
         return torch.softmax(self.head_logits(images).float(), dim=2)
 

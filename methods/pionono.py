@@ -10,15 +10,19 @@ Implemented:
 - Head: z tiled over H, W and concatenated with the shared U-Net's last features (B, 32, H, W), two 1×1 conv + ReLU
   (32 channels) and a 1×1 conv to the L logits (the official head: three 1×1 convs of the features' width).
 - Loss (one stage, "train"): per image, one of its valid raters r drawn at every step (the official loader draws one
-  annotator per item); five draws z ~ q(z | r), the head's logits averaged over them, softmax; then
+  annotator per item); five draws z ~ q(z | r), the head's softmax averaged over them (the official `mc_sampling`:
+  its head ends in a softmax); then
   soft Dice loss (1 − mean over classes of 2Σ p·y / Σ(p + y) over the batch: the official "generalised Dice", whose
   weights cancel) + 5e-4 · mean over images of KL(q(z | r) ‖ p), analytic + 1e-5 · Σ‖W‖ (not squared) over the
   head's hidden convs, as the official code.
 - Learning rates: the latent (μ, L) at 0.02 under every budget (the published latent learning rate); every other
   parameter at the budget's rate (the official 1e-4 under the paper budget).
-- Test: per rater, one pass with z = μ_r (`predict_raters`, as the official per-rater prediction); samples from the
-  raters' mixture, a rater drawn uniformly per sample and z ~ q(z | r) (`predict_samples`); the consensus is the mean
-  of the per-rater outputs (`predict_proba`).
+- Test: per rater, one pass with z = μ_r (`predict_raters`, `rater_readout="mean"`, the default); or, with
+  `rater_readout="draws"`, the official read-out: the mean softmax of `readout_draws` (5) draws of rater r's latent,
+  drawn per image from its read-out id. Samples from the raters' mixture, a rater drawn uniformly per sample and
+  z ~ q(z | r) (`predict_samples`, per image from its id); the consensus is the mean of the per-rater outputs
+  (`predict_proba`).
+- Initialisation: the head Xavier-uniform with zero biases (the official `PiononoHead.initialize_weights`).
 
 Deviations (each a choice; the official code is kept where it is not named here):
 - The backbone is the shared U-Net, as for every method, not the official ImageNet-pretrained ResNet-34 U-Net (no
@@ -39,12 +43,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from methods.base import DataSpec, Method, Stage, StepContext
-from methods.latent import Fcomb, kept_mean, norm_penalty, soft_dice_loss, softplus_inverse
+from methods.latent import Fcomb, init_xavier, kept_mean, norm_penalty, per_image, soft_dice_loss, softplus_inverse
 from methods.ls_unet import drawn_targets
 from methods.registry import register_method
 from methods.unet import UNet
@@ -67,9 +72,15 @@ class RaterLatents(nn.Module):
 
     def draw(self, rater: torch.Tensor, n: int, generator: torch.Generator) -> torch.Tensor:
         """n reparameterised draws z = μ_r + L_r ε for each rater index: rater long (B,) → (B, n, D)."""
-        mu, tril = self.mu.float()[rater], self.scale_tril()[rater]  # (B, D), (B, D, D)
-        eps = torch.randn((len(rater), n, mu.shape[1]), generator=generator, device=mu.device)
-        return mu[:, None] + (tril[:, None] @ eps[..., None])[..., 0]
+        eps = torch.randn((len(rater), n, self.mu.shape[1]), generator=generator, device=self.mu.device)
+        return self.transform(rater, eps)
+
+    def transform(self, rater: torch.Tensor, eps: torch.Tensor) -> torch.Tensor:
+        """z = μ_r + L_r ε: rater long (B,) or (B, n), eps standard normal (B, n, D) → (B, n, D)."""
+        if rater.ndim == 1:
+            rater = rater[:, None].expand(-1, eps.shape[1])
+        mu, tril = self.mu.float()[rater], self.scale_tril()[rater]  # (B, n, D), (B, n, D, D)
+        return mu + (tril @ eps.float()[..., None])[..., 0]
 
 
 def kl_to_isotropic(mu: torch.Tensor, scale_tril: torch.Tensor, prior_sigma: float) -> torch.Tensor:
@@ -106,13 +117,20 @@ class Pionono(Method):
         train_draws: int = 5  # official mc_samples: latent draws averaged (logits) per training image
         prior_sigma: float = 2.0  # official z_prior_sigma, also the start of L_r's diagonal
         init_mu_sigma: float = 8.0  # official z_posterior_init_sigma: μ_r's start ~ N(0, 8²)
+        rater_readout: str = "mean"  # per-rater output: "mean" (z = μ_r) or "draws" (the official mean of readout_draws draws)
+        readout_draws: int = 5  # official mc_samples, for rater_readout="draws"
+
+        def __post_init__(self):
+            if self.rater_readout not in ("mean", "draws"):
+                raise ValueError(f"pionono: rater_readout must be 'mean' or 'draws', not {self.rater_readout!r}")
 
     def __init__(self, cfg: Config, spec: DataSpec):
         super().__init__(cfg, spec)
         self.net = UNet(spec.in_channels, spec.n_classes)
         self.net.head = nn.Identity()
         self.latent = RaterLatents(spec.n_raters, cfg.latent_dim, cfg.init_mu_sigma, cfg.prior_sigma)
-        self.head = Fcomb(self.net.out_channels, cfg.latent_dim, spec.n_classes, hidden=2)
+        self.head = init_xavier(Fcomb(self.net.out_channels, cfg.latent_dim, spec.n_classes, hidden=2))
+        self.consensus_draws = cfg.readout_draws if cfg.rater_readout == "draws" else 0
 
     @property
     def stages(self) -> list[Stage]:
@@ -124,22 +142,31 @@ class Pionono(Method):
     def loss(self, batch: dict[str, torch.Tensor], ctx: StepContext) -> dict[str, torch.Tensor]:
         drawn, target, keep = drawn_targets(batch["raters"], batch["rater_valid"], ctx.generator)  # target (B, H, W)
         z = self.latent.draw(drawn, self.cfg.train_draws, ctx.generator)  # (B, S, D)
-        probs = torch.softmax(self.head(self.net(batch["images"]), z).float().mean(1), dim=1)  # logits averaged over the draws
+        probs = torch.softmax(self.head(self.net(batch["images"]), z).float(), dim=2).mean(1)  # softmax averaged over the draws
         dice = soft_dice_loss(probs, F.one_hot(target, self.spec.n_classes).movedim(-1, 1), keep)
         kl = kept_mean(kl_to_isotropic(self.latent.mu.float()[drawn], self.latent.scale_tril()[drawn], self.cfg.prior_sigma), keep)
         reg = norm_penalty(self.head.layers)
         loss = dice + self.cfg.kl_weight * kl + self.cfg.reg_weight * reg
         return {"loss": loss, "dice": dice.detach(), "kl": kl.detach()}
 
-    def predict_raters(self, images: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-        mu = self.latent.mu.float()[None].expand(len(images), -1, -1)  # (B, R, D): each rater's mean latent
-        return torch.softmax(self.head(self.net(images), mu).float(), dim=2)
+    def predict_raters(self, images: torch.Tensor, ids: torch.Tensor | None) -> torch.Tensor:
+        features = self.net(images)
+        r, d = self.spec.n_raters, self.cfg.latent_dim
+        if self.cfg.rater_readout == "mean":
+            mu = self.latent.mu.float()[None].expand(len(images), -1, -1)  # (B, R, D): each rater's mean latent
+            return torch.softmax(self.head(features, mu).float(), dim=2)
+        k = self.cfg.readout_draws
+        eps = per_image(ids, lambda rng: rng.standard_normal((r * k, d), dtype=np.float32), images.device)  # (B, R·K, D)
+        z = self.latent.transform(torch.arange(r, device=images.device).repeat_interleave(k)[None].expand(len(images), -1), eps)
+        return torch.softmax(self.head(features, z).float(), dim=2).unflatten(1, (r, k)).mean(2)  # (B, R, L, H, W)
 
-    def predict_samples(self, images: torch.Tensor, n_samples: int, generator: torch.Generator) -> torch.Tensor:
-        b, r = len(images), self.spec.n_raters
-        rater = torch.randint(r, (b * n_samples,), generator=generator, device=images.device)
-        z = self.latent.draw(rater, 1, generator).view(b, n_samples, -1)
-        return torch.softmax(self.head(self.net(images), z).float(), dim=2)
+    def predict_samples(self, images: torch.Tensor, n_samples: int, ids: torch.Tensor) -> torch.Tensor:
+        r, d = self.spec.n_raters, self.cfg.latent_dim
+        draw = lambda rng: (rng.integers(r, size=n_samples), rng.standard_normal((n_samples, d), dtype=np.float32))  # noqa: E731
+        rater, eps = per_image(ids, draw, images.device)  # (B, M), (B, M, D)
+        return torch.softmax(self.head(self.net(images), self.latent.transform(rater, eps)).float(), dim=2)
 
-    def predict_proba(self, images: torch.Tensor) -> torch.Tensor:
-        return self.predict_raters(images, None).mean(1)
+    def predict_proba(self, images: torch.Tensor, ids: torch.Tensor | None = None) -> torch.Tensor:
+        if ids is None:
+            ids = torch.arange(len(images))
+        return self.predict_raters(images, ids).mean(1)

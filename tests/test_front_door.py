@@ -32,7 +32,7 @@ def test_a_flag_without_a_verb_names_the_verb():
     assert out.returncode == 2
     assert out.stderr.strip() == (
         "error: --seeds needs a verb first: `python -m bench run --seeds 0 --dry-run` "
-        "(verbs: list, run, raters, report, compare, paper, rescore, perf, power)"
+        "(verbs: list, run, raters, report, compare, paper, rescore, perf, power, audit-stops, check)"
     )
 
 
@@ -143,7 +143,7 @@ def test_a_sweep_file_takes_the_flags_keys_and_is_kept_with_its_results(tmp_path
     ("text", "message"),
     [
         ('budget = "fast"', "budget = 'fast': expected one of quick, plateau, paper, paper-rcl15"),
-        ("sedes = [0]", "unknown key 'sedes'; keys are the run flags' names: methods, dataset, seeds"),
+        ("sedes = [0]", "unknown key 'sedes' (did you mean seeds?); keys are the run flags' names: methods, dataset, seeds"),
         ('max_steps = "ten"', "max_steps = 'ten': expected a whole number"),
         ("seeds = [0", "cannot read it as TOML"),
     ],

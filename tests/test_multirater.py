@@ -13,6 +13,7 @@ from itertools import permutations
 import numpy as np
 import pytest
 
+from bench.evaluate import multirater as mr
 from bench.evaluate.calibration import ece, reliability
 from bench.evaluate.multirater import EMPTY_RULES, dice_match, dice_max, ged, iou_distance, per_rater_dice
 from labels.overlap import soft_dice_iou
@@ -358,3 +359,35 @@ def test_shape_and_dtype_errors():
     assert "probabilities" in _raises(TypeError, reliability, probs.astype(str), probs)
     assert "n_bins" in _raises(ValueError, ece, probs, probs, n_bins=0)
     assert "thresholds" in _raises(ValueError, soft_dice_iou, probs, probs, thresholds=())
+
+
+# --------------------------------------------------------------------------- GED at equal footing
+
+
+@pytest.mark.parametrize("empty", ["one", "zero"])
+def test_unbiased_ged_is_zero_and_ged_is_the_floor_for_a_perfect_sampler(empty):
+    """Exact expectations over every M-tuple of draws (with replacement) from three raters, one of them empty: the
+    all-pairs GED averages to `ged_floor` = (D − s)/M, the distinct-pairs form to 0."""
+    import itertools
+
+    rng = np.random.default_rng(3)
+    raters = rng.random((1, 3, 6, 6)) > 0.5
+    raters[0, 2] = False  # an empty rater: the rule matters for its self-pairs
+    for m in (2, 3):
+        draws = [raters[:, list(idx)] for idx in itertools.product(range(3), repeat=m)]
+        mean_ged = np.mean([mr.ged(s, raters, empty=empty)[0] for s in draws])
+        mean_unbiased = np.mean([mr.ged(s, raters, empty=empty, unbiased=True)[0] for s in draws])
+        assert mean_ged == pytest.approx(mr.ged_floor(raters, None, m, empty)[0], abs=1e-12)
+        assert mean_unbiased == pytest.approx(0.0, abs=1e-12)
+    one = raters[:, :1]  # M = 1: no distinct pair; both forms agree
+    assert mr.ged(one, raters, empty=empty, unbiased=True)[0] == mr.ged(one, raters, empty=empty)[0]
+
+
+def test_the_perfect_sampler_floor_by_hand():
+    # Two raters: a 2-pixel mask and a 4-pixel mask containing it: d = 1 − 2/4 = ½. D over the 4 ordered pairs = ¼, s = 0.
+    raters = np.zeros((1, 2, 1, 4), dtype=bool)
+    raters[0, 0, 0, :2] = True
+    raters[0, 1, 0, :] = True
+    assert mr.ged_floor(raters, None, 16)[0] == pytest.approx(0.25 / 16)
+    valid = np.array([[True, False]])  # one valid rater: a perfect sampler repeats it, floor 0
+    assert mr.ged_floor(raters, valid, 16)[0] == 0.0

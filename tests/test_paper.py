@@ -123,10 +123,11 @@ def test_tiny_paper_run_renders_every_output_labelled(tmp_path):
     tests = pd.read_csv(quick / "table_main" / "paired_tests.csv")
     assert set(tests.loc[tests["metric"] == "dsc", "method"]) == {"mv-unet", "qmv-unet"}  # LF-Net vs the others, not the oracle
 
-    # The parameter sweeps are their own cells; λ = 0.01 on MNIST is the plain lf-net cell, shared with the other recipes.
+    # The parameter sweeps are their own cells; λ = 0.01 on MNIST and β = R − 1 = 4 (five raters) are the plain lf-net
+    # cell, shared with the other recipes.
     methods_run = {p.name for p in (results / "runs" / "mnist-5k" / "lfnet" / "protocol").iterdir() if p.is_dir()}
-    assert {"lf-net@beta=2", "lf-net@beta=4", "lf-net@lam=0.001", "lf-net"} <= methods_run
-    assert not any("lam=0.01" in m for m in methods_run)
+    assert {"lf-net@beta=2", "lf-net@lam=0.001", "lf-net"} <= methods_run
+    assert not any("lam=0.01" in m or "beta=4" in m for m in methods_run)
     assert {p.name for p in (results / "runs" / "mnist-5k" / "lfnet" / "0.6").iterdir() if p.is_dir()} == {"mv-unet", "lf-net"}
     summary = store.read_summary(results)
     averages = summary[summary["method"] == "average"].set_index("noise")["mean"]
@@ -138,5 +139,5 @@ def test_tiny_paper_run_renders_every_output_labelled(tmp_path):
 
     again = run_bench("paper", "--recipes", str(recipes), "--results", str(results), "--out", str(out), "--max-steps", "2",
                     "--train-size", "64", "--test-size", "16", "--dry-run")  # fmt: skip
-    assert "0 of 10 distinct cells would run" in again.stdout, again.stdout  # the absent lidc recipe's cells are not counted
+    assert "0 of 9 distinct cells would run" in again.stdout, again.stdout  # the absent lidc recipe's cells are not counted
     assert re.search(r"^skipped absent: lidc: .*lidc", again.stderr, re.M), again.stderr

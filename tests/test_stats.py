@@ -195,3 +195,34 @@ def test_seeds_needed_resolves_the_gap_by_simulation():
     found = np.mean(stats.seed_case_test(a, b)["p"] < stats.ALPHA)
     assert found >= 0.75
     assert stats.seeds_needed(0.02**2, 0.02**2, 0.01**2, 1000, 0.01) == np.inf  # the case term alone is too wide
+
+
+def test_one_holm_family_per_column_whatever_rows_are_asked_for():
+    """The family is the column's registered comparisons: LF-Net against every method but the Oracle, plus each pair a
+    claim of the study names (here S+TV vs S, of `each-module-helps`). Asking for one row never shrinks it."""
+    rng = np.random.default_rng(5)
+    base = rng.uniform(0.4, 0.8, 20)
+    grids = {m: base + shift + rng.normal(0, 0.01, (3, 1)) + rng.normal(0, 0.02, (3, 20))
+             for m, shift in {"lf-net": 0.05, "mv-unet": 0.03, "lf-net-s": 0.0, "lf-net-s-tv": 0.02, "oracle": 0.1}.items()}  # fmt: skip
+    table = long_table(grids)
+    full = stats.paired_tests(table, "dsc", "foreground").set_index("method")
+    assert sorted(full.index) == ["lf-net-s", "lf-net-s-tv", "mv-unet"]
+    family = stats.family_tests(table, "lf-net")
+    assert [(r["reference_method"], r["method"]) for r in family][-1] == ("lf-net-s-tv", "lf-net-s")  # the claim's pair joins
+    np.testing.assert_allclose([r["p_holm"] for r in family], multipletests([r["p"] for r in family], method="holm")[1], rtol=1e-12)
+    for method in full.index:
+        alone = stats.paired_tests(table, "dsc", "foreground", others=[method]).iloc[0]
+        assert alone["p_holm"] == pytest.approx(full.loc[method, "p_holm"], rel=1e-12) and alone["p_holm"] >= alone["p"]
+    flipped = stats.pair_test(family, "lf-net-s", "lf-net-s-tv")  # read the other way round: the same test, signs flipped
+    straight = stats.pair_test(family, "lf-net-s-tv", "lf-net-s")
+    assert flipped["p_holm"] == straight["p_holm"] and flipped["diff"] == -straight["diff"] and flipped["ci_low"] == -straight["ci_high"]
+
+
+def test_a_case_missing_in_one_seed_is_dropped_for_both_methods_and_counted():
+    """Each seed's mean must cover the same cases: a case NaN in one seed of one method leaves the comparison."""
+    ref = np.array([[0.9, 0.8, 0.7, 0.6], [0.8, np.nan, 0.6, 0.7]])
+    other = np.array([[0.5, 0.4, 0.3, 0.2], [0.4, 0.5, 0.2, 0.3]])
+    row = stats.paired_tests(long_table({"lf-net": ref, "mv-unet": other}), "dsc", "foreground").iloc[0]
+    assert row["n"] == 3 and row["n_nan"] == 1
+    expected = stats.seed_case_test(ref[:, [0, 2, 3]], other[:, [0, 2, 3]])
+    assert row["diff"] == pytest.approx(float(expected["diff"])) and row["p"] == pytest.approx(float(expected["p"]))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from bench.cli.options import UsageError
+from bench.cli.options import UsageError, check_out
 
 
 def add_parser(verbs) -> None:
@@ -23,23 +23,25 @@ def add_parser(verbs) -> None:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    import pandas as pd
-
     from bench import store
     from bench.evaluate import metrics
     from bench.report import compare
 
+    a, b = Path(args.a), Path(args.b)
+    if a.resolve() == b.resolve():
+        raise UsageError(f"A and B are the same folder {a}; give two results folders, e.g. the same methods under two budgets")
     tables = []
-    for folder in (Path(args.a), Path(args.b)):
-        path = folder / store.METRICS
-        if not path.is_file():
-            raise UsageError(f"no results table {path}; give a folder a `python -m bench run --results …` wrote")
-        tables.append(pd.read_parquet(path))
-    names = (Path(args.a).name, Path(args.b).name)
+    for folder in (a, b):
+        table = store.read_collected(folder, store.METRICS)  # a damaged table is rebuilt from the cells (a note says so)
+        if table.empty:
+            raise UsageError(f"no results table {folder / store.METRICS}; give a folder a `python -m bench run --results …` wrote")
+        tables.append(table)
+    names = (a.name, b.name)
+    out = Path(args.out) if args.out else b / f"compare-with-{names[0]}"
+    check_out(out, "the comparison folder", "choose another with --out")
     table = compare.compare_tables(*tables, [m.name for m in metrics.in_table("table1")])
     if table.empty:
         raise UsageError(f"{args.a} and {args.b} share no method under one dataset, rater setting, noise level and reference")
-    out = Path(args.out) if args.out else Path(args.b) / f"compare-with-{names[0]}"
     written = compare.write(table, out, *names)
     print(compare.to_markdown(table, *names))
     print(f"{len(table)} comparisons; {written[1]}, {written[0]} and {len(written) - 2} figure files in {out}/")

@@ -7,10 +7,11 @@ torch; the verbs import the run side (sweeps, store, datasets, methods) when the
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 from pathlib import Path
 
-BUDGET_NAMES = ("quick", "plateau", "paper", "paper-rcl15")  # bench.train.budget.BUDGETS (a test keeps them equal)
+BUDGET_NAMES = ("quick", "plateau", "long", "paper", "paper-rcl15")  # bench.train.budget.BUDGETS (a test keeps them equal)
 DEFAULT_SAMPLES = 16  # bench.evaluate.scoring.DEFAULT_SAMPLES (the same test keeps them equal)
 
 
@@ -46,6 +47,15 @@ def parse_sets(values: list[str] | None) -> dict[str, dict[str, list]]:
     return grid
 
 
+def check_out(folder: Path, what: str, fix: str) -> None:
+    """Refuse, before anything is written, an output folder that cannot be written: `what` names it, `fix` says what to do."""
+    from bench.files import unwritable
+
+    why = unwritable(folder)
+    if why:
+        raise UsageError(f"cannot write {what} {folder} ({why}); {fix}")
+
+
 def data_root(arg: str | None) -> Path:
     return Path(arg or os.environ.get("BENCH_DATA") or "data")
 
@@ -56,7 +66,8 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         "--budget",
         default="quick",
         choices=BUDGET_NAMES,
-        help="quick (laptop CPU, early stopping), plateau (early stopping, no practical cap: the recommended comparison), "
+        help="quick (laptop CPU, early stopping), plateau (early stopping, cap 5,000 steps a stage: the recommended comparison), "
+        "long (every stage 4,000 steps, lowest validation loss restored: the stop audit, bench audit-stops), "
         "paper (the paper's fixed epochs), paper-rcl15 (paper, other reading of MNIST's 'RCN epoch 15')",
     )
     p.add_argument("--max-steps", type=int, help="cap every stage at N steps (smoke runs; the budget's stopping rule still applies)")
@@ -75,6 +86,11 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         help=f"test-time draws per image of a method that samples (Prob. U-Net, Pionono, D-Persona), scored by GED, Dice_match, "
         f"Dice_max and Dice_soft (default {DEFAULT_SAMPLES})",
     )  # fmt: skip
+    p.add_argument(
+        "--empty-pair", choices=["one", "zero"],
+        help="two empty masks in the set metrics: one (default; Dice 1, distance 0, as PHiSeg) or zero (Dice 0, distance 1, "
+        "as D-Persona's published numbers)",
+    )  # fmt: skip
     p.add_argument("--data-root", help="folder holding the datasets (default: $BENCH_DATA, else ./data)")
     p.add_argument("--results", default="results", help="results folder (default: results)")
     p.add_argument(
@@ -91,6 +107,25 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--n-jobs", type=int, help="worker processes for loky, or workers of a local dask cluster (default: one per usable CPU)")
     p.add_argument("--scheduler", help="address of a running dask.distributed scheduler, e.g. tcp://10.0.0.1:8786 (with --backend dask)")
+
+
+def mark_typed(parser: argparse.ArgumentParser) -> None:
+    """Record in `args.typed` the destination of every flag typed on the command line, whatever its value: a flag typed
+    at its default (`--budget quick`) still wins over `--config`, which fills only the flags not typed."""
+    for action in parser._actions:
+        if action.option_strings and not isinstance(action, argparse._HelpAction):
+            action.__class__ = typed_action(action.__class__)
+    parser.set_defaults(typed=frozenset())
+
+
+@functools.cache
+def typed_action(cls: type) -> type:
+    class Typed(cls):
+        def __call__(self, parser, namespace, values, option_string=None):
+            namespace.typed = getattr(namespace, "typed", frozenset()) | {self.dest}
+            super().__call__(parser, namespace, values, option_string)
+
+    return Typed
 
 
 def check_run_options(args: argparse.Namespace) -> None:
@@ -121,6 +156,7 @@ def run_options(args: argparse.Namespace, results: Path, root: Path, force: bool
         results=results, data_root=root, budget=BUDGETS[args.budget], max_steps=args.max_steps, device=args.device,
         precision=args.precision, engine=args.engine, train_size=args.train_size, test_size=args.test_size, force=force,
         progress=not args.no_progress, threads=args.threads, samples=args.samples or DEFAULT_SAMPLES,
+        empty_pair=args.empty_pair or "one",
     )  # fmt: skip
 
 

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from bench.cli.options import UsageError, add_run_options, check_run_options, data_root, run_cells
+from bench.cli.options import UsageError, add_run_options, check_out, check_run_options, data_root, run_cells
 from bench.cli.report import write_reproduction
 
 
@@ -22,8 +22,9 @@ def add_parser(verbs) -> None:
     p.set_defaults(func=cmd_paper)
 
 
-def recipe_cells(setting) -> list:
-    """The cells a recipe's setting needs: the plan `run` makes of the same methods, seeds, raters, input, noise levels and set."""
+def recipe_cells(setting, root: Path | None = None) -> list:
+    """The cells a recipe's setting needs: the plan `run` makes of the same methods, seeds, raters, input, noise levels and set
+    (with `root`, the data's: a value equal to the default the method resolves on it is the plain method's cell)."""
     from bench.run.plan import SweepSpec
 
     if not setting.methods:
@@ -33,7 +34,7 @@ def recipe_cells(setting) -> list:
         method, _, param = key.rpartition(".")
         grid.setdefault(method, {})[param] = list(values)
     spec = SweepSpec.build(
-        setting.dataset, setting.methods, list(setting.seeds), list(setting.noise_levels), grid, setting.raters, setting.input
+        setting.dataset, setting.methods, list(setting.seeds), list(setting.noise_levels), grid, setting.raters, setting.input, root
     )
     return spec.cells()
 
@@ -42,6 +43,7 @@ def cmd_paper(args: argparse.Namespace) -> int:
     from bench import store
     from bench.reproduce import recipes
     from bench.run import split_cache
+    from bench.run.plan import check_damage
     from datasets import DataError
 
     check_run_options(args)
@@ -62,7 +64,7 @@ def cmd_paper(args: argparse.Namespace) -> int:
     for name in chosen:
         setting = loaded[name].setting(args.budget)
         try:
-            plans[name] = recipe_cells(setting)
+            plans[name] = recipe_cells(setting, root)
             if plans[name] and not all(store.is_done(results, c) for c in plans[name]):  # an absent dataset is skipped, dry run too
                 c = plans[name][0]
                 split_cache.load_splits(c.dataset, root, c.raters, c.noise, store.cache_dir())
@@ -71,12 +73,16 @@ def cmd_paper(args: argparse.Namespace) -> int:
             skipped[name] = str(e)
             print(f"skipped {name}: {e}", file=sys.stderr)
     cells = list(dict.fromkeys(c for name in plans for c in plans[name]))
+    damaged = check_damage(cells, results)  # the recipes' own damaged cells train again; another one is refused here
     if args.dry_run:
         for name, plan in plans.items():
-            todo = sum(not store.is_done(results, c) for c in plan)
+            todo = sum(not store.is_done(results, c) or c in damaged for c in plan)
             print(f"{name}: {len(plan)} cells, {todo} to run ({loaded[name].setting(args.budget).dataset})")
-        print(f"{sum(not store.is_done(results, c) for c in cells)} of {len(cells)} distinct cells would run")
+        for cell, found in damaged.items():
+            print(f"to run {cell}: its {found.path.name} is damaged ({found.problem}); it trains again")
+        print(f"{sum(not store.is_done(results, c) or c in damaged for c in cells)} of {len(cells)} distinct cells would run")
         return 0
+    check_out(out_root, "the output folder", "choose another with --out")  # before anything trains or is written
     outcomes = run_cells(cells, args, results, root)
     failed = [o for o in outcomes if o["status"] == "failed"]
     smoke = ", ".join(f"{flag} {v}" for flag, v in (("--max-steps", args.max_steps), ("--train-size", args.train_size),

@@ -8,6 +8,7 @@ the seeds a given difference needs. Without one: the same from the stated defaul
 from __future__ import annotations
 
 import argparse
+import difflib
 from pathlib import Path
 
 from bench.cli.options import UsageError, parse_list
@@ -38,11 +39,19 @@ def add_parser(verbs) -> None:
 def cmd_power(args: argparse.Namespace) -> int:
     import numpy as np
 
+    from bench.evaluate import metrics
     from bench.report import stats
     from bench.reproduce import power
     from bench.reproduce.verdicts import scale
 
     differences = parse_list(args.differences, float, "--differences")
+    if args.metric not in metrics.METRICS:
+        close = difflib.get_close_matches(args.metric, list(metrics.METRICS), n=1)
+        raise UsageError(f"--metric {args.metric!r}: no such metric; {f'did you mean {close[0]}? ' if close else ''}"
+                         f"metrics: {', '.join(metrics.METRICS)}")  # fmt: skip
+    if not args.results and args.metric != "dsc":
+        raise UsageError(f"--metric {args.metric}: the stated defaults are DSC's variance components; give --results FOLDER "
+                         f"to estimate {args.metric}'s")  # fmt: skip
     if args.sims < 100:
         raise UsageError(f"--sims {args.sims}: at least 100 simulations are needed for a rate")
     for flag, value in (("--seeds", args.seeds), ("--cases", args.cases)):
@@ -65,11 +74,35 @@ def cmd_power(args: argparse.Namespace) -> int:
         verdict = "within" if rate <= stats.ALPHA + margin else "ABOVE"
         print(f"  false-positive rate under the null: {rate:.1%} ({verdict} {stats.ALPHA:.0%} + {margin:.1%} Monte Carlo margin); "
               f"the paper's per-case Wilcoxon on the same draws: {wilcoxon:.1%}")  # fmt: skip
-        print(f"  smallest difference found with {stats.POWER:.0%} power: {power.detectable(sim) * unit:.3g}")
+        if len(per_method) > 1 and per_method["sd_seed"].max() > per_method["sd_seed"].min():
+            low, high = per_method.loc[per_method["sd_seed"].idxmin()], per_method.loc[per_method["sd_seed"].idxmax()]
+            own = power.simulate(power.Components(low.sd_seed, comp.sd_case, comp.sd_resid), seeds, cases, args.sims, rng,
+                                 sd_seed_other=high.sd_seed)  # fmt: skip
+            rate, margin = power.rejection_rate(own["p"])
+            print(f"  with each method's own seed sd, the most unequal pair ({low.method} {low.sd_seed * unit:.3g} vs {high.method} "
+                  f"{high.sd_seed * unit:.3g}): false-positive rate {rate:.1%} "
+                  f"({'within' if rate <= stats.ALPHA + margin else 'ABOVE'} {stats.ALPHA:.0%} + {margin:.1%})")  # fmt: skip
+        print(f"  smallest difference found with {stats.POWER:.0%} power: {smallest(sim, args.metric, seeds)}")
         needed = [power.seeds_for(comp, cases, d / unit, max(args.sims // 4, 100), rng) for d in differences]
         print("  seeds per method for a difference of " + ", ".join(
             f"{d:g}: {n if n else '> 50'}" for d, n in zip(differences, needed)))  # fmt: skip
     return 0
+
+
+def smallest(sim: dict, metric: str, seeds: int) -> str:
+    """The smallest difference found with the target power, in printed units; "not reachable" where the simulation finds
+    none, or none a metric on [0, 1] can show (a DSC difference beyond 100 points)."""
+    import numpy as np
+
+    from bench.evaluate import metrics
+    from bench.report import stats
+    from bench.reproduce import power
+
+    found = power.detectable(sim)
+    bounded = metrics.get(metric).scale == 100  # a fraction shown in %
+    if not np.isfinite(found) or power.power_at(sim, found) < stats.POWER or (bounded and found > 1):
+        return f"not reachable with {seeds} seeds (the seed-to-seed spread is too large for the test to reach {stats.POWER:.0%} power)"
+    return f"{found * metrics.get(metric).scale:.3g}"
 
 
 def groups(args: argparse.Namespace):
@@ -87,12 +120,12 @@ def groups(args: argparse.Namespace):
     from bench.report.tables import default_reference
 
     path = Path(args.results) / store.METRICS
-    if not path.is_file():
+    full = store.read_collected(Path(args.results), store.METRICS)  # a damaged table is rebuilt from the cells (a note says so)
+    if full.empty:
         raise UsageError(f"{path} not found: run `python -m bench run --results {args.results}` first, or leave out --results")
-    table = pd.read_parquet(path)
-    table = table[table["metric"] == args.metric]
+    table = full[full["metric"] == args.metric]
     if table.empty:
-        raise UsageError(f"no {args.metric!r} rows in {path}; metrics there: {', '.join(sorted(set(pd.read_parquet(path)['metric'])))}")
+        raise UsageError(f"--metric {args.metric}: no {args.metric!r} rows in {path}; metrics there: {', '.join(sorted(set(full['metric'])))}")
     found = False
     for (dataset, raters, noise), part in table.groupby(["dataset", "raters", "noise"], sort=True):
         reference = args.reference or default_reference(dataset)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from bench.cli.options import UsageError, data_root
+from bench.cli.options import UsageError, check_out, data_root
 
 
 def add_parser(verbs) -> None:
@@ -28,27 +28,24 @@ def add_parser(verbs) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    import pandas as pd
-
     from bench import store
     from bench.report import render
+    from bench.run.plan import check_damage
 
     results = Path(args.results)
     out = Path(args.out) if args.out else results / "report"  # beside the results, not in the source tree
     first = f"run cells first, e.g. a one-minute smoke run: `python -m bench run --max-steps 20 --seeds 0 --methods mv-unet,lf-net --results {results}`"
-    for name in (store.METRICS, store.SUMMARY):
-        if not (results / name).is_file():
-            raise UsageError(f"no results table {results / name}; {first}")
-    try:
-        n_rows = len(pd.read_parquet(results / store.METRICS, columns=["value"]))
-    except (OSError, ValueError) as e:
-        raise UsageError(f"cannot read {results / store.METRICS} ({e}); {first}") from None
-    if n_rows == 0:
+    if not (results / store.METRICS).is_file() and not store.cell_folders(results):
+        raise UsageError(f"no results table {results / store.METRICS}; {first}")
+    check_damage([], results)  # a damaged cell is refused before anything is written: its file, what is wrong, the repair
+    # Every folder the report writes into, checked before anything is written.
+    check_out(out, "the report folder", "choose another with --out")
+    check_out(results / "paper", "the reproduction report's folder", f"make {results} writable, or report from a writable copy of it")
+    # A damaged or missing table is rebuilt from the cells (a note says so), so that every figure is drawn.
+    table, *_ = [store.read_collected(results, name, rebuild_missing=True) for name in store.COLLECTED]
+    if table.empty:
         raise UsageError(f"the results table {results / store.METRICS} is empty; {first}")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UsageError(f"cannot write the report folder {out} ({e.strerror or e}); choose another with --out") from None
+    out.mkdir(parents=True, exist_ok=True)
     written = render.render(results, out)
     for path in written:
         print(path)

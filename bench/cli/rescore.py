@@ -41,10 +41,15 @@ def cmd_rescore(args: argparse.Namespace) -> int:
     for old, why in left:
         print(f"left {old.relative_to(results)}: {why}", file=sys.stderr)
     outcomes = rescore.rescore_all(results, data_root(args.data_root).absolute(), progress=not args.no_progress)
-    failed = [(cell, why) for cell, why in outcomes if why]
-    for cell, why in failed:
+    failed = [(cell, why, damaged) for cell, why, damaged in outcomes if why]
+    for cell, why, _ in failed:
         print(f"failed: {cell}: {why}", file=sys.stderr)
+    counts = (f"{len(outcomes) - len(failed)} of {len(outcomes)} cells re-scored, {len(moved)} moved from the old layout, "
+              f"{len(left)} left in place")  # fmt: skip
+    damaged = sum(d for _, _, d in failed)
+    if damaged:  # collecting now would drop those cells from the tables: they stay as they were until the cells are repaired
+        print(f"{counts}; the tables in {results}/ are left as they were: {damaged} cell(s) have damaged files (above)", file=sys.stderr)
+        return 2
     store.collect(results)
-    print(f"{len(outcomes) - len(failed)} of {len(outcomes)} cells re-scored, {len(moved)} moved from the old layout, "
-          f"{len(left)} left in place; tables in {results}/ (metrics.parquet, summary.csv)")  # fmt: skip
+    print(f"{counts}; tables in {results}/ (metrics.parquet, summary.csv)")
     return 1 if failed else 0

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
 import time
 import warnings
 from pathlib import Path
 
-from bench.cli.options import UsageError, add_run_options, check_run_options, data_root, parse_list, parse_sets, run_cells
+from bench.cli.options import UsageError, add_run_options, check_run_options, data_root, mark_typed, parse_list, parse_sets, run_cells
 
 EXAMPLES = """examples:
   python -m bench run                                   every method on mnist-5k, 3 seeds, quick budget
@@ -81,6 +82,7 @@ def add_parser(verbs) -> None:
     )
     add_run_options(p)
     p.add_argument("--force", action="store_true", help="retrain cells that are already done")
+    mark_typed(p)  # a flag typed on the command line wins over --config even at its default value
     p.set_defaults(func=cmd_run, run_parser=p)  # the parser itself: --config checks its keys against these flags
 
 
@@ -141,10 +143,11 @@ def dry_run(cells: list, args: argparse.Namespace, results: Path) -> int:
 
     with warnings.catch_warnings():  # the data a check reads may note its pool's sparseness: the run says it, not the listing
         warnings.simplefilter("ignore")
-        plan.preflight(cells, run_options(args, results, data_root(args.data_root).absolute(), args.force))
-    todo = [c for c in cells if args.force or not store.is_done(results, c)]
+        damaged = plan.preflight(cells, run_options(args, results, data_root(args.data_root).absolute(), args.force))
+    todo = [c for c in cells if args.force or not store.is_done(results, c) or c in damaged]
     for cell in cells:
-        print(f"{'to run' if cell in todo else 'done':<7} {cell}")
+        why = f" (its {damaged[cell].path.name} is damaged: {damaged[cell].problem}; it trains again)" if cell in damaged else ""
+        print(f"{'to run' if cell in todo else 'done':<7} {cell}{why}")
     print(f"{len(todo)} of {len(cells)} cells would run")
     seconds, known = plan.estimate(todo, results)
     if todo and known:
@@ -161,11 +164,17 @@ def dry_run(cells: list, args: argparse.Namespace, results: Path) -> int:
     return 0
 
 
-def apply_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> str:
-    """Fill the flags left at their defaults from `args.config` (a TOML sweep file); returns its text, to keep with the results.
+LISTS = ("methods", "seeds", "noise_levels")  # the flags that take a comma list: a TOML list, or the flag's text
 
-    Lists become the flags' comma lists; `[set]` (`lf-net = { beta = [3, 4] }`) becomes `--set lf-net.beta=3,4`. A
-    key that is no flag, or a value of the wrong kind, is refused in one line naming the file.
+
+def apply_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> str:
+    """Fill the flags not typed on the command line from `args.config` (a TOML sweep file); returns its text, to keep
+    with the results. A flag typed on the command line wins even at its default value (`args.typed`).
+
+    One rule for values: the comma-list flags (`LISTS`) take a TOML list or the flag's own text (`seeds = [0, 1]` or
+    `seeds = "0,1"`); every other flag takes one value, never a list; `[set]` (`lf-net = { beta = [3, 4] }`) becomes
+    `--set lf-net.beta=3,4`. An empty file, a key that is no flag (with the nearest flag's name), or a value of the wrong
+    kind is refused in one line naming the file.
     """
     try:
         import tomllib
@@ -181,32 +190,40 @@ def apply_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> s
         raw = tomllib.loads(text)
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
         raise UsageError(f"--config {path}: cannot read it as TOML ({e})") from None
+    if not raw:  # else an empty file would silently mean the default run of every method
+        raise UsageError(f"--config {path}: no keys; a sweep file sets the run flags' names, e.g. methods = [\"mv-unet\"] and seeds = [0, 1]")
     for key, value in raw.items():
         action = actions.get(key.replace("-", "_"))
         if action is None:
-            raise UsageError(f"--config {path}: unknown key {key!r}; keys are the run flags' names: {', '.join(actions)}")
+            close = difflib.get_close_matches(key.replace("-", "_"), list(actions), n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise UsageError(f"--config {path}: unknown key {key!r}{hint}; keys are the run flags' names: {', '.join(actions)}")
         name = action.dest
-        if getattr(args, name) != action.default:
+        if name in args.typed:
             continue  # the command line wins
-        if name == "set":
-            if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
-                raise UsageError(f"--config {path}: [set] holds one table per method, e.g. lf-net = {{ beta = [3, 4] }}")
-            value = [
-                f"{m}.{k}={','.join(map(str, v if isinstance(v, list) else [v]))}" for m, params in value.items() for k, v in params.items()
-            ]
-        elif isinstance(value, list):
-            value = ",".join(map(str, value))
-        elif isinstance(value, dict):
-            raise UsageError(f"--config {path}: {key} takes a value or a list, not a table")
-        elif action.type is int:
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise UsageError(f"--config {path}: {key} = {value!r}: expected a whole number")
-        else:
-            value = str(value)
-        if action.choices and value not in action.choices:
-            raise UsageError(f"--config {path}: {key} = {value!r}: expected one of {', '.join(action.choices)}")
-        setattr(args, name, value)
+        setattr(args, name, config_value(path, key, value, action))
     return text
+
+
+def config_value(path: Path, key: str, value, action: argparse.Action):
+    """A sweep file's value as the flag's own parser would have it (the rule in `apply_config`)."""
+    name = action.dest
+    if name == "set":
+        if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
+            raise UsageError(f"--config {path}: [set] holds one table per method, e.g. lf-net = {{ beta = [3, 4] }}")
+        return [f"{m}.{k}={','.join(map(str, v if isinstance(v, list) else [v]))}" for m, params in value.items() for k, v in params.items()]
+    if isinstance(value, dict) or (isinstance(value, list) and (name not in LISTS or any(isinstance(v, (list, dict)) for v in value))):
+        what = "a list of values" if name in LISTS else "one value"
+        raise UsageError(f"--config {path}: {key} = {value!r}: {key} takes {what}")
+    if isinstance(value, list):
+        return ",".join(map(str, value))
+    if action.type is int:
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise UsageError(f"--config {path}: {key} = {value!r}: expected a whole number")
+        return value
+    if action.choices and str(value) not in action.choices:
+        raise UsageError(f"--config {path}: {key} = {value!r}: expected one of {', '.join(action.choices)}")
+    return str(value)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -221,7 +238,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     check_run_options(args)
     seeds = parse_list(args.seeds, int, "--seeds")
     levels = parse_list(args.noise_levels, str, "--noise-levels")
-    spec = SweepSpec.build(args.dataset, args.methods, seeds, levels, parse_sets(args.set), args.raters, args.network_input)
+    spec = SweepSpec.build(args.dataset, args.methods, seeds, levels, parse_sets(args.set), args.raters, args.network_input,
+                           data_root(args.data_root).absolute())  # fmt: skip
     dataset = get_dataset(args.dataset)
     reference = args.reference or dataset.reference
     if reference == "gt" and dataset.reference != "gt":

@@ -73,6 +73,11 @@ class RaterSet:
         """The samples as Dice_match pairs them: one prediction (M = 1) is offered to every rater, (N, R, H, W)."""
         return np.broadcast_to(self.samples, self.votes.shape) if self.samples.shape[1] == 1 else self.samples
 
+    @property
+    def own_offered(self) -> np.ndarray:
+        """The per-rater outputs as a Hungarian match pairs them: one prediction is offered to every rater, (N, R, H, W)."""
+        return np.broadcast_to(self.own, self.votes.shape) if self.own.shape[1] == 1 else self.own
+
     @cached_property
     def sample_mean(self) -> np.ndarray:
         """(N, H, W) the share of samples marking each pixel."""
@@ -172,6 +177,12 @@ register(Metric("soft_iou", "soft", lambda p: p.soft[1], True, 100, 2, "soft IoU
 register(Metric("ged", "set", lambda s: multirater.ged(s.samples, s.votes, s.valid, s.empty), False, 1, 3, "GED", "GED", ("table2",),
                 "squared generalised energy distance over the M samples, d = 1 − IoU, all ordered pairs; both empty: d = 0",
                 ("raters",), "samples"))  # fmt: skip
+register(Metric("ged_unbiased", "set", lambda s: multirater.ged(s.samples, s.votes, s.valid, s.empty, unbiased=True), False, 1, 3,
+                "GED_u", "GED$_\\mathrm{u}$", (), "GED with the sample term over distinct pairs only: 0 in expectation for a perfect "
+                "sampler at any M (M = 1: equal to GED)", ("raters",), "samples"))  # fmt: skip
+register(Metric("ged_floor", "set", lambda s: multirater.ged_floor(s.votes, s.valid, s.samples.shape[1], s.empty), False, 1, 3,
+                "GED floor", "GED$_\\mathrm{floor}$", (), "not a score of the method: the expected GED of a perfect sampler of the "
+                "raters at this row's M, (D − s)/M (multirater.ged_floor)", ("raters",), "samples"))  # fmt: skip
 register(Metric("dice_match", "set", lambda s: multirater.dice_match(s.offered, s.votes, s.valid, s.empty),
                 True, 100, 2, "Dice_match", "Dice$_\\mathrm{match}$", ("table2",),
                 "Hungarian-matched Dice of raters and samples, mean over valid raters (one output is offered to every rater)",
@@ -184,5 +195,8 @@ register(Metric("dice_soft", "set", lambda s: soft_dice_iou(s.sample_mean, s.rat
 register(Metric("dice_personal", "set", lambda s: multirater.nanmean(multirater.paired_dice(s.own, s.votes, s.valid, s.empty), 1), True,
                 100, 2, "Dice_personal", "Dice$_\\mathrm{pers}$", (), "Dice of the output for rater r against rater r, mean over valid "
                 "raters (a method without per-rater outputs offers its one prediction)", ("raters",), "own"))  # fmt: skip
+register(Metric("dice_personal_match", "set", lambda s: multirater.dice_match(s.own_offered, s.votes, s.valid, s.empty), True,
+                100, 2, "Dice_pers,match", "Dice$_\\mathrm{pers}^\\mathrm{match}$", (), "the per-rater outputs matched to the raters "
+                "by the Hungarian method (Dice_personal is the diagonal), mean over valid raters", ("raters",), "own"))  # fmt: skip
 register(Metric("ece", "calibration", lambda c: calibration.ece(c.prob, c.target, N_BINS), False, 1, 3, "ECE", "ECE", (),
                 f"expected calibration error of the foreground probability, {N_BINS} equal-width bins, per case", ("gt", "rater-mean")))  # fmt: skip

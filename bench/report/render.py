@@ -42,7 +42,7 @@ import pandas as pd
 from bench import store
 from bench.evaluate import long_table, metrics
 from bench.evaluate.long_table import ordered_structures
-from bench.report import stats
+from bench.report import stats, stop_audit
 from bench.report.plots import (
     boxplot_figure,
     diagnostic_figure,
@@ -95,7 +95,7 @@ def all_tests(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def read_inputs(results_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    return pd.read_parquet(results_dir / store.METRICS), store.read_summary(results_dir)
+    return store.read_collected(results_dir, store.METRICS), store.read_summary(results_dir)
 
 
 def render(results_dir: Path, out_dir: Path) -> list[Path]:
@@ -109,15 +109,17 @@ def render(results_dir: Path, out_dir: Path) -> list[Path]:
         return []
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
-    written += write_tables(summary, out_dir, outcomes=store.training_outcomes(results_dir), samples=samples_note(table))
+    written += write_tables(summary, out_dir, outcomes=store.training_outcomes(results_dir), samples=samples_note(table),
+                            audit=stop_audit.failures(results_dir))
     tests = all_tests(table)
     written.append(write_tests(tests, out_dir))
     written += write_boxplots(table, tests, out_dir)
     written += write_noise_figures(summary, out_dir)
     written += write_rater_heatmaps(summary, out_dir)
     for name, writer in ((store.CALIBRATION_BINS, write_reliability), (store.TRAIN_LOGS, write_learning_curves)):
-        if (results_dir / name).is_file():
-            written += writer(pd.read_parquet(results_dir / name), out_dir)
+        collected = store.read_collected(results_dir, name)
+        if not collected.empty:
+            written += writer(collected, out_dir)
     return sorted(written)
 
 

@@ -14,10 +14,15 @@ differ, test-case noise included), S its number of seeds, and s²_d the sample v
 per-case difference of seed-averaged values (how much the difference depends on which cases were drawn). The first two
 terms are Welch's, with the seed as the unit; the third adds the test cases as a second unit of replication. Δ / √Var
 is referred to Student's t with the Welch–Satterthwaite degrees of freedom of the three terms; the 95 % interval is
-Δ ± t·√Var. The residual (seed × case) variance enters both the seed and the case terms, so the test errs on the safe
-side; with one seed of either method the training variance is unknown and there is no p-value. `bench power` proves the
-error rate by simulation. Holm's step-down adjustment (Holm 1979) runs across the comparisons of one dataset ×
-reference method × noise level × evaluation reference.
+Δ ± t·√Var. The residual (seed × case) variance enters both the seed and the case terms, so V overstates Var(Δ) by up
+to 2× where the residual dominates (few cases, little seed spread): the test errs on the safe side, at a cost in power
+that docs/methods.md#statistics states; with one seed of either method the training variance is unknown and there is no
+p-value. `bench power` proves the error rate by simulation.
+
+One Holm family per comparison (`family_pairs`): per column (dataset × raters × noise × reference × metric × structure),
+the reference method against every other method of the column but the Oracle and parameter-sweep cells, plus each pair
+a claim of the study names whose two methods the column has. `paired_tests` and `family_tests` always adjust over that whole family, whichever rows
+a caller asks for, so the tables, box plots, claims and page read one p_holm per comparison.
 
 The paper's test is kept beside it, labelled as such, never as a verdict's only basis: a paired two-sided Wilcoxon
 signed-rank test (Wilcoxon 1945) on per-case values averaged over seeds (`compare_pair`), whose unit is the test case
@@ -38,6 +43,7 @@ from statsmodels.stats.multitest import multipletests
 
 from bench import study
 from bench.evaluate.long_table import GROUP
+from methods.registry import PARAM_SEP
 
 ALPHA = 0.05  # two-sided, of each Holm-adjusted comparison
 POWER = 0.80  # of the "seeds needed" estimates
@@ -183,14 +189,15 @@ def seed_case_matrix(part: pd.DataFrame, method: str) -> pd.DataFrame:
 def compare_models(ref: pd.DataFrame, other: pd.DataFrame, higher_is_better: bool = True) -> dict:
     """The verdict's test (`seed_case_test`) and the paper's (`compare_pair`) on two (seeds × cases) frames.
 
-    Only the cases both methods were scored on are paired; a case where either method has no finite value in any seed
-    is dropped and counted in n_nan. `n` is the number of cases compared.
+    Only the cases both methods were scored on are paired, and only those with a finite value in every seed of both
+    methods: a case missing in one seed would enter that seed's mean and not the others', so the seeds would no longer
+    be scored on the same cases. Dropped cases are counted in n_nan; `n` is the number of cases compared.
     """
     shared = ref.columns.intersection(other.columns)
     ref, other = ref[shared].to_numpy(float), other[shared].to_numpy(float)
     if not higher_is_better:
         ref, other = -ref, -other
-    keep = np.isfinite(ref).any(0) & np.isfinite(other).any(0)
+    keep = np.isfinite(ref).all(0) & np.isfinite(other).all(0)
     ref, other = ref[:, keep], other[:, keep]
     out = {"n": int(keep.sum()), "n_nan": int((~keep).sum()), "n_seeds_ref": ref.shape[0], "n_seeds": other.shape[0]}
     if out["n"] == 0:
@@ -203,6 +210,53 @@ def compare_models(ref: pd.DataFrame, other: pd.DataFrame, higher_is_better: boo
     return {**out, **{k: test[k] for k in ("diff", "se", "df", "ci_low", "ci_high", "p")}, "seeds_needed": needed, **wilcoxon}
 
 
+def family_pairs(present: set[str], reference_method: str, extra: Sequence[str] = ()) -> list[tuple[str, str]]:
+    """The registered comparisons of one column (module docstring), each (a, b) once: the reference method against every
+    other method in `present` but the Oracle and parameter-sweep cells (`lf-net@beta=3`, drawn in the parameter figures,
+    never tested), and against each of `extra` (a caller's explicit choice, Oracle included); then each pair named by a
+    claim of the study whose two methods are present."""
+    registered = [m for m in present if m not in default_exclude() and PARAM_SEP not in m]
+    others = [m for m in sorted(present) if m != reference_method and (m in registered or m in extra)]
+    pairs = [(reference_method, m) for m in others] if reference_method in present else []
+    seen = {frozenset(p) for p in pairs}
+    for claim in study.current().claims:
+        for a, b in claim.params.get("pairs", []):
+            if a in present and b in present and frozenset((a, b)) not in seen:
+                pairs.append((a, b))
+                seen.add(frozenset((a, b)))
+    return pairs
+
+
+def family_tests(part: pd.DataFrame, reference_method: str, higher_is_better: bool = True, extra: Sequence[str] = ()) -> list[dict]:
+    """Every comparison of one column's family (`family_pairs`), each Holm-adjusted over the whole family.
+
+    `part`: the long rows of one column (one group, metric and structure). Returns one dict per pair: reference_method
+    (the pair's first method, the one a positive diff favours), method, and `compare_models`'s keys, with p_holm and
+    p_wilcoxon_holm.
+    """
+    matrices = {m: seed_case_matrix(part, m) for m in set(part["method"])}
+    family = [{"reference_method": a, "method": b, **compare_models(matrices[a], matrices[b], higher_is_better)}
+              for a, b in family_pairs(set(matrices), reference_method, extra)]  # fmt: skip
+    for column in ("p", "p_wilcoxon"):
+        for row, p_adj in zip(family, holm([r[column] for r in family])):
+            row[f"{column}_holm"] = float(p_adj)
+    return family
+
+
+def pair_test(family: list[dict], better: str, worse: str) -> dict | None:
+    """The row of `family` (`family_tests`) comparing `better` with `worse`, signed so that a positive diff favours
+    `better`; None when the family has no such comparison."""
+    for row in family:
+        if (row["reference_method"], row["method"]) == (better, worse):
+            return dict(row)
+        if (row["reference_method"], row["method"]) == (worse, better):
+            flipped = {**row, "reference_method": better, "method": worse, "diff": -row["diff"], "ci_low": -row["ci_high"],
+                       "ci_high": -row["ci_low"], "effect_size": -row["effect_size"], "median_diff": -row["median_diff"],
+                       "n_seeds_ref": row["n_seeds"], "n_seeds": row["n_seeds_ref"]}  # fmt: skip
+            return flipped
+    return None
+
+
 def paired_tests(
     table: pd.DataFrame,
     metric: str,
@@ -212,16 +266,16 @@ def paired_tests(
     others: Sequence[str] | None = None,
 ) -> pd.DataFrame:
     """Reference method (default: the study's) vs each other method: the seed-aware test and the paper's Wilcoxon,
-    each Holm-adjusted within its family.
+    each Holm-adjusted over the column's whole family (`family_pairs`), whichever rows are asked for.
 
-    Per dataset × raters × noise × reference (one Holm family each), for each other method — `others`, or by
-    default every other method in the table except the oracle — `compare_models` on the two methods' (seeds × cases)
-    values. A group without the reference method yields no rows.
+    Per dataset × raters × noise × reference, the rows of the reference method against `others`, or by default against
+    every method of its family (`family_pairs`: all but the Oracle and parameter-sweep cells); `compare_models` on the
+    two methods' (seeds × cases) values. A group without the reference method yields no rows.
 
     Returns columns TEST_COLUMNS: the group, structure, metric, reference_method, method; n cases compared (n_nan
     dropped), the seeds of each; diff (mean difference, positive favours the reference method), se, df, its 95 %
-    interval ci_low–ci_high, p and p_holm (the verdict's test), seeds_needed (per method, to resolve the measured diff
-    with 80 % power); the paper's Wilcoxon on seed-averaged cases: statistic, n_zero, p_wilcoxon, p_wilcoxon_holm,
+    interval ci_low–ci_high, p and p_holm (the verdict's test), seeds_needed (per method, to find a gap of the measured
+    size with 80 % power); the paper's Wilcoxon on seed-averaged cases: statistic, n_zero, p_wilcoxon, p_wilcoxon_holm,
     effect_size (rank-biserial), median_diff.
     """
     reference_method = reference_method or study.current().reference_method
@@ -231,13 +285,8 @@ def paired_tests(
         present = set(part["method"])
         if reference_method not in present:
             continue
-        ref = seed_case_matrix(part, reference_method)
-        candidates = others if others is not None else [m for m in sorted(present) if m not in default_exclude()]
-        family = [{**dict(zip(GROUP, key)), "structure": structure, "metric": metric, "reference_method": reference_method,
-                   "method": method, **compare_models(ref, seed_case_matrix(part, method), higher_is_better)}
-                  for method in candidates if method != reference_method and method in present]  # fmt: skip
-        for column in ("p", "p_wilcoxon"):
-            for row, p_adj in zip(family, holm([r[column] for r in family])):
-                row[f"{column}_holm"] = float(p_adj)
-        out.extend(family)
+        family = {r["method"]: r for r in family_tests(part, reference_method, higher_is_better, extra=others or ())
+                  if r["reference_method"] == reference_method}  # fmt: skip
+        wanted = others if others is not None else list(family)
+        out += [{**dict(zip(GROUP, key)), "structure": structure, "metric": metric, **family[m]} for m in wanted if m in family]
     return pd.DataFrame(out, columns=TEST_COLUMNS)

@@ -56,7 +56,7 @@ class Table:
 
 
 #: The note under a table with a flagged row.
-FLAG_NOTE = "[empty k/n], [full k/n]: in k of n seeds the method predicted an empty (full) mask on most validation cases where the raters' majority did not; its mean measures nothing and is never bold"  # fmt: skip
+FLAG_NOTE = "[empty k/n], [full k/n]: in k of n seeds the method predicted an empty (full) mask on most validation cases where the raters' majority did not; its mean measures nothing and is never bold. [stop audit: fails]: trained longer (bench audit-stops) a test metric moved by more than its seed sd, so this row is not the method at its best and is never bold"  # fmt: skip
 
 
 def column(metric: str, structure: str, named: bool = False) -> Column:
@@ -281,36 +281,65 @@ def group_tables(part: pd.DataFrame, group: tuple, flags: dict[str, str] | None 
     return out
 
 
-def samples_note(table: pd.DataFrame) -> dict[tuple, str]:
-    """Per (dataset, raters, noise) of a long table: the line that says how many samples each method's set metrics scored."""
-    rows = table[(table["reference"] == "raters") & (table["metric"] == "ged")]
+SET_METRICS_SHOWN = "GED, GED_u, Dice_match, Dice_max, Dice_soft"
+
+
+def samples_note(table: pd.DataFrame) -> dict[tuple, tuple[str, set[str]]]:
+    """Per (dataset, raters, noise) of a long table: the line under each table with a set metric, and the methods left
+    out of its set-metric columns because they were scored at another M than the others (set metrics are compared only
+    at one M: a perfect sampler's GED falls as 1/M, docs/methods.md#samples).
+
+    The line states M, that a method with one prediction has the same values at any M, and the perfect sampler's GED at
+    that M (the mean `ged_floor` of the group's rows at M).
+    """
+    sets = table[table["reference"] == "raters"]
+    rows = sets[sets["metric"] == "ged"]
     if "n_samples" not in rows:
         return {}
     out = {}
     for group, part in rows.groupby(["dataset", "raters", "noise"], sort=True):
         m = part.groupby("method")["n_samples"].max()
-        shown = ", ".join(f"{display(method)} {'?' if pd.isna(m[method]) else int(m[method])}" for method in registry_order(m.index))
-        out[group] = f"GED, Dice_match, Dice_max, Dice_soft over each method's samples per test image (M): {shown}."
+        drawn = m[m > 1]
+        common = int(drawn.value_counts().sort_index().idxmax()) if len(drawn) else 1
+        apart = set(drawn.index[drawn != common])
+        line = (f"{SET_METRICS_SHOWN} at M = {common} draws per test image for every method shown (a method with one "
+                f"prediction: {common} identical draws, the same values as one)")  # fmt: skip
+        floors = sets[(sets["metric"] == "ged_floor") & (sets["n_samples"] == common)]
+        floors = floors[(floors["dataset"] == group[0]) & (floors["raters"] == group[1]) & (floors["noise"] == group[2])]
+        if len(floors):
+            per = floors.groupby("structure")["value"].mean()
+            shown = ", ".join(f"{k} {v:.3f}" for k, v in per.items()) if len(per) > 1 else f"{per.iloc[0]:.3f}"
+            line += f"; a perfect sampler of the raters scores GED {shown} at this M (GED_u 0)"
+        if apart:
+            names = ", ".join(f"{display(method)} (M = {int(m[method])})" for method in registry_order(apart))
+            line += f". Left out of these columns, scored at another M: {names}"
+        out[group] = (line + ".", apart)
     return out
 
 
 def write_tables(summary: pd.DataFrame, out_dir: Path, note: str = "", outcomes: pd.DataFrame | None = None,
-                 samples: dict[tuple, str] | None = None) -> list[Path]:  # fmt: skip
+                 samples: dict[tuple, tuple[str, set[str]]] | None = None, audit: dict[tuple, dict[str, str]] | None = None
+                 ) -> list[Path]:  # fmt: skip
     """Every table of the summary as Markdown and LaTeX, per headline reference; `note` (e.g. "quick stand-in: …") heads each file.
 
     `outcomes` (`bench.store.training_outcomes` of the same results folder) marks the degenerate rows (`degenerate_flags`);
-    `samples` (`samples_note` of the long table) goes under each table with a set metric.
+    `samples` (`samples_note` of the long table) goes under each table with a set metric, and its methods at another M
+    are left out of the set-metric columns. `audit` (`stop_audit.failures`) flags the methods that fail the stop audit.
     """
     written, markdown = [], []
     for (dataset, raters, noise), part in summary.groupby(["dataset", "raters", "noise"], sort=True):
         flags = degenerate_flags(outcomes, dataset, raters, noise)
+        for method, flag in (audit or {}).get((dataset, raters, noise), {}).items():
+            flags[method] = " · ".join(f for f in (flags.get(method), flag) if f)
+        line, apart = (samples or {}).get((dataset, raters, noise), ("", set()))
+        set_names = [m.name for m in metrics.of_kind("set")]
+        part = part[~(part["method"].isin(apart) & part["metric"].isin(set_names))]  # compared only at one M
         shared = part[part["reference"].isin(["raters", "rater-mean"]) | (part["method"] == AVERAGE)]
         for reference in [r for r in HEADLINE if r in set(part.loc[part["method"] != AVERAGE, "reference"])]:
             rows = pd.concat([part[(part["reference"] == reference) & (part["method"] != AVERAGE)], shared])
             for stem, table in group_tables(rows, (dataset, raters, noise, reference), flags):
                 if (out_dir / f"{stem}.md") in written:  # Table III does not depend on the headline reference
                     continue
-                line = (samples or {}).get((dataset, raters, noise))
                 if line and any(metrics.get(c.metric).kind == "set" for c in table.columns if c.metric in metrics.METRICS):
                     table.notes.append(line)
                 md, tex = to_markdown(table), to_latex(table)

@@ -13,6 +13,7 @@ import math
 
 import pandas as pd
 
+from bench import study
 from bench.evaluate.metrics import higher_is_better
 from bench.report import stats
 from bench.report.rows import display
@@ -47,11 +48,14 @@ def assess_claim(claim: Claim, tables: list[TableReport], table: pd.DataFrame, c
                     where = f"{report.table.label} {column.dataset} {column.metric}"
                     groups = [g for g in report.groups if j in g.entries and g.dataset in samples(column.dataset)]
                     pairs = [(paper.reference_method, m) for m in competitors(report.table.id, paper)]
-                    checks += [order_check(table, g, column, pairs, where, study_tolerance(column, paper)) for g in groups]
+                    checks += [
+                        order_check(table, g, column, pairs, where, study_tolerance(column, paper)) | {"part": where} for g in groups
+                    ]
                     checks += [] if groups else [not_run(where)]
         return combine(claim, checks)
     for column in claim_columns(claim):
         tol = study_tolerance(column, paper)
+        part = f"{column.dataset} {column.metric} {column.structure}"
         found = False
         for dataset in claim_datasets(column, table, paper):
             reference = measured_reference(column, dataset)
@@ -64,22 +68,24 @@ def assess_claim(claim: Claim, tables: list[TableReport], table: pd.DataFrame, c
                     pairs = [tuple(p) for p in claim.params["pairs"]]
                     levels = sorted(set(mine.loc[mine["raters"] == raters, "noise"])) if claim.kind == "noise" else ["protocol"]
                     checks += [
-                        order_check(table, group, column, pairs, f"{where} noise {level}", tol, reference, level) for level in levels
+                        order_check(table, group, column, pairs, f"{where} noise {level}", tol, reference, level)
+                        | {"part": part if claim.kind == "order" else f"{part} noise {level}"}
+                        for level in levels
                     ]
                 elif claim.kind == "significant":  # against the paper table's competitors on this dataset
                     pairs = [(paper.reference_method, m) for m in competitors(table_of_dataset(column.dataset, paper), paper)]
-                    checks.append(order_check(table, group, column, pairs, where, tol, reference))
+                    checks.append(order_check(table, group, column, pairs, where, tol, reference) | {"part": part})
                 elif claim.kind == "margin":
-                    checks.append(margin_check(claim, table, group, column, reference, where, paper, tol))
+                    checks.append(margin_check(claim, table, group, column, reference, where, paper, tol) | {"part": part})
                 elif claim.kind == "tie":
-                    checks.append(tie_check(claim, table, group, column, reference, where, tol))
-        checks += [] if found else [not_run(f"{column.dataset} {column.metric}")]
+                    checks.append(tie_check(claim, table, group, column, reference, where, tol) | {"part": part})
+        checks += [] if found else [not_run(part)]
     return combine(claim, checks)
 
 
 def not_run(where: str) -> dict:
     """A part of a claim's scope with no cell: the claim is incomplete at best."""
-    return {"group": None, "where": where, "status": "not run", "lines": [f"{where}: not run"], "results": []}
+    return {"group": None, "where": where, "part": where, "status": "not run", "lines": [f"{where}: not run"], "results": []}
 
 
 def competitors(table_id: str, paper: Study) -> list[str]:
@@ -123,64 +129,99 @@ def scoped(table: pd.DataFrame, group: Group, reference: str, noise: str = "prot
                  & (table["reference"] == reference)]  # fmt: skip
 
 
-def order_check(table, group: Group, column: Column, pairs, where: str, tol: float, reference: str | None = None,
-                noise: str = "protocol") -> dict:  # fmt: skip
-    """Each (better, worse) pair by the seed-aware paired test (`bench.report.stats.paired_tests`, Holm-adjusted within the
-    check): "ahead" when significant in the better method's favour, "behind" when significant the other way,
-    "equivalent" when its 95 % interval lies inside ± `tol`, else "unresolved" (with the seeds that would resolve it).
-    The check holds when every pair is ahead, does not hold when one is behind or equivalent, is inconclusive otherwise,
-    and incomplete when a pair was not run (`missing` names it) unless what ran already does not hold."""
+#: A claim's verdicts from the most to the least decisive: a claim, a part of its scope or a check takes the first that
+#: any of its pieces has.
+SEVERITY = ("does not hold", "incomplete", "inconclusive", "no material difference", "holds")
+
+
+def worst(statuses) -> str:
+    return min(statuses, key=SEVERITY.index)
+
+
+def decide(states: list[str], missing: list) -> str:
+    """A check's status from its own per-pair states (each one of SEVERITY but "incomplete"): "does not hold" as soon as
+    one pair refutes it, whatever is missing; otherwise "incomplete" when a pair was not run; otherwise the worst state."""
+    if "does not hold" in states:
+        return "does not hold"
+    return "incomplete" if missing else worst(states)
+
+
+def pair_tests(table, group: Group, column: Column, pairs, where: str, tol: float, reference: str | None = None,
+               noise: str = "protocol") -> dict:  # fmt: skip
+    """The pairs of one check that ran, each read from its column's one Holm family (`bench.report.stats.family_tests`):
+    "ahead" when significant in the better method's favour, "behind" when significant the other way, "no material
+    difference" when not significant and its 95 % interval lies inside ± `tol`, else "unresolved" (so is a pair the
+    study does not register, which has no test). Returns the check without a status: group, where, missing (pairs not
+    run), results (one per pair run, diff and interval in paper units), lines (the pairs not run), means (paper units)."""
     reference = reference or measured_reference(column, group.dataset)
     rows = scoped(table, group, reference, noise)
     rows = rows[(rows["metric"] == column.metric) & (rows["structure"] == column.structure)]
     present = set(rows["method"])
     missing = [p for p in pairs if p[0] not in present or p[1] not in present]
-    out = {"group": group, "where": where, "status": "not run", "lines": [], "missing": missing, "results": []}
-    if not pairs or len(missing) == len(pairs):
+    out = {"group": group, "where": where, "missing": missing, "results": [], "means": {},
+           "lines": [f"{where}: not run: {', '.join(f'{display(a)} vs {display(b)}' for a, b in missing)}"] if missing else []}  # fmt: skip
+    ran = [p for p in pairs if p not in missing]
+    if not ran:
         return out
-    if missing:
-        out["lines"] = [f"{where}: not run: {', '.join(f'{display(a)} vs {display(b)}' for a, b in missing)}"]
-        pairs = [p for p in pairs if p not in missing]
     higher, unit = higher_is_better(column.metric), scale(column.metric)
-    means = rows.groupby("method")["value"].mean() * unit
-    results = []
-    for better, worse in pairs:
-        test = stats.paired_tests(rows, column.metric, column.structure, better, higher, others=[worse])
-        results.append(test.iloc[0].to_dict() if len(test) else {"diff": math.nan, "ci_low": math.nan, "ci_high": math.nan,
-                                                                  "p": math.nan, "seeds_needed": math.nan})  # fmt: skip
-    for (better, worse), r, p in zip(pairs, results, stats.holm([r["p"] for r in results])):
-        diff, low, high = (unit * r[k] for k in ("diff", "ci_low", "ci_high"))
-        state = ("ahead" if diff > 0 else "behind") if p < ALPHA else "equivalent" if -tol <= low and high <= tol else "unresolved"
-        r.update(state=state, p_holm=p, better=better, worse=worse, diff=diff, low=low, high=high)
-        out["lines"].append(f"{where} ({group.budget}): {display(better)} {means[better]:.2f} vs {display(worse)} {means[worse]:.2f}, "
-                            f"{comparison(r, tol)}")  # fmt: skip
-    states = {r["state"] for r in results}
-    if states & {"behind", "equivalent"}:  # decided by what ran, whatever is missing
-        return {**out, "status": "does not hold", "results": results}
-    status = "incomplete" if missing else "inconclusive" if "unresolved" in states else "holds"
-    return {**out, "status": status, "results": results}
+    out["means"] = (rows.groupby("method")["value"].mean() * unit).to_dict()
+    family = stats.family_tests(rows, study.current().reference_method, higher)
+    for better, worse in ran:
+        r = stats.pair_test(family, better, worse) or {"diff": math.nan, "ci_low": math.nan, "ci_high": math.nan, "p_holm": math.nan,
+                                                       "seeds_needed": math.nan}  # fmt: skip
+        diff, low, high, p = unit * r["diff"], unit * r["ci_low"], unit * r["ci_high"], r["p_holm"]
+        state = (
+            ("ahead" if diff > 0 else "behind") if p < ALPHA else "no material difference" if -tol <= low and high <= tol else "unresolved"
+        )
+        out["results"].append({**r, "state": state, "better": better, "worse": worse, "diff": diff, "low": low, "high": high})
+    return out
+
+
+def order_check(table, group: Group, column: Column, pairs, where: str, tol: float, reference: str | None = None,
+                noise: str = "protocol") -> dict:  # fmt: skip
+    """Each (better, worse) pair by its state (`pair_tests`), judged by direction: the check does not hold only when a
+    pair is behind (significant the other way), holds when every pair is ahead, shows "no material difference" when a
+    pair is inside ± `tol` (a real gap smaller than the tolerance is no refutation), is inconclusive when one is
+    unresolved (with the seeds that would find a gap of that size), and incomplete when a pair was not run (`missing`
+    names it) unless a pair that ran already refutes it; "not run" when no pair ran."""
+    check = pair_tests(table, group, column, pairs, where, tol, reference, noise)
+    if not check["results"]:
+        return {**check, "status": "not run"}
+    to_status = {
+        "ahead": "holds",
+        "behind": "does not hold",
+        "no material difference": "no material difference",
+        "unresolved": "inconclusive",
+    }
+    lines = [f"{where} ({group.budget}): {display(r['better'])} {check['means'][r['better']]:.2f} vs {display(r['worse'])} "
+             f"{check['means'][r['worse']]:.2f}, {comparison(r, tol)}" for r in check["results"]]  # fmt: skip
+    states = [to_status[r["state"]] for r in check["results"]]
+    return {**check, "status": decide(states, check["missing"]), "lines": check["lines"] + lines}
 
 
 def comparison(r: dict, tol: float) -> str:
-    """One comparison's evidence: Δ with its interval, Holm p, its state and, unresolved, the seeds that would resolve it."""
+    """One comparison's evidence: Δ with its interval, Holm p, its state and, unresolved, the seeds per method at which a
+    gap of that size would be found with 80 % power."""
     if math.isnan(r["p_holm"]):  # one seed of a method: its training variance, so the interval, is unknown
         return f"Δ {r['diff']:+.2f}, no interval (fewer than 2 seeds of a method) → {r['state']}"
     text = f"Δ {r['diff']:+.2f} [{r['low']:+.2f}, {r['high']:+.2f}], Holm p {r['p_holm']:.2g} → {r['state']}"
-    if r["state"] == "equivalent":
+    if r["state"] == "no material difference":
         text += f" (within ±{tol:.2g})"
     if r["state"] == "unresolved":
         needed = r.get("seeds_needed", math.nan)
         if math.isfinite(needed):
-            text += f"; {int(needed)} seeds per method would resolve it"
+            text += f"; a true gap of this size would be found with 80 % power at {int(needed)} seeds per method"
         elif math.isinf(needed):
-            text += f"; more than {stats.MAX_SEEDS} seeds per method, or more test cases, would be needed"
+            text += f"; more than {stats.MAX_SEEDS} seeds per method, or more test cases, would be needed to find a gap of this size"
     return text
 
 
 def margin_check(claim: Claim, table, group: Group, column: Column, reference: str, where: str, paper: Study, tol: float) -> dict:
-    """The reference method ahead (`order_check`) of the named competitors (`versus`), or of the paper table's best
-    competitor row, by at least the claimed points minus the tolerance: holds when the interval's lower end reaches it,
-    does not hold when its upper end falls short of it, inconclusive otherwise."""
+    """The reference method ahead of the named competitors (`versus`), or of the paper table's best competitor row, by at
+    least the claimed points minus the tolerance. Per pair, "behind" (significant the other way) is read first and
+    refutes it whatever the gap; then it holds when the interval's lower end reaches the claimed points minus the
+    tolerance, does not hold when its upper end falls short of it, and is inconclusive otherwise; a pair not run makes
+    it incomplete unless a pair that ran refutes it."""
     versus = claim.params.get("versus") or {}
     if not versus:
         t = paper.table(table_of_dataset(column.dataset, paper)) if table_of_dataset(column.dataset, paper) else None
@@ -189,44 +230,47 @@ def margin_check(claim: Claim, table, group: Group, column: Column, reference: s
         rows = [(v[0], m) for m in competitors(t.id, paper) if (v := t.value(m, j))] if j is not None else []
         pick = max if higher_is_better(column.metric) else min
         versus = {pick(rows)[1]: claim.params["points"]} if rows else {}
-    check = order_check(table, group, column, [(paper.reference_method, m) for m in versus], where, tol, reference)
-    if check["status"] == "not run" or check["missing"]:
-        return check
+    check = pair_tests(table, group, column, [(paper.reference_method, m) for m in versus], where, tol, reference)
+    if not check["results"]:
+        return {**check, "status": "not run"}
     lines, states = [], []
     for r in check["results"]:
         need = versus[r["worse"]] - tol
-        state = "holds" if r["low"] >= need else "does not hold" if r["high"] < need or r["state"] == "behind" else "inconclusive"
+        state = "does not hold" if r["state"] == "behind" or r["high"] < need else "holds" if r["low"] >= need else "inconclusive"
         states.append(state)
         lines.append(f"{where} ({group.budget}): {display(r['better'])} − {display(r['worse'])} = {r['diff']:+.2f} "
-                     f"[{r['low']:+.2f}, {r['high']:+.2f}] points (claimed ≈ {versus[r['worse']]:g}, at least {need:g}) → {state}")  # fmt: skip
-    status = "does not hold" if "does not hold" in states else "inconclusive" if "inconclusive" in states else "holds"
-    return {**check, "status": status, "lines": lines + check["lines"]}
+                     f"[{r['low']:+.2f}, {r['high']:+.2f}] points, Holm p {r['p_holm']:.2g} → {r['state']} (claimed ≈ "
+                     f"{versus[r['worse']]:g}, at least {need:g}) → {state}")  # fmt: skip
+    return {**check, "status": decide(states, check["missing"]), "lines": lines + check["lines"]}
 
 
 def tie_check(claim: Claim, table, group: Group, column: Column, reference: str, where: str, tol: float) -> dict:
-    """No effect: holds when every pair's 95 % interval lies inside ± `tol` (equivalence), does not hold when one lies
-    entirely outside it, inconclusive otherwise (a missing test is no evidence of no effect)."""
-    check = order_check(table, group, column, [tuple(p) for p in claim.params["pairs"]], where, tol, reference)
-    if check["status"] == "not run" or check["missing"]:
-        return check
+    """No effect: per pair, "no effect" (holds) when its 95 % interval lies inside ± `tol` (equivalence), "an effect"
+    (does not hold) when it lies entirely outside it, inconclusive otherwise; a pair not run makes it incomplete unless
+    a pair that ran shows an effect (a missing test is no evidence of no effect)."""
+    check = pair_tests(table, group, column, [tuple(p) for p in claim.params["pairs"]], where, tol, reference)
+    if not check["results"]:
+        return {**check, "status": "not run"}
     lines, states = [], []
     for r in check["results"]:
-        state = ("no effect" if -tol <= r["low"] and r["high"] <= tol else "an effect" if r["high"] < -tol or r["low"] > tol
-                 else "inconclusive")  # fmt: skip
-        states.append(state)
+        inside, outside = -tol <= r["low"] and r["high"] <= tol, r["high"] < -tol or r["low"] > tol
+        states.append("holds" if inside else "does not hold" if outside else "inconclusive")
         lines.append(f"{where} ({group.budget}): {display(r['better'])} vs {display(r['worse'])}: Δ {r['diff']:+.2f} "
-                     f"[{r['low']:+.2f}, {r['high']:+.2f}] against ±{tol:.2g} → {state}")  # fmt: skip
-    status = "does not hold" if "an effect" in states else "inconclusive" if "inconclusive" in states else "holds"
-    return {**check, "status": status, "lines": lines}
+                     f"[{r['low']:+.2f}, {r['high']:+.2f}] against ±{tol:.2g} → "
+                     f"{'no effect' if inside else 'an effect' if outside else 'inconclusive'}")  # fmt: skip
+    return {**check, "status": decide(states, check["missing"]), "lines": lines + check["lines"]}
 
 
 def label_claim(claim: Claim, cells: pd.DataFrame) -> ClaimReport:
     """A claim on the fused labels, checked on each rater setting's training pool at the protocol (label statistics, no
-    training); a pipeline check where every setting that measured it is one (a smoke run's pool is read all the same)."""
+    training). Per dataset of its scope, the verdict-grade settings are judged, the paper's setting where the dataset has
+    one; a dataset with only pipeline checks (a smoke run's pool is read all the same) leaves the claim incomplete, and a
+    claim with nothing but pipeline checks is one."""
     left, op, right = claim.params["check"].split()
-    evidence, verdicts = [], []
+    evidence, statuses, gaps = [], [], []  # gaps: the datasets of its scope without verdict-grade evidence
     for dataset in claim.params["datasets"]:
         mine = cells[cells["dataset"].isin(samples(dataset)) & (cells["noise"] == "protocol")]
+        verdicts = []
         for (name, raters), part in mine.groupby(["dataset", "raters"]):
             labels = next((x for x in part["labels"] if x), None)
             if not labels:
@@ -235,30 +279,43 @@ def label_claim(claim: Claim, cells: pd.DataFrame) -> ClaimReport:
             holds = a < b if op == "<" else a > b
             verdicts.append((paper_setting(name) in (None, raters), holds, bool(pipeline_reasons(part))))
             evidence.append(f"{name}/{raters}: {left} {a:.3f} {op} {b:.3f} → {'holds' if holds else 'does not hold'}")
-    if not verdicts:
+        graded = [(is_paper, h) for is_paper, h, pipeline in verdicts if not pipeline]
+        if not graded:
+            gaps.append(
+                f"{dataset}: only pipeline checks ran, no verdict-grade evidence: incomplete" if verdicts else f"{dataset}: not run"
+            )
+            continue
+        identified = [h for is_paper, h in graded if is_paper] or [h for _, h in graded]  # the paper's setting, per dataset
+        statuses.append("holds" if all(identified) else "does not hold")
+    if not evidence:
         return ClaimReport(claim, "not run", ["no cell of a dataset this claim is about"])
-    if all(pipeline for _, _, pipeline in verdicts):
+    if not statuses:
         return ClaimReport(claim, "pipeline check", evidence)
-    identified = [h for is_paper, h, _ in verdicts if is_paper] or [h for _, h, _ in verdicts]
-    return ClaimReport(claim, "holds" if all(identified) else "does not hold", evidence)
+    return ClaimReport(claim, worst(statuses + ["incomplete"] * len(gaps)), evidence + gaps)
 
 
 def combine(claim: Claim, checks: list[dict]) -> ClaimReport:
-    """A claim's verdict from its checks, over the verdict-grade ones under the paper's setting where there are some:
-    "does not hold" when one does not, else "incomplete" when a part of its scope was not run, else "inconclusive" when
-    one is, else "holds"; "pipeline check" when only pipeline checks ran; "not run" when nothing did."""
+    """A claim's verdict from its checks, part by part of its scope (a column, or a column at one noise level, each
+    check's "part"): a part is judged on its verdict-grade checks, under the paper's setting per dataset where that
+    dataset has one, and takes the worst of their statuses (`SEVERITY`); a part with no cell, or with only pipeline
+    checks, is incomplete and named. The claim takes the worst of its parts; "pipeline check" when every check that ran
+    is one; "not run" when nothing did."""
     evidence = [line for c in checks for line in c["lines"]]
     ran = [c for c in checks if c["status"] != "not run"]
     if not ran:
         return ClaimReport(claim, "not run", evidence or ["no cells measure it in this results folder"])
-    graded = [c for c in ran if c["group"].kind != "pipeline check"]
-    if not graded:
+    if all(c["group"].kind == "pipeline check" for c in ran):
         return ClaimReport(claim, "pipeline check", evidence)
-    judged = [c for c in graded if is_paper_setting(c["group"])] or graded
-    statuses = {c["status"] for c in judged}
-    scope_missing = len(ran) < len(checks)  # a column, dataset or level of its scope without cells
-    if "does not hold" in statuses:
-        return ClaimReport(claim, "does not hold", evidence)
-    if "incomplete" in statuses or scope_missing:
-        return ClaimReport(claim, "incomplete", evidence)
-    return ClaimReport(claim, "inconclusive" if "inconclusive" in statuses else "holds", evidence)
+    statuses = []
+    for part in dict.fromkeys(c["part"] for c in checks):
+        graded = [c for c in ran if c["part"] == part and c["group"].kind != "pipeline check"]
+        if not graded:
+            statuses.append("incomplete")
+            if any(c["part"] == part for c in ran):
+                evidence.append(f"{part}: only pipeline checks ran, no verdict-grade evidence: incomplete")
+            continue
+        for dataset in dict.fromkeys(c["group"].dataset for c in graded):
+            mine = [c for c in graded if c["group"].dataset == dataset]
+            judged = [c for c in mine if is_paper_setting(c["group"])] or mine  # the paper's setting, per dataset
+            statuses += [c["status"] for c in judged]
+    return ClaimReport(claim, worst(statuses), evidence)

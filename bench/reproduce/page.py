@@ -27,6 +27,7 @@ from bench.reproduce.page_format import Block, to_html, to_markdown, verdict_of
 from bench.reproduce.provenance import banner, configuration_blocks, is_stand_in, provenance
 from bench.reproduce.verdicts import (
     CLAIM_RULE,
+    UNATTAINABLE,
     VALUE_RULE,
     Entry,
     Group,
@@ -37,8 +38,17 @@ from bench.reproduce.verdicts import (
 )
 
 #: Verdicts in the order the headline counts them.
-VALUE_VERDICTS = ("reproduced", "not reproduced", "inconclusive", "pipeline check", "not comparable", "not run")
-CLAIM_VERDICTS = ("holds", "does not hold", "inconclusive", "incomplete", "pipeline check", "not run", "not checkable")
+VALUE_VERDICTS = ("reproduced", "not reproduced", "inconclusive", UNATTAINABLE, "pipeline check", "not comparable", "not run")
+CLAIM_VERDICTS = (
+    "holds",
+    "does not hold",
+    "no material difference",
+    "inconclusive",
+    "incomplete",
+    "pipeline check",
+    "not run",
+    "not checkable",
+)
 
 
 def write(assessment: Assessment, out_dir: Path, data_root: Path) -> list[Path]:
@@ -71,10 +81,15 @@ def page(a: Assessment, figs: dict, out_dir: Path, cells: pd.DataFrame, ranks: d
         ("p", VALUE_RULE),
         ("p", CLAIM_RULE),
         ("p", f"Paired comparisons on this page are the {TEST}: Δ is the difference of two methods' means with its 95 % "
-              "interval and Holm-adjusted p; where p ≥ 0.05 the page says how many seeds per method would resolve the gap. "
+              "interval and its p, Holm-adjusted once per column over the column's registered comparisons (the same p in "
+              "every table, box plot and claim; the measured best method against the reference method reads it too, so "
+              "choosing the best after the fact is covered); where p ≥ 0.05 the page gives the seeds per method at which a "
+              "true gap of that size would be found with 80 % power. "
               "A column's ranking is shown with its uncertainty: each method's rank over "
-              f"{N_BOOT} two-level bootstrap resamples (seeds within each method, then test cases, the same for every "
-              "method), and Kendall's τ with the paper's order with its 95 % bootstrap interval."),
+              f"{N_BOOT} two-level bootstrap resamples (test cases, the same draw for every method, then each method's "
+              "seed level from Student's t on its seeds, as the paired test's seed term: for two identical methods at 3 "
+              "seeds one is at rank 1 in ≥ 95 % of resamples in under 5 % of columns), and Kendall's τ with the paper's "
+              "order with its 95 % bootstrap interval."),
     ]  # fmt: skip
     shown: set[Path] = set()  # a figure is embedded once, under the first table that shows its group
     for t in a.tables:
@@ -223,7 +238,8 @@ def ranking_line(r: dict, ranks: ColumnRanking | None = None) -> str:
 
 def versus(test: dict, factor: float, favoured: str, named: bool = True) -> str:
     """A paired test's row (bench.report.stats.paired_tests) as "Δ +3.20 [+2.90, +3.50] points in X's favour, p 2e-89", and the
-    seeds per method that would resolve the gap where p ≥ 0.05. Which test it is (`TEST`) the caller says once.
+    seeds per method at which a true gap of that size would be found with 80 % power where p ≥ 0.05. Which test it is
+    (`TEST`) the caller says once.
 
     `diff` (and its interval) is reference − other, positive favouring the reference method; the text turns it to
     `favoured`'s side (the other method when `favoured` is not the reference), in paper units (`factor`: 100 for DSC);
@@ -247,7 +263,9 @@ def versus(test: dict, factor: float, favoured: str, named: bool = True) -> str:
     needed = test.get("seeds_needed", math.nan)
     if p >= 0.05 and needed is not None and not math.isnan(needed):
         text += (
-            ", more test cases needed to resolve it" if math.isinf(needed) else f", about {int(needed)} seeds per method would resolve it"
+            ", more test cases needed to find a gap of this size"
+            if math.isinf(needed)
+            else f", a true gap of this size found with 80 % power at about {int(needed)} seeds per method"
         )
     return text
 
@@ -275,7 +293,7 @@ def readings_blocks(a: Assessment) -> list[Block]:
     return [
         *head,
         ("p", f"DSC (%) against each dataset's reference at the protocol; the difference from `{first}` in the reading's favour "
-              f"(Δ of the means with its 95 % interval, {TEST}, Holm within the readings); precision / recall / predicted "
+              f"(Δ of the means with its 95 % interval, {TEST}, Holm over the column's comparisons); precision / recall / predicted "
               "area ÷ reference area pooled over cases and seeds; the teacher's mean p(fg) on the validation pixels outside the "
               "threshold-vote mask where GT is foreground / background (GT read after training, a diagnostic). Readings that "
               "differ only in the segmentation stage train the same soft-label network from the same seed, so their teacher "

@@ -157,13 +157,14 @@ def rank_plot(r: ColumnRanking, fig_dir: Path) -> Shown:
     methods = list(r.shares.index)
     every = sorted(set(methods))
     where = f"{r.dataset}, raters `{r.raters}`: {column_name(r.column)} against {r.reference}"
-    fig = plots.rank_figure(r.shares, f"{where.replace('`', '')}\nrank over {N_BOOT} bootstrap resamples (seeds, then cases)",
+    fig = plots.rank_figure(r.shares, f"{where.replace('`', '')}\nrank over {N_BOOT} bootstrap resamples (cases, then seed level)",
                                      {m: plots.method_color(m, every) for m in methods}, {m: display(m) for m in methods},
                                      r.warning)  # fmt: skip
     stem = f"ranks_{tables.slug(r.dataset, r.raters, r.table, r.column.metric, r.column.structure)}"
     path = plots.save(fig, fig_dir / stem)[0]
-    caption = (f"{where} ({r.table}): each method's rank (1 = best) over {N_BOOT} two-level bootstrap resamples: each "
-               "method's seeds drawn with replacement, then the test cases, the same cases for every method. Circle area: "
+    caption = (f"{where} ({r.table}): each method's rank (1 = best) over {N_BOOT} two-level bootstrap resamples: the test "
+               "cases drawn with replacement, the same for every method, and each method's seed level from its own t "
+               "(bench/report/ranking.py). Circle area: "
                "the share of resamples at that rank; cross: the median rank; line: the central 95 % of ranks; methods "
                "ordered by mean rank." + (f" {tau_text(r)}." if r.n_tau >= 3 else "") + (f" **{_sentence(r.warning)}**" if r.warning else ""))  # fmt: skip
     return path, caption

@@ -16,8 +16,8 @@ Block = tuple  # ("h", level, text) | ("p", text) | ("list", items) | ("table", 
 VERDICT_CLASS = {
     "reproduced": "good", "holds": "good",
     "not reproduced": "bad", "does not hold": "bad",
-    "inconclusive": "unsure",
-    "pipeline check": "none", "incomplete": "none", "not run": "none", "not comparable": "none", "not checkable": "none",
+    "inconclusive": "unsure", "no material difference": "unsure",
+    "pipeline check": "none", "unattainable with the paper's stated precision": "none", "incomplete": "none", "not run": "none", "not comparable": "none", "not checkable": "none",
     "no paper value": "none",
 }  # fmt: skip
 

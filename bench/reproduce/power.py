@@ -7,7 +7,9 @@ The simulated value of method m, trained with seed s, on test case c is
 
 so two trainings of one method differ by u (seed), cases differ by v, shared by every method (the comparison is
 paired), and e is the rest (seed × case). Under the null both methods share μ; a difference δ adds δ to one of
-them. Each simulated pair of (seeds × cases) matrices is judged by the very function the reports use,
+them. Each method may have its own sd_seed (`simulate`'s sd_seed_other): the test's Welch–Satterthwaite degrees of
+freedom run slightly liberal when two methods' seed sds differ widely at few seeds, and `bench power` shows it. Each
+simulated pair of (seeds × cases) matrices is judged by the very function the reports use,
 `bench.report.stats.seed_case_test`, and, for contrast, by the paper's per-case Wilcoxon on seed-averaged values.
 """
 
@@ -76,9 +78,10 @@ def components_of(part: pd.DataFrame, exclude: tuple[str, ...] = ()) -> tuple[Co
     return Components(pooled["seed"], pooled["case"], pooled["resid"]), per_method
 
 
-def simulate(comp: Components, seeds: int, cases: int, sims: int, rng: np.random.Generator, with_wilcoxon: bool = False
-             ) -> dict[str, np.ndarray]:  # fmt: skip
-    """`sims` null draws of two methods × `seeds` seeds × `cases` cases, each judged by `stats.seed_case_test`.
+def simulate(comp: Components, seeds: int, cases: int, sims: int, rng: np.random.Generator, with_wilcoxon: bool = False,
+             sd_seed_other: float | None = None) -> dict[str, np.ndarray]:  # fmt: skip
+    """`sims` null draws of two methods × `seeds` seeds × `cases` cases, each judged by `stats.seed_case_test`; the first
+    method's seed sd is comp.sd_seed, the second's `sd_seed_other` (default: the same).
 
     Returns (sims,) arrays diff, se, df, p and, with `with_wilcoxon`, p_wilcoxon (the paper's test on the same draws).
     A difference δ is judged with the same draws by shifting diff (`power_at`): the test's variance terms do not
@@ -90,7 +93,8 @@ def simulate(comp: Components, seeds: int, cases: int, sims: int, rng: np.random
         n = min(step, sims - start)
         case = rng.normal(0, comp.sd_case, (n, 1, cases))  # the same test cases for both methods: paired
         a = case + rng.normal(0, comp.sd_seed, (n, seeds, 1)) + rng.normal(0, comp.sd_resid, (n, seeds, cases))
-        b = case + rng.normal(0, comp.sd_seed, (n, seeds, 1)) + rng.normal(0, comp.sd_resid, (n, seeds, cases))
+        sd_b = comp.sd_seed if sd_seed_other is None else sd_seed_other
+        b = case + rng.normal(0, sd_b, (n, seeds, 1)) + rng.normal(0, comp.sd_resid, (n, seeds, cases))
         test = stats.seed_case_test(a, b)
         for key in ("diff", "se", "df", "p"):
             out[key].append(test[key])
@@ -123,13 +127,16 @@ def detectable(sim: dict[str, np.ndarray], power: float = stats.POWER, alpha: fl
 
 
 SEED_STEPS = (2, 3, 4, 5, 6, 7, 8, 10, 12, 15, 20, 25, 30, 40, 50)
+#: The fewest simulations behind a seed count: the Monte Carlo sd of a power near 80 % is then under 1 point, so the
+#: count it lands on moves by at most one step between runs (with a few hundred it could land on 4 or 5 by chance).
+MIN_SEED_SIMS = 2000
 
 
 def seeds_for(comp: Components, cases: int, delta: float, sims: int, rng: np.random.Generator, power: float = stats.POWER
               ) -> int | None:  # fmt: skip
-    """The fewest seeds per method (from SEED_STEPS) at which a difference `delta` is found with `power`, by simulation;
-    None if 50 seeds do not suffice."""
+    """The fewest seeds per method (from SEED_STEPS) at which a true difference `delta` is found with `power`, by
+    simulation (at least MIN_SEED_SIMS draws each); None if 50 seeds do not suffice."""
     for seeds in SEED_STEPS:
-        if power_at(simulate(comp, seeds, cases, sims, rng), delta) >= power:
+        if power_at(simulate(comp, seeds, cases, max(sims, MIN_SEED_SIMS), rng), delta) >= power:
             return seeds
     return None

@@ -132,7 +132,7 @@ def render_recipe(
     """Render one recipe from its own cells (and its dataset for the image figures) into `out`."""
     setting, note = recipe.setting(budget), note_for(recipe, budget, smoke)
     fig_note = textwrap.fill(note, 75)  # figure titles are not wider than a 7-inch figure
-    table = pd.read_parquet(results / store.METRICS) if cells else pd.DataFrame()
+    table = store.read_collected(results, store.METRICS) if cells else pd.DataFrame()
     rows = cell_rows(table, cells) if cells else table
     averages = store.rater_averages(results)
     if cells:
@@ -150,7 +150,7 @@ def render_recipe(
         elif kind == "noise":
             written += render.write_noise_figures(summary, out, fig_note)
         elif kind == "param":
-            written += param_figures(recipe, setting, summary, out, fig_note)
+            written += param_figures(recipe, setting, summary, out, fig_note, cells, data_root)
         else:
             written += image_figure(kind, recipe, setting, cells, results, data_root, out, fig_note)
     return written
@@ -160,12 +160,18 @@ def titled(recipe: Recipe, note: str, extra: str = "") -> str:
     return "\n".join(t for t in (note, textwrap.fill(recipe.title, 75) + extra) if t)
 
 
-def param_figures(recipe: Recipe, setting: Setting, summary: pd.DataFrame, out: Path, note: str) -> list[Path]:
-    """One figure per swept method: test DSC against the parameter's values (plain cell = the default value)."""
+def param_figures(recipe: Recipe, setting: Setting, summary: pd.DataFrame, out: Path, note: str, cells: list[store.Cell],
+                  data_root: Path) -> list[Path]:  # fmt: skip
+    """One figure per swept method: test DSC against the parameter's values (plain cell = the default value, as the method
+    resolves it on the data: LF-Net's β = R − 1)."""
     written = []
     for target in setting.sets:
         base, _, param = target.rpartition(".")
-        default = plan.effective_config(base, get_dataset(setting.dataset))[param]
+        dataset = get_dataset(setting.dataset)
+        default = plan.effective_config(base, dataset)[param]
+        if default is None and cells:
+            data = plan.data_spec(setting.dataset, data_root, cells[0].raters, [cells[0].noise])
+            default = plan.resolved_config(base, dataset, data)[param]
         points = []
         for method in sorted(set(summary["method"])):
             name, params = methods.split_name(method)

@@ -53,12 +53,20 @@ def tolerance(metric: str, paper_mean: float, column: list[float]) -> float:
     return max(TOLERANCE_SHARE * abs(paper_mean), TOLERANCE_FLOOR * spread if math.isfinite(spread) else 0.0)
 
 
+#: The verdict of a value that no measurement could reproduce: the paper's own precision alone (its 95 % half-width from
+#: its sd over PAPER_RUNS runs) already uses the whole tolerance.
+UNATTAINABLE = "unattainable with the paper's stated precision"
+
+
 VALUE_RULE = (
     "A value is **reproduced** when the 95 % confidence interval of (measured − paper) lies inside ± the tolerance, **not "
-    "reproduced** when it lies entirely outside, and **inconclusive** otherwise. The interval is Welch's: the measured "
-    "mean's standard error over seeds and the paper's, its sd over the "
-    f"{PAPER_RUNS} runs it states at least (the most conservative reading), with Welch–Satterthwaite degrees of freedom; "
-    "one seed gives no interval (inconclusive). The tolerance is stated before any number: "
+    "reproduced** when it lies entirely outside, and **inconclusive** otherwise; both decisions are two one-sided tests "
+    "at 2.5 % each (stricter than the usual 5 % TOST, which reads a 90 % interval). The interval adds the two sides' "
+    "95 % half-widths in quadrature, each from its own t (Banerjee's conservative interval): the measured mean's over its "
+    f"seeds and the paper's, its sd over the {PAPER_RUNS} runs it states at least (the most conservative reading), so "
+    "it never widens as the measured sd falls; one seed gives no interval (inconclusive). Where the paper's half-width "
+    f"alone reaches the tolerance no measurement can be reproduced: such a value is **{UNATTAINABLE}** unless its "
+    "interval lies outside. The tolerance is stated before any number: "
     f"{TOLERANCE_POINTS:g} points for DSC, soft DSC and soft IoU (%), or a quarter of the spread of the paper's column "
     f"where that is narrower (RIGA's disc); {TOLERANCE_SHARE:.0%} of the paper's value for bAHD, never less than 1/40 of "
     "its column's spread. A group is a **pipeline check, not a verdict**, whatever it shows, when a cell of it ran at the "
@@ -73,18 +81,25 @@ VALUE_RULE = (
 CLAIM_RULE = (
     "Every comparison behind a claim is the seed-aware paired test (docs/methods.md#statistics): the difference of two "
     "methods' means with a 95 % interval whose variance counts both the seed-to-seed spread of each method's trained "
-    "models and the case-to-case spread of their paired difference, Holm-adjusted within each column (dataset, metric, "
-    f"noise level) of the claim. A claimed order (a method beats another, is best, each module helps) **holds** when every "
-    f"comparison behind it is significant (p < {ALPHA:g}) in the claimed direction; it **does not hold** when one is "
-    "significant the other way or shown equivalent (its interval inside ± the column's tolerance); otherwise it is "
-    '**inconclusive**, with the seeds that would resolve each gap. "Every competitor" means the rows of the paper\'s '
-    "table; a margin is measured against the paper's best competitor row and holds when the interval's lower end is at "
-    "least the claimed margin minus the tolerance. A claim of no effect **holds** only on equivalence (every interval "
-    "inside ± the tolerance) and does not hold when an interval lies entirely outside it. A claim on label statistics is "
-    "checked on the rater pool itself, without training. With only pipeline checks behind it, a claim is a **pipeline "
-    "check**; with any competitor row, dataset or comparison of its scope not run, **incomplete**; with no cell behind "
-    "it, **not run**. Each verdict names its budget: under this benchmark's `plateau` protocol, the paper's own recipe "
-    "(`paper` budget) is a different protocol."
+    "models and the case-to-case spread of their paired difference, its p Holm-adjusted once per column over that "
+    "column's registered comparisons (the reference method against every other method, and each pair a claim names), "
+    "the same p the tables and box plots show. Each pair is **ahead** or **behind** when significant "
+    f"(p < {ALPHA:g}) one way or the other, shows **no material difference** when not significant and its interval lies "
+    "inside ± the column's tolerance, and is unresolved otherwise. A claimed order (a method beats another, is best, "
+    "each module helps) is judged by direction: it **holds** when every pair is ahead, **does not hold** only when one "
+    "is behind, shows **no material difference** when a pair is inside the tolerance (a gap smaller than the tolerance "
+    "is no refutation), and is **inconclusive** otherwise, with the seeds per method at which a true gap of that size "
+    'would be found with 80 % power. "Every competitor" means the rows of the paper\'s table. A claimed margin is '
+    "measured against the paper's best competitor row (or the named ones): a pair behind refutes it; it holds when the "
+    "interval's lower end reaches the claimed points minus the tolerance and does not hold when its upper end falls "
+    "below that. A claim of no effect **holds** only on equivalence (every interval inside ± the tolerance) and does "
+    "not hold when an interval lies entirely outside it. A pair not run leaves a check **incomplete** unless a pair "
+    "that ran already refutes it. A claim on label statistics is checked on the rater pool itself, without training. "
+    "A claim is judged part by part of its scope (each column, and each noise level of a noise claim), on the "
+    "verdict-grade groups of each dataset, the paper's setting where the dataset has one: a part with no cell or only "
+    "pipeline checks makes it **incomplete**, naming the part; with only pipeline checks behind it, a claim is a "
+    "**pipeline check**; with no cell behind it, **not run**. Each verdict names its budget: under this benchmark's "
+    "`plateau` protocol, the paper's own recipe (`paper` budget) is a different protocol."
 )
 
 
@@ -146,21 +161,24 @@ def measure(values: np.ndarray, scale: float) -> Measured:
     return Measured(mean, sd, n, (mean - half, mean + half))
 
 
-def difference_interval(paper: tuple[float, float], measured: Measured) -> tuple[float, float, float]:
-    """(measured − paper, low, high): the difference with its 95 % Welch interval (`VALUE_RULE`); NaN bounds with one seed.
+def paper_half_width(sd: float) -> float:
+    """The paper's own 95 % half-width (paper units) for a value stated with sd over PAPER_RUNS runs; 0 without an sd."""
+    return 0.0 if math.isnan(sd) else float(scipy_stats.t.ppf(0.975, PAPER_RUNS - 1)) * sd / math.sqrt(PAPER_RUNS)
 
-    A measured pool statistic (n = 0, the Average row) and a paper value without sd count as exact numbers."""
+
+def difference_interval(paper: tuple[float, float], measured: Measured) -> tuple[float, float, float]:
+    """(measured − paper, low, high): the difference with its 95 % interval (`VALUE_RULE`); NaN bounds with one seed.
+
+    Banerjee's interval: half-width √(h_m² + h_p²) with h_m = t_{n−1} · sd_m / √n and h_p = `paper_half_width`. Each
+    side keeps its own t, so the width never grows as the measured sd falls (a Welch interval's pooled degrees of freedom
+    can: more measured spread lends it more degrees of freedom). A measured pool statistic (n = 0, the Average row) and a
+    paper value without sd count as exact numbers."""
     mean, sd = paper
     diff = measured.mean - mean
     if measured.n == 1:
         return diff, math.nan, math.nan
-    var_m = 0.0 if measured.n == 0 else measured.sd**2 / measured.n
-    var_p = 0.0 if math.isnan(sd) else sd**2 / PAPER_RUNS
-    var = var_m + var_p
-    if var == 0:
-        return diff, diff, diff
-    df = var**2 / ((var_m**2 / (measured.n - 1) if var_m else 0.0) + (var_p**2 / (PAPER_RUNS - 1) if var_p else 0.0))
-    half = float(scipy_stats.t.ppf(0.975, df)) * math.sqrt(var)
+    half_m = 0.0 if measured.n == 0 else float(scipy_stats.t.ppf(0.975, measured.n - 1)) * measured.sd / math.sqrt(measured.n)
+    half = math.hypot(half_m, paper_half_width(sd))
     return diff, diff - half, diff + half
 
 
@@ -171,7 +189,9 @@ def value_verdict(paper: tuple[float, float], measured: Measured, tol: float) ->
         return "inconclusive"
     if -tol <= low and high <= tol:
         return "reproduced"
-    return "not reproduced" if high < -tol or low > tol else "inconclusive"
+    if high < -tol or low > tol:
+        return "not reproduced"
+    return UNATTAINABLE if paper_half_width(paper[1]) >= tol else "inconclusive"
 
 
 def column_tolerance(table: Table, j: int, metric: str, paper_mean: float | None = None) -> float:

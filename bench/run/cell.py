@@ -27,7 +27,7 @@ import methods
 from bench import store
 from bench.evaluate.long_table import CALIBRATION, COLUMNS, with_keys
 from bench.evaluate.pixel import dice
-from bench.evaluate.scoring import score_predictions
+from bench.evaluate.scoring import reference_mask, score_predictions
 from bench.run.resolve import RunOptions, build_method, is_oracle, option_record, stage_schedules, trained_method
 from bench.run.split_cache import data_fingerprint, fused_test_references, load_splits, training_subset
 from bench.store import Cell
@@ -153,14 +153,14 @@ def degenerate(probs: np.ndarray, val: RaterData) -> dict:
     }
 
 
-def score_cell(cell: Cell, probs: np.ndarray, test: RaterData, fused: dict | None = None, outputs: dict | None = None
-               ) -> tuple[pd.DataFrame, pd.DataFrame]:  # fmt: skip
+def score_cell(cell: Cell, probs: np.ndarray, test: RaterData, fused: dict | None = None, outputs: dict | None = None,
+               empty: str = "one") -> tuple[pd.DataFrame, pd.DataFrame]:  # fmt: skip
     """The cell's long rows and reliability bins against every reference (bench.evaluate.scoring), with its KEYS.
 
     fused: the test split's cached majority and STAPLE references (`bench.run.split_cache.fused_test_references`), cut to its
-    cases; outputs: the method's samples and per-rater outputs (`harness.predict_outputs`).
+    cases; outputs: the method's samples and per-rater outputs (`harness.predict_outputs`); empty: the empty-pair rule.
     """
-    rows, bins = score_predictions(probs, test, fused=fused, outputs=outputs)
+    rows, bins = score_predictions(probs, test, empty=empty, fused=fused, outputs=outputs)
     keys = dataclasses.asdict(cell)
     return with_keys(rows, keys, COLUMNS), with_keys(bins, keys, CALIBRATION)
 
@@ -199,11 +199,22 @@ def first_batch(method: methods.Method, train: RaterData, device: torch.device, 
     return hardware.to_tensors({**arrays, **method.prepare(arrays["raters"], arrays["rater_valid"])}, device)
 
 
-def gt_selected(method: methods.Method, best: dict, test: RaterData, device: torch.device, precision: str) -> dict:
+def readout_spread(method: methods.Method, probs: np.ndarray, test: RaterData, device: torch.device, precision: str, seed: int) -> dict:
+    """How much a drawing consensus depends on its draws: the test DSC (%, foreground, against GT, else the majority
+    vote) of the cell's read-out `probs` beside a second read-out of the same weights with other draws (draw seed 1).
+    `sd` ≈ |a − b| / √2, the Monte-Carlo sd of one read-out's DSC (docs/methods.md#samples)."""
+    other = harness.predict_proba(method, test.images, device=device, precision=precision, seed=seed, draw_seed=1)
+    ref = test.gt if test.gt is not None else reference_mask(test, "majority")
+    a, b = (float(dice(p.argmax(1) > 0, ref > 0).mean()) * 100 for p in (probs, other))
+    return {"draws": method.consensus_draws, "reference": "gt" if test.gt is not None else "majority", "dsc": round(a, 4),
+            "dsc_other_draws": round(b, 4), "sd": round(abs(a - b) / 2**0.5, 4)}  # fmt: skip
+
+
+def gt_selected(method: methods.Method, best: dict, test: RaterData, device: torch.device, precision: str, seed: int) -> dict:
     """The selection reading (docs/decisions.md): the last stage's weights at its highest validation GT DSC, scored on the
     test split against GT (mean per-image foreground DSC, %, the long table's rule). The cell's rows stay the rule's."""
     method.load_state_dict(best["state"])
-    probs = harness.predict_proba(method, test.images, device=device, precision=precision)
+    probs = harness.predict_proba(method, test.images, device=device, precision=precision, seed=seed)
     test_dsc = dice(probs.argmax(1) > 0, test.gt > 0)
     return {"gt_best_step": int(best["step"]), "val_gt_dsc": float(best["dsc"]), "test_gt_dsc": round(float(test_dsc.mean()) * 100, 4)}
 
@@ -242,24 +253,26 @@ def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
             selected=selected,
         )  # fmt: skip
         t1 = time.time()
-        manifest["degenerate"] = degenerate(harness.predict_proba(method, val.images, device=device, precision=precision), val)
+        manifest["degenerate"] = degenerate(harness.predict_proba(method, val.images, device=device, precision=precision, seed=cell.seed), val)
         if val.gt is not None:  # a diagnostic of the method's learned fused label, if it has one (GT read after training only)
             teacher = harness.teacher_diagnostic(
                 method, val.images, val.raters, val.rater_valid, val.gt, device=device, precision=precision
             )
             if teacher is not None:
                 manifest["teacher"] = teacher
-        probs = harness.predict_proba(method, data.test.images, device=device, precision=precision)
+        probs = harness.predict_proba(method, data.test.images, device=device, precision=precision, seed=cell.seed)
+        if method.consensus_draws:
+            manifest["consensus"] = readout_spread(method, probs, data.test, device, precision, cell.seed)
         outputs = harness.predict_outputs(
             method, data.test.images, n_samples=opts.samples, seed=cell.seed, device=device, precision=precision
         )
         store.write_predictions(out / store.PREDICTIONS, probs, data.test.case_ids, outputs)
         fused = fused_test_references(cell.dataset, opts.data_root, cell.raters, cell.noise, store.cache_dir())
-        rows, bins = score_cell(cell, probs, data.test, {k: v[: data.test.n] for k, v in fused.items()}, outputs)
+        rows, bins = score_cell(cell, probs, data.test, {k: v[: data.test.n] for k, v in fused.items()}, outputs, opts.empty_pair)
         if "samples" in outputs:
             manifest["samples"] = opts.samples
         if "gt_best" in selected and data.test.gt is not None:  # last: it loads other weights into the method
-            manifest["selection"] = gt_selected(method, selected["gt_best"], data.test, device, precision)
+            manifest["selection"] = gt_selected(method, selected["gt_best"], data.test, device, precision, cell.seed)
         manifest.update(status="done", train_seconds=round(t1 - t0, 2), predict_seconds=round(time.time() - t1, 2),
                         seconds=round(time.time() - manifest["started"], 2))  # fmt: skip
         store.finish_cell(out, manifest, rows, bins)

@@ -15,15 +15,17 @@ import difflib
 import itertools
 import os
 import sys
-import tempfile
 import types
 import typing
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+
 import methods
 from bench import store, study
+from bench.files import UnreadableFile, unwritable
 from bench.run import split_cache, sweep
 from bench.run.resolve import RunOptions, build_method, dataset_overrides, is_oracle, option_record, stage_schedules, trained_method
 from bench.store import Cell
@@ -56,9 +58,10 @@ class SweepSpec:
     @classmethod
     def build(
         cls, dataset: str, methods: str | list[str], seeds: list[int], noise_levels: list[str], grid: dict | None = None,
-        raters: str | None = None, network_input: str | None = None,
+        raters: str | None = None, network_input: str | None = None, data_root: Path | None = None,
     ) -> SweepSpec:  # fmt: skip
-        """methods: a group name (`resolve_methods`) or names; grid: method -> {parameter: values} (`--set`, a recipe's `set`)."""
+        """methods: a group name (`resolve_methods`) or names; grid: method -> {parameter: values} (`--set`, a recipe's `set`);
+        data_root: where the data is, so that a grid's values are checked and resolved on its shape (`expand_params`)."""
         spec = get_dataset(dataset)
         try:
             setting = spec.setting(raters, network_input)  # the one check of a rater setting (datasets.DatasetSpec.setting)
@@ -85,7 +88,7 @@ class SweepSpec:
         for method in grid or {}:
             if method not in names:
                 raise PlanError(f"--set {method}.…: method {method!r} is not in --methods ({', '.join(names)})")
-        names = expand_params(names, grid or {}, spec)
+        names = expand_params(names, grid or {}, spec, data_spec(dataset, data_root, setting.label, levels) if grid else None)
         if spec.reference != "gt" and any(is_oracle(n) for n in names):
             raise PlanError(
                 f"the oracle trains on ground truth and {dataset} has none (reference: {spec.reference}); drop oracle from --methods"
@@ -140,18 +143,31 @@ def plan_cells(method_names: list[str], dataset: str, raters: str, noise_levels:
     return [Cell(dataset, raters, noise, m, s) for noise in noise_levels for m in method_names for s in seeds]
 
 
-def expand_params(names: list[str], grid: dict[str, dict[str, list]], dataset: DatasetSpec) -> list[str]:
+def data_spec(dataset: str, root: Path | None, raters: str, levels: list[str]) -> methods.DataSpec | None:
+    """The shape of the dataset's training split (channels, classes, raters), read from the decoded-data cache; None
+    without a data root. The run reads the same split next, from the same cache."""
+    if root is None:
+        return None
+    with warnings.catch_warnings():  # a sparse pool's note is the run's to print, once
+        warnings.simplefilter("ignore")
+        train = split_cache.load_splits(dataset, root, raters, levels[0], store.cache_dir()).train
+    return methods.DataSpec(train.in_channels, train.n_classes, train.n_raters, train.rater_ids_consistent)
+
+
+def expand_params(names: list[str], grid: dict[str, dict[str, list]], dataset: DatasetSpec, data: methods.DataSpec | None = None) -> list[str]:
     """One method name per combination of the values in `grid` (method -> {parameter: values}).
 
-    A value equal to what the method gets anyway on this dataset (its registered default, or the
-    dataset's paper setting, e.g. λ = 0.01 on MNIST) is dropped from the name, so the default
-    point of a parameter sweep is the plain method's cell and is trained once. Unknown parameters
-    and values of the wrong type raise UnknownMethodError.
+    A value equal to what the method gets anyway on this dataset (its registered default, the dataset's paper setting,
+    e.g. λ = 0.01 on MNIST, or, with `data`, a default the method resolves on the data's shape, e.g. LF-Net's β = R − 1)
+    is dropped from the name, so the default point of a parameter sweep is the plain method's cell and is trained once.
+    Unknown parameters, values of the wrong type and values outside a field's declared domain (`check_domain`) raise
+    UnknownMethodError.
     """
     out = []
     for name in names:
         effective = effective_config(name, dataset)
-        hints = typing.get_type_hints(methods.get_entry(trained_method(name)[0]).cls.Config)
+        config = methods.get_entry(trained_method(name)[0]).cls.Config
+        hints, fields = typing.get_type_hints(config), {f.name: f for f in dataclasses.fields(config)}
         keys = sorted(grid.get(name, {}))
         for key in keys:
             if key.endswith(("epochs", "steps")) and key not in effective:
@@ -163,8 +179,10 @@ def expand_params(names: list[str], grid: dict[str, dict[str, list]], dataset: D
                 raise methods.UnknownMethodError(f"{name} has no parameter {key!r}; it has: {', '.join(effective)}")
             for value in grid[name][key]:
                 check_type(name, key, value, effective[key], hints.get(key))
+                check_domain(name, key, value, fields[key], data)
+        resolved = resolved_config(name, dataset, data) if data is not None and keys else effective
         for combo in itertools.product(*(grid[name][k] for k in keys)):
-            out.append(methods.param_name(name, {k: v for k, v in zip(keys, combo) if v != effective[k]}))
+            out.append(methods.param_name(name, {k: v for k, v in zip(keys, combo) if v not in (effective[k], resolved[k])}))
     return list(dict.fromkeys(out))
 
 
@@ -172,6 +190,34 @@ def effective_config(name: str, dataset: DatasetSpec) -> dict:
     """The config fields the (unparametrised) method `name` trains with on `dataset`: registry defaults, then the dataset's paper settings."""
     trains, _ = trained_method(name)
     return dataclasses.asdict(methods.resolve_config(trains, dataset_overrides(dataset, trains)))
+
+
+def resolved_config(name: str, dataset: DatasetSpec, data: methods.DataSpec) -> dict:
+    """`effective_config` with each field left None resolved as the method resolves it on data of this shape: the built
+    method's attribute of the field's name (LF-Net's `beta`, R − 1), where it has a plain value."""
+    effective = effective_config(name, dataset)
+    trains, _ = trained_method(name)
+    try:
+        with torch.random.fork_rng(devices=[]):  # building initialises weights: the caller's random state stays as it was
+            method = methods.build_method(trains, data, dataset_overrides(dataset, trains))
+    except (ValueError, TypeError):
+        return effective  # it cannot run on this data: `check_compatible` says so in one line before anything trains
+    plain = (bool, int, float, str)
+    return {k: getattr(method, k) if v is None and isinstance(getattr(method, k, None), plain) else v for k, v in effective.items()}
+
+
+def check_domain(name: str, key: str, value, field: dataclasses.Field, data: methods.DataSpec | None) -> None:
+    """Refuse a value outside the range a Config field declares, `field(metadata={"domain": (low, high)})`, where a bound
+    may be "raters", the number of raters of the data (LF-Net's β counts raters: 1..R); unchecked without `data` then."""
+    domain = field.metadata.get("domain")
+    if domain is None or value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return
+    if "raters" in domain and data is None:
+        return
+    low, high = (data.n_raters if bound == "raters" else bound for bound in domain)
+    if not low <= value <= high:
+        counts = f" (it counts raters: {data.n_raters} here)" if "raters" in domain else ""
+        raise methods.UnknownMethodError(f"{name}.{key}={value!r}: outside its range {low}..{high}{counts}")
 
 
 def check_type(name: str, key: str, value, default, hint=None) -> None:
@@ -244,7 +290,13 @@ def execute(
     run on it. Returns one outcome per cell (see `bench.run.sweep.run_sweep`).
     """
     results = opts.results
-    preflight(cells, opts)
+    damaged = preflight(cells, opts)
+    if backend == "dask" and scheduler:
+        try:
+            sweep.check_scheduler(scheduler)
+        except ConnectionError as e:
+            raise PlanError(str(e)) from None
+    retrain_damaged(damaged, opts)
     # Adapters with their own per-file caches (RIGA's derived masks) use the same folder.
     os.environ.setdefault("BENCH_CACHE", str(store.cache_dir().absolute()))
     pending = [c for c in cells if opts.force or not store.is_done(results, c)]
@@ -290,13 +342,36 @@ def check_options(cells, opts) -> None:
         )
 
 
-def preflight(cells: list[Cell], opts: RunOptions) -> None:
+def preflight(cells: list[Cell], opts: RunOptions) -> dict[Cell, UnreadableFile]:
     """The checks of the results folder and the device that every run makes before anything trains, and the dry run too:
-    the folder is writable, the device and engine exist, finished cells ran with the same options, schedules and data."""
+    the folder is writable, the device and engine exist, no finished cell is damaged but the run's own (returned: the run
+    trains them again), finished cells ran with the same options, schedules and data."""
     check_writable(opts.results)
     steps.check_engine(opts.engine, hardware.resolve_device(opts.device))  # --device cuda or --engine graphed without a GPU fail here
-    check_options(cells, opts)
-    check_data(cells, opts)
+    damaged = check_damage(cells, opts.results)
+    kept = [c for c in cells if c not in damaged]
+    check_options(kept, opts)
+    check_data(kept, opts)
+    return damaged
+
+
+def check_damage(cells: list[Cell], results: Path) -> dict[Cell, UnreadableFile]:
+    """Finished cells of `results` with a damaged file (`store.damage`): this run's are returned, to train again; another
+    one stops the run before anything trains, naming its file and repair, since collecting the table would drop it."""
+    damaged = {store.cell_at(folder): found for folder, _, found in store.finished(results) if found is not None}
+    others = [found for cell, found in damaged.items() if cell not in cells]
+    if others:
+        raise others[0] if len(others) == 1 else others[0].with_repair(f"{others[0].repair} ({len(others)} damaged cells in all)")
+    return damaged
+
+
+def retrain_damaged(damaged: dict[Cell, UnreadableFile], opts: RunOptions) -> None:
+    """A damaged cell of the run is trained again from scratch, with a note: its folder is removed under its claim (one
+    another process is training holds it, and is left to that process)."""
+    for cell, found in damaged.items():
+        print(f"note: {found.path}: {found.problem}; training the cell {cell} again", file=sys.stderr)
+        if not opts.force:  # --force starts every cell afresh anyway
+            store.discard(opts.results, cell)
 
 
 def check_sizes(splits, dataset: str, opts: RunOptions) -> None:
@@ -312,7 +387,9 @@ def estimate(cells: list[Cell], results: Path) -> tuple[float, int]:
     """Seconds the cells would take on this machine, from the finished cells of this results folder that ran the same
     method on the same dataset (their median), and how many cells had such a record; (0, 0) when none had."""
     seconds: dict[tuple[str, str], list[float]] = {}
-    for _, info in store.manifests(results):
+    for _, info, found in store.finished(results):
+        if found is not None or "cell" not in info:
+            continue  # a damaged cell: the run trains it again
         seconds.setdefault((info["cell"]["dataset"], info["cell"]["method"]), []).append(float(info.get("seconds", 0)))
     known = [sorted(seconds[(c.dataset, c.method)]) for c in cells if (c.dataset, c.method) in seconds]
     return sum(s[len(s) // 2] for s in known), len(known)
@@ -339,12 +416,6 @@ def check_data(cells, opts) -> None:
 
 def check_writable(folder: Path) -> None:
     """Fail before any training if results cannot be written, without creating anything yet."""
-    existing = folder.absolute()
-    while not existing.exists():
-        existing = existing.parent
-    try:
-        if not existing.is_dir():
-            raise NotADirectoryError(f"{existing} is a file")
-        tempfile.TemporaryFile(dir=existing).close()
-    except OSError as e:
-        raise PlanError(f"cannot write the results folder {folder} ({e.strerror or e}); choose another with --results") from None
+    why = unwritable(folder)
+    if why:
+        raise PlanError(f"cannot write the results folder {folder} ({why}); choose another with --results")

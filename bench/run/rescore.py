@@ -16,6 +16,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from bench import store
+from bench.files import UnreadableFile
 from bench.run import split_cache
 from bench.run.cell import score_cell
 from datasets import DataError, get_dataset
@@ -65,30 +66,41 @@ def rescore_cell(results: Path, folder: Path, info: dict, data_root: Path) -> No
     where = {c: i for i, c in enumerate(splits.test.case_ids)}
     missing = [c for c in case_ids if c not in where]
     if missing:
-        raise ValueError(f"{len(missing)} predicted case(s) (e.g. {missing[0]}) are not in {cell.dataset}'s test split; "
-                         "the data changed since the cell ran: retrain it with --force")  # fmt: skip
+        raise ValueError(f"{len(missing)} predicted case(s) (e.g. {missing[0]}) are not in {cell.dataset}'s test split; the data "
+                         f"changed since the cell ran: `{store.retrain_command(results, cell, force=True)}` retrains it")  # fmt: skip
     test = splits.test.subset(np.array([where[c] for c in case_ids]))
-    rows, bins = score_cell(cell, probs, test, outputs=outputs)
+    empty = store.read_config(folder).get("options", {}).get("empty_pair", "one")  # the rule the cell was run under
+    rows, bins = score_cell(cell, probs, test, outputs=outputs, empty=empty)
     info["rescored"] = time.time()
     store.finish_cell(folder, info, rows, bins)
 
 
-def rescore_all(results: Path, data_root: Path, progress: bool = True) -> list[tuple[str, str]]:
-    """Re-score every finished cell (skipping one another process holds); returns (cell, error or "") per cell."""
-    cells = list(store.manifests(results))
+def rescore_all(results: Path, data_root: Path, progress: bool = True) -> list[tuple[str, str, bool]]:
+    """Re-score every finished cell (skipping one another process holds); returns (cell, error or "", damaged) per cell.
+
+    A cell whose metrics or reliability bins are damaged is rebuilt from its predictions; one whose manifest, config,
+    training log or predictions are damaged cannot be, and fails naming the file and the `bench run` that retrains it.
+    """
+    cells = store.finished(results)
     out = []
     bars = progress and sys.stderr.isatty()
-    for folder, info in tqdm(cells, desc="rescore", unit="cell", disable=not bars):
-        cell = store.cell_of(info)
+    for folder, info, found in tqdm(cells, desc="rescore", unit="cell", disable=not bars):
+        cell = store.cell_at(folder)
         with store.claim(results, cell) as held:
             if not held:
-                out.append((str(cell), "running in another process"))
+                out.append((str(cell), "running in another process", False))
                 continue
-            try:
-                rescore_cell(results, folder, info, data_root)
-                out.append((str(cell), ""))
-            except (DataError, ValueError, OSError) as e:
-                out.append((str(cell), f"{type(e).__name__}: {e}"))
+            if found is not None and found.path.name not in (store.METRICS, store.CALIBRATION_BINS):
+                out.append((str(cell), str(found), True))
+            else:
+                try:
+                    rescore_cell(results, folder, info, data_root)
+                    left = store.damage(folder)  # rescoring rewrote the scores; another file may still be damaged
+                    out.append((str(cell), str(left) if left else "", left is not None))
+                except UnreadableFile as e:
+                    out.append((str(cell), str(e), True))
+                except (DataError, ValueError, OSError) as e:
+                    out.append((str(cell), f"{type(e).__name__}: {e}", False))
         if not bars:
-            print(f"rescored {cell}" + (f" ({out[-1][1]})" if out[-1][1] else ""), flush=True)
+            print(f"{'failed' if out[-1][1] else 'rescored'} {cell}", flush=True)  # the reason follows in the closing lines
     return out

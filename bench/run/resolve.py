@@ -38,6 +38,7 @@ class RunOptions:
     announce: bool = False  # a line when a cell starts and when each stage stops (parallel workers, which show no bars)
     threads: int = 1  # torch threads per cell on CPU, the same in every backend (results depend on it, not on scheduling)
     samples: int = DEFAULT_SAMPLES  # M: test-time draws of a method that samples (the set metrics; bench.evaluate.scoring)
+    empty_pair: str = "one"  # the set metrics' value for two empty masks (bench.evaluate.multirater.EMPTY_RULES)
 
 
 def trained_method(name: str) -> tuple[str, dict]:
@@ -87,7 +88,7 @@ def option_record(opts: RunOptions) -> dict:
     """The run options that change a cell's result beyond its identity; recorded in config.json."""
     return {
         "budget": opts.budget.name, "max_steps": opts.max_steps, "train_size": opts.train_size, "test_size": opts.test_size,
-        "threads": opts.threads, "samples": opts.samples,
+        "threads": opts.threads, "samples": opts.samples, "empty_pair": opts.empty_pair,
     }  # fmt: skip
 
 

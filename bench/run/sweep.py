@@ -92,7 +92,10 @@ def mark_interrupted(cells: list[Cell], results) -> None:
     """Cells whose manifest still says "running" while nobody holds their claim were stopped by the interrupt: say so."""
     for cell in cells:
         folder = store.cell_dir(results, cell)
-        manifest = store.read_manifest(folder)
+        try:
+            manifest = store.read_manifest(folder)
+        except files.UnreadableFile:
+            continue  # the next run finds it damaged and trains it again
         if manifest.get("status") != "running":
             continue
         with store.claim(results, cell) as free:
@@ -135,6 +138,29 @@ def dispatch(cells: list[Cell], opts: RunOptions, backend: str, n_jobs: int, sch
     finally:
         if cluster is not None:
             cluster.close()
+
+
+SCHEDULER_TIMEOUT = 3  # seconds to reach a dask scheduler before the run is refused: a wrong address fails fast
+
+
+def check_scheduler(address: str) -> None:
+    """Open one connection to the dask scheduler at `address` (its handshake included) before anything is written;
+    ConnectionError in one line when that fails within SCHEDULER_TIMEOUT seconds (a wrong address, a scheduler not
+    started, a firewall, another service on that port). A `Client` is not used: its failed start waits far longer."""
+    import asyncio
+
+    from distributed.comm import connect
+
+    async def probe():
+        comm = await connect(address, timeout=SCHEDULER_TIMEOUT)
+        await comm.close()
+
+    try:
+        asyncio.run(asyncio.wait_for(probe(), SCHEDULER_TIMEOUT + 1))
+    except Exception as e:  # refused, unreachable, timed out, not an address, or something else answering there
+        why = str(e).splitlines()[0][:160] if isinstance(e, (OSError, ValueError)) and str(e) else "no dask scheduler answered"
+        raise ConnectionError(f"cannot reach the dask scheduler at {address} within {SCHEDULER_TIMEOUT} s ({why}); start it "
+                              "(`dask scheduler`, then `dask worker ADDRESS`) or correct --scheduler") from None  # fmt: skip
 
 
 def usable_cpus() -> int:

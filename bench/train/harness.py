@@ -24,6 +24,7 @@ from bench.train.hardware import autocast, autocast_dtype, make_batch, to_tensor
 from bench.train.steps import make_step
 from labels.overlap import dice
 from methods.base import Method, StepContext
+from methods.latent import per_image
 
 
 class NonFiniteLoss(RuntimeError):
@@ -32,32 +33,45 @@ class NonFiniteLoss(RuntimeError):
 
 @dataclass
 class StopState:
-    """The stopping rule's memory within a stage (saved in mid-stage checkpoints, so a resumed stage stops where it would have)."""
+    """The stopping rule's memory within a stage (saved in mid-stage checkpoints, so a resumed stage stops where it would have).
+
+    The rule (docs/decisions.md#the-stopping-rule-judged-by-an-audit-declared-before-it-was-measured-2026-11-27): the
+    decision reads the mean of the last `smooth` evaluations; an evaluation improves when that mean falls below the mean
+    at the last improvement by more than `min_delta` × |that mean|, a margin relative to the current level, so it has
+    no unit and no early transient sets it; `bad` counts the evaluations since. The lowest raw evaluation is the one
+    restored.
+    """
 
     best: float = math.inf  # lowest validation loss so far
     best_step: int = 0
-    reference: float = math.inf  # value of the last improvement by more than the margin
+    reference: float = math.inf  # smoothed value at the last improvement
     bad: int = 0  # evaluations since then
-    scale: float = math.nan  # |first evaluation|: the margin is min_delta × scale
+    evaluations: int = 0  # evaluations so far in this stage
+    recent: list[float] = dataclasses.field(default_factory=list)  # the last `smooth` evaluations
 
-    def update(self, value: float, step: int, min_delta: float) -> bool:
-        """Record one evaluation; returns True when it is the best so far.
-
-        An improvement counts when the loss falls below the reference by more than `min_delta` times
-        the stage's first evaluation: a loss that keeps halving towards 0 (the soft-label network's
-        cross-entropy on pixels it can reproduce exactly) then still reaches a plateau, and losses
-        with a constant floor (L_sl's soft-target entropy) are not held to a margin of their floor.
-        """
-        if math.isnan(self.scale):
-            self.scale = abs(value)
+    def update(self, value: float, step: int, min_delta: float, smooth: int = 1) -> bool:
+        """Record one evaluation; returns True when it is the best so far."""
+        self.evaluations += 1
+        self.recent = [*self.recent, value][-smooth:]
+        smoothed = sum(self.recent) / len(self.recent)
         is_best = value < self.best
         if is_best:
             self.best, self.best_step = value, step
-        if value < self.reference - min_delta * self.scale or math.isinf(self.reference):
-            self.reference, self.bad = value, 0
+        if math.isinf(self.reference) or smoothed < self.reference - min_delta * abs(self.reference):
+            self.reference, self.bad = smoothed, 0
         else:
             self.bad += 1
         return is_best
+
+    def plateau(self, patience: int, min_evals: int) -> bool:
+        """`patience` evaluations in a row without an improvement, after at least `min_evals` evaluations."""
+        return self.bad >= patience and self.evaluations >= min_evals
+
+    @classmethod
+    def restore(cls, saved: dict) -> StopState:
+        """The state a mid-stage checkpoint saved (fields of an older rule are ignored)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in saved.items() if k in names})
 
 
 def fixed_schedules(method: Method, steps: int, batch_size: int, lr: float = 1e-3) -> dict[str, Schedule]:
@@ -86,10 +100,20 @@ def validation_loss(
     return {k: float(v) / n for k, v in sums.items()}
 
 
-def diagnostic_dsc(method: Method, images: torch.Tensor, gt: np.ndarray, device, dtype) -> float:
+# The draws a drawing consensus averages in the logged validation DSC: it runs at every evaluation, so fewer than the
+# test read-out's (fresh per image, so its spread over 800 validation images stays small).
+DIAGNOSTIC_DRAWS = 16
+
+
+def diagnostic_dsc(method: Method, images: torch.Tensor, gt: np.ndarray, device, dtype, seed: int = 0) -> float:
     """Mean per-image DSC (%) of the foreground (any class but 0) against ground truth: logged, never used to select."""
-    with evaluating(method):
-        probs = probabilities(method, images, device, dtype)
+    draws = method.consensus_draws
+    try:
+        method.consensus_draws = min(draws, DIAGNOSTIC_DRAWS)
+        with evaluating(method):
+            probs = probabilities(method, images, device, dtype, readout_ids(seed, "consensus", len(images)))
+    finally:
+        method.consensus_draws = draws
     return float(np.mean(dice(probs.argmax(1) > 0, gt > 0)) * 100)
 
 
@@ -118,8 +142,9 @@ def fit(
 
     Each stage trains under its Schedule: every `eval_every` steps the method's own loss on `val`
     (images, raters, rater_valid; never ground truth) is logged; with early stopping the stage ends
-    after `patience` evaluations without a relative improvement above `min_delta`, or at
-    `max_steps`, and the weights with the lowest validation loss are restored. `val_gt` (N_val, H, W),
+    after `patience` evaluations without an improvement (`StopState`), not before `min_evals`, or at
+    `max_steps`; it then ends on the weights with the lowest validation loss, as a `long` stage of fixed length
+    does (`Schedule.restore_best`). `val_gt` (N_val, H, W),
     where given, only adds the logged diagnostic `diagnostic_gt_dsc`; the last stage's weights where it was highest are
     kept in `selected["gt_best"]` (dsc, step, state; where `selected` is given) for the selection reading, never
     restored (docs/decisions.md). A run resumed after its last stage finished has none.
@@ -189,7 +214,7 @@ class StageRun:
             self.optimiser.load_state_dict(partial["optimiser"])
             self.order.set_state(partial["order"])
             self.gen.set_state(partial["gen"])
-            self.stop, self.best_state = StopState(**partial["stop"]), partial["best"]
+            self.stop, self.best_state = StopState.restore(partial["stop"]), partial["best"]
             self.gt_best = partial.get("gt_best") or {}
             self.step, self.epoch, self.offset, elapsed = partial["step"], partial["epoch"], partial["offset"], partial["seconds"]
         self.n, self.perm = n, None
@@ -225,8 +250,8 @@ class StageRun:
                 raise NonFiniteLoss(f"non-finite loss ({row['train_loss']}) in stage {stage.name!r} before step {self.step}")
             if val_data is not None:
                 row.update(self.evaluate(val_data, val_gt))
-            if sched.early_stopping and self.stop.bad >= sched.patience:
-                reason = f"plateau: {self.stop.bad} evaluations without a fall of more than {sched.min_delta:g} × the first evaluation"
+            if sched.early_stopping and self.stop.plateau(sched.patience, sched.min_evals):
+                reason = f"plateau: {self.stop.bad} evaluations without a fall of more than {sched.min_delta:g} × the current level"
             elif self.step >= sched.max_steps:
                 reason = "cap: reached the budget's step cap" if sched.early_stopping else f"fixed: {sched.source}"
             append_log(log_path, row)
@@ -234,7 +259,7 @@ class StageRun:
                 save_checkpoint(self.method, self.k, stage.name, checkpoint_dir, partial=self.state())
                 saved = time.perf_counter()
         bar.close()
-        restored = sched.early_stopping and self.best_state is not None
+        restored = sched.restore_best and self.best_state is not None
         if restored:
             self.method.load_state_dict(self.best_state)
         record = {
@@ -264,13 +289,13 @@ class StageRun:
         parts = validation_loss(self.method, val_data, self.stage.name, self.epoch, self.step, self.seed, self.device, self.dtype)
         out = {f"val_{key}": v for key, v in parts.items()}
         if val_gt is not None:
-            out["diagnostic_gt_dsc"] = round(diagnostic_dsc(self.method, val_data["images"], val_gt, self.device, self.dtype), 4)
+            out["diagnostic_gt_dsc"] = round(diagnostic_dsc(self.method, val_data["images"], val_gt, self.device, self.dtype, self.seed), 4)
             if out["diagnostic_gt_dsc"] > self.gt_best.get("dsc", -math.inf):  # kept for the selection reading only, never restored
                 state = {key: t.detach().clone() for key, t in self.method.state_dict().items()}
                 self.gt_best = {"dsc": out["diagnostic_gt_dsc"], "step": self.step, "state": state}
         if not math.isfinite(parts["loss"]):
             raise NonFiniteLoss(f"non-finite validation loss ({parts['loss']}) in stage {self.stage.name!r} at step {self.step}")
-        if self.stop.update(parts["loss"], self.step, self.sched.min_delta) and self.sched.early_stopping:
+        if self.stop.update(parts["loss"], self.step, self.sched.min_delta, self.sched.smooth) and self.sched.restore_best:
             self.best_state = {key: t.detach().clone() for key, t in self.method.state_dict().items()}
         out["best"] = int(self.stop.best_step == self.step)
         return out
@@ -301,21 +326,39 @@ def evaluating(method: Method):
             child.train(modes[name])
 
 
+# Read-out streams: the draws of a consensus, of the samples and of per-rater outputs come from different ids.
+READOUTS = ("consensus", "samples", "raters")
+
+
+def readout_ids(seed: int, readout: str, n: int, draw_seed: int = 0) -> torch.Tensor:
+    """Each image's read-out identity (n,) int64: its index in the split, the cell's seed, the read-out stream and a draw
+    seed (0 for a cell's own read-out; another value reads the same model with other draws, to measure their spread).
+    A method that draws seeds each image's draws from it (methods/latent.py::per_image)."""
+    stream = (seed * 64 + draw_seed) * len(READOUTS) + READOUTS.index(readout)
+    return stream * 2**32 + torch.arange(n, dtype=torch.int64)
+
+
 def predict_proba(
-    method: Method, images: np.ndarray, *, device: torch.device, precision: str = "auto", batch_size: int = 256
-) -> np.ndarray:
-    """Probabilities of the true label, float32 (N, L, H, W), in large batches without gradients."""
+    method: Method, images: np.ndarray, *, device: torch.device, precision: str = "auto", batch_size: int = 256, seed: int = 0,
+    draw_seed: int = 0,
+) -> np.ndarray:  # fmt: skip
+    """Probabilities of the true label, float32 (N, L, H, W), in large batches without gradients. A method whose
+    consensus draws (`consensus_draws`) draws per image from `readout_ids(seed, "consensus", N, draw_seed)`."""
     method.to(device=device, memory_format=torch.channels_last).eval()
-    return probabilities(method, torch.from_numpy(images), device, autocast_dtype(device, precision), batch_size)
+    ids = readout_ids(seed, "consensus", len(images), draw_seed)
+    return probabilities(method, torch.from_numpy(images), device, autocast_dtype(device, precision), ids, batch_size)
 
 
 @torch.inference_mode()
 def predict_outputs(
     method: Method, images: np.ndarray, *, n_samples: int, seed: int, device: torch.device, precision: str = "auto", batch_size: int = 256
 ) -> dict[str, np.ndarray]:
-    """Every output a method offers for images (N, C, H, W), for the set metrics: {"samples": (N, M, H, W) uint8, M draws
-    from a method that samples; "rater_outputs": (N, R, H, W) uint8, one per rater slot}, class indices (argmax), each only
-    where the method has it. Draws use a generator seeded by `seed`, so a cell's samples are reproducible.
+    """Every output a method offers for images (N, C, H, W), for the set metrics, class indices (argmax):
+    "rater_outputs" (N, R, H, W), one per rater slot, where the method has them; "samples" (N, M, H, W): M draws from a
+    method that samples, else M draws from the mixture of its per-rater outputs (a slot drawn uniformly per draw), so
+    that every method's set metrics are read at the same M. A method with one prediction has no samples here: M draws
+    from it are M copies, whose set metrics equal its one prediction's. Every draw is per image, seeded from
+    `readout_ids(seed, …)`, so a cell's outputs are reproducible and independent of the batch.
     """
     if n_samples < 1:
         raise ValueError(f"--samples must be at least 1, not {n_samples}")
@@ -323,15 +366,28 @@ def predict_outputs(
         return {}  # neither hook overridden: nothing to predict (most methods)
     method.to(device=device, memory_format=torch.channels_last).eval()
     dtype = autocast_dtype(device, precision)
-    gen = torch.Generator(device=device).manual_seed(seed * 1000 + 555)
+    n = len(images)
+    ids = {name: readout_ids(seed, name, n) for name in ("samples", "raters")}
     out: dict[str, list] = {"samples": [], "rater_outputs": []}
-    for chunk in torch.from_numpy(images).split(max(1, batch_size // max(n_samples, method.spec.n_raters))):
-        x = chunk.to(device).contiguous(memory_format=torch.channels_last)
+    size = max(1, batch_size // max(n_samples, method.spec.n_raters))
+    bar = tqdm(total=n, desc="samples", leave=False, disable=not sys.stderr.isatty(), unit="img")
+    for start in range(0, n, size):
+        part = slice(start, start + size)
+        x = torch.from_numpy(images[part]).to(device).contiguous(memory_format=torch.channels_last)
         with autocast(device, dtype):
-            drawn, per_rater = method.predict_samples(x, n_samples, gen), method.predict_raters(x, gen)
-        for key, probs in (("samples", drawn), ("rater_outputs", per_rater)):
-            if probs is not None:
-                out[key].append(probs.float().argmax(2).to(torch.uint8).cpu())
+            drawn = method.predict_samples(x, n_samples, ids["samples"][part])
+            per_rater = method.predict_raters(x, ids["raters"][part])
+        if per_rater is not None:
+            per_rater = per_rater.float().argmax(2).to(torch.uint8).cpu()  # (B, R, H, W)
+            out["rater_outputs"].append(per_rater)
+        if drawn is not None:
+            out["samples"].append(drawn.float().argmax(2).to(torch.uint8).cpu())
+        elif per_rater is not None:  # M draws from the mixture of the per-rater outputs
+            draw_slots = lambda rng, r=per_rater.shape[1]: rng.integers(r, size=n_samples)  # noqa: E731
+            slot = per_image(ids["samples"][part], draw_slots, torch.device("cpu"))  # (B, M)
+            out["samples"].append(torch.take_along_dim(per_rater, slot[:, :, None, None].long(), dim=1))
+        bar.update(len(x))
+    bar.close()
     return {key: torch.cat(parts).numpy() for key, parts in out.items() if parts}
 
 
@@ -373,10 +429,15 @@ def teacher_diagnostic(method: Method, images: np.ndarray, raters: np.ndarray, r
 
 
 @torch.inference_mode()
-def probabilities(method: Method, images: torch.Tensor, device: torch.device, dtype, batch_size: int = 256) -> np.ndarray:
+def probabilities(method: Method, images: torch.Tensor, device: torch.device, dtype, ids: torch.Tensor, batch_size: int = 256
+                  ) -> np.ndarray:  # fmt: skip
+    """The consensus of images (N, C, H, W) → (N, L, H, W) float32; ids (N,) the images' read-out ids (`readout_ids`)."""
+    draws = method.consensus_draws
+    size = batch_size if not draws else max(1, batch_size // 4)  # a drawing consensus decodes 16 draws of each image at once
     out = []
-    for chunk in images.split(batch_size):
+    for chunk, chunk_ids in zip(images.split(size), ids.split(size)):
         x = chunk.to(device).contiguous(memory_format=torch.channels_last)
         with autocast(device, dtype):
-            out.append(method.predict_proba(x).float().cpu())
+            probs = method.predict_proba(x, chunk_ids) if draws else method.predict_proba(x)
+        out.append(probs.float().cpu())
     return torch.cat(out).numpy()

@@ -1,0 +1,46 @@
+"""`python -m bench audit-stops RULE LONG`: does training longer change what the stopping rule's run scores?
+(bench/report/stop_audit.py)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from bench.cli.options import UsageError
+
+
+def add_parser(verbs) -> None:
+    p = verbs.add_parser(
+        "audit-stops", allow_abbrev=False, help="the stopping rule beside a fixed long run: steps, restored loss, test metrics",
+        description="Put a results folder trained under the stopping rule (--budget plateau) beside one of the same cells "
+        "trained under --budget long (every stage a fixed length, the lowest validation loss restored): per method and stage, "
+        "where each stopped and the validation loss restored; per method, DSC, GED and Dice_match of each, their difference "
+        "and whether it is within the larger of the seed sd and 1 DSC point / 0.01 GED / 1 Dice_match point. Writes "
+        "RULE/stop_audit/ (stop_audit.md, stop_audit.csv); `bench report` of RULE then flags every method that fails.",
+    )  # fmt: skip
+    p.add_argument("rule", metavar="RULE", help="results folder of the stopping rule's run (e.g. --budget plateau)")
+    p.add_argument("long", metavar="LONG", help="results folder of the same cells under --budget long")
+    p.set_defaults(func=cmd_audit)
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    from bench import files, store
+    from bench.report import stop_audit
+
+    rule, long = Path(args.rule), Path(args.long)
+    if rule.resolve() == long.resolve():
+        raise UsageError(f"RULE and LONG are the same folder {rule}; give the rule's run and the long run")
+    for folder in (rule, long):
+        if not store.finished(folder):
+            raise UsageError(f"no finished cell in {folder}; give a folder a `python -m bench run --results …` wrote")
+    problem = files.unwritable(rule)
+    if problem:
+        raise UsageError(f"cannot write the audit into {rule}: {problem}")
+    command = f"python -m bench audit-stops {rule} {long}"
+    out, verdict = stop_audit.write(rule, long, command)
+    if verdict.empty:
+        raise UsageError(f"{rule} and {long} share no method, dataset, rater setting and noise level; run the same cells in both")
+    print((out / stop_audit.MARKDOWN).read_text())
+    print(f"written: {out / stop_audit.MARKDOWN}, {out / stop_audit.CSV}", file=sys.stderr)
+    return 0

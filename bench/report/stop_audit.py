@@ -1,0 +1,135 @@
+"""The stop audit (docs/decisions.md#the-stopping-rule-judged-by-an-audit-declared-before-it-was-measured-2026-11-27):
+does training longer change what a method's stopped run scores?
+
+Two results folders of the same cells: one trained under the stopping rule (`--budget plateau`), one under `--budget
+long` (every stage a fixed length, the lowest validation loss restored, as the rule does). Per method, stage by stage:
+where each stopped and the validation loss it restored; then the test metrics of each (DSC against the dataset's
+reference, GED, Dice_match), their difference and the tolerance. A method **passes** when no metric moves by more
+than the larger of its seed-to-seed sd (the rule's folder) and the floor (1 DSC point, 0.01 GED, 1 Dice_match point).
+`python -m bench audit-stops RULE LONG` writes `<RULE>/stop_audit/` (stop_audit.md, .csv); the report flags every
+method that fails in every table of RULE (`failures`).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from bench import files, store
+from bench.report.rows import display
+
+FOLDER = "stop_audit"  # under the rule's results folder
+CSV, MARKDOWN = "stop_audit.csv", "stop_audit.md"
+# metric: (reference, floor of the tolerance in the metric's units, scale shown)
+CHECKED = {"dsc": (None, 0.01, 100), "ged": ("raters", 0.01, 1), "dice_match": ("raters", 0.01, 100)}
+GROUP = ["dataset", "raters", "noise", "method"]
+LONG_FACTOR = 4  # the long run should be at least this many times as long as the rule's stop
+
+
+def stops(results: Path) -> pd.DataFrame:
+    """Per GROUP × stage: mean over seeds of where the stage stopped, the step it restored and that validation loss,
+    and how it stopped ("plateau", "cap", "fixed"; joined when seeds differ)."""
+    logs = store.training_logs(results)
+    rows = logs[logs["event"] == "stop"].copy()
+    if rows.empty:
+        return pd.DataFrame(columns=[*GROUP, "stage", "step", "restored_step", "val_loss", "how", "seeds"])
+    rows["how"] = rows["reason"].fillna("").str.extract(r"^(\w+)", expand=False)
+    agg = rows.groupby([*GROUP, "stage"], sort=False).agg(
+        step=("step", "mean"), restored_step=("restored_step", "mean"), val_loss=("best_val_loss", "mean"),
+        how=("how", lambda v: "/".join(sorted(set(v.dropna())))), seeds=("seed", "nunique"),
+    )  # fmt: skip
+    return agg.reset_index()
+
+
+def headline(summary: pd.DataFrame) -> pd.DataFrame:
+    """The checked metrics of a summary: per GROUP × metric, mean and seed sd (DSC against gt where the dataset has
+    it, else the majority; the first structure)."""
+    out = []
+    for (dataset, raters, noise, method), part in summary.groupby(GROUP, sort=False):
+        structure = part["structure"].iloc[0]
+        for metric, (reference, _, _) in CHECKED.items():
+            refs = [reference] if reference else [r for r in ("gt", "majority") if r in set(part["reference"])][:1]
+            row = part[(part["metric"] == metric) & part["reference"].isin(refs) & (part["structure"] == structure)]
+            if len(row):
+                r = row.iloc[0]
+                out.append({"dataset": dataset, "raters": raters, "noise": noise, "method": method, "metric": metric,
+                            "mean": r["mean"], "sd": r["std"], "n_seeds": r["n_seeds"]})  # fmt: skip
+    return pd.DataFrame(out, columns=[*GROUP, "metric", "mean", "sd", "n_seeds"])
+
+
+def audit(rule: Path, long: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(metrics, stages): per method and checked metric the rule's and the long run's means, difference, tolerance and
+    whether it is within; per method and stage where each run stopped. Only methods both folders hold."""
+    a, b = headline(store.read_summary(rule)), headline(store.read_summary(long))
+    a = a[a["method"] != "average"]
+    metrics = a.merge(b, on=[*GROUP, "metric"], suffixes=("_rule", "_long"))
+    floors = metrics["metric"].map(lambda m: CHECKED[m][1])
+    metrics["diff"] = metrics["mean_long"] - metrics["mean_rule"]
+    metrics["tolerance"] = [max(f, 0 if math.isnan(sd) else sd) for f, sd in zip(floors, metrics["sd_rule"])]
+    metrics["within"] = metrics["diff"].abs() <= metrics["tolerance"]
+    st = stops(rule).merge(stops(long), on=[*GROUP, "stage"], suffixes=("_rule", "_long"))
+    st["factor"] = st["step_long"] / st["step_rule"]
+    return metrics, st
+
+
+def verdicts(metrics: pd.DataFrame, st: pd.DataFrame) -> pd.DataFrame:
+    """Per GROUP: "passes" or "fails" (a metric moved beyond its tolerance), and whether the long run was at least
+    LONG_FACTOR times the rule's stop in every stage."""
+    out = []
+    for key, part in metrics.groupby(GROUP, sort=False):
+        stages = st[(st[GROUP] == pd.Series(dict(zip(GROUP, key)))).all(axis=1)]
+        moved = part.loc[~part["within"], "metric"].tolist()
+        out.append({**dict(zip(GROUP, key)), "verdict": "fails" if moved else "passes", "moved": ", ".join(moved),
+                    "long_enough": bool(len(stages)) and bool((stages["factor"] >= LONG_FACTOR).all()),
+                    "min_factor": stages["factor"].min() if len(stages) else math.nan})  # fmt: skip
+    return pd.DataFrame(out, columns=[*GROUP, "verdict", "moved", "long_enough", "min_factor"])
+
+
+def to_markdown(metrics: pd.DataFrame, st: pd.DataFrame, verdict: pd.DataFrame, command: str) -> str:
+    lines = [f"# Stop audit\n\nMade by `{command}`. The rule's run beside a fixed long run restored by the same criterion "
+             "(lowest validation loss). A method passes when no test metric moves by more than the larger of its seed sd and "
+             "1 DSC point / 0.01 GED / 1 Dice_match point.\n", "## Verdicts\n", "| dataset | method | verdict | moved | long ÷ stop |",
+             "| --- | --- | --- | --- | --- |"]  # fmt: skip
+    for r in verdict.itertuples():
+        factor = f"{r.min_factor:.1f}×" + ("" if r.long_enough else f" (below {LONG_FACTOR}×)")
+        lines.append(f"| {r.dataset} | {display(r.method)} | {r.verdict} | {r.moved or '—'} | {factor} |")
+    lines += ["", "## Stages\n", "| method | stage | rule: stop (how) | rule: restored step, val loss | long: steps | "
+              "long: restored step, val loss |", "| --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    for r in st.itertuples():
+        lines.append(f"| {display(r.method)} | {r.stage} | {r.step_rule:.0f} ({r.how_rule}) | {r.restored_step_rule:.0f}, "
+                     f"{r.val_loss_rule:.4g} | {r.step_long:.0f} | {r.restored_step_long:.0f}, {r.val_loss_long:.4g} |")  # fmt: skip
+    lines += ["", "## Test metrics\n", "| method | metric | rule (sd, seeds) | long (seeds) | long − rule | tolerance | within |",
+              "| --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    for r in metrics.itertuples():
+        k = CHECKED[r.metric][2]
+        sd = "–" if math.isnan(r.sd_rule) else f"{r.sd_rule * k:.2f}"
+        lines.append(f"| {display(r.method)} | {r.metric} | {r.mean_rule * k:.3f} ({sd}, {r.n_seeds_rule:.0f}) | "
+                     f"{r.mean_long * k:.3f} ({r.n_seeds_long:.0f}) | {r.diff * k:+.3f} | {r.tolerance * k:.3f} | "
+                     f"{'yes' if r.within else '**no**'} |")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def write(rule: Path, long: Path, command: str) -> tuple[Path, pd.DataFrame]:
+    """Run the audit and write `<rule>/stop_audit/` (csv of verdicts and metrics, Markdown); returns (folder, verdicts)."""
+    metrics, st = audit(rule, long)
+    verdict = verdicts(metrics, st)
+    out = rule / FOLDER
+    out.mkdir(exist_ok=True)
+    files.write_text(out / CSV, verdict.merge(metrics, on=GROUP, how="left").to_csv(index=False))
+    files.write_text(out / MARKDOWN, to_markdown(metrics, st, verdict, command))
+    return out, verdict
+
+
+def failures(results: Path) -> dict[tuple[str, str, str], dict[str, str]]:
+    """The flags the report puts on methods that fail a results folder's stop audit: {(dataset, raters, noise):
+    {method: "stop audit: fails"}}; {} where no audit was written."""
+    path = results / FOLDER / CSV
+    if not path.is_file():
+        return {}
+    table = pd.read_csv(path, dtype={"noise": str})
+    out: dict = {}
+    for r in table[table["verdict"] == "fails"].drop_duplicates(GROUP).itertuples():
+        out.setdefault((r.dataset, r.raters, r.noise), {})[r.method] = "stop audit: fails"
+    return out

@@ -1,0 +1,69 @@
+"""The stop audit (bench/report/stop_audit.py, `python -m bench audit-stops`): the rule's run beside a fixed long run."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+from conftest import run_bench
+
+from bench.report import stop_audit
+from bench.report.tables import write_tables
+
+KEY = {"dataset": "mnist-5k", "raters": "lfnet", "noise": "protocol"}
+
+
+def metrics_frame(rows):
+    """rows: (method, metric, rule mean, rule sd, long mean) → the frame `audit` builds."""
+    frame = pd.DataFrame([{**KEY, "method": m, "metric": k, "mean_rule": a, "sd_rule": sd, "n_seeds_rule": 2, "mean_long": b,
+                           "sd_long": math.nan, "n_seeds_long": 1} for m, k, a, sd, b in rows])  # fmt: skip
+    floors = frame["metric"].map(lambda k: stop_audit.CHECKED[k][1])
+    frame["diff"] = frame["mean_long"] - frame["mean_rule"]
+    frame["tolerance"] = [max(f, 0 if math.isnan(sd) else sd) for f, sd in zip(floors, frame["sd_rule"])]
+    frame["within"] = frame["diff"].abs() <= frame["tolerance"]
+    return frame
+
+
+def stages_frame(rows):
+    return pd.DataFrame([{**KEY, "method": m, "stage": "train", "step_rule": a, "step_long": b, "factor": b / a} for m, a, b in rows])
+
+
+def test_a_method_passes_when_training_longer_moves_nothing_beyond_its_seed_sd_or_the_floor():
+    metrics = metrics_frame([
+        ("mv-unet", "dsc", 0.900, 0.004, 0.908),  # +0.8 points, within the 1-point floor
+        ("mv-unet", "ged", 0.500, math.nan, 0.505),
+        ("prob-unet", "dsc", 0.500, 0.020, 0.540),  # +4 points against a seed sd of 2: moved
+        ("prob-unet", "ged", 0.130, 0.010, 0.095),  # −0.035 GED against 0.01: moved
+        ("pionono", "dsc", 0.600, 0.050, 0.640),  # +4 points within a seed sd of 5
+    ])  # fmt: skip
+    verdict = stop_audit.verdicts(metrics, stages_frame([("mv-unet", 400, 4000), ("prob-unet", 900, 4000), ("pionono", 1500, 4000)]))
+    got = verdict.set_index("method")
+    assert got.loc["mv-unet", "verdict"] == "passes" and got.loc["pionono", "verdict"] == "passes"
+    assert got.loc["prob-unet", "verdict"] == "fails" and got.loc["prob-unet", "moved"] == "dsc, ged"
+    assert got.loc["mv-unet", "long_enough"] and got.loc["prob-unet", "long_enough"] and not got.loc["pionono", "long_enough"]
+
+
+def test_the_verb_audits_two_folders_and_the_report_flags_a_failing_method(tmp_path):
+    common = ["--methods", "mv-unet", "--seeds", "0", "--train-size", "32", "--test-size", "12", "--backend", "sequential", "--no-progress"]
+    rule, long = tmp_path / "rule", tmp_path / "long"
+    assert run_bench("run", *common, "--budget", "plateau", "--max-steps", "2", "--results", str(rule)).returncode == 0
+    assert run_bench("run", *common, "--budget", "long", "--max-steps", "4", "--results", str(long)).returncode == 0
+    proc = run_bench("audit-stops", str(rule), str(long))
+    assert proc.returncode == 0, proc.stderr
+    assert "| mnist-5k | MV-UNet |" in proc.stdout and "| MV-UNet | train | 2 (cap) |" in proc.stdout
+    table = pd.read_csv(rule / stop_audit.FOLDER / stop_audit.CSV)
+    assert set(table["metric"]) == {"dsc", "ged", "dice_match"} and (table["min_factor"] == 2).all()
+    same = run_bench("audit-stops", str(rule), str(rule))
+    empty = run_bench("audit-stops", str(rule), str(tmp_path / "none"))
+    assert same.returncode == empty.returncode == 2 and "same folder" in same.stderr and "no finished cell" in empty.stderr
+    # A failing verdict flags the method in every table of the rule's folder (and keeps it from bold).
+    table.loc[:, "verdict"] = "fails"
+    table.to_csv(rule / stop_audit.FOLDER / stop_audit.CSV, index=False)
+    flags = stop_audit.failures(rule)
+    assert flags == {("mnist-5k", "lfnet", "protocol"): {"mv-unet": "stop audit: fails"}}
+    summary = pd.DataFrame([{**KEY, "method": m, "reference": "gt", "structure": "foreground", "metric": k, "mean": 0.5, "std": 0.1}
+                            for m in ("mv-unet", "lf-net") for k in ("dsc", "bahd")])  # fmt: skip
+    (tmp_path / "tables").mkdir()
+    write_tables(summary, tmp_path / "tables", audit=flags)
+    md = next((tmp_path / "tables").glob("table1_*.md")).read_text()
+    assert "stop audit: fails" in md and "[stop audit: fails]" in md
