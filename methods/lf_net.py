@@ -95,7 +95,7 @@ step costs 1.0× a U-Net step, a stage-2 step (seg + RCN + frozen SLL forward) 2
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -193,7 +193,8 @@ class LFNet(Method):
 
     @dataclass(frozen=True)
     class Config:
-        beta: int | None = None  # TV threshold as a count of raters; None = R − 1 (paper eq. 3 and §III-C)
+        # TV threshold as a count of raters, 1..R (`--set` checks it); None = R − 1 (paper eq. 3 and §III-C)
+        beta: int | None = field(default=None, metadata={"domain": (1, "raters")})
         tau: float = 2.5  # temperature of L_sl (paper, Implementation Details)
         lam: float = 0.05  # λ, weight of L_rcl (paper default; 0.01 on MNIST comes from the study file's settings)
         soft_label: str = "sll"  # q̂1 source: "sll" (paper) | "mv" | "staple" (§IV-D text ablations) | "none" (no L_sl)

@@ -323,3 +323,36 @@ def test_rank_figure_orders_by_mean_rank_sizes_by_share_and_marks_the_median(tmp
     medians = {line.get_gid(): line.get_ydata()[0] for line in ax.lines if line.get_gid()}
     assert medians == {"median:b": 1, "median:c": 2, "median:a": 3}
     assert plots.save(fig, tmp_path / "ranks")[0].stat().st_size > 5000
+
+
+def eval_logs(steps: dict[str, list[int]]) -> pd.DataFrame:
+    """Two seeds of each method evaluated at its `steps` of one stage, the loss falling with the step."""
+    rows = [{"method": m, "seed": seed, "stage": "train", "event": "eval", "step": step, "val_loss": 1.0 / (step + seed),
+             "diagnostic_gt_dsc": 50.0 + step / 10, "restored_step": np.nan} for m, s in steps.items() for seed in (0, 1) for step in s]  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_one_evaluation_is_a_note_not_a_chart_and_steps_are_integer_ticks():
+    logs = eval_logs({"mv-unet": [20], "lf-net": [1, 2, 3]})  # three steps: fractional ticks by default
+    fig = plots.learning_curve_figure(logs, ["mv-unet", "lf-net"], "t")
+    once, curve = [ax for ax in fig.axes if ax.get_visible()]
+    assert not once.axison and not once.lines and [t.get_gid() for t in once.texts] == ["note"]
+    assert "one evaluation only (step 20)" in once.texts[0].get_text().replace("\n", " ")
+    assert curve.axison and not curve.texts and curve.lines
+    assert all(float(x).is_integer() for x in curve.get_xticks())
+    diagnostic = plots.diagnostic_figure(logs[logs["method"] == "mv-unet"], ["mv-unet"], ["mv-unet"], "t")
+    assert [t.get_gid() for t in diagnostic.axes[0].texts] == ["note"] and not diagnostic.axes[0].lines
+    drawn = plots.diagnostic_figure(logs, ["mv-unet", "lf-net"], ["mv-unet", "lf-net"], "t")
+    assert not drawn.axes[0].texts and all(float(x).is_integer() for x in drawn.axes[0].get_xticks())
+
+
+def test_the_reliability_diagram_shows_the_pixels_in_each_bin():
+    bins = pd.DataFrame({"method": "lf-net", "reference": "gt", "bin": range(4), "count": [5000, 0, 30, 800],
+                         "confidence": [0.1, np.nan, 0.6, 0.9], "observed": [0.05, np.nan, 0.5, 0.95]})  # fmt: skip
+    fig = plots.reliability_figure(bins, ["lf-net"], {"lf-net": "C0"}, "t")
+    (ax,) = fig.axes
+    (strip,) = ax.child_axes
+    (line,) = strip.get_lines()
+    assert line.get_gid() == "counts:lf-net" and strip.get_yscale() == "log"
+    np.testing.assert_array_equal(line.get_xdata(), [0.1, 0.6, 0.9])  # the non-empty bins
+    np.testing.assert_array_equal(line.get_ydata(), [5000, 30, 800])

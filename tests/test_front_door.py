@@ -142,7 +142,7 @@ def test_a_sweep_file_takes_the_flags_keys_and_is_kept_with_its_results(tmp_path
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ('budget = "fast"', "budget = 'fast': expected one of quick, plateau, paper, paper-rcl15"),
+        ('budget = "fast"', "budget = 'fast': expected one of quick, plateau, long, paper, paper-rcl15"),
         ("sedes = [0]", "unknown key 'sedes' (did you mean seeds?); keys are the run flags' names: methods, dataset, seeds"),
         ('max_steps = "ten"', "max_steps = 'ten': expected a whole number"),
         ("seeds = [0", "cannot read it as TOML"),
@@ -186,8 +186,8 @@ def test_compare_puts_two_results_folders_side_by_side_with_the_seed_aware_test(
     assert missing.returncode == 2 and "no results table" in missing.stderr
 
 
-def test_one_evaluation_draws_a_point_and_a_long_title_fits():
-    """Before: a run evaluated once drew empty axes and a clipped title."""
+def test_one_evaluation_draws_a_note_and_a_long_title_fits():
+    """Before: a run evaluated once drew empty axes and a clipped title; then a lone dot on fractional ticks. Now a note."""
     from bench.report import plots
 
     logs = pd.DataFrame({"method": ["mv-unet"] * 2, "seed": [0, 1], "stage": ["train"] * 2, "event": ["eval"] * 2, "step": [20, 20],
@@ -195,10 +195,10 @@ def test_one_evaluation_draws_a_point_and_a_long_title_fits():
     title = "pipeline check: every stage was capped by --max-steps, so these curves show a smoke run and not a training\nmnist-5k"
     curves = plots.learning_curve_figure(logs, ["mv-unet"], title)
     (ax,) = [a for a in curves.axes if a.get_visible()]
-    assert [len(line.get_xdata()) for line in ax.lines if line.get_marker() == "o"] == [1]
+    assert not ax.lines and [t.get_text().replace("\n", " ") for t in ax.texts] == ["one evaluation only (step 20): no curve to draw"]
     assert all(len(line) <= 42 for line in curves._suptitle.get_text().split("\n"))
     diagnostic = plots.diagnostic_figure(logs, ["mv-unet"], ["mv-unet"], "gt")
-    assert [list(line.get_ydata()) for line in diagnostic.axes[0].lines if line.get_marker() == "o"] == [[42.5]]
+    assert not diagnostic.axes[0].lines and diagnostic.axes[0].texts[0].get_gid() == "note"
 
 
 def test_parallel_workers_show_each_cell_start_and_each_stage_stop(tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -101,7 +102,7 @@ def test_each_column_has_its_rank_plot_and_tau_with_an_interval(plateau):
     md, page, written = plateau
     assert "figures/ranks_mnist-5k_lfnet_table1_dsc_foreground.png" in {p.relative_to(p.parent.parent).as_posix() for p in written}
     assert "![ranks_mnist-5k_lfnet_table1_dsc_foreground](figures/ranks_mnist-5k_lfnet_table1_dsc_foreground.png)" in md
-    assert "Kendall τ with the paper's order 1.00 [95 % bootstrap interval 1.00, 1.00] over 4 methods" in md
+    assert "Kendall τ with the paper's order 1.00 the same in every bootstrap resample over 4 methods" in md
     captions = [line for line in md.splitlines() if line.startswith("Figure: ")]
     assert any("two-level bootstrap" in c and "Circle area" in c for c in captions)
     assert any("each of the 20 test cases against gt" in c and "seed-aware test" in c for c in captions)  # the box plot
@@ -113,7 +114,9 @@ def test_the_best_method_against_the_reference_names_the_seed_aware_test(tmp_pat
     md, _, _ = write_page(tmp_path, tmp_path / "paper")
     line = next(line for line in md.splitlines() if "STAPLE-UNet vs LF-Net by the" in line)
     test = "STAPLE-UNet vs LF-Net by the seed-aware test (docs/methods.md#statistics): "
-    assert re.search(re.escape(test) + r"Δ \+0\.50 \[\+0\.\d\d, \+0\.\d\d\] points in STAPLE-UNet's favour, p [\d.e-]+", line), line
+    assert re.search(
+        re.escape(test) + r"Δ \+0\.50 points \[\+0\.\d\d, \+0\.\d\d\] \(n 3/3, df [\d.]+\) in STAPLE-UNet's favour, p [\d.e-]+", line
+    ), line
     assert "Wilcoxon" not in line
 
 
@@ -161,15 +164,15 @@ def test_paths_with_stars_are_code_not_italics():
 
 
 def test_versus_states_the_gap_its_interval_and_the_seeds_it_needs():
-    test = {"method": "staple-unet", "reference_method": "lf-net", "diff": -0.032, "ci_low": -0.035, "ci_high": -0.029, "p_holm": 0.2,
-            "seeds_needed": 7.0}  # fmt: skip
+    test = {"method": "staple-unet", "reference_method": "lf-net", "metric": "dsc", "diff": -0.032, "ci_low": -0.035, "ci_high": -0.029,
+            "df": 3.8, "n_seeds_ref": 3, "n_seeds": 3, "p_holm": 0.2, "seeds_needed": 7.0}  # fmt: skip
     text = page.versus(test, 100, "staple-unet")
     assert text == (
-        "Δ +3.20 [+2.90, +3.50] points in STAPLE-UNet's favour, p 0.2, a true gap of this size found with 80 % power at "
-        "about 7 seeds per method"
+        "Δ +3.20 points [+2.90, +3.50] (n 3/3, df 3.8) in STAPLE-UNet's favour, p 0.2, a true gap of this size found with 80 % "
+        "power at about 7 seeds per method"
     )
-    assert page.versus(test, 100, "staple-unet", named=False).startswith("Δ +3.20 [+2.90, +3.50] points, p 0.2,")
-    assert page.versus(test, 100, "lf-net").startswith("Δ -3.20 [-3.50, -2.90] points in LF-Net's favour")
+    assert page.versus(test, 100, "staple-unet", named=False).startswith("Δ +3.20 points [+2.90, +3.50] (n 3/3, df 3.8), p 0.2,")
+    assert page.versus(test, 100, "lf-net").startswith("Δ -3.20 points [-3.50, -2.90] (n 3/3, df 3.8) in LF-Net's favour")
     assert "seeds per method" not in page.versus({**test, "p_holm": 0.01}, 100, "staple-unet")
     assert "more test cases" in page.versus({**test, "seeds_needed": float("inf")}, 100, "staple-unet")
     assert page.versus({**test, "p_holm": float("nan")}, 100, "staple-unet").startswith("Δ +3.20 points in")
@@ -182,3 +185,42 @@ def test_a_flag_from_the_manifests_reaches_the_group_table(tmp_path):
     record_run(tmp_path, flags={"lf-net": "full"})
     cells = provenance.provenance(tmp_path)
     assert tables.degenerate_flags(cells, "mnist-5k", "lfnet", "protocol") == {"lf-net": "full 3/3"}
+
+
+INTERVAL = re.compile(r"\[([-+]?\d+\.\d+), ([-+]?\d+\.\d+)\]")
+
+
+def test_no_printed_interval_leaves_the_metrics_range_or_has_zero_width(tmp_path):
+    """Two seeds, MV-UNet's far apart (20 % and 77 % DSC): its t interval (df 1) spans hundreds of points, so it is not
+    estimable; every interval the page prints lies in DSC's range, none is NaN or of zero width, and each names n and df."""
+    for seed, mean in enumerate((0.20, 0.77)):
+        write_cell(tmp_path, "mv-unet", seed, np.full(20, mean) + np.linspace(-0.004, 0.004, 20))
+    for method, mean in (("staple-unet", 0.70), ("cm-unet", 0.93), ("lf-net", 0.99)):
+        for seed in range(2):
+            write_cell(tmp_path, method, seed, np.full(20, mean - 0.002 * seed) + np.linspace(-0.004, 0.004, 20))
+    store.collect(tmp_path)
+    md, _, _ = write_page(tmp_path, tmp_path / "paper")
+    row = next(line for line in md.splitlines() if line.startswith("| MV-UNet | 57.62 ± 0.44 | 48.50 ± 40.31 (2) |"))
+    assert row.split(" | ")[3] == "not estimable with 2 seeds (df 1)" and row.split(" | ")[4].startswith("-9.12 not estimable"), row
+    claims = md[md.index("## Claims of the text") : md.index("## Numbers of the text")]  # its evidence is bench/reproduce/claims.py's
+    shown = md.replace(claims, "")
+    found = INTERVAL.findall(shown)
+    assert found and "nan" not in shown.lower()
+    for low, high in found:
+        assert -100 <= float(low) < float(high) <= 100, (low, high)  # DSC points (values and differences) or bAHD
+    lf = next(line for line in md.splitlines() if line.startswith("| LF-Net |") and "(2) |" in line)
+    assert "| [97.63, 100.00] (n 2, df 1) | -0.35 [-1.69, +0.99] (n 2, df 1) |" in lf, lf  # clipped at 100 %, n and df shown
+    average = next(line for line in md.splitlines() if line.startswith("| *Average* | 47.10 |"))
+    assert "| -0.60 no interval: a pool statistic, no seeds |" in average  # was a zero-width interval
+
+
+def test_the_selection_table_prints_no_nan_interval():
+    """One seed: the gain has no interval; it was printed `+0.00 [+nan, +nan]`."""
+    selection = pd.DataFrame([{"dataset": "mnist-5k", "raters": "lfnet", "noise": "protocol", "method": "lf-net", "seeds": 1,
+                               "rule_step": "40", "rule_dsc": 90.0, "rule_sd": np.nan, "gt_step": "40", "gt_dsc": 90.0, "gt_sd": np.nan,
+                               "gain": 0.0, "gain_low": np.nan, "gain_high": np.nan, "test_dsc": 89.0, "test_sd": np.nan,
+                               "gt_test_dsc": np.nan, "gt_test_sd": np.nan, "gt_test_seeds": 0}])  # fmt: skip
+    (*_, (_, header, rows)) = page.selection_blocks(SimpleNamespace(selection=selection))
+    assert header[6] == "gain [95 % CI] (n seeds, df)" and rows[0][6] == "+0.00 no interval with 1 seed"
+    two = selection.assign(seeds=2, gain=3.0, gain_low=-250.0, gain_high=256.0)
+    assert page.selection_blocks(SimpleNamespace(selection=two))[-1][2][0][6] == "+3.00 not estimable with 2 seeds (df 1)"

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from matplotlib.image import imread
+from test_reproduction import write_cell
 
 from bench import files, store
 from bench.cli import report as cli_report
@@ -150,7 +151,9 @@ def test_latex_tables(rendered):
     tex = (root / "out" / "table1_toy_cm_protocol_gt_foreground.tex").read_text()
     assert r"\begin{tabular}{lcc}" in tex and r"\end{tabular}" in tex
     body = [line for line in tex.splitlines() if line.endswith(r"\\")]
-    assert len(body) == 1 + 5  # header + Average, 3 methods, Oracle
+    assert len(body) == 1 + 5 + 1  # header + Average, 3 methods, Oracle + the run line under the table
+    assert "Run: budget not recorded; seeds per method: 3" in body[-1] and tex.splitlines()[1].startswith("% Run: budget")
+    body = body[:-1]
     assert body[1].startswith(r"\emph{Average}") and body[-1].startswith(r"\emph{Oracle}")
     assert re.search(r"LF-Net & \\textbf\{[\d.]+\} \$\\pm\$ \\textbf\{[\d.]+\}", tex)
     assert tex.count(r"\begin{") == tex.count(r"\end{")
@@ -324,14 +327,37 @@ def test_bold_ties_at_printed_precision():
             "structure": "foreground",
             "metric": "dsc",
             "mean": [0.81234, 0.81231, 0.5],
-            "std": [0.01, np.nan, 0.02],
+            "std": [0.01, 0.03, 0.02],
         }
     )
-    table = tables.build_table(
-        summary, tables.table_columns("table1", "foreground")[:1], ["mv-unet", "cm-unet", "lf-net"], "t", "Methods", {}, False
-    )
+    columns, names = tables.table_columns("table1", "foreground")[:1], ["mv-unet", "cm-unet", "lf-net"]
+    table = tables.build_table(summary, columns, names, "t", "Methods", {}, False)
     assert [row[0].bold for row in table.rows] == [True, True, False]  # 81.23 and 81.23
-    assert tables.markdown_cell(table.rows[1][0]) == "**81.23**"  # one seed: no ± std
+    assert tables.markdown_cell(table.rows[1][0]) == "**81.23 ± 3.00**"
+    one_seed = tables.build_table(summary.assign(std=[0.01, np.nan, 0.02]), columns, names, "t", "Methods", {}, False)
+    assert not any(row[0].bold for row in one_seed.rows)  # a best tied with a one-seed mean is no resolved best
+    assert tables.markdown_cell(one_seed.rows[1][0]) == "81.23"  # one seed: no ± std
+
+
+def test_every_table_file_states_budget_seeds_and_pipeline_check_and_one_seed_is_never_bold(tmp_path):
+    """One seed per method under the quick budget: every table file says so under its title, and nothing is bold."""
+    summary = pd.DataFrame({"dataset": "toy", "raters": "cm", "noise": "protocol", "reference": "gt",
+                            "method": ["mv-unet", "lf-net", "oracle", "lf-net-s"], "structure": "foreground", "metric": "dsc",
+                            "mean": [0.95, 0.80, 0.99, 0.7], "std": np.nan, "n_seeds": 1, "n_cases": 10})  # fmt: skip
+    cells = pd.DataFrame({"dataset": "toy", "raters": "cm", "noise": "protocol", "method": ["mv-unet", "lf-net", "oracle", "lf-net-s"],
+                          "seed": 0, "budget": "quick", "max_steps": 20, "train_size": None, "test_size": None})  # fmt: skip
+    written = tables.write_tables(summary, tmp_path, cells=cells)
+    run = "Run: budget quick; seeds per method: 1; pipeline check, not a verdict: budget quick, --max-steps 20, fewer than 3 seeds ("
+    assert {p.name for p in written} >= {"tables.md", "table1_toy_cm_protocol_gt_foreground.md", "table4_toy_cm_protocol_gt.tex"}
+    for path in written:
+        text = path.read_text()
+        assert text.count(run) == (2 if path.suffix == ".tex" else text.count("### ")) > 0, path.name  # .tex: header and footnote
+        assert "**" not in text and r"\textbf" not in text, path.name
+    (tmp_path / "plain").mkdir()
+    plain = tables.write_tables(summary, tmp_path / "plain")
+    assert all(
+        "Run: budget not recorded; seeds per method: 1; pipeline check, not a verdict: fewer than 3 seeds" in p.read_text() for p in plain
+    )
 
 
 def parse_report(*argv):
@@ -400,3 +426,13 @@ def test_render_reads_the_flags_from_the_manifests(tmp_path):
     labels, _, cells = markdown_rows(tmp_path / "out" / "table1_toy_cm_protocol_gt_foreground.md")
     assert "LF-Net [empty 3/3]" in labels and not cells["LF-Net [empty 3/3]"][0].startswith("**")
     assert cells["CM-UNet"][0].startswith("**")  # the best unflagged method
+
+
+def test_render_reads_budget_and_run_options_from_the_cells(tmp_path):
+    for method in ("mv-unet", "lf-net"):
+        write_cell(tmp_path, method, 0, np.linspace(0.5, 0.9, 6), budget="quick", options={"max_steps": 10})
+    store.collect(tmp_path)
+    render.render(tmp_path, tmp_path / "out")
+    text = (tmp_path / "out" / "table1_mnist-5k_lfnet_protocol_gt_foreground.md").read_text()
+    assert "Run: budget quick; seeds per method: 1; pipeline check, not a verdict: budget quick, --max-steps 10, fewer than 3" in text
+    assert "**" not in text  # one seed each: no bold

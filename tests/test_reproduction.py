@@ -240,7 +240,7 @@ def test_the_declared_readings_are_compared_with_the_first(tmp_path):
     )
     assert rows["lf-net-rcn-image"]["teacher_cells"] == 0  # the test's manifests carry no teacher
     md = page.write(a, tmp_path / "paper", tmp_path / "data")[0].read_text()
-    assert "| mnist-5k `lfnet` | `lf-net-no-tv-sl` | 92.00 ± 0.10 (3) | Δ +3.00 [+2.77, +3.23] points, p " in md
+    assert "| mnist-5k `lfnet` | `lf-net-no-tv-sl` | 92.00 ± 0.10 (3) | Δ +3.00 points [+2.77, +3.23] (n 3/3, df 4), p " in md
 
 
 def test_the_selection_reading_takes_the_gt_best_evaluation_of_the_last_stage():

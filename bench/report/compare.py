@@ -17,11 +17,12 @@ from matplotlib.figure import Figure
 from bench.evaluate import metrics
 from bench.evaluate.long_table import GROUP, mean_sd
 from bench.report import stats
+from bench.report.intervals import difference_range, estimable, interval
 from bench.report.plots import save
 from bench.report.rows import display, registry_order
 
 COLUMNS = [*GROUP, "structure", "metric", "method", "n", "n_seeds_a", "n_seeds_b", "mean_a", "sd_a", "mean_b", "sd_b",
-           "diff", "ci_low", "ci_high", "p", "p_holm"]  # fmt: skip
+           "diff", "df", "ci_low", "ci_high", "p", "p_holm"]  # fmt: skip
 
 
 def seed_spread(matrix: pd.DataFrame) -> tuple[float, float]:
@@ -48,7 +49,7 @@ def compare_tables(a: pd.DataFrame, b: pd.DataFrame, shown: list[str]) -> pd.Dat
             (mean_a, sd_a), (mean_b, sd_b) = seed_spread(ma), seed_spread(mb)
             found.append({**dict(zip(key, group)), "method": method, "n": test["n"], "n_seeds_a": len(ma), "n_seeds_b": len(mb),
                           "mean_a": mean_a, "sd_a": sd_a, "mean_b": mean_b, "sd_b": sd_b,
-                          **{k: test[k] for k in ("diff", "ci_low", "ci_high", "p")}})  # fmt: skip
+                          **{k: test[k] for k in ("diff", "df", "ci_low", "ci_high", "p")}})  # fmt: skip
         adjusted = stats.holm([r["p"] for r in found])
         rows += [{**r, "p_holm": float(h)} for r, h in zip(found, adjusted)]
     return pd.DataFrame(rows, columns=COLUMNS)
@@ -62,26 +63,31 @@ def to_markdown(table: pd.DataFrame, name_a: str, name_b: str) -> str:
         metric = metrics.get(group[-1])
         d = metric.digits
         out += [f"### {group[0]} (raters {group[1]}, noise {group[2]}; against {group[3]}; {group[4]}): {metric.short}", "",
-                f"| method | A: {name_a} | B: {name_b} | B − A [95 % CI] | p (Holm) | cases, seeds A/B |",
+                f"| method | A: {name_a} | B: {name_b} | B − A [95 % CI] (n seeds A/B, df) | p (Holm) | cases, seeds A/B |",
                 "|:--|--:|--:|--:|--:|--:|"]  # fmt: skip
         for r in part.itertuples():
-            interval = "" if np.isnan(r.ci_low) else f" [{r.ci_low:+.{d}f}, {r.ci_high:+.{d}f}]"
+            shown = interval(r.ci_low, r.ci_high, (r.n_seeds_a, r.n_seeds_b), r.df, d, difference_range(metric.name), signed=True)
             p = "–" if np.isnan(r.p_holm) else f"{r.p_holm:.3g}"
-            out.append(f"| {display(r.method)} | {mean_sd(r.mean_a, r.sd_a, d)} | {mean_sd(r.mean_b, r.sd_b, d)} | {r.diff:+.{d}f}{interval} "
+            out.append(f"| {display(r.method)} | {mean_sd(r.mean_a, r.sd_a, d)} | {mean_sd(r.mean_b, r.sd_b, d)} | {r.diff:+.{d}f} {shown} "
                        f"| {p} | {r.n}, {r.n_seeds_a}/{r.n_seeds_b} |")  # fmt: skip
         out.append("")
     return "\n".join(out)
 
 
 def difference_figure(part: pd.DataFrame, title: str, name_a: str, name_b: str) -> Figure:
-    """B − A per method with its 95 % interval (a method with one seed on either side: the point alone)."""
+    """B − A per method with its 95 % interval; a method whose interval is not estimable (one seed on either side, or
+    wider than the metric's range: `bench.report.intervals`) is the point alone, named so beside the method."""
     fig = Figure(figsize=(6.4, 1.2 + 0.42 * len(part)), layout="constrained")
     ax = fig.add_subplot()
     y = np.arange(len(part))[::-1]
-    low, high = part["diff"] - part["ci_low"], part["ci_high"] - part["diff"]
-    ax.errorbar(part["diff"], y, xerr=np.vstack([low.fillna(0), high.fillna(0)]), fmt="o", color="0.2", capsize=3)
+    bounds = difference_range(part["metric"].iloc[0])
+    shown = np.array([estimable(lo, hi, bounds) for lo, hi in zip(part["ci_low"], part["ci_high"])], dtype=bool)
+    low, high = (part["diff"] - part["ci_low"]).where(shown, 0.0), (part["ci_high"] - part["diff"]).where(shown, 0.0)
+    ax.errorbar(part["diff"], y, xerr=np.vstack([low, high]), fmt="o", color="0.2", capsize=3)
     ax.axvline(0, color="0.6", lw=1, ls="--")
-    ax.set_yticks(y, [display(m) for m in part["method"]])
+    names = [display(m) if ok else f"{display(m)}\n(not estimable, {n_a}/{n_b} seeds)"
+             for m, ok, n_a, n_b in zip(part["method"], shown, part["n_seeds_a"], part["n_seeds_b"])]  # fmt: skip
+    ax.set_yticks(y, names)
     ax.set_xlabel(f"B − A ({name_b} − {name_a}); 95 % interval of the seed-aware test")
     ax.set_title(title, fontsize=9, wrap=True)
     return fig

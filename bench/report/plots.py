@@ -18,12 +18,12 @@ import pandas as pd
 import seaborn as sns
 from matplotlib import MatplotlibDeprecationWarning, colormaps, colors
 from matplotlib.figure import Figure
-from matplotlib.ticker import FixedLocator, NullLocator
+from matplotlib.ticker import FixedLocator, MaxNLocator, NullLocator
 from matplotlib.transforms import blended_transform_factory
 
 import methods
 from bench.evaluate.long_table import ordered_structures
-from bench.report import ranking
+from bench.report import figure_notes, ranking
 from bench.report.rows import display, main_methods, oracle, reference_method, registry_order
 
 _HEAT_CMAP = "viridis"  # as bench/report/example_figures.py's heat maps
@@ -155,7 +155,8 @@ def noise_figure(summary: pd.DataFrame, averages: pd.DataFrame, methods: list[st
 
 def learning_curve_figure(logs: pd.DataFrame, methods: list[str], title: str) -> Figure:
     """One panel per method: the validation loss (the method's own objective, raters only) against the step of each stage,
-    mean ± std band over seeds, log scale; a dotted line at each stage's restored step (mean over seeds)."""
+    mean ± std band over seeds, log scale; a dotted line at each stage's restored step (mean over seeds). A method
+    evaluated at fewer than two steps gets a note in place of its panel (`figure_notes`); steps are integer ticks."""
     evals = logs[logs["event"] == "eval"]
     stops = logs[logs["event"] == "stop"]
     cols = min(5, len(methods))
@@ -166,15 +167,18 @@ def learning_curve_figure(logs: pd.DataFrame, methods: list[str], title: str) ->
     palette = dict(zip(stages, sns.color_palette("Set1", len(stages))))
     for ax, method in zip(axes.flat, methods):
         part = evals[evals["method"] == method]
+        ax.set_title(display(method), fontsize=9)
+        if figure_notes.no_curve(ax, part):
+            continue
         sns.lineplot(  # markers: a stage evaluated once is a point, not empty axes
             data=part, x="step", y="val_loss", hue="stage", palette=palette, errorbar="sd", ax=ax, legend=len(part["stage"].unique()) > 1,
             marker="o", markersize=4,
         )  # fmt: skip
         for stage, done in stops[stops["method"] == method].groupby("stage"):
             ax.axvline(done["restored_step"].astype(float).mean(), color=palette.get(stage, "grey"), linestyle=":", linewidth=1)
-        if (part["val_loss"] > 0).all() and len(part):
+        if (part["val_loss"] > 0).all():
             ax.set_yscale("log")
-        ax.set_title(display(method), fontsize=9)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("step (per stage)")
         ax.set_ylabel("validation loss")
         ax.grid(alpha=0.3)
@@ -186,10 +190,13 @@ def learning_curve_figure(logs: pd.DataFrame, methods: list[str], title: str) ->
 
 def diagnostic_figure(logs: pd.DataFrame, methods: list[str], all_methods: list[str], title: str) -> Figure:
     """Validation DSC against ground truth over the last stage's steps, mean ± std over seeds: a diagnostic that never
-    stopped or selected anything."""
+    stopped or selected anything. Evaluations at fewer than two steps: a note in place of the chart."""
     fig = Figure(figsize=(7.0, 4.5), layout="constrained")
     ax = fig.subplots()
-    evals = logs[(logs["event"] == "eval") & logs["diagnostic_gt_dsc"].notna()]
+    ax.set_title(fill(title, 7.0), fontsize=10)
+    evals = logs[(logs["event"] == "eval") & logs["diagnostic_gt_dsc"].notna() & logs["method"].isin(methods)]
+    if figure_notes.no_curve(ax, evals):
+        return fig
     for method in methods:
         part = evals[evals["method"] == method]
         if len(part):
@@ -201,13 +208,13 @@ def diagnostic_figure(logs: pd.DataFrame, methods: list[str], all_methods: list[
                 ax=ax,
                 label=display(method),
                 color=method_color(method, all_methods),
-                marker="o",  # one evaluation is a point, not empty axes
+                marker="o",  # a method evaluated once among others is a point, not nothing
                 markersize=4,
             )
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("step of the last stage")
     ax.set_ylabel("validation DSC vs ground truth (%)")
     ax.grid(alpha=0.3)
-    ax.set_title(fill(title, 7.0), fontsize=10)
     return fig
 
 
@@ -407,7 +414,7 @@ def reliability_figure(
     and, per method in the given order that has a non-empty bin there, a line with markers through
     (confidence, observed) of its non-empty bins in bin order, coloured `colors[method]` and
     named "<labels[method] or method> (ECE x.xx %)", the `pooled_ece` of its bins in %. Axes are
-    0–1 with equal aspect. Raises ValueError for a missing column, a method without a colour, a
+    0–1 with equal aspect. Under each panel the pixels per bin (`figure_notes.bin_counts`). Raises ValueError for a missing column, a method without a colour, a
     bin given twice, bad counts or probabilities (see `pooled_ece`), or no rows for `methods`.
     """
     who = "reliability_figure"
@@ -423,7 +430,7 @@ def reliability_figure(
     present = set(map(str, bins["reference"]))
     references = [r for r in _RELIABILITY_ORDER if r in present] + sorted(present - set(_RELIABILITY_ORDER))
 
-    fig = Figure(figsize=(4.2 * len(references) + 0.4, 4.6), layout="constrained")
+    fig = Figure(figsize=(4.2 * len(references) + 0.4, 5.0), layout="constrained")
     for k, reference in enumerate(references):
         ax = fig.add_subplot(1, len(references), k + 1, label=f"reference:{reference}")
         ax.plot([0.0, 1.0], [0.0, 1.0], ls="--", color="0.5", lw=1, label="_diagonal", gid="diagonal")
@@ -440,9 +447,10 @@ def reliability_figure(
         ax.set_aspect("equal")
         ax.set_xlabel("predicted foreground probability")
         ax.set_ylabel("observed frequency")
+        figure_notes.bin_counts(ax, part, methods, colors)
         ax.grid(alpha=0.3)
         ax.set_title(f"reference: {reference}", fontsize=9)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=_FONT - 1, frameon=False, loc="upper left")
-    fig.suptitle(title, fontsize=10)
+    fig.suptitle(fill(title, 4.2 * len(references)), fontsize=10)
     return fig

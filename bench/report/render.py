@@ -14,7 +14,8 @@ rater style, the noise level and, where it matters, the reference (`<d>_<raters>
 - `table3_<d>_<raters>_<noise>.{md,tex}`: Table III style, soft DSC / soft IoU (%) per structure
   against the rater mean, for datasets scored with soft metrics (RIGA).
 - `table4_…`: Table IV style ablation rows (S … ‡), when LF-Net ablation variants were run.
-- `tables.md`: every Markdown table above in one file.
+- `tables.md`: every Markdown table above in one file. Every table states under its title the budget, the seeds per
+  method and whether its cells are a pipeline check (`bench.report.tables.run_line`, from the cells' config.json).
 - `paired_tests.csv`: `bench.report.stats.paired_tests` for every metric and structure, LF-Net vs the
   paper's methods (family "main") and vs its ablation variants (family "ablation"), per reference.
 - `boxplot_dsc_…`: per-case DSC per method against the dataset's default reference, with the
@@ -54,7 +55,7 @@ from bench.report.plots import (
     save,
 )
 from bench.report.rows import AVERAGE, ablation_methods, display, figure_methods, main_methods, oracle, reference_method
-from bench.report.tables import default_reference, samples_note, slug, write_tables
+from bench.report.tables import default_reference, run_records, samples_note, slug, write_tables
 from datasets.raters import RATER_NAMES
 
 # --------------------------------------------------------------------------- tables
@@ -109,8 +110,14 @@ def render(results_dir: Path, out_dir: Path) -> list[Path]:
         return []
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
-    written += write_tables(summary, out_dir, outcomes=store.training_outcomes(results_dir), samples=samples_note(table),
-                            audit=stop_audit.failures(results_dir))
+    written += write_tables(
+        summary,
+        out_dir,
+        outcomes=store.training_outcomes(results_dir),
+        samples=samples_note(table),
+        audit=stop_audit.failures(results_dir),
+        cells=run_records(results_dir),
+    )
     tests = all_tests(table)
     written.append(write_tests(tests, out_dir))
     written += write_boxplots(table, tests, out_dir)

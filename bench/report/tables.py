@@ -3,9 +3,12 @@
 A `TableCell` is one cell of a rendered table (a training run is a `bench.store.Cell`). File names
 carry the dataset, the rater setting, the noise level and, where it matters, the reference
 (`<d>_<raters>_<noise>_<ref>`); `group_tables` decides which tables a group of the summary gets
-(see bench/report/render.py for the list). Bold rule (as the paper): the best mean per column, compared
+(see bench/report/render.py for the list). Under its title each table states what it rests on (`run_line`): the budget,
+the seeds per method and whether its cells are a pipeline check, so that the caveat travels with a pasted table.
+Bold rule (as the paper): the best mean per column, compared
 at the printed precision so that equal-looking values are bolded alike, over the method rows only;
-Average and Oracle are never bold (Tables I-III); in the ablation table every row competes. A method whose predictions
+Average and Oracle are never bold (Tables I-III); in the ablation table every row competes. A best on one seed (a mean
+without a std) is never bold, and a column whose best has one seed has no bold at all. A method whose predictions
 were degenerate in any seed (an empty or full mask on most validation cases, manifest.json `degenerate.flag`) is marked
 after its name (`[empty 2/3]`) and never bold: its mean measures nothing.
 """
@@ -18,6 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from bench import store
 from bench.evaluate import metrics
 from bench.evaluate.long_table import ordered_structures
 from bench.evaluate.scoring import HEADLINE
@@ -53,6 +57,8 @@ class Table:
     rule_before: set[int] = field(default_factory=set)  # row indices preceded by a light rule
     flags: list[str] = field(default_factory=list)  # per row: "" or the degenerate-prediction flag ("empty 2/3")
     notes: list[str] = field(default_factory=list)  # lines under the table (how many samples its set metrics scored)
+    seeds: dict[str, int] = field(default_factory=dict)  # row label -> seeds behind its means (the summary's n_seeds)
+    run: str = ""  # under the title: budget, seeds per method, pipeline-check status (`run_line`)
 
 
 #: The note under a table with a flagged row.
@@ -102,11 +108,14 @@ def build_table(
     has = {m for m, s, k in lookup if (s, k) in {(c.structure, c.metric) for c in columns}}
     order = ([AVERAGE] if AVERAGE in has else []) + [m for m in methods if m in has] + ([oracle()] if oracle() in has else [])
     table = Table(title, label_header, columns)
+    seeds = summary[summary["method"] != AVERAGE].groupby("method")["n_seeds"].max() if "n_seeds" in summary else pd.Series(dtype=int)
     for method in order:
         table.labels.append(display(method, table_name))
         table.italic.append(method in (AVERAGE, oracle()))
         table.flags.append(flags.get(method, ""))
         table.rows.append([table_cell(lookup.get((method, c.structure, c.metric)), c, method == AVERAGE) for c in columns])
+        if method in seeds:
+            table.seeds[table.labels[-1]] = int(seeds[method])
     if order and order[0] == AVERAGE and len(order) > 1:
         table.rule_before.add(1)
     if order and order[-1] == oracle() and len(order) > 1:
@@ -129,18 +138,26 @@ def table_cell(value: tuple[float, float] | None, column: Column, is_average: bo
 
 
 def mark_best(table: Table, j: int, column: Column, rows: list[int], values: list) -> None:
-    """Bold every competing row whose mean, rounded as printed, equals the best rounded mean of column j."""
-    rounded = {i: round(v[0] * column.scale, column.digits) for i, v in zip(rows, values) if v is not None and not pd.isna(v[0])}
+    """Bold every competing row whose mean, rounded as printed, equals the best rounded mean of column j and has a std
+    (two or more seeds): a best on one seed is never bold, nor is a row that only ties with it."""
+    found = {i: v for i, v in zip(rows, values) if v is not None and not pd.isna(v[0])}
+    rounded = {i: round(v[0] * column.scale, column.digits) for i, v in found.items()}
     if not rounded:
         return
     best = max(rounded.values()) if column.higher_is_better else min(rounded.values())
-    for i, value in rounded.items():
-        if value == best:
+    leaders = [i for i, value in rounded.items() if value == best]
+    if all(not pd.isna(found[i][1]) for i in leaders):
+        for i in leaders:
             table.rows[i][j].bold = True
 
 
 def to_markdown(table: Table) -> str:
-    lines = [f"### {table.title}", "", "| " + " | ".join([table.label_header, *(c.markdown for c in table.columns)]) + " |"]
+    lines = [
+        f"### {table.title}",
+        "",
+        *([table.run, ""] if table.run else []),
+        "| " + " | ".join([table.label_header, *(c.markdown for c in table.columns)]) + " |",
+    ]
     lines.append("|:--" + "|--:" * len(table.columns) + "|")
     for label, row, italic, flag in zip(table.labels, table.rows, table.italic, flagged(table)):
         texts = [markdown_cell(c) for c in row]
@@ -166,6 +183,7 @@ def to_latex(table: Table) -> str:
     """A booktabs tabular (\\input it inside a table environment); the caption is the leading comment."""
     lines = [
         f"% {latex_text(table.title)}",
+        *([f"% {latex_text(table.run)}"] if table.run else []),
         r"\begin{tabular}{l" + "c" * len(table.columns) + "}",
         r"\toprule",
         " & ".join([latex_text(table.label_header), *(c.latex for c in table.columns)]) + r" \\",
@@ -180,7 +198,7 @@ def to_latex(table: Table) -> str:
     lines.append(r"\bottomrule")
     if any(table.flags):
         lines.append(rf"\multicolumn{{{len(table.columns) + 1}}}{{p{{0.9\linewidth}}}}{{\footnotesize {latex_text(FLAG_NOTE)}.}} \\")
-    for note in table.notes:
+    for note in [n for n in (table.run, *table.notes) if n]:
         lines.append(rf"\multicolumn{{{len(table.columns) + 1}}}{{p{{0.9\linewidth}}}}{{\footnotesize {latex_text(note)}}} \\")
     lines.append(r"\end{tabular}")
     return "\n".join(lines) + "\n"
@@ -317,17 +335,58 @@ def samples_note(table: pd.DataFrame) -> dict[tuple, tuple[str, set[str]]]:
     return out
 
 
+#: The run options that cut a run short (config.json), and the seeds per method below which a value is a pipeline check:
+#: the reproduction page's rule (bench.reproduce.verdicts.pipeline_reasons, MIN_SEEDS), which the tables may not import.
+OPTIONS = ("max_steps", "train_size", "test_size")
+MIN_SEEDS = 3
+
+
+def run_records(results: Path) -> pd.DataFrame:
+    """One row per finished cell of `results`: its keys, budget and `OPTIONS` (None where not set), from config.json."""
+    rows = []
+    for folder, info in store.manifests(results):
+        config = store.read_config(folder)
+        options = config.get("options") or {}
+        rows.append({**info["cell"], "budget": config.get("budget", {}).get("name", ""), **{k: options.get(k) for k in OPTIONS}})
+    return pd.DataFrame(rows, columns=[*store.KEYS, "budget", *OPTIONS])
+
+
+def run_line(table: Table, cells: pd.DataFrame | None) -> str:
+    """ "Run: budget plateau; seeds per method: 3; not a pipeline check": what one table's values rest on.
+
+    `cells`: the `run_records` of the table's dataset × raters × noise; None or empty: budget and options not recorded.
+    A pipeline check: the quick budget, a run option set, or fewer than MIN_SEEDS seeds of a row (`Table.seeds`).
+    """
+    counts = set(table.seeds.values())
+    seeds = str(counts.pop()) if len(counts) == 1 else ", ".join(f"{label} {n}" for label, n in table.seeds.items()) or "–"
+    few = [f"{label} {n}" for label, n in table.seeds.items() if n < MIN_SEEDS]
+    reasons = [f"fewer than {MIN_SEEDS} seeds ({', '.join(few)})"] if few else []
+    if cells is None or cells.empty:
+        check = f"pipeline check, not a verdict: {reasons[0]}" if reasons else "pipeline check: not known (no cell records)"
+        return f"Run: budget not recorded; seeds per method: {seeds}; {check}"
+    budgets = sorted(set(cells["budget"]) - {""})
+    options = [
+        f"--{k.replace('_', '-')} {', '.join(sorted({str(int(v)) for v in cells[k].dropna()}))}" for k in OPTIONS if cells[k].notna().any()
+    ]
+    quick = ["budget quick"] if "quick" in budgets else []
+    reasons = quick + options + reasons
+    check = f"pipeline check, not a verdict: {', '.join(reasons)}" if reasons else "not a pipeline check"
+    return f"Run: budget {', '.join(budgets) or 'not recorded'}; seeds per method: {seeds}; {check}"
+
+
 def write_tables(summary: pd.DataFrame, out_dir: Path, note: str = "", outcomes: pd.DataFrame | None = None,
-                 samples: dict[tuple, tuple[str, set[str]]] | None = None, audit: dict[tuple, dict[str, str]] | None = None
-                 ) -> list[Path]:  # fmt: skip
+                 samples: dict[tuple, tuple[str, set[str]]] | None = None, audit: dict[tuple, dict[str, str]] | None = None,
+                 cells: pd.DataFrame | None = None) -> list[Path]:  # fmt: skip
     """Every table of the summary as Markdown and LaTeX, per headline reference; `note` (e.g. "quick stand-in: …") heads each file.
 
     `outcomes` (`bench.store.training_outcomes` of the same results folder) marks the degenerate rows (`degenerate_flags`);
     `samples` (`samples_note` of the long table) goes under each table with a set metric, and its methods at another M
     are left out of the set-metric columns. `audit` (`stop_audit.failures`) flags the methods that fail the stop audit.
+    `cells` (`run_records` of the same results folder) gives each table's `run_line`.
     """
     written, markdown = [], []
     for (dataset, raters, noise), part in summary.groupby(["dataset", "raters", "noise"], sort=True):
+        here = None if cells is None else cells[(cells["dataset"] == dataset) & (cells["raters"] == raters) & (cells["noise"] == noise)]
         flags = degenerate_flags(outcomes, dataset, raters, noise)
         for method, flag in (audit or {}).get((dataset, raters, noise), {}).items():
             flags[method] = " · ".join(f for f in (flags.get(method), flag) if f)
@@ -342,6 +401,7 @@ def write_tables(summary: pd.DataFrame, out_dir: Path, note: str = "", outcomes:
                     continue
                 if line and any(metrics.get(c.metric).kind == "set" for c in table.columns if c.metric in metrics.METRICS):
                     table.notes.append(line)
+                table.run = run_line(table, here)
                 md, tex = to_markdown(table), to_latex(table)
                 if note:
                     md, tex = f"> {note}\n\n{md}", f"% {note}\n{tex}"

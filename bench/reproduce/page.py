@@ -20,6 +20,7 @@ import pandas as pd
 from bench import files
 from bench.evaluate.long_table import mean_sd
 from bench.report import tables
+from bench.report.intervals import difference_range, interval, value_range
 from bench.report.rows import display
 from bench.reproduce.assessment import Assessment
 from bench.reproduce.page_figures import N_BOOT, TEST, ColumnRanking, column_name, figure_files, rank_columns, tau_text
@@ -166,10 +167,9 @@ def table_blocks(t: TableReport, figs: dict, out_dir: Path, shown: set[Path], ce
                 ("p", f"**{column.dataset} {column_name(column)}**, paper units" + (" (%)" if column.metric != "bahd" else " (pixels)"))
             )
             extra = g.extra.get(j, pd.DataFrame()) if column.metric == "dsc" else pd.DataFrame()
-            places = digits(column.metric)
-            blocks.append(("table", ["method", "paper", "measured (n seeds)", "95 % CI", "Δ measured − paper [95 % CI]", "verdict",
-                                     "precision / recall / area"],
-                           [entry_row(e, extra, places, stand_in=is_stand_in(g), flag=flags.get(e.method, "")) for e in rows]))  # fmt: skip
+            blocks.append(("table", ["method", "paper", "measured (n seeds)", "95 % CI (n seeds, df)", "Δ measured − paper [95 % CI]",
+                                     "verdict", "precision / recall / area"],
+                           [entry_row(e, extra, column.metric, stand_in=is_stand_in(g), flag=flags.get(e.method, "")) for e in rows]))  # fmt: skip
             r = ranks.get((t.table.id, g.dataset, g.raters, j))
             blocks.append(("p", ranking_line(g.ranking.get(j, {}), r)))
             for path, caption in figs.get(("ranks", t.table.id, g.dataset, g.raters, j), []):
@@ -195,12 +195,13 @@ def group_line(g: Group) -> str:
     return "; ".join(parts)
 
 
-def entry_row(e: Entry, extra: pd.DataFrame, d: int = 2, stand_in: bool = False, flag: str = "") -> list[str]:
+def entry_row(e: Entry, extra: pd.DataFrame, metric: str = "dsc", stand_in: bool = False, flag: str = "") -> list[str]:
     """One method's row: paper value, measured mean ± sd (n), its CI, Δ to the paper (blank on a stand-in dataset), verdict,
-    precision / recall / area; a degenerate-prediction flag follows the method's name."""
-    m, p = e.measured, e.paper
-    delta = "" if stand_in else _delta(e, d)
-    ci = f"[{m.ci[0]:.{d}f}, {m.ci[1]:.{d}f}]" if m and m.n > 1 else "–"
+    precision / recall / area; a degenerate-prediction flag follows the method's name. Intervals by `interval`, in the
+    range of `metric`."""
+    m, p, d = e.measured, e.paper, digits(metric)
+    delta = "" if stand_in else _delta(e, d, metric)
+    ci = interval(m.ci[0], m.ci[1], m.n, m.n - 1, d, value_range(metric)) if m else "–"
     pra = "–"
     if e.method in extra.index:
         r = extra.loc[e.method]
@@ -209,15 +210,17 @@ def entry_row(e: Entry, extra: pd.DataFrame, d: int = 2, stand_in: bool = False,
     return [label, mean_sd(*p, d) if p else "–", _measured(e, d) if m else "–", ci, delta, e.verdict, pra]
 
 
-def _delta(e: Entry, d: int) -> str:
-    """Measured − paper with its 95 % interval where the verdict computed one (`Entry.delta`), else the difference alone."""
+def _delta(e: Entry, d: int, metric: str) -> str:
+    """Measured − paper with its 95 % interval where the verdict computed one (`Entry.delta`; df those of the measured
+    side), else the difference alone."""
     if not (e.measured and e.paper):
         return "–"
     delta = getattr(e, "delta", None)
     if delta is None:
         return f"{e.measured.mean - e.paper[0]:+.{d}f}"
     diff, low, high = delta
-    return f"{diff:+.{d}f}" + ("" if math.isnan(low) else f" [{low:+.{d}f}, {high:+.{d}f}]")
+    n = e.measured.n
+    return f"{diff:+.{d}f} " + interval(low, high, n, n - 1, d, difference_range(metric), signed=True)
 
 
 def ranking_line(r: dict, ranks: ColumnRanking | None = None) -> str:
@@ -254,12 +257,13 @@ def versus(test: dict, factor: float, favoured: str, named: bool = True) -> str:
         diff = sign * factor * test["median_diff"] + 0.0  # + 0.0: no "-0.00"
         return f"median Δ {diff:+.{places}f}{unit} per case{side}, Wilcoxon p {test['p_holm']:.2g}"
     diff = sign * factor * test["diff"] + 0.0
-    low, high = sorted(sign * factor * test.get(k, math.nan) + 0.0 for k in ("ci_low", "ci_high"))
-    interval = "" if math.isnan(low) else f" [{low:+.{places}f}, {high:+.{places}f}]"
     p = test["p_holm"]
     if math.isnan(p):  # one seed of either method: the seed-to-seed spread is unknown
         return f"Δ {diff:+.{places}f}{unit}{side}, no p-value (it needs two seeds of each method)"
-    text = f"Δ {diff:+.{places}f}{interval}{unit}{side}, p {p:.2g}"
+    low, high = sorted(sign * factor * test[k] for k in ("ci_low", "ci_high"))
+    seeds = (int(test["n_seeds_ref"]), int(test["n_seeds"]))
+    shown = interval(low, high, seeds, test["df"], places, difference_range(test["metric"]), signed=True)
+    text = f"Δ {diff:+.{places}f}{unit} {shown}{side}, p {p:.2g}"
     needed = test.get("seeds_needed", math.nan)
     if p >= 0.05 and needed is not None and not math.isnan(needed):
         text += (
@@ -310,7 +314,7 @@ def selection_blocks(a: Assessment) -> list[Block]:
         return []
     rows = [[f"{r.dataset} `{r.raters}`" + ("" if r.noise == "protocol" else f" noise {r.noise}"), display(r.method), str(r.seeds),
              mean_sd(r.test_dsc, r.test_sd), f"{mean_sd(r.rule_dsc, r.rule_sd)} (step {r.rule_step})", f"{mean_sd(r.gt_dsc, r.gt_sd)} (step {r.gt_step})",
-             f"{r.gain:+.2f} [{r.gain_low:+.2f}, {r.gain_high:+.2f}]",
+             f"{r.gain:+.2f} " + interval(r.gain_low, r.gain_high, r.seeds, r.seeds - 1, 2, difference_range("dsc"), signed=True),
              f"{mean_sd(r.gt_test_dsc, r.gt_test_sd)} ({r.gt_test_seeds})" if r.gt_test_seeds else "not kept"] for r in a.selection.itertuples()]  # fmt: skip
     return [
         ("h", 2, "Selection reading: checkpoints chosen on the validation split's ground truth"),
@@ -323,7 +327,7 @@ def selection_blocks(a: Assessment) -> list[Block]:
               "weights at that evaluation (seeds that kept them; cells run before the harness kept them have none): the "
               "paper's likely practice, shown beside the fair row, never in its place."),
         ("table", ["setting", "method", "seeds", "fair row: test DSC", "validation DSC at the rule's step", "validation DSC at the "
-                   "GT-best step", "gain [95 % CI]", "test DSC at the GT-best step (seeds)"], rows),
+                   "GT-best step", "gain [95 % CI] (n seeds, df)", "test DSC at the GT-best step (seeds)"], rows),
     ]  # fmt: skip
 
 

@@ -198,5 +198,7 @@ def column_name(column: Column) -> str:
 
 
 def tau_text(r: ColumnRanking) -> str:
+    """τ with its bootstrap interval; where every resample gave the same τ (as printed) no zero-width interval is shown."""
     tau, low, high = r.tau
-    return f"Kendall τ with the paper's order {tau:.2f} [95 % bootstrap interval {low:.2f}, {high:.2f}] over {r.n_tau} methods"
+    spread = "the same in every bootstrap resample" if f"{low:.2f}" == f"{high:.2f}" else f"[95 % bootstrap interval {low:.2f}, {high:.2f}]"
+    return f"Kendall τ with the paper's order {tau:.2f} {spread} over {r.n_tau} methods"

@@ -143,7 +143,7 @@ def render_recipe(
     tests = render.all_tests(rows) if len(rows) else pd.DataFrame()
     for kind in recipe.render:
         if kind == "table":
-            written += tables.write_tables(summary, out, note, outcomes=store.training_outcomes(results))
+            written += tables.write_tables(summary, out, note, outcomes=store.training_outcomes(results), cells=tables.run_records(results))
             written.append(render.write_tests(tests, out))
         elif kind == "boxplot":
             written += render.write_boxplots(rows, tests, out, fig_note)

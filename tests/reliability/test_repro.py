@@ -55,7 +55,8 @@ def test_manifest_records_what_a_rerun_needs(twice):
         assert selection["gt_best_step"] in (2, 4) and 0 <= selection["test_gt_dsc"] <= 100 and 0 <= selection["val_gt_dsc"] <= 100
     assert len({m["data_fingerprint"] for m in manifests}) == 1  # every cell saw the same data
     config = json.loads(next(twice[0].glob("runs/**/lf-net/seed-0/config.json")).read_text())
-    assert config["options"] == {"budget": "quick", "max_steps": 4, "train_size": 64, "test_size": 24, "threads": 1, "samples": 16}
+    assert config["options"] == {"budget": "quick", "max_steps": 4, "train_size": 64, "test_size": 24, "threads": 1, "samples": 16,
+                                 "empty_pair": "one"}
     assert config["method_config"]["lam"] == 0.01 and list(config["schedules"]) == ["soft_label", "segmentation"]
     assert all(s["max_steps"] == 4 and s["lr"] == 1e-3 and s["early_stopping"] for s in config["schedules"].values())
 
