@@ -8,7 +8,7 @@ identity (its index in its split mixed with the cell's seed, `bench.train.harnes
 
 Read-outs draw afresh for every image, from a generator seeded by the image's id (`per_image`), so a read-out of an
 image is the same whatever batch it is in, and no set of draws is shared by every image (docs/methods.md#samples).
-Initialisation follows the official code (`init_he`, `init_orthogonal`): with PyTorch's default init the pooled
+Initialisation follows the official code (`init_convs`): with PyTorch's default init the pooled
 features of the 12–15 plain conv + ReLU layers of a Gaussian encoder vary across images by a few 1e-5 of their size,
 so the prior starts (and on MNIST stays) blind to the image.
 """
@@ -32,34 +32,22 @@ def truncated_normal_(tensor: torch.Tensor, std: float) -> torch.Tensor:
     return nn.init.trunc_normal_(tensor, 0.0, std, -2 * std, 2 * std)
 
 
-def init_he(module: nn.Module) -> nn.Module:
-    """Every conv of `module`: He-normal weights (fan-in, ReLU gain) and biases ~ N(0, 0.001²) truncated, as the Prob.
-    U-Net code's `init_weights` (its Gaussian encoders)."""
+INITS = ("he", "orthogonal", "xavier")
+
+
+def init_convs(module: nn.Module, kind: str) -> nn.Module:
+    """Every conv of `module` initialised as the official code: "he" (He-normal weights, fan-in and ReLU gain, biases
+    ~ N(0, 0.001²) truncated: the Prob. U-Net code's `init_weights`, its Gaussian encoders), "orthogonal" (the same
+    biases: its Fcomb's `init_weights_orthogonal_normal`) or "xavier" (Xavier-uniform, zero biases: Pionono's head)."""
+    if kind not in INITS:
+        raise ValueError(f"init kind must be one of {INITS}, not {kind!r}")
     for m in module.modules():
-        if isinstance(m, nn.Conv2d):
-            nn.init.kaiming_normal_(m.weight, mode="fan_in", nonlinearity="relu")
-            if m.bias is not None:
-                truncated_normal_(m.bias, 0.001)
-    return module
-
-
-def init_orthogonal(module: nn.Module) -> nn.Module:
-    """Every conv of `module`: orthogonal weights and biases ~ N(0, 0.001²) truncated, as the Prob. U-Net code's Fcomb."""
-    for m in module.modules():
-        if isinstance(m, nn.Conv2d):
-            nn.init.orthogonal_(m.weight)
-            if m.bias is not None:
-                truncated_normal_(m.bias, 0.001)
-    return module
-
-
-def init_xavier(module: nn.Module) -> nn.Module:
-    """Every conv of `module`: Xavier-uniform weights and zero biases, as Pionono's head."""
-    for m in module.modules():
-        if isinstance(m, nn.Conv2d):
-            nn.init.xavier_uniform_(m.weight)
-            if m.bias is not None:
-                nn.init.zeros_(m.bias)
+        if not isinstance(m, nn.Conv2d):
+            continue
+        {"he": lambda w: nn.init.kaiming_normal_(w, mode="fan_in", nonlinearity="relu"), "orthogonal": nn.init.orthogonal_,
+         "xavier": nn.init.xavier_uniform_}[kind](m.weight)  # fmt: skip
+        if m.bias is not None:
+            nn.init.zeros_(m.bias) if kind == "xavier" else truncated_normal_(m.bias, 0.001)
     return module
 
 
@@ -83,7 +71,7 @@ class GaussianEncoder(nn.Module):
 
     Per scale: 2× average pooling (not before the first), then `convs` 3×3 conv + ReLU; then the mean over H, W and one
     1×1 conv to 2·D values, split into μ and log σ. (B, C_in, H, W) → (mu, log_sigma), each (B, D), float32.
-    He-normal convs with small biases, as the official code (`init_he`).
+    He-normal convs with small biases, as the official code (`init_convs(…, "he")`).
     """
 
     def __init__(self, in_channels: int, latent_dim: int, channels: tuple[int, ...] = (32, 64, 128, 192), convs: int = 3):
@@ -99,7 +87,7 @@ class GaussianEncoder(nn.Module):
         self.encoder = nn.Sequential(*layers)
         self.to_gaussian = nn.Conv2d(c_prev, 2 * latent_dim, 1)
         self.latent_dim = latent_dim
-        init_he(self)
+        init_convs(self, "he")
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         pooled = self.encoder(x).float().mean((2, 3), keepdim=True)
@@ -112,7 +100,7 @@ class Fcomb(nn.Module):
     1×1 conv + ReLU of F channels and a 1×1 conv to L logits (Kohl et al. 2018: three hidden; Pionono's head: two).
 
     features (B, F, H, W), z (B, D) → (B, L, H, W); z (B, M, D) → (B, M, L, H, W), the features shared by the M latents.
-    Orthogonal convs with small biases, as the Prob. U-Net code (`init_orthogonal`); Pionono re-initialises its head.
+    Orthogonal convs with small biases, as the Prob. U-Net code (`init_convs(…, "orthogonal")`); Pionono re-initialises its head.
     """
 
     def __init__(self, feature_channels: int, latent_dim: int, n_classes: int, hidden: int = 3):
@@ -124,7 +112,7 @@ class Fcomb(nn.Module):
             c_prev = feature_channels
         self.layers = nn.Sequential(*layers)
         self.last_layer = nn.Conv2d(c_prev, n_classes, 1)
-        init_orthogonal(self)
+        init_convs(self, "orthogonal")
 
     def forward(self, features: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
         if z.ndim == 3:  # M latents per image: fold them into the batch

@@ -49,7 +49,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from methods.base import DataSpec, Method, Stage, StepContext
-from methods.latent import Fcomb, init_xavier, kept_mean, norm_penalty, per_image, soft_dice_loss, softplus_inverse
+from methods.latent import Fcomb, init_convs, kept_mean, norm_penalty, per_image, soft_dice_loss, softplus_inverse
 from methods.ls_unet import drawn_targets
 from methods.registry import register_method
 from methods.unet import UNet
@@ -129,7 +129,7 @@ class Pionono(Method):
         self.net = UNet(spec.in_channels, spec.n_classes)
         self.net.head = nn.Identity()
         self.latent = RaterLatents(spec.n_raters, cfg.latent_dim, cfg.init_mu_sigma, cfg.prior_sigma)
-        self.head = init_xavier(Fcomb(self.net.out_channels, cfg.latent_dim, spec.n_classes, hidden=2))
+        self.head = init_convs(Fcomb(self.net.out_channels, cfg.latent_dim, spec.n_classes, hidden=2), "xavier")
         self.consensus_draws = cfg.readout_draws if cfg.rater_readout == "draws" else 0
 
     @property
