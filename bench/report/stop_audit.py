@@ -128,7 +128,7 @@ def failures(results: Path) -> dict[tuple[str, str, str], dict[str, str]]:
     path = results / FOLDER / CSV
     if not path.is_file():
         return {}
-    table = pd.read_csv(path, dtype={"noise": str})
+    table = files.read_table(path, dtype={"noise": str})  # a damaged file: one line naming it (files.UnreadableFile)
     out: dict = {}
     for r in table[table["verdict"] == "fails"].drop_duplicates(GROUP).itertuples():
         out.setdefault((r.dataset, r.raters, r.noise), {})[r.method] = "stop audit: fails"

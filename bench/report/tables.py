@@ -336,7 +336,7 @@ def samples_note(table: pd.DataFrame) -> dict[tuple, tuple[str, set[str]]]:
 
 
 #: The run options that cut a run short (config.json), and the seeds per method below which a value is a pipeline check:
-#: the reproduction page's rule (bench.reproduce.verdicts.pipeline_reasons, MIN_SEEDS), which the tables may not import.
+#: one rule for the tables and the reproduction page (bench.reproduce.verdicts.pipeline_reasons reads both from here).
 OPTIONS = ("max_steps", "train_size", "test_size")
 MIN_SEEDS = 3
 

@@ -24,6 +24,7 @@ from bench import store, study
 from bench.evaluate.metrics import higher_is_better
 from bench.report import stats
 from bench.report.rows import table_of
+from bench.report.tables import OPTIONS  # the run options that make a cell a pipeline check (config.json)
 from bench.reproduce.claims import assess_claim
 from bench.reproduce.verdicts import (
     ClaimReport,
@@ -82,7 +83,6 @@ def cell_info(results: Path) -> pd.DataFrame:
     )
 
 
-OPTIONS = ("max_steps", "train_size", "test_size")  # the run options that make a cell a pipeline check (config.json)
 IMAGES = ("train_images", "val_images", "test_images")
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench import store
+from bench.report.tables import OPTIONS
 from bench.reproduce.assessment import Assessment, cell_info, span
 from bench.reproduce.page_format import Block
 from bench.reproduce.verdicts import Group, pipeline_reasons
@@ -66,7 +67,7 @@ def _sizes(cells: pd.DataFrame) -> str:
 def _options(cells: pd.DataFrame) -> str:
     """The run options that cut a run short (`--max-steps`, `--train-size`, `--test-size`), "none" where not set."""
     parts = []
-    for option in ("max_steps", "train_size", "test_size"):
+    for option in OPTIONS:
         values = sorted(int(v) for v in _distinct(cells[option]))
         parts.append(f"--{option.replace('_', '-')} {', '.join(map(str, values)) or 'none'}")
     return ", ".join(parts)

@@ -15,6 +15,7 @@ from scipy import stats as scipy_stats
 from bench import study
 from bench.evaluate import metrics
 from bench.report import stats
+from bench.report.tables import MIN_SEEDS  # a protocol group with fewer seeds per method is a pipeline check
 from bench.study import Claim, Column, Study, Table
 from datasets import DATASETS
 
@@ -30,8 +31,6 @@ TOLERANCE_SHARE = 0.10
 TOLERANCE_FLOOR = 1 / 40
 #: "Experiments are repeated at least 3 times": the paper's n, read at its most conservative (the widest interval).
 PAPER_RUNS = 3
-#: A protocol group with fewer seeds per method than this is a pipeline check.
-MIN_SEEDS = 3
 ALPHA = stats.ALPHA  # of the Holm-adjusted paired tests behind a claim
 
 
