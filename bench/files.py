@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from datasets.contract import atomic  # the one atomic writer, low enough for the adapters' caches too
+
 
 class PlatformError(RuntimeError):
     """This system lacks what claims need (fcntl.flock)."""
@@ -59,21 +61,6 @@ def locked(path: Path, wait: bool = True):
         yield True
     finally:
         os.close(fd)
-
-
-@contextmanager
-def atomic(path: Path):
-    """Yield a temporary path beside `path`; on success it replaces `path` in one step, on failure it is removed."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    finally:
-        try:
-            tmp.unlink(missing_ok=True)
-        except OSError:  # e.g. a read-only file system: keep the error that got us here
-            pass
 
 
 def write_json(path: Path, obj: dict) -> None:

@@ -26,6 +26,7 @@ import shutil
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -45,6 +46,7 @@ from bench.files import (
     write_json,
     write_table,
 )
+from bench.identity import Cell, cell_of, retrain_command
 
 # A results folder's file names: no other module spells them.
 CONFIG = "config.json"  # a cell's: what decides its result besides its identity (bench.run.cell.cell_config)
@@ -57,31 +59,14 @@ CALIBRATION_BINS = "calibration.parquet"  # reliability bins, per cell and colle
 SUMMARY = "summary.csv"  # mean ± std over seeds (`collect`)
 TRAIN_LOGS = "train_logs.parquet"  # every cell's training log (`collect`)
 COLLECTED = (METRICS, SUMMARY, CALIBRATION_BINS, TRAIN_LOGS)  # the tables `collect` writes at the top
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One training run: a dataset, its rater style and noise level ("protocol" or a target Average DSC), a method, a seed.
-
-    What predictions are scored against is not part of it: every cell is scored against every reference.
-    """
-
-    dataset: str
-    raters: str
-    noise: str
-    method: str
-    seed: int
-
-    @property
-    def parts(self) -> tuple[str, ...]:
-        return (self.dataset, self.raters, self.noise, self.method, f"seed-{self.seed}")
-
-    def __str__(self) -> str:
-        return "/".join(self.parts)
+RUNS = "runs"  # the cells' folders (`cell_dir`)
+REPORT = "report"  # `bench report`'s tables and figures, by default
+PAPER = "paper"  # the reproduction page (`bench report`) and `bench paper`'s recipes
+STOP_AUDIT = "stop_audit"  # `bench audit-stops`, under the rule's results folder
 
 
 def cell_dir(results: Path, cell: Cell) -> Path:
-    return results.joinpath("runs", *cell.parts)
+    return results.joinpath(RUNS, *cell.parts)
 
 
 def lock_path(results: Path, cell: Cell) -> Path:
@@ -118,14 +103,6 @@ def cell_at(folder: Path) -> Cell:
 def results_of(folder: Path) -> Path:
     """The results folder of a cell folder."""
     return folder.parents[5]
-
-
-def retrain_command(results: Path, cell: Cell, force: bool = False) -> str:
-    """The `bench run` that trains exactly this cell again (add the options it ran with: --budget, --max-steps, …)."""
-    style, _, network_input = cell.raters.partition("+")
-    flags = [f"--results {results}", f"--dataset {cell.dataset}", f"--raters {style}", *([f"--input {network_input}"] if network_input else []),
-             f"--noise-levels {cell.noise}", f"--methods {cell.method}", f"--seeds {cell.seed}", *(["--force"] if force else [])]  # fmt: skip
-    return "python -m bench run " + " ".join(flags)
 
 
 def repair(folder: Path, name: str) -> str:
@@ -195,35 +172,35 @@ def open_cell(results: Path, cell: Cell, fresh: bool = False) -> Path:
 
 def cell_folders(results: Path) -> list[Path]:
     """Every cell folder of `results`, finished or not (`runs/*/*/*/*/seed-<s>`; the claims beside them are files)."""
-    return [p for p in sorted((results / "runs").glob("*/*/*/*/seed-*")) if p.is_dir()]
+    return [p for p in sorted((results / RUNS).glob("*/*/*/*/seed-*")) if p.is_dir()]
 
 
 def finished(results: Path, strict: bool = True) -> list[tuple[Path, dict, UnreadableFile | None]]:
     """(folder, manifest, damage) of every finished cell in the current layout: one with a metrics.parquet, or whose
     manifest says it finished. `damage` is the first of its files that cannot be read (`damage`; `strict`: or that is
-    missing), None when all can; the manifest is {} when it is the damaged file."""
+    missing), None when all can; the manifest is {} when it is the damaged file. Each manifest is read once."""
     out = []
     for folder in cell_folders(results):
         try:
             info = read_json(folder / MANIFEST)
         except UnreadableFile:
-            info = {}
-        if not (folder / METRICS).is_file() and info.get("status") != "done":
+            info = None
+        if not (folder / METRICS).is_file() and (info or {}).get("status") != "done":
             continue  # not finished: a run trains it (a damaged manifest of an unfinished cell is rewritten then)
-        if "reference" in info.get("cell", {}):
+        if "reference" in (info or {}).get("cell", {}):
             continue  # the old layout: `bench rescore` moves it (old_layout_cells)
-        found = damage(folder, strict)
+        found = damage(folder, strict, manifest=info)
         out.append((folder, info if found is None or found.path.name != MANIFEST else {}, found))
     return out
 
 
-def damage(folder: Path, strict: bool = True) -> UnreadableFile | None:
+def damage(folder: Path, strict: bool = True, manifest: dict | None = None) -> UnreadableFile | None:
     """The first file of a finished cell that cannot be read (manifest.json, config.json, metrics.parquet and, where
     present, calibration.parquet, train_log.csv and predictions.npz) or, when `strict`, that is missing but must be there
     (the first three), with its repair; None when there is none. Cheap: Parquet footers and the archive's directory, not
-    the predictions themselves."""
+    the predictions themselves. `manifest`: the manifest already read (None: read it here, or it could not be read)."""
     checks = (
-        (MANIFEST, True, check_manifest),
+        (MANIFEST, True, check_manifest if manifest is None else lambda p: check_manifest(p, manifest)),
         (CONFIG, True, read_json),
         (METRICS, True, check_table),
         (CALIBRATION_BINS, False, check_table),
@@ -242,8 +219,8 @@ def damage(folder: Path, strict: bool = True) -> UnreadableFile | None:
     return None
 
 
-def check_manifest(path: Path) -> None:
-    if not isinstance(read_json(path).get("cell"), dict):
+def check_manifest(path: Path, manifest: dict | None = None) -> None:
+    if not isinstance((manifest if manifest is not None else read_json(path)).get("cell"), dict):
         raise UnreadableFile(path, "holds no cell record")
 
 
@@ -255,15 +232,59 @@ def discard(results: Path, cell: Cell) -> None:
             shutil.rmtree(cell_dir(results, cell), ignore_errors=True)
 
 
-def manifests(results: Path):
-    """Yield (cell folder, manifest) of every finished cell in the current layout; UnreadableFile, naming the file and
-    its repair, for a finished cell with a file that cannot be read (it would be dropped from a table otherwise). A
-    missing file is left to the verbs that check strictly first (`run`, `rescore`, `report`)."""
+STOP_KINDS = ("plateau", "cap", "fixed")  # how a stage ended: the stopping rule, the budget's cap, or a fixed length
+
+
+def stop_kind(stage: dict) -> str:
+    """How a stage of a manifest ended (`STOP_KINDS`): its record's `stop`; a manifest written before that field existed
+    (2026-11-28) has only the reason text, which starts with the kind."""
+    if stage.get("stop"):
+        return stage["stop"]
+    return next((kind for kind in STOP_KINDS if stage.get("reason", "").startswith(kind)), "")
+
+
+@dataclass(frozen=True)
+class CellRecord:
+    """A finished cell as its folder records it, read once: its manifest now, its config.json on first use."""
+
+    folder: Path
+    manifest: dict
+
+    @property
+    def cell(self) -> Cell:
+        return cell_of(self.manifest)
+
+    @property
+    def keys(self) -> dict:
+        """The cell's KEYS as the long tables spell them."""
+        return {k: self.manifest["cell"][k] for k in KEYS}
+
+    @cached_property
+    def config(self) -> dict:
+        return read_config(self.folder)
+
+    @property
+    def stops(self) -> tuple[str, ...]:
+        """How each stage ended, in stage order (`STOP_KINDS`)."""
+        return tuple(stop_kind(s) for s in self.manifest.get("stages", {}).values())
+
+    @property
+    def degenerate(self) -> dict:
+        """{"flag": "empty" | "full" | "", "empty_share", "full_share"}: whether its predictions were degenerate."""
+        return self.manifest.get("degenerate", {})
+
+
+def records(results: Path) -> list[CellRecord]:
+    """Every finished cell in the current layout, each manifest read once; UnreadableFile, naming the file and its repair,
+    for a finished cell with a file that cannot be read (it would be dropped from a table otherwise). A missing file is
+    left to the verbs that check strictly first (`run`, `rescore`, `report`)."""
+    out = []
     for folder, info, found in finished(results, strict=False):
         if found is not None:
             raise found
         if set(info.get("cell", {})) == set(KEYS) and info.get("status") == "done":
-            yield folder, info
+            out.append(CellRecord(folder, info))
+    return out
 
 
 def old_layout_cells(results: Path) -> list[Path]:
@@ -276,10 +297,6 @@ def old_layout_cells(results: Path) -> list[Path]:
         except UnreadableFile:
             continue  # not readable as either layout: `finished` reports it
     return out
-
-
-def cell_of(info: dict) -> Cell:
-    return Cell(**{k: info["cell"][k] for k in KEYS})
 
 
 def checkpoint_path(checkpoint_dir: Path, k: int, name: str, partial: bool = False) -> Path:
@@ -332,11 +349,12 @@ def collect(results: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
             pid = re.search(r"\.(\d+)\.tmp", stale.name)
             if pid and not alive(int(pid.group(1))):
                 stale.unlink(missing_ok=True)
-        folders = [folder for folder, _ in manifests(results) if (folder / METRICS).is_file()]
+        cells = records(results)
+        folders = [r.folder for r in cells if (r.folder / METRICS).is_file()]
         # Every cell is read before any table is written: a damaged cell leaves the tables as they were.
         table = gather(folders, METRICS, COLUMNS)
-        summary = summarise(table, rater_averages(results))
-        bins, logs = gather(folders, CALIBRATION_BINS, CALIBRATION), training_logs(results)
+        summary = summarise(table, rater_averages(cells))
+        bins, logs = gather(folders, CALIBRATION_BINS, CALIBRATION), training_logs(cells)
         write_table(results / METRICS, table)
         write_table(results / SUMMARY, summary)
         write_table(results / CALIBRATION_BINS, bins)
@@ -387,44 +405,39 @@ def gather(folders: list[Path], name: str, columns: list[str]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
 
 
-def training_logs(results: Path) -> pd.DataFrame:
+def training_logs(cells: list[CellRecord]) -> pd.DataFrame:
     """Every finished cell's train_log.csv (one row per evaluation or stage stop) with the cell's KEYS in front."""
     frames = []
-    for folder, info in manifests(results):
-        log = folder / TRAIN_LOG
-        if not log.is_file():
+    for r in cells:
+        if not (r.folder / TRAIN_LOG).is_file():
             continue
-        frame = read_cell_file(folder, TRAIN_LOG)
-        for i, key in enumerate(KEYS):
-            frame.insert(i, key, info["cell"][key])
+        frame = read_cell_file(r.folder, TRAIN_LOG)
+        for i, (key, value) in enumerate(r.keys.items()):
+            frame.insert(i, key, value)
         frames.append(frame)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*KEYS, "stage", "event", "step"])
 
 
-def rater_averages(results: Path) -> pd.DataFrame:
+def rater_averages(cells: list[CellRecord]) -> pd.DataFrame:
     """The paper's "Average" row: mean rater DSC vs GT on the training split, one row per dataset × raters × noise.
 
     Every cell records it in its own manifest (cells never share a file); cells of one dataset,
     rater style and noise level saw the same raters, so the first finished one gives the row.
     """
     rows = {}
-    for _, info in manifests(results):
-        key = tuple(info["cell"][k] for k in ("dataset", "raters", "noise"))
-        if "average_dsc" in info.get("raters", {}) and key not in rows:
-            rows[key] = info["raters"]["average_dsc"]
+    for r in cells:
+        key = tuple(r.keys[k] for k in ("dataset", "raters", "noise"))
+        if (average := (r.manifest.get("rater_setting", {}).get("labels") or {}).get("average")) is not None and key not in rows:
+            rows[key] = average  # from the pool's label statistics (bench/run/split_cache.py)
     return pd.DataFrame([(*k, v) for k, v in rows.items()], columns=["dataset", "raters", "noise", "dsc"])
 
 
-def training_outcomes(results: Path) -> pd.DataFrame:
+def training_outcomes(cells: list[CellRecord]) -> pd.DataFrame:
     """One row per finished cell: how each stage stopped and whether its predictions are degenerate (from manifest.json).
 
     Columns: the KEYS, `stops` ("plateau", "cap" or "fixed" per stage, joined by "+"), `flag`
     ("empty", "full" or ""), the shares of validation cases predicted empty / full.
     """
-    rows = []
-    for _, info in manifests(results):
-        stops = "+".join(s.get("reason", "").split(":")[0] for s in info.get("stages", {}).values())
-        bad = info.get("degenerate", {})
-        rows.append({**{k: info["cell"][k] for k in KEYS}, "stops": stops, "flag": bad.get("flag", ""),
-                     "empty_share": bad.get("empty_share"), "full_share": bad.get("full_share")})  # fmt: skip
+    rows = [{**r.keys, "stops": "+".join(r.stops), "flag": r.degenerate.get("flag", ""), "empty_share": r.degenerate.get("empty_share"),
+             "full_share": r.degenerate.get("full_share")} for r in cells]  # fmt: skip
     return pd.DataFrame(rows, columns=[*KEYS, "stops", "flag", "empty_share", "full_share"])

@@ -1,6 +1,10 @@
-"""Dataset adapters: each turns files a user already has into `RaterData` splits (docs/datasets.md#the-data-contract).
+"""The dataset registry: each dataset's card, adapter and settings (`DATASETS`), and the checks every load goes through.
 
-Adding a dataset is one module plus one entry in `DATASETS`.
+datasets/ has two wings under this registry: the adapters (datasets/adapters/, one module or sub-package per dataset
+with its file readers), which turn files a user already has into `RaterData` splits
+(docs/datasets.md#the-data-contract), and the rater simulators (datasets/raters/), which make the simulated raters; both
+stand on the data contract (datasets/contract.py) and the rater settings and noise levels (datasets/settings.py).
+Adding a dataset is one adapter plus one entry in `DATASETS`.
 """
 
 from __future__ import annotations
@@ -14,23 +18,25 @@ from pathlib import Path
 
 import numpy as np
 
-from datasets import choledoch, cm_folder, lidc, mnist, ms_lesion, riga
-from datasets.contract import DataError, DatasetCard, RaterData, RaterSetting, Splits, oracle_view, refuse_noise_level
-from datasets.noise import PROTOCOL, check_level, check_setting
+from datasets.adapters import choledoch, cm_folder, lidc, mnist, ms_lesion, riga
+from datasets.contract import DataError, DatasetCard, RaterData, RaterSetting, Splits, oracle_view
+from datasets.settings import PROTOCOL, check_level, check_setting, refuse_noise_level
 
-#: The loader's signature: (data_root, the checked rater setting, noise level) -> Splits.
-Loader = Callable[[Path, RaterSetting, str], Splits]
+#: An adapter's signature: (data_root, the checked rater setting, the canonical noise level, the cache folder or None)
+#: -> Splits. It reads the setting's fields and never checks them again: `checked_loader` did, before calling it.
+Loader = Callable[[Path, RaterSetting, str, Path | None], Splits]
 
 
 @dataclass(frozen=True)
 class DatasetSpec:
     """A registered dataset: its card, loader, rater styles and the batch sizes of the two budgets.
 
-    ``load(data_root, raters=None, noise="protocol") -> Splits``: ``raters`` is a rater setting
+    ``load(data_root, raters=None, noise="protocol", cache=None) -> Splits``: ``raters`` is a rater setting
     (`setting`: one of ``rater_styles``, None the first, with ``+<input>`` for one of ``inputs`` other than the
     style's own, ``style_inputs``), handed to the adapter as a checked `RaterSetting`; ``noise`` is "protocol" (the unscaled rules)
     or a target Average DSC of the training pool as a decimal string in (0, 1), e.g. "0.45"
-    (datasets/noise.py). The loader is always the checked one (`checked_loader`).
+    (datasets/settings.py); ``cache`` is the folder an adapter may keep per-file caches in (RIGA's derived masks), None
+    for none. The loader is always the checked one (`checked_loader`).
     """
 
     card: DatasetCard
@@ -43,7 +49,7 @@ class DatasetSpec:
     soft_metrics: bool = False  # also score soft DSC / IoU against the rater mean; the paper's DSC here is the soft one (RIGA)
     structures: tuple[str, ...] = ("foreground",)  # what its tables score: nested classes (RIGA's disc, cup) or the foreground
     fixed_raters: str = ""  # why the raters cannot be re-simulated ("has real raters"); set: any level but "protocol" is refused
-    # Rater styles (datasets/noise.py STYLE_NOTES), the default first; every dataset names its own.
+    # Rater styles (datasets/settings.py STYLE_NOTES), the default first; every dataset names its own.
     rater_styles: tuple[str, ...] = ()
     # Network inputs a user may choose (empty: the dataset has one), and each style's own (its default).
     inputs: tuple[str, ...] = ()
@@ -67,18 +73,22 @@ class DatasetSpec:
 def checked_loader(spec: DatasetSpec, load: Loader) -> Loader:
     """`load` with the checks every adapter needs, so that bad input ends in one DataError and nothing else.
 
-    Before reading anything: the rater setting is one of `spec.rater_styles` (None: the first),
+    Before reading anything (the one check of what the adapter is given: the adapters do not check again): the rater
+    setting is one of `spec.rater_styles` (None: the first),
     with an input the dataset offers (`spec.inputs`; passed on in its canonical form), the
     noise level is "protocol" or a target Average DSC in (0, 1) (passed on in its canonical
     form, e.g. "0.450" -> "0.45"), a dataset with `fixed_raters` gets no level but "protocol",
     and the data root is not a file. During: the adapter's warnings (e.g. "found 6 of 21
     scans") are held back and shown only if the load succeeds, so a failing load prints its one
     error line alone. After: no image holds NaN or infinite values and the training images are
-    not all one constant (a backstop for what the adapters check file by file).
+    not all one constant (a backstop for what the adapters check file by file). `options` are an adapter's own keyword
+    options, passed on (choledoch's `size` and `test_fold`, ms-lesion's `gt_rater`: tests and studies of the adapter).
     """
 
     @functools.wraps(load)
-    def checked(data_root: Path, raters: RaterSetting | str | None = None, noise: str = PROTOCOL) -> Splits:
+    def checked(
+        data_root: Path, raters: RaterSetting | str | None = None, noise: str = PROTOCOL, cache: Path | None = None, **options
+    ) -> Splits:
         card = spec.card
         setting = spec.setting(raters)
         level = check_level(card.name, noise)
@@ -87,7 +97,7 @@ def checked_loader(spec: DatasetSpec, load: Loader) -> Loader:
         if card.layout and Path(data_root).is_file():
             raise DataError(f"{card.name}: the data root {data_root} is a file; point --data-root at the folder that holds {card.layout}")
         with warnings.catch_warnings(record=True) as held:
-            splits = load(data_root, setting, level)
+            splits = load(data_root, setting, level, cache, **options)
         check_images(card.name, splits)
         for w in held:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)

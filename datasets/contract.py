@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -37,7 +39,7 @@ class DatasetCard:
     counts: str
     download: str = ""  # where to get the files; empty for embedded data
     layout: str = ""  # where to put them under the data root
-    raters: str = ""  # the rater style(s) it offers, default first, and what each is (datasets/noise.py STYLE_NOTES)
+    raters: str = ""  # the rater style(s) it offers, default first, and what each is (datasets/settings.py STYLE_NOTES)
 
 
 class Note(UserWarning):
@@ -51,7 +53,7 @@ class RaterSetting:
 
     `input` is the network input the images are (None where the dataset offers one only); `label` names the setting
     in results paths, cache files and tables: the style alone where the input is the style's own ("lfnet"), else
-    "style+input" ("cm+clean"). Only `datasets.noise.check_setting` makes one (through `DatasetSpec.setting`), so a
+    "style+input" ("cm+clean"). Only `datasets.settings.check_setting` makes one (through `DatasetSpec.setting`), so a
     setting is defaulted and validated once; the adapters read its fields.
     """
 
@@ -138,12 +140,12 @@ class Splits:
     val: RaterData
     test: RaterData
     rule: str
-    # How the raters were made (every loader fills it; datasets/noise.py `pool_info` / `fixed_pool_info`):
+    # How the raters were made (every loader fills it; datasets/raters/pool.py `pool_info` / `fixed_pool_info`):
     # {"style", "level", "target" (float or None), "strength" (float or None for real raters),
     #  "realised_average" (the training split's Average DSC vs GT, or None without GT),
     #  "usable" (`check_usable` of the training split, or None for real raters), "warning" (a sparse
     #  protocol's one line, simulated pools), "input" (the network input, datasets that offer a choice)};
-    #  bench/run/splits.py adds "labels" (its label-level statistics) when it first loads the splits.
+    #  bench/run/split_cache.py adds "labels" (its label-level statistics) when it first loads the splits.
     raters_info: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -220,10 +222,17 @@ def oracle_view(data: RaterData) -> RaterData:
     )
 
 
-def refuse_noise_level(name: str, level: str, why: str = "has real raters") -> None:
-    """A dataset whose raters are not simulated has no noise knob: any level but "protocol" is refused in one line.
-
-    level: the noise level as given (a label such as "protocol" or "0.45"; anything else is shown as is).
-    """
-    if str(level).strip().lower() != "protocol":
-        raise DataError(f"{name} {why}, so there is no noise level to set (got {level}); use --noise-levels protocol")
+@contextmanager
+def atomic(path: Path):
+    """Yield a temporary path beside `path`; on success it replaces `path` in one step, on failure it is removed: the project's
+    one atomic writer (results, caches), here so that the adapters' caches below bench/ use it too."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:  # e.g. a read-only file system: keep the error that got us here
+            pass

@@ -33,12 +33,13 @@ def threshold_vote_mask(raters: torch.Tensor, valid: torch.Tensor, n_classes: in
     return vote_counts(raters, valid, n_classes).amax(1) >= beta
 
 
-def vote_targets(raters: np.ndarray, valid: np.ndarray, n_classes: int, beta: int, chunk: int = 1024) -> dict[str, np.ndarray]:
-    """A split's vote targets, computed once (a method's `prepare`) instead of at every step.
+def vote_targets(raters: np.ndarray, valid: np.ndarray, n_classes: int, beta: int = 0, chunk: int = 1024) -> dict[str, np.ndarray]:
+    """A whole split's votes, the one majority vote over splits: a method's targets once (its `prepare`) instead of at
+    every step, and the majority reference of scoring and of the label statistics.
 
-    raters (N, R, H, W) class indices, valid (N, R) bool -> {"mv": Ω uint8 (N, H, W), "tv": M^tv bool (N, H, W)}.
-    The same as `majority_vote` and `threshold_vote_mask`, counted one class at a time in NumPy: no one-hot (N, R, H, W, L)
-    float copy, which for a split of large images is gigabytes.
+    raters (N, R, H, W) class indices, valid (N, R) bool -> {"mv": Ω uint8 (N, H, W), "tv": M^tv bool (N, H, W)}
+    (`beta` matters only to "tv"). The same as `majority_vote` and `threshold_vote_mask`, counted one class at a time
+    in NumPy: no one-hot (N, R, H, W, L) float copy, which for a split of large images is gigabytes.
     """
     mv = np.zeros((len(raters), *raters.shape[2:]), dtype=np.uint8)
     best = np.zeros(mv.shape, dtype=np.int64)  # the votes of the most-voted class so far

@@ -8,10 +8,11 @@ right), ``"zero"`` or ``"nan"`` (undefined, left out of every mean). A pair with
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
+
+from labels.checks import check_mask_pair, check_prob_pair
 
 EMPTY_RULES: tuple[str, ...] = ("one", "zero", "nan")
 SOFT_THRESHOLDS: tuple[float, ...] = (0.1, 0.3, 0.5, 0.7, 0.9)  # MR-Net's soft Dice thresholds
@@ -39,14 +40,18 @@ def overlap(inter: np.ndarray, size_a: np.ndarray, size_b: np.ndarray, kind: str
 
 
 def dice(pred: np.ndarray, gt: np.ndarray) -> np.ndarray:
-    """DSC per image: pred, gt (N, ...) bool (or class maps, any non-zero class counting as foreground) -> (N,) float64.
+    """Dice similarity coefficient (DSC) per image, the one `dice`: pred, gt (N, H, W) bool masks (integer 0/1 accepted;
+    a class map or a probability map raises, `labels.checks.check_mask_pair`) -> (N,) float64 in [0, 1].
 
-    Both empty -> 1.0 (as MONAI with ``ignore_empty=False`` and MR-Net's code, whose eps makes 0/0 equal 1).
+    DSC(S, G) = 2 |S ∩ G| / (|S| + |G|). Both empty -> 1.0 (as MONAI with ``ignore_empty=False`` and MR-Net's code,
+    whose eps makes 0/0 equal 1); exactly one empty -> 0.0 (follows from the formula). Foreground of class maps is the
+    caller's choice, written where it is made (`labels > 0`).
+
+    Reference: L. R. Dice, "Measures of the amount of ecologic association between species", Ecology 26(3):297-302, 1945.
     """
-    a, b = np.asarray(pred) != 0, np.asarray(gt) != 0
-    axes = tuple(range(1, a.ndim))
-    inter = np.count_nonzero(a & b, axis=axes).astype(np.int64)
-    return overlap(inter, np.count_nonzero(a, axis=axes).astype(np.int64), np.count_nonzero(b, axis=axes).astype(np.int64))
+    a, b = check_mask_pair(pred, gt)
+    inter = np.count_nonzero(a & b, axis=(1, 2)).astype(np.int64)
+    return overlap(inter, np.count_nonzero(a, axis=(1, 2)).astype(np.int64), np.count_nonzero(b, axis=(1, 2)).astype(np.int64))
 
 
 def rater_dice(raters: np.ndarray, gt: np.ndarray, rater_valid: np.ndarray | None = None) -> np.ndarray:
@@ -123,27 +128,3 @@ def soft_dice_iou(
     if smooth:
         return sum(dice_t) / len(thresholds), sum(iou_t) / len(thresholds)
     return nanmean(np.stack(dice_t, 1), 1), nanmean(np.stack(iou_t, 1), 1)
-
-
-def as_unit_float(x: np.ndarray, name: str) -> np.ndarray:
-    """``x`` as float64 with every value in [0, 1], or raise (TypeError for non-numeric dtypes)."""
-    x = np.asarray(x)
-    if x.dtype != np.bool_ and not (np.issubdtype(x.dtype, np.integer) or np.issubdtype(x.dtype, np.floating)):
-        raise TypeError(f"{name} must hold probabilities in [0, 1] (float, or a bool mask); got dtype {x.dtype}")
-    x = x.astype(np.float64)
-    n_bad = np.count_nonzero(~((x >= 0.0) & (x <= 1.0)))  # NaN fails both comparisons
-    if n_bad:
-        raise ValueError(f"{name} must lie in [0, 1] with no NaN; {n_bad} of {x.size} values do not")
-    return x
-
-
-def check_prob_pair(a: np.ndarray, b: np.ndarray, name_a: str, name_b: str) -> tuple[np.ndarray, np.ndarray]:
-    """Two probability maps (N, ...) of one non-empty shape, each in [0, 1] (`as_unit_float`), or raise naming them.
-
-    → both as float64 (N, P), P the pixels per image.
-    """
-    a, b = np.asarray(a), np.asarray(b)
-    if a.ndim < 2 or a.shape != b.shape or math.prod(a.shape[1:]) == 0:
-        raise ValueError(f"{name_a} and {name_b} must both have shape (N, H, W), non-empty, and match; got {a.shape} and {b.shape}")
-    a, b = as_unit_float(a, name_a), as_unit_float(b, name_b)
-    return a.reshape(a.shape[0], -1), b.reshape(b.shape[0], -1)

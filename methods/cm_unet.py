@@ -77,6 +77,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from methods.base import DataSpec, Method, Stage, StepContext
+from methods.kit import confusion_nll, confusion_trace, noisy_label_probs, normalise_columns
 from methods.registry import register_method, register_variant
 from methods.unet import UNet, conv_block
 
@@ -122,20 +123,6 @@ class GlobalConfusion(nn.Module):
         return F.softplus(self.matrices.float())[None, :, None, None].expand(b, r, h, w, n, n)
 
 
-def normalise_columns(a: torch.Tensor) -> torch.Tensor:
-    """Positive (..., L, L) → column-stochastic: A[..., i, j] / Σ_i A[..., i, j], so A[i, j] = p(noisy i | true j)."""
-    return a / a.sum(-2, keepdim=True)
-
-
-def noisy_label_probs(cms: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
-    """p_noisy_r = A_r · p per pixel: cms (B, R, H, W, L, L) column-stochastic, probs (B, L, H, W) → (B, R, L, H, W).
-
-    Written as a broadcast product and sum rather than einsum/matmul so that autocast keeps it in float32.
-    """
-    p = probs.permute(0, 2, 3, 1)[:, None, :, :, None, :]  # (B, 1, H, W, 1, L): p_j
-    return (cms * p).sum(-1).movedim(-1, 2)  # Σ_j A[i, j] p_j
-
-
 def confusion_loss(
     logits: torch.Tensor, cms: torch.Tensor, raters: torch.Tensor, valid: torch.Tensor, alpha: float
 ) -> dict[str, torch.Tensor]:
@@ -148,10 +135,9 @@ def confusion_loss(
     → {"loss", "nll", "trace"} (the last two detached, trace before multiplying by alpha).
     """
     b = valid.shape[0]
-    p_noisy = noisy_label_probs(cms, torch.softmax(logits.float(), dim=1))  # (B, R, L, H, W)
-    # nll_loss(log(p_noisy + EPS), y) written as a gather of the rater's class: −log(p_noisy[y] + EPS).
-    nll = -torch.log(p_noisy.gather(2, raters[:, :, None]).squeeze(2) + EPS).mean((-2, -1))  # (B, R)
-    trace = cms.diagonal(dim1=-2, dim2=-1).sum(-1).mean((-2, -1))  # (B, R)
+    probs = torch.softmax(logits.float(), dim=1)
+    nll = confusion_nll(cms, probs, raters, EPS).mean((-2, -1))  # (B, R)
+    trace = confusion_trace(cms).mean((-2, -1))  # (B, R)
     weight = valid.to(nll.dtype)
     nll_term = (nll * weight).sum() / b
     trace_term = (trace * weight).sum() / b

@@ -52,20 +52,18 @@ import torch.nn.functional as F
 from torch import nn
 
 from methods.base import DataSpec, Method, Stage, StepContext
+from methods.kit import drawn_targets, masked_mean, prior_consensus, prior_samples
 from methods.latent import (
     CONSENSUS_DRAWS,
     Fcomb,
     GaussianEncoder,
     draw,
     image_normal,
-    kept_mean,
     kl_diagonal,
     norm_penalty,
     one_hot_masks,
     soft_dice_loss,
 )
-from methods.ls_unet import drawn_targets
-from methods.prob_unet import prior_consensus, prior_samples
 from methods.registry import register_method
 from methods.unet import UNet
 
@@ -173,7 +171,7 @@ class DPersona(Method):
         mu_q, log_sigma_q = self.posterior(torch.cat([images, one_hot_masks(raters, valid, n_classes)], 1))
         recon_probs = torch.softmax(self.fcomb(features, draw(mu_q, log_sigma_q, 1, ctx.generator)[:, 0]).float(), dim=1)
         recon = soft_dice_loss(recon_probs, F.one_hot(target, n_classes).movedim(-1, 1), keep)
-        kl = kept_mean(kl_diagonal(mu_q, log_sigma_q, mu_p, log_sigma_p), keep)
+        kl = masked_mean(kl_diagonal(mu_q, log_sigma_q, mu_p, log_sigma_p), keep)
         prior_logits = self.fcomb(features, draw(mu_p, log_sigma_p, self.cfg.bound_draws, ctx.generator))  # (B, N, L, H, W)
         fg = 1 - torch.softmax(prior_logits.float(), dim=2)[:, :, 0]  # foreground probability of each draw
         bound = bound_loss(fg, raters > 0, valid)
@@ -197,7 +195,7 @@ class DPersona(Method):
         probs = torch.softmax(self.rater_logits(images, eps, generator).float(), dim=2)
         target = F.one_hot(raters, self.spec.n_classes).movedim(-1, 2)  # (B, R, L, H, W)
         losses = torch.stack([soft_dice_loss(probs[:, r, 1:], target[:, r, 1:], valid[:, r]) for r in range(self.spec.n_raters)])
-        return {"loss": kept_mean(losses, valid.any(0))}  # over the raters with a valid mask in the batch (no branch: graph-safe)
+        return {"loss": masked_mean(losses, valid.any(0))}  # over the raters with a valid mask in the batch (no branch: graph-safe)
 
     def predict_samples(self, images: torch.Tensor, n_samples: int, ids: torch.Tensor) -> torch.Tensor:
         return prior_samples(self, images, n_samples, ids)

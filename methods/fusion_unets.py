@@ -6,32 +6,13 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from labels.fusion import batch_votes, rater_mean, vote_targets
 from labels.staple import staple
 from methods.base import DataSpec, Method, Stage, StepContext
+from methods.kit import masked_cross_entropy, soft_cross_entropy
 from methods.registry import register_method, register_variant
 from methods.unet import UNet
-
-
-def masked_cross_entropy(logits: torch.Tensor, target: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-    """Cross-entropy (B, L, H, W) vs class indices (B, H, W), averaged over the pixels where `mask` is set.
-
-    The paper writes unnormalised sums over pixels; we average over the selected pixels of the
-    batch so that the loss scale does not depend on how many pixels the mask keeps
-    (docs/methods.md#lf-net-loss-normalisation). An empty mask gives a zero loss that still has a graph.
-    """
-    ce = F.cross_entropy(logits.float(), target, reduction="none")
-    if mask is None:
-        return ce.mean()
-    mask = mask.to(ce.dtype)
-    return (ce * mask).sum() / mask.sum().clamp(min=1)
-
-
-def soft_cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """Cross-entropy against a per-pixel class distribution `target` (B, L, H, W), mean over pixels."""
-    return -(target * F.log_softmax(logits.float(), dim=1)).sum(1).mean()
 
 
 @register_method("mv-unet", "U-Net on the per-pixel majority vote of the raters (ablation row S)", display="MV-UNet")

@@ -158,12 +158,6 @@ def soft_dice_loss(probs: torch.Tensor, target: torch.Tensor, weight: torch.Tens
     return 1 - (2 * inter / total.clamp_min(1e-6)).mean()
 
 
-def kept_mean(values: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
-    """The mean of per-image values (B,) over the kept images, keep bool (B,); 0 when none is kept."""
-    keep = keep.to(values.dtype)
-    return (values * keep).sum() / keep.sum().clamp_min(1)
-
-
 def norm_penalty(*modules: nn.Module) -> torch.Tensor:
     """Σ ‖W‖₂ over every parameter tensor (weights and biases), not squared: the official PyTorch code's "L2 regularisation"."""
     return sum(p.float().norm(2) for m in modules for p in m.parameters())

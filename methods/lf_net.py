@@ -104,7 +104,7 @@ import torch.nn.functional as F
 from labels.fusion import batch_votes, threshold_vote_mask, vote_targets
 from labels.staple import staple
 from methods.base import DataSpec, Method, Stage, StepContext
-from methods.fusion_unets import masked_cross_entropy
+from methods.kit import confusion_nll, confusion_trace, masked_cross_entropy, masked_mean
 from methods.lf_net_rater_modules import ConfusionMatrixHeads, RaterCharacteristicsNet, RaterHeads
 from methods.registry import register_method, register_variant
 from methods.unet import UNet
@@ -137,10 +137,7 @@ def soft_label_loss(logits: torch.Tensor, soft_target: torch.Tensor, tau: float,
     average over the selected ones (docs/methods.md#lf-net-loss-normalisation). An empty mask gives 0.
     """
     per_pixel = -(soft_target * F.log_softmax(logits.float() / tau, dim=1)).sum(1)  # (B, H, W)
-    if mask is None:
-        return tau**2 * per_pixel.mean()
-    m = mask.to(per_pixel.dtype)
-    return tau**2 * (per_pixel * m).sum() / m.sum().clamp(min=1)
+    return masked_mean(per_pixel, mask, scale=tau**2)
 
 
 def per_rater_mean(per_pixel: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
@@ -148,9 +145,7 @@ def per_rater_mean(per_pixel: torch.Tensor, valid: torch.Tensor) -> torch.Tensor
 
     A rater missing from every image of the batch contributes 0.
     """
-    w = valid.to(per_pixel.dtype)
-    per_image = per_pixel.mean((2, 3))  # (B, R): every image has the same H·W
-    return ((per_image * w).sum(0) / w.sum(0).clamp(min=1)).sum()
+    return masked_mean(per_pixel.mean((2, 3)), valid, dim=0).sum()  # every image has the same H·W
 
 
 def rater_cross_entropy(rater_logits: torch.Tensor, raters: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
@@ -162,19 +157,17 @@ def rater_cross_entropy(rater_logits: torch.Tensor, raters: torch.Tensor, valid:
     return per_rater_mean(ce.unflatten(0, raters.shape[:2]), valid)
 
 
-def confusion_nll(cms: torch.Tensor, probs: torch.Tensor, raters: torch.Tensor, valid: torch.Tensor, trace_weight: float) -> torch.Tensor:
+def confusion_rater_term(
+    cms: torch.Tensor, probs: torch.Tensor, raters: torch.Tensor, valid: torch.Tensor, trace_weight: float
+) -> torch.Tensor:
     """CM rater term: Σ_r mean −log((A_r·p)[ỹ_r]) + trace_weight · Σ_r mean trace(A_r), missing raters left out.
 
-    cms (B, R, L, L, H, W) column-stochastic; probs (B, L, H, W) true-label probabilities;
-    raters (B, R, H, W). Uses log of the mixed probabilities (not CrossEntropyLoss on them, the bug
-    of CM-UNet's code, docs/methods.md#cm-unet-double-softmax-in-the-loss).
+    cms (B, R, H, W, L, L) column-stochastic; probs (B, L, H, W) true-label probabilities; raters (B, R, H, W). The
+    likelihood is CM-UNet's (`methods.kit.confusion_nll`); the reduction is L_rcl's (`per_rater_mean`).
     """
-    noisy = (cms * probs.float()[:, None, None]).sum(3)  # (B, R, L, H, W); elementwise, so autocast keeps fp32
-    picked = noisy.gather(2, raters[:, :, None]).squeeze(2)  # (B, R, H, W)
-    loss = per_rater_mean(-torch.log(picked + _EPS), valid)
+    loss = per_rater_mean(confusion_nll(cms, probs, raters, _EPS), valid)
     if trace_weight:
-        trace = cms.diagonal(dim1=2, dim2=3).sum(-1)  # (B, R, H, W)
-        loss = loss + trace_weight * per_rater_mean(trace, valid)
+        loss = loss + trace_weight * per_rater_mean(confusion_trace(cms), valid)
     return loss
 
 
@@ -306,7 +299,7 @@ class LFNet(Method):
             elif self.cfg.rater_module == "shared":
                 parts["rcl"] = rater_cross_entropy(self.rcn(features), raters, valid)
             else:
-                parts["rcl"] = confusion_nll(self.cm(features), probs, raters, valid, self.cfg.cm_trace_weight)
+                parts["rcl"] = confusion_rater_term(self.cm(features), probs, raters, valid, self.cfg.cm_trace_weight)
             total = total + self.cfg.lam * parts["rcl"]
         return {"loss": total, **{k: v.detach() for k, v in parts.items()}}
 

@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from methods.kit import normalise_columns
 from methods.unet import UNet
 
 
@@ -63,8 +64,9 @@ class RaterCharacteristicsNet(nn.Module):
 class ConfusionMatrixHeads(nn.Module):
     """CM-UNet-style pixel-wise confusion matrices on the segmentation U-Net's features (the "RCN → CM" ablation).
 
-    Shapes: features (B, 32, H, W) → A (B, R, L, L, H, W) with A[:, r, i, j] = p(rater r says i | true j);
-    each column sums to 1 over i (softplus, then normalised over the noisy label, as CM-UNet).
+    Shapes: features (B, 32, H, W) → A (B, R, H, W, L, L) with A[:, r, h, w, i, j] = p(rater r says i | true j), the
+    layout of `methods.kit.confusion_nll`; each column sums to 1 over i (softplus, then normalised over the noisy
+    label, as CM-UNet).
     """
 
     def __init__(self, in_channels: int, n_classes: int, n_raters: int):
@@ -74,5 +76,5 @@ class ConfusionMatrixHeads(nn.Module):
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         L = self.n_classes
-        a = F.softplus(self.heads(features).float()).unflatten(1, (self.n_raters, L, L))
-        return a / a.sum(2, keepdim=True).clamp(min=1e-12)
+        a = F.softplus(self.heads(features).float()).unflatten(1, (self.n_raters, L, L))  # (B, R, L, L, H, W)
+        return normalise_columns(a.permute(0, 1, 4, 5, 2, 3))

@@ -27,33 +27,9 @@ from dataclasses import dataclass
 import torch
 
 from methods.base import DataSpec, Method, Stage, StepContext
-from methods.fusion_unets import masked_cross_entropy
+from methods.kit import drawn_targets, masked_cross_entropy
 from methods.registry import register_method
 from methods.unet import UNet
-
-
-def sample_valid_raters(valid: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    """Draw one valid rater per image, uniformly among that image's valid raters.
-
-    valid: bool (B, R). → long (B,) rater indices. An image with no valid rater gets an arbitrary
-    index (uniform over all R, so the draw stays defined); the caller must leave it out of the loss.
-    The draw uses only `generator` (the harness's seeded generator), never the global RNG.
-    """
-    weights = valid.to(torch.float32)
-    none_valid = weights.sum(1) == 0
-    weights = torch.where(none_valid[:, None], torch.ones_like(weights), weights)
-    return torch.multinomial(weights, 1, generator=generator).squeeze(1)
-
-
-def drawn_targets(raters: torch.Tensor, valid: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """One valid rater per image (`sample_valid_raters`) and its mask, the target of every method that learns from one drawn rater.
-
-    raters long (B, R, H, W); valid bool (B, R) → drawn long (B,), target long (B, H, W), keep bool (B,): the images
-    that have a valid rater (the others' targets mean nothing: leave them out of the loss).
-    """
-    drawn = sample_valid_raters(valid, generator).to(raters.device)
-    target = raters[torch.arange(len(raters), device=raters.device), drawn]
-    return drawn, target, valid.any(1)
 
 
 @register_method("ls-unet", "U-Net trained on one valid rater per image, drawn anew at every step (label sampling)", display="LS-UNet")

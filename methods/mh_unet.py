@@ -42,7 +42,7 @@ from torch import nn
 
 from labels.fusion import rater_mean
 from methods.base import DataSpec, Method, Stage, StepContext
-from methods.fusion_unets import masked_cross_entropy, soft_cross_entropy
+from methods.kit import masked_cross_entropy, soft_cross_entropy
 from methods.registry import register_method
 from methods.unet import UNet
 

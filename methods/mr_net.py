@@ -100,7 +100,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from methods.base import DataSpec, Method, Stage, StepContext
-from methods.fusion_unets import soft_cross_entropy
+from methods.kit import masked_mean, soft_cross_entropy
 from methods.mr_net_blocks import ConditionedNet, PerceptionModule, ResNet34UNet, SharedUNetBackbone, gaussian_kernel
 from methods.registry import register_method
 
@@ -232,7 +232,7 @@ class MRNet(Method):
             loss_mpm = loss_mpm + weight * soft_cross_entropy(final, target)
             # MRM: each head against its own rater's mask, mean over pixels and valid (image, rater) pairs
             ce = F.cross_entropy(rater.float().transpose(1, 2), raters, reduction="none").mean((2, 3))  # (B, R)
-            loss_mrm = loss_mrm + (ce * mask).sum() / mask.sum().clamp(min=1) / 3
+            loss_mrm = loss_mrm + masked_mean(ce, mask) / 3
         total = loss_coarse + loss_mrm + loss_mpm
         return {"loss": total, "coarse": loss_coarse.detach(), "mrm": loss_mrm.detach(), "mpm": loss_mpm.detach()}
 

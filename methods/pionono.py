@@ -49,8 +49,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from methods.base import DataSpec, Method, Stage, StepContext
-from methods.latent import Fcomb, init_convs, kept_mean, norm_penalty, per_image, soft_dice_loss, softplus_inverse
-from methods.ls_unet import drawn_targets
+from methods.kit import drawn_targets, masked_mean
+from methods.latent import Fcomb, init_convs, norm_penalty, per_image, soft_dice_loss, softplus_inverse
 from methods.registry import register_method
 from methods.unet import UNet
 
@@ -144,7 +144,7 @@ class Pionono(Method):
         z = self.latent.draw(drawn, self.cfg.train_draws, ctx.generator)  # (B, S, D)
         probs = torch.softmax(self.head(self.net(batch["images"]), z).float(), dim=2).mean(1)  # softmax averaged over the draws
         dice = soft_dice_loss(probs, F.one_hot(target, self.spec.n_classes).movedim(-1, 1), keep)
-        kl = kept_mean(kl_to_isotropic(self.latent.mu.float()[drawn], self.latent.scale_tril()[drawn], self.cfg.prior_sigma), keep)
+        kl = masked_mean(kl_to_isotropic(self.latent.mu.float()[drawn], self.latent.scale_tril()[drawn], self.cfg.prior_sigma), keep)
         reg = norm_penalty(self.head.layers)
         loss = dice + self.cfg.kl_weight * kl + self.cfg.reg_weight * reg
         return {"loss": loss, "dice": dice.detach(), "kl": kl.detach()}

@@ -41,8 +41,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from methods.base import DataSpec, Method, Stage, StepContext
-from methods.latent import CONSENSUS_DRAWS, Fcomb, GaussianEncoder, draw, image_normal, kept_mean, kl_diagonal, one_hot_masks
-from methods.ls_unet import drawn_targets
+from methods.kit import drawn_targets, masked_mean, prior_consensus, prior_samples
+from methods.latent import CONSENSUS_DRAWS, Fcomb, GaussianEncoder, draw, kl_diagonal, one_hot_masks
 from methods.registry import register_method
 from methods.unet import UNet
 
@@ -85,8 +85,8 @@ class ProbabilisticUNet(Method):
         mu_p, log_sigma_p = self.prior(images)
         mu_q, log_sigma_q = self.posterior(torch.cat([images, one_hot_masks(target[:, None], keep[:, None], self.spec.n_classes)], 1))
         logits = self.fcomb(self.net(images), draw(mu_q, log_sigma_q, 1, ctx.generator)[:, 0])
-        ce = kept_mean(F.cross_entropy(logits.float(), target, reduction="none").sum((1, 2)), keep)
-        kl = kept_mean(kl_diagonal(mu_q, log_sigma_q, mu_p, log_sigma_p), keep)
+        ce = masked_mean(F.cross_entropy(logits.float(), target, reduction="none").sum((1, 2)), keep)
+        kl = masked_mean(kl_diagonal(mu_q, log_sigma_q, mu_p, log_sigma_p), keep)
         return {"loss": ce + self.cfg.beta * kl, "ce": ce.detach(), "kl": kl.detach()}
 
     def predict_samples(self, images: torch.Tensor, n_samples: int, ids: torch.Tensor) -> torch.Tensor:
@@ -94,27 +94,3 @@ class ProbabilisticUNet(Method):
 
     def predict_proba(self, images: torch.Tensor, ids: torch.Tensor | None = None) -> torch.Tensor:
         return prior_consensus(self, images, ids)
-
-
-def prior_samples(method: Method, images: torch.Tensor, n_samples: int, ids: torch.Tensor) -> torch.Tensor:
-    """Softmax of Fcomb over n_samples prior draws per image, each image's from its id (B, M, L, H, W): the samples of a
-    prior-sampling method (`net`, `prior`, `fcomb`)."""
-    mu, log_sigma = method.prior(images)
-    z = mu[:, None] + torch.exp(log_sigma)[:, None] * image_normal(ids, (n_samples, mu.shape[1]), mu.device)
-    return torch.softmax(method.fcomb(method.net(images), z).float(), dim=2)
-
-
-def prior_consensus(method: Method, images: torch.Tensor, ids: torch.Tensor | None, group: int = 16) -> torch.Tensor:
-    """Mean softmax over `method.consensus_draws` prior draws per image, each image's from its id (B, L, H, W): the
-    consensus of a prior-sampling method. ids None: 0..B−1, for a look outside the harness (then the batch matters).
-    Decoded `group` draws at a time, so memory stays that of 16 draws."""
-    if ids is None:
-        ids = torch.arange(len(images))
-    mu, log_sigma = method.prior(images)
-    features = method.net(images)
-    eps = image_normal(ids, (method.consensus_draws, mu.shape[1]), mu.device)  # (B, M, D)
-    total = 0
-    for part in eps.split(group, dim=1):
-        z = mu[:, None] + torch.exp(log_sigma)[:, None] * part
-        total = total + torch.softmax(method.fcomb(features, z).float(), dim=2).sum(1)
-    return total / eps.shape[1]

@@ -5,23 +5,26 @@ import importlib.util
 import numpy as np
 import pytest
 
-from datasets.choledoch import (
+from datasets import DATASETS
+from datasets.adapters.choledoch import (
     DATA_SEED,
     NAME,
     NOISE_SCALE,
     SIZE,
     find_scenes,
-    load_choledoch,
     read_choledoch,
     resize_bands,
     resize_nearest,
     scene_key,
 )
-from datasets.choledoch_files import read_envi, read_envi_header
+from datasets.adapters.choledoch.files import read_envi, read_envi_header
 from datasets.contract import DataError
-from datasets.raters import RATER_NAMES, simulate_raters
+from datasets.raters import RATER_NAMES
+from datasets.raters.morpho import simulate_raters
 from labels.overlap import average_dsc
 from tests.fixtures.make_choledoch import make_choledoch
+
+load_choledoch = DATASETS["choledoch"].load  # the adapter behind the registry's checks
 
 # The fixture has 9 scenes, not the paper's 538; that warning is tested once, below.
 pytestmark = pytest.mark.filterwarnings("ignore:choledoch. found:UserWarning")

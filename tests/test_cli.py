@@ -163,7 +163,7 @@ def test_lf_net_cells_record_their_teacher_outside_the_vote(tmp_path):
 
 
 def test_raters_prints_the_label_level_statistics(tmp_path):
-    out = run_bench("raters", "--raters", "lfnet,cm", "--results", str(tmp_path / "r"), "--markdown")
+    out = run_bench("raters", "--raters", "lfnet,cm", "--markdown")
     assert out.returncode == 0, out.stderr
     rows = {
         line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]] for line in out.stdout.splitlines() if line.startswith("| ")

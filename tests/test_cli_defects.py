@@ -193,7 +193,8 @@ def test_stage_bar_is_labelled_and_shown_only_on_a_terminal(tty, monkeypatch, ca
     monkeypatch.setattr(harness, "tqdm", Recorder)
     monkeypatch.setattr(sys.stderr, "isatty", lambda: tty)
     data = tiny()
-    harness.fit(Scripted([1.0]), *data, schedules=rule(max_steps=2), val=data, seed=0, device=torch.device("cpu"), desc="mv-unet seed 2")
+    split = harness.Split(*data)
+    harness.fit(Scripted([1.0]), split, rule(max_steps=2), harness.Runtime(0, torch.device("cpu")), val=split, out=harness.Output(desc="mv-unet seed 2"))
     assert [(k["desc"], k["disable"]) for k in seen] == [("mv-unet seed 2 train", not tty)]
     assert ("train" in capsys.readouterr().err) == tty
 

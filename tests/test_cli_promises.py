@@ -204,7 +204,7 @@ def test_check_decodes_the_embedded_dataset_and_finds_no_problem():
     assert "test    1000 images" in out.stdout and "0 problem(s) found in mnist-5k" in out.stdout
 
 
-def broken_splits(root, setting, level) -> Splits:
+def broken_splits(root, setting, level, cache) -> Splits:
     """Two parts sharing a patient, a test image without a valid rater and a case id twice."""
     rng = np.random.default_rng(0)
 

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from datasets import cm_folder
-from datasets.cm_folder import load_cm_folder
+from datasets import DATASETS
+from datasets.adapters import cm_folder
 from datasets.contract import DataError, Splits
 from labels.overlap import average_dsc
 
@@ -10,6 +10,7 @@ tifffile = pytest.importorskip("tifffile")
 from tests.fixtures.make_cm_folder import make_cm_folder  # noqa: E402  (needs tifffile)
 
 PARTS = ("train", "val", "test")
+load_cm_folder = DATASETS["cm-folder"].load  # the adapter behind the registry's checks
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,8 @@ import torch
 import torch.nn.functional as F
 
 from methods.base import DataSpec, StepContext
-from methods.cm_unet import ConfusionMatrixUNet, confusion_loss, noisy_label_probs, normalise_columns
+from methods.cm_unet import ConfusionMatrixUNet, confusion_loss
+from methods.kit import noisy_label_probs, normalise_columns
 from methods.registry import build_method, get_entry
 
 SPEC = DataSpec(in_channels=1, n_classes=2, n_raters=3)

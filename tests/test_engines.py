@@ -47,8 +47,8 @@ def train(monkeypatch, log, engine_step, calls: list | None = None):
     if calls is not None:
         body = steps.EagerStep.body
         monkeypatch.setattr(steps.EagerStep, "body", lambda self, *a: calls.append(len(a[1])) or body(self, *a))
-    records = harness.fit(method, images, raters, valid, schedules={s.name: sched for s in method.stages}, seed=0,
-                          device=torch.device("cpu"), precision="fp32", progress=False, log_path=log)  # fmt: skip
+    records = harness.fit(method, harness.Split(images, raters, valid), {s.name: sched for s in method.stages},
+                          harness.Runtime(0, torch.device("cpu"), "fp32"), out=harness.Output(log_path=log, progress=False)).stages  # fmt: skip
     assert [r["reason"] for r in records.values()] == ["fixed: test"] * 2
     return method.state_dict(), pd.read_csv(log).drop(columns="seconds")
 
@@ -197,7 +197,7 @@ def train_both_engines(images, raters, valid) -> dict:
     for engine in steps.ENGINES:
         torch.manual_seed(0)
         method = build_method("lf-net", DataSpec(1, 2, 3), {"rcl_epochs": 2})
-        records = harness.fit(method, images, raters, valid, schedules=harness.fixed_schedules(method, 20, 16), seed=0,
-                              device=torch.device("cuda"), precision="fp32", engine=engine, progress=False)  # fmt: skip
+        records = harness.fit(method, harness.Split(images, raters, valid), harness.fixed_schedules(method, 20, 16),
+                              harness.Runtime(0, torch.device("cuda"), "fp32", engine), out=harness.Output(progress=False)).stages  # fmt: skip
         results[engine] = (records, {k: v.float().cpu() for k, v in method.state_dict().items()})
     return results

@@ -104,14 +104,15 @@ def test_the_fused_test_references_are_computed_once_per_data_setting(tmp_path, 
     calls = []
     original = split_cache.fused_references
     monkeypatch.setattr(split_cache, "fused_references", lambda test: calls.append(test.n) or original(test))
+    key = split_cache.DataKey.of("mnist-5k", Path("data"), "lfnet", "protocol", tmp_path)
     split_cache.fused_test_references.cache_clear()
-    first = split_cache.fused_test_references("mnist-5k", Path("data"), "lfnet", "protocol", tmp_path)
+    first = split_cache.fused_test_references(key)
     split_cache.fused_test_references.cache_clear()  # a new process: from the file
-    again = split_cache.fused_test_references("mnist-5k", Path("data"), "lfnet", "protocol", tmp_path)
+    again = split_cache.fused_test_references(key)
     assert calls == [1000] and set(first) == {"majority", "staple"} and list(tmp_path.glob("*-references-*.npz"))
     for name in first:
         np.testing.assert_array_equal(first[name], again[name])
-    test = split_cache.load_splits("mnist-5k", Path("data"), "lfnet", "protocol", tmp_path).test.subset(np.arange(30))
+    test = split_cache.load_splits(key).test.subset(np.arange(30))
     probs = np.random.default_rng(0).random((30, 2, 28, 28)).astype(np.float32)
     probs /= probs.sum(1, keepdims=True)
     cached, _ = score_predictions(probs, test, fused={k: v[:30] for k, v in first.items()})

@@ -17,8 +17,8 @@ from bench.train import harness
 from bench.train.steps import param_groups
 from methods.base import DataSpec, StepContext
 from methods.d_persona import DPersona, attend, bound_loss
+from methods.kit import drawn_targets
 from methods.latent import kl_diagonal, one_hot_masks, soft_dice_loss
-from methods.ls_unet import drawn_targets
 from methods.pionono import Pionono, kl_to_isotropic
 from methods.prob_unet import ProbabilisticUNet
 from methods.registry import build_method, get_entry, method_names
@@ -272,8 +272,8 @@ def test_each_trains_and_offers_samples(name, tiny_data):
     spec = DataSpec(1, 2, tiny_data.n_raters)
     method = build_method(name, spec)
     schedules = harness.fixed_schedules(method, steps=2, batch_size=4)
-    harness.fit(method, tiny_data.images, tiny_data.raters, tiny_data.rater_valid, schedules=schedules, seed=0,
-                device=torch.device("cpu"), progress=False)  # fmt: skip
+    harness.fit(method, harness.Split(tiny_data.images, tiny_data.raters, tiny_data.rater_valid), schedules, harness.Runtime(0, torch.device("cpu")),
+                out=harness.Output(progress=False))  # fmt: skip
     out = harness.predict_outputs(method, tiny_data.images, n_samples=5, seed=0, device=torch.device("cpu"), precision="fp32")
     assert out["samples"].shape == (8, 5, 16, 16) and out["samples"].dtype == np.uint8
     assert ("rater_outputs" in out) == (name != "prob-unet")
@@ -382,8 +382,8 @@ def test_two_read_outs_with_other_draws_agree_within_half_a_point():
     images = (gt[:, None] + rng.normal(0, 0.3, (n, 1, 16, 16))).astype(np.float32)
     torch.manual_seed(0)
     method = build_method("prob-unet", SPEC)
-    harness.fit(method, images, raters, np.ones((n, 3), bool), schedules=harness.fixed_schedules(method, steps=30, batch_size=16),
-                seed=0, device=torch.device("cpu"), progress=False)  # fmt: skip
+    harness.fit(method, harness.Split(images, raters, np.ones((n, 3), bool)), harness.fixed_schedules(method, steps=30, batch_size=16),
+                harness.Runtime(0, torch.device("cpu")), out=harness.Output(progress=False))  # fmt: skip
     read = [harness.predict_proba(method, images, device=torch.device("cpu"), precision="fp32", draw_seed=k) for k in (0, 1, 0)]
     dsc = [float(dice(p.argmax(1) > 0, gt > 0).mean()) * 100 for p in read]
     assert np.array_equal(read[0], read[2])  # the same draw seed, the same read-out

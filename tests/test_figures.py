@@ -13,9 +13,10 @@ from matplotlib.image import imread
 
 import methods
 from bench import store
-from bench.report import example_figures, plots
+from bench.report import example_figures, plots, rater_figures
 from bench.run import resolve
-from datasets.raters import RATER_NAMES, simulate_raters
+from datasets.raters import RATER_NAMES
+from datasets.raters.morpho import simulate_raters
 from labels.fusion import majority_vote, threshold_vote_mask
 
 SIZE = 28
@@ -349,7 +350,7 @@ def test_one_evaluation_is_a_note_not_a_chart_and_steps_are_integer_ticks():
 def test_the_reliability_diagram_shows_the_pixels_in_each_bin():
     bins = pd.DataFrame({"method": "lf-net", "reference": "gt", "bin": range(4), "count": [5000, 0, 30, 800],
                          "confidence": [0.1, np.nan, 0.6, 0.9], "observed": [0.05, np.nan, 0.5, 0.95]})  # fmt: skip
-    fig = plots.reliability_figure(bins, ["lf-net"], {"lf-net": "C0"}, "t")
+    fig = rater_figures.reliability_figure(bins, ["lf-net"], {"lf-net": "C0"}, "t")
     (ax,) = fig.axes
     (strip,) = ax.child_axes
     (line,) = strip.get_lines()

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from matplotlib.image import imread
 
-from bench.report import plots
+from bench.report import plots, rater_figures
 
 RATERS = ["r1", "r2", "r3"]
 COLORS = {"mv-unet": "tab:blue", "lf-net": "tab:orange", "staple-unet": "tab:green"}
@@ -41,7 +41,7 @@ def tick_texts(labels) -> list[str]:
 
 def test_heatmap_matrix_ticks_and_annotations():
     methods = ["mv-unet", "staple-unet", "lf-net"]
-    fig = plots.rater_heatmap_figure(summary_rows(), methods, RATERS, "per-rater", labels={"lf-net": "LF-Net"})
+    fig = rater_figures.rater_heatmap_figure(summary_rows(), methods, RATERS, "per-rater", labels={"lf-net": "LF-Net"})
     ax, colorbar = fig.axes
     assert colorbar.get_label() == "<colorbar>" and colorbar.get_ylabel() == "DSC (%) vs rater"
     (image,) = ax.images
@@ -60,7 +60,7 @@ def test_heatmap_matrix_ticks_and_annotations():
 
 def test_heatmap_fixed_scale_does_not_follow_the_data():
     frame = pd.DataFrame({"method": ["a", "a"], "reference": ["rater:x", "rater:y"], "metric": "dsc", "mean": [0.4, 0.45]})
-    fig = plots.rater_heatmap_figure(frame, ["a"], ["x", "y"], "t")
+    fig = rater_figures.rater_heatmap_figure(frame, ["a"], ["x", "y"], "t")
     image = fig.axes[0].images[0]
     assert (image.norm.vmin, image.norm.vmax) == (0.0, 100.0)
     np.testing.assert_allclose(image.get_array(), [[40.0, 45.0]])
@@ -69,15 +69,15 @@ def test_heatmap_fixed_scale_does_not_follow_the_data():
 def test_heatmap_errors():
     frame = summary_rows()
     with pytest.raises(ValueError, match="'reference'"):
-        plots.rater_heatmap_figure(frame.drop(columns="reference"), ["lf-net"], RATERS, "t")
+        rater_figures.rater_heatmap_figure(frame.drop(columns="reference"), ["lf-net"], RATERS, "t")
     with pytest.raises(ValueError, match="'mean'"):
-        plots.rater_heatmap_figure(frame.drop(columns="mean"), ["lf-net"], RATERS, "t")
+        rater_figures.rater_heatmap_figure(frame.drop(columns="mean"), ["lf-net"], RATERS, "t")
     with pytest.raises(ValueError, match="more than one DSC row.*lf-net"):
-        plots.rater_heatmap_figure(pd.concat([frame, frame]), ["lf-net"], RATERS, "t")
+        rater_figures.rater_heatmap_figure(pd.concat([frame, frame]), ["lf-net"], RATERS, "t")
     with pytest.raises(ValueError, match="no method has a per-rater DSC"):
-        plots.rater_heatmap_figure(frame, ["staple-unet"], RATERS, "t")
+        rater_figures.rater_heatmap_figure(frame, ["staple-unet"], RATERS, "t")
     with pytest.raises(ValueError, match="no raters"):
-        plots.rater_heatmap_figure(frame, ["lf-net"], [], "t")
+        rater_figures.rater_heatmap_figure(frame, ["lf-net"], [], "t")
 
 
 # --------------------------------------------------------------------------- pooled ECE
@@ -93,30 +93,30 @@ def test_pooled_ece_by_hand():
         }
     )
     # (10·0.05 + 30·0.10 + 60·0.05) / 100; the empty bin adds nothing
-    assert plots.pooled_ece(bins) == pytest.approx((0.5 + 3.0 + 3.0) / 100)
-    assert plots.pooled_ece(bins.drop(index=2)) == pytest.approx(0.065)  # an absent empty bin is the same as count 0
+    assert rater_figures.pooled_ece(bins) == pytest.approx((0.5 + 3.0 + 3.0) / 100)
+    assert rater_figures.pooled_ece(bins.drop(index=2)) == pytest.approx(0.065)  # an absent empty bin is the same as count 0
 
 
 def test_pooled_ece_perfect_calibration_is_zero_and_all_empty_is_nan():
     confidence = (np.arange(10) + 0.5) / 10
     bins = pd.DataFrame({"bin": range(10), "count": np.arange(1, 11) * 7, "confidence": confidence, "observed": confidence})
-    assert plots.pooled_ece(bins) == 0.0
+    assert rater_figures.pooled_ece(bins) == 0.0
     empty = pd.DataFrame({"count": [0, 0], "confidence": [np.nan, np.nan], "observed": [np.nan, np.nan]})
-    assert np.isnan(plots.pooled_ece(empty))
+    assert np.isnan(rater_figures.pooled_ece(empty))
 
 
 def test_pooled_ece_errors():
     bins = pd.DataFrame({"count": [5, 5], "confidence": [0.2, 0.7], "observed": [0.1, 0.8]})
     with pytest.raises(ValueError, match="'observed'"):
-        plots.pooled_ece(bins.drop(columns="observed"))
+        rater_figures.pooled_ece(bins.drop(columns="observed"))
     with pytest.raises(ValueError, match="counts must be ≥ 0"):
-        plots.pooled_ece(bins.assign(count=[5, -1]))
+        rater_figures.pooled_ece(bins.assign(count=[5, -1]))
     with pytest.raises(ValueError, match="not %"):
-        plots.pooled_ece(bins.assign(confidence=[20.0, 70.0]))
+        rater_figures.pooled_ece(bins.assign(confidence=[20.0, 70.0]))
     with pytest.raises(ValueError, match="more than one method"):
-        plots.pooled_ece(bins.assign(method=["a", "b"]))
+        rater_figures.pooled_ece(bins.assign(method=["a", "b"]))
     with pytest.raises(ValueError, match="more than one row per \\(bin\\)"):
-        plots.pooled_ece(bins.assign(bin=[3, 3]))
+        rater_figures.pooled_ece(bins.assign(bin=[3, 3]))
 
 
 # --------------------------------------------------------------------------- reliability diagrams
@@ -138,7 +138,7 @@ def calibration_bins(n_bins: int = 5) -> pd.DataFrame:
 def test_reliability_panels_lines_and_legend():
     bins = calibration_bins()
     methods = ["mv-unet", "lf-net"]
-    fig = plots.reliability_figure(bins, methods, COLORS, "calibration", labels={"lf-net": "LF-Net"})
+    fig = rater_figures.reliability_figure(bins, methods, COLORS, "calibration", labels={"lf-net": "LF-Net"})
     assert [ax.get_label() for ax in fig.axes] == ["reference:gt", "reference:rater-mean", "reference:majority"]  # nothing else
     for ax in fig.axes:
         reference = ax.get_label().removeprefix("reference:")
@@ -167,7 +167,7 @@ def test_reliability_panels_lines_and_legend():
 
 def test_reliability_only_the_methods_asked_for(tmp_path):
     bins = calibration_bins()
-    fig = plots.reliability_figure(bins, ["mv-unet"], COLORS, "one method")
+    fig = rater_figures.reliability_figure(bins, ["mv-unet"], COLORS, "one method")
     assert [ax.get_label() for ax in fig.axes] == ["reference:gt"]  # mv-unet has gt bins only
     assert [line.get_gid() for line in fig.axes[0].get_lines()] == ["diagonal", "method:mv-unet"]
     png, pdf = plots.save(fig, tmp_path / "reliability")
@@ -177,18 +177,18 @@ def test_reliability_only_the_methods_asked_for(tmp_path):
 def test_reliability_errors():
     bins = calibration_bins()
     with pytest.raises(ValueError, match="'confidence'"):
-        plots.reliability_figure(bins.drop(columns="confidence"), ["lf-net"], COLORS, "t")
+        rater_figures.reliability_figure(bins.drop(columns="confidence"), ["lf-net"], COLORS, "t")
     with pytest.raises(ValueError, match="'bin'"):
-        plots.reliability_figure(bins.drop(columns="bin"), ["lf-net"], COLORS, "t")
+        rater_figures.reliability_figure(bins.drop(columns="bin"), ["lf-net"], COLORS, "t")
     with pytest.raises(ValueError, match="no colour for method\\(s\\) \\['lf-net'\\]"):
-        plots.reliability_figure(bins, ["lf-net"], {"mv-unet": "k"}, "t")
+        rater_figures.reliability_figure(bins, ["lf-net"], {"mv-unet": "k"}, "t")
     with pytest.raises(ValueError, match="more than one row per"):
-        plots.reliability_figure(pd.concat([bins, bins]), ["lf-net"], COLORS, "t")
+        rater_figures.reliability_figure(pd.concat([bins, bins]), ["lf-net"], COLORS, "t")
     with pytest.raises(ValueError, match="no bins for methods"):
-        plots.reliability_figure(bins, ["staple-unet"], COLORS, "t")
+        rater_figures.reliability_figure(bins, ["staple-unet"], COLORS, "t")
 
 
 def test_heatmap_saves(tmp_path):
-    fig = plots.rater_heatmap_figure(summary_rows(), ["lf-net", "mv-unet"], RATERS, "t")
+    fig = rater_figures.rater_heatmap_figure(summary_rows(), ["lf-net", "mv-unet"], RATERS, "t")
     png, pdf = plots.save(fig, tmp_path / "heatmap")
     assert imread(png).shape[1] > 100 and pdf.read_bytes().startswith(b"%PDF")

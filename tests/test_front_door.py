@@ -176,12 +176,12 @@ def test_compare_puts_two_results_folders_side_by_side_with_the_seed_aware_test(
     files.write_table(b / store.METRICS, long_table({"dsc": 0.02, "bahd": -0.3}, seed=1))
     out = run_bench("compare", str(a), str(b))
     assert out.returncode == 0, out.stderr
-    table = pd.read_csv(b / "compare-with-before" / "compare.csv").set_index(["method", "metric"])
+    table = pd.read_csv(tmp_path / "compare_before_vs_after" / "compare.csv").set_index(["method", "metric"])
     assert list(table.index) == [("mv-unet", "bahd"), ("lf-net", "bahd"), ("mv-unet", "dsc"), ("lf-net", "dsc")]
     assert table.loc[("lf-net", "dsc"), "diff"] == pytest.approx(2.0) and table.loc[("mv-unet", "bahd"), "diff"] == pytest.approx(-0.3)
     assert (table["ci_low"] < table["diff"]).all() and (table["diff"] < table["ci_high"]).all() and (table["p_holm"] < 0.05).all()
-    assert "| LF-Net | 80." in out.stdout and "| +2.00 [" in out.stdout
-    assert len(list((b / "compare-with-before").glob("diff_*.png"))) == 2
+    assert "DSC LF-Net: 80." in out.stdout and "B − A +2.00 [" in out.stdout
+    assert len(list((tmp_path / "compare_before_vs_after").glob("diff_*.png"))) == 2 and sorted(b.iterdir()) == [b / store.METRICS]
     missing = run_bench("compare", str(a), str(tmp_path / "nothing"))
     assert missing.returncode == 2 and "no results table" in missing.stderr
 
@@ -255,8 +255,8 @@ def test_the_readmes_method_example_registers_and_trains(tmp_path, monkeypatch):
     images = rng.random((8, 1, 16, 16), dtype=np.float32)
     raters = (rng.random((8, 3, 16, 16)) > 0.5).astype(np.uint8)
     valid = np.ones((8, 3), dtype=bool)
-    records = harness.fit(method, images, raters, valid, schedules=harness.fixed_schedules(method, 2, 4), seed=0, device=torch.device("cpu"),
-                          progress=False)  # fmt: skip
+    records = harness.fit(method, harness.Split(images, raters, valid), harness.fixed_schedules(method, 2, 4), harness.Runtime(0, torch.device("cpu")),
+                          out=harness.Output(progress=False)).stages  # fmt: skip
     assert list(records) == ["train"] and methods.get_entry("my-net").display == "My-Net"
     assert method.predict_proba(torch.from_numpy(images)).shape == (8, 2, 16, 16)
 

@@ -1,6 +1,7 @@
 """The import graph is one-way (docs/architecture.md#architecture): between the packages (labels under datasets and
 methods, all three under bench), between bench's wings (the ground floor under train, run, report, reproduce, perf and
-the CLI) and inside each, no module imports, even inside a function, one that imports it back or one above it."""
+the CLI), between datasets' wings (the contract under the settings, the rater simulators, the adapters and the registry)
+and inside each, no module imports, even inside a function, one that imports it back or one above it."""
 
 import ast
 import re
@@ -14,15 +15,25 @@ from conftest import REPO
 PACKAGES = ("labels", "datasets", "methods", "bench")
 # What each package may import of the others.
 BELOW = {"labels": set(), "datasets": {"labels"}, "methods": {"labels"}, "bench": {"labels", "datasets", "methods"}}
-# bench's floors, lowest first; a module may import its own floor and those below. perf times the training loop only.
-FLOORS = (
-    ("ground", ("bench.study", "bench.files", "bench.store", "bench.evaluate")),
-    ("train", ("bench.train",)),
-    ("run", ("bench.run", "bench.perf")),
-    ("report", ("bench.report",)),
-    ("reproduce", ("bench.reproduce",)),
-    ("cli", ("bench.cli", "bench.__main__")),
-)
+# The floors of bench and of datasets, lowest first; a module may import its own floor and those below. A package's own
+# name (its __init__) matches only itself. perf times the training loop only.
+FLOORS = {
+    "bench": (
+        ("ground", ("bench", "bench.study", "bench.files", "bench.identity", "bench.store", "bench.evaluate")),
+        ("train", ("bench.train",)),
+        ("run", ("bench.run", "bench.perf")),
+        ("report", ("bench.report",)),
+        ("reproduce", ("bench.reproduce",)),
+        ("cli", ("bench.cli", "bench.__main__")),
+    ),
+    "datasets": (
+        ("contract", ("datasets.contract",)),
+        ("settings", ("datasets.settings",)),
+        ("raters", ("datasets.raters",)),  # the rater simulators, their strength search and pool usability
+        ("adapters", ("datasets.adapters",)),  # one module or sub-package per dataset, with its file readers
+        ("registry", ("datasets",)),  # datasets/__init__.py: DATASETS and the checks every load goes through
+    ),
+}
 
 
 def module_name(path: Path) -> str:
@@ -47,17 +58,16 @@ def project_graph() -> dict[str, set[str]]:
 
 
 def floor(module: str) -> int:
-    """The rank of a bench module's floor (ValueError for a module on none: a new top-level module must be placed)."""
-    for rank, (_, prefixes) in enumerate(FLOORS):
-        if any(module == p or module.startswith(p + ".") for p in prefixes):
+    """The rank of a bench or datasets module's floor (ValueError for a module on none: a new top-level module must be placed)."""
+    package = module.split(".")[0]
+    for rank, (_, prefixes) in enumerate(FLOORS[package]):
+        if any(module == p or (p != package and module.startswith(p + ".")) for p in prefixes):
             return rank
-    if module == "bench":
-        return 0
     raise ValueError(f"{module} is on no floor of FLOORS")
 
 
 def upward(graph: dict[str, set[str]]) -> list[str]:
-    """The arrows that point up: to a package not below the importer's, or to a higher floor of bench."""
+    """The arrows that point up: to a package not below the importer's, or to a higher floor of bench or datasets."""
     out = []
     for me, deps in sorted(graph.items()):
         mine = me.split(".")[0]
@@ -65,7 +75,7 @@ def upward(graph: dict[str, set[str]]) -> list[str]:
             theirs = dep.split(".")[0]
             if theirs != mine and theirs not in BELOW[mine]:
                 out.append(f"{me} -> {dep}")
-            elif mine == theirs == "bench" and floor(dep) > floor(me):
+            elif mine == theirs and mine in FLOORS and floor(dep) > floor(me):
                 out.append(f"{me} -> {dep}")
     return out
 
@@ -100,7 +110,9 @@ def test_no_import_circle_in_any_package():
         "bench.run.sweep",
         "bench.store",
         "labels.overlap",
-        "datasets.noise",
+        "datasets.settings",
+        "datasets.raters.fsl",
+        "datasets.adapters.riga.masks",
         "methods.registry",
     } <= set(graph)
     assert find_cycle(graph) == [], " -> ".join(find_cycle(graph))
@@ -109,18 +121,34 @@ def test_no_import_circle_in_any_package():
 def test_no_arrow_points_up_between_packages_or_floors():
     graph = project_graph()
     assert upward(graph) == []
-    for module in graph:  # every bench module is on a floor (ValueError otherwise)
-        if module.startswith("bench"):
+    for module in graph:  # every bench and datasets module is on a floor (ValueError otherwise)
+        if module.split(".")[0] in FLOORS:
             floor(module)
+
+
+def test_each_adapter_stands_alone():
+    """An adapter (with its file readers) imports no other dataset's adapter: what two share is in the contract or the
+    rater simulators, below both."""
+    graph = project_graph()
+    wing = "datasets.adapters."
+    adapters = {m.split(".")[2] for m in graph if m.startswith(wing)}
+    assert {"mnist", "riga", "ms_lesion", "choledoch", "lidc", "cm_folder"} <= adapters
+    crossing = [f"{me} -> {dep}" for me, deps in sorted(graph.items()) if me.startswith(wing)
+                for dep in sorted(deps) if dep.startswith(wing) and dep.split(".")[2] != me.split(".")[2]]  # fmt: skip
+    assert crossing == []
 
 
 def test_the_rules_catch_a_cycle_and_an_upward_arrow():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) == []
-    assert upward({"labels.overlap": {"datasets.noise"}, "bench.train.harness": {"bench.run.cell"}, "bench.run.cell": {"bench.train.harness"},
-                   "methods.base": {"labels.fusion"}}) == ["bench.train.harness -> bench.run.cell", "labels.overlap -> datasets.noise"]  # fmt: skip
+    assert upward({"labels.overlap": {"datasets.settings"}, "bench.train.harness": {"bench.run.cell"}, "bench.run.cell": {"bench.train.harness"},
+                   "methods.base": {"labels.fusion"}}) == ["bench.train.harness -> bench.run.cell", "labels.overlap -> datasets.settings"]  # fmt: skip
+    assert upward({"datasets.raters.cm": {"datasets.adapters.mnist"}, "datasets.adapters.mnist": {"datasets.raters.cm", "datasets.settings"},
+                   "datasets.contract": {"datasets"}}) == ["datasets.contract -> datasets", "datasets.raters.cm -> datasets.adapters.mnist"]  # fmt: skip
     with pytest.raises(ValueError, match="bench.extra is on no floor"):
         floor("bench.extra")
+    with pytest.raises(ValueError, match="datasets.extra is on no floor"):
+        floor("datasets.extra")
 
 
 def test_bench_is_a_few_floors_of_small_modules():
@@ -154,3 +182,29 @@ def test_the_cli_budget_names_and_samples_are_the_run_sides():
 
     assert tuple(BUDGETS) == BUDGET_NAMES
     assert DEFAULT_SAMPLES == scoring.DEFAULT_SAMPLES == RunOptions(Path("r"), Path("d"), BUDGETS["quick"]).samples
+
+
+# What a method module may import of methods/: the shared pieces, and its own companion modules (`lf_net_*` of lf_net).
+METHOD_SHARED = {"methods", "methods.kit", "methods.base", "methods.unet", "methods.latent", "methods.registry"}
+
+
+def borrowed(graph: dict[str, set[str]]) -> list[str]:
+    """The arrows from one method module to another's: a method takes shared pieces from the kit, never from a sibling,
+    and the shared modules take nothing from a method (only the package's __init__ lists them all)."""
+    out = []
+    for me, deps in sorted(graph.items()):
+        if not me.startswith("methods."):
+            continue
+        for dep in sorted(deps):
+            if dep.startswith("methods.") and dep not in METHOD_SHARED and not dep.startswith(me + "_"):
+                out.append(f"{me} -> {dep}")
+    return out
+
+
+def test_a_method_borrows_nothing_from_another_method():
+    graph = project_graph()
+    assert {"methods.kit", "methods.lf_net", "methods.cm_unet", "methods.d_persona"} <= set(graph)
+    assert borrowed(graph) == []
+    assert borrowed({"methods.pionono": {"methods.ls_unet", "methods.kit"}, "methods.mr_net": {"methods.mr_net_blocks"},
+                     "methods.kit": {"methods.latent", "methods.prob_unet"}, "methods": {"methods.lf_net"}}
+                    ) == ["methods.kit -> methods.prob_unet", "methods.pionono -> methods.ls_unet"]  # fmt: skip

@@ -15,7 +15,7 @@ from bench.report import rows
 from bench.train import harness
 from labels.fusion import majority_vote, threshold_vote_mask
 from methods.base import DataSpec, StepContext
-from methods.fusion_unets import masked_cross_entropy
+from methods.kit import masked_cross_entropy
 from methods.registry import build_method, get_entry, method_names
 
 CPU = torch.device("cpu")
@@ -192,16 +192,16 @@ def test_rcl_epochs_switches_the_rater_term_off():
 def test_confusion_heads_are_column_stochastic_and_identity_gives_cross_entropy():
     heads = lf.ConfusionMatrixHeads(32, 3, 2)
     cms = heads(torch.randn(1, 32, 2, 2))
-    assert cms.shape == (1, 2, 3, 3, 2, 2)
-    assert torch.allclose(cms.sum(2), torch.ones(1, 2, 3, 2, 2))
+    assert cms.shape == (1, 2, 2, 2, 3, 3)  # (B, R, H, W, L, L), the layout of methods.kit.confusion_nll
+    assert torch.allclose(cms.sum(-2), torch.ones(1, 2, 2, 2, 3))
     probs = torch.softmax(torch.randn(1, 3, 2, 2), 1)
     raters = torch.randint(0, 3, (1, 2, 2, 2))
-    eye = torch.eye(3)[None, None, :, :, None, None].expand(1, 2, 3, 3, 2, 2)
+    eye = torch.eye(3).expand(1, 2, 2, 2, 3, 3)
     valid = torch.ones(1, 2, dtype=torch.bool)
     expected = sum(F.nll_loss(probs.log(), raters[:, r]).item() for r in range(2))
-    assert lf.confusion_nll(eye, probs, raters, valid, 0.0).item() == pytest.approx(expected, rel=1e-4)
+    assert lf.confusion_rater_term(eye, probs, raters, valid, 0.0).item() == pytest.approx(expected, rel=1e-4)
     # trace term: identity has trace L = 3 per rater
-    assert lf.confusion_nll(eye, probs, raters, valid, 0.5).item() == pytest.approx(expected + 0.5 * 2 * 3, rel=1e-4)
+    assert lf.confusion_rater_term(eye, probs, raters, valid, 0.5).item() == pytest.approx(expected + 0.5 * 2 * 3, rel=1e-4)
 
 
 # --- variants: which terms each loss has -------------------------------------------------------
@@ -307,7 +307,7 @@ def test_variant_loss_has_exactly_the_expected_terms(name):
             elif exp["rcl"] == "shared":
                 expected = lf.rater_cross_entropy(m.rcn(m.seg.features(batch["images"])), r_t, v_t).item()
             else:
-                expected = lf.confusion_nll(m.cm(m.seg.features(batch["images"])), probs, r_t, v_t, 0.0).item()
+                expected = lf.confusion_rater_term(m.cm(m.seg.features(batch["images"])), probs, r_t, v_t, 0.0).item()
         assert parts["rcl"].item() == pytest.approx(expected, rel=1e-5)
         total += 0.05 * expected
     assert parts["loss"].item() == pytest.approx(total, rel=1e-5)
@@ -378,10 +378,8 @@ def test_fit_and_predict_smoke(name):
     valid[2, 4] = False
     torch.manual_seed(0)
     m = build_method(name, DataSpec(1, 2, 5))
-    records = harness.fit(
-        m, images, raters, valid, schedules=harness.fixed_schedules(m, 2, 4), val=(images, raters, valid), seed=0, device=CPU,
-        progress=False,
-    )  # fmt: skip
+    split = harness.Split(images, raters, valid)
+    records = harness.fit(m, split, harness.fixed_schedules(m, 2, 4), harness.Runtime(0, CPU), val=split, out=harness.Output(progress=False)).stages
     assert list(records) == [s.name for s in m.stages]
     assert all(np.isfinite(r["best_val_loss"]) for r in records.values())
     probs = harness.predict_proba(m, images, device=CPU)

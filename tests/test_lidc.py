@@ -7,11 +7,13 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from datasets import DATASETS
+from datasets.adapters.lidc import RATER_NAMES, read_pickle, split_patients
 from datasets.contract import DataError, centre_fit
-from datasets.lidc import RATER_NAMES, load_lidc, read_pickle, split_patients
 from tests.fixtures.make_lidc import EMPTY_TWO, ONE_BASED, make_lidc_crops, make_lidc_pickle
 
 # The fixtures are far smaller than the releases; that warning is tested once, below.
+load_lidc = DATASETS["lidc"].load  # the adapter behind the registry's checks
 pytestmark = pytest.mark.filterwarnings("ignore:lidc. found:UserWarning")
 
 

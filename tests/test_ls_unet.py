@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 
 from methods.base import DataSpec, StepContext
-from methods.ls_unet import LabelSamplingUNet, sample_valid_raters
+from methods.kit import sample_valid_raters
+from methods.ls_unet import LabelSamplingUNet
 from methods.registry import get_entry
 
 # 4 images × 4 raters; image 1 has only rater 2, image 3 has none.

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
+from conftest import REPO
 from scipy import ndimage
 from scipy.spatial.distance import cdist
 
@@ -302,6 +304,28 @@ def test_float_masks_rejected_and_01_ints_accepted():
         dice(probs, probs > 0.5)
     ints = _batch(_square(2, 2)).astype(np.uint8)
     np.testing.assert_allclose(dice(ints, ints), [1.0])
+
+
+def test_one_strict_dice_and_one_input_check_module():
+    """`dice` is defined once (labels/overlap.py, listed in bench.evaluate.pixel) and is strict: a class map is not a
+    mask. Every input check of labels/ and bench/evaluate/ lives in labels/checks.py."""
+    import ast
+
+    from bench.evaluate import pixel
+    from labels import overlap
+
+    assert pixel.dice is overlap.dice
+    with pytest.raises(TypeError, match="bool mask"):
+        overlap.dice(np.full((1, 2, 2), 2), np.ones((1, 2, 2), bool))  # classes 0..2: binarise where it is meant
+    np.testing.assert_array_equal(overlap.dice(np.full((1, 2, 2), 2) > 0, np.ones((1, 2, 2), bool)), [1.0])
+    checks = {
+        f"{p.relative_to(REPO)}::{node.name}"
+        for folder in ("labels", "bench/evaluate", "methods")
+        for p in (REPO / folder).rglob("*.py")
+        for node in ast.walk(ast.parse(p.read_text()))
+        if isinstance(node, ast.FunctionDef) and re.match(r"_?(check|as_bool|as_unit)", node.name)
+    }
+    assert checks and {c.split("::")[0] for c in checks} == {"labels/checks.py"}, checks
 
 
 def test_bad_spacing_raises():

@@ -98,16 +98,8 @@ def test_smoke_fit_and_predict_dn_and_wdn():
     valid[0, 1] = False
     for overrides in ({}, {"learned_weights": True}):
         m = build_method("mh-unet", SPEC, overrides)
-        harness.fit(
-            m,
-            images,
-            raters,
-            valid,
-            schedules=harness.fixed_schedules(m, 2, 4),
-            seed=0,
-            device=torch.device("cpu"),
-            progress=False,
-        )
+        split, run = harness.Split(images, raters, valid), harness.Runtime(0, torch.device("cpu"))
+        harness.fit(m, split, harness.fixed_schedules(m, 2, 4), run, out=harness.Output(progress=False))
         probs = harness.predict_proba(m, images, device=torch.device("cpu"))
         assert probs.shape == (8, 2, 16, 16) and np.isfinite(probs).all()
         assert np.allclose(probs.sum(1), 1, atol=1e-5)

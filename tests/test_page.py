@@ -1,5 +1,8 @@
-"""The reproduction page (bench/reproduce/page.py): banner, headline counts, contents, rules, colours, captions, rank plots,
-the pipeline-check line on the box plots, Δ and flags, on results folders the test writes (tests/test_reproduction.py's cells)."""
+"""The reproduction page (bench/reproduce/page.py): the pipeline-check banner, the headline's numbers, the run table,
+contents, rules, colours, captions, rank plots and significance maps, the pipeline-check line on the box plots, Δ and flags,
+the not-run rows folded and each dataset's instructions once, on results folders the test writes (tests/test_reproduction.py's
+cells). The order a reader meets them in is checked on the HTML, without a browser (tools/screenshot_page.py takes the
+screenshots)."""
 
 from __future__ import annotations
 
@@ -24,7 +27,7 @@ MACHINE = {"device": "cpu", "precision": "torch.bfloat16", "engine": "eager", "t
 def record_run(results: Path, flags: dict[str, str] | None = None, max_steps: int | None = None) -> None:
     """Add to every cell what bench/run/cell.py records beside its result: machine and versions in manifest.json, options
     and split sizes in config.json; `flags` sets a method's degenerate-prediction flag in every seed."""
-    for folder, info in store.manifests(results):
+    for folder, info in ((r.folder, r.manifest) for r in store.records(results)):
         method = info["cell"]["method"]
         files.write_json(folder / "manifest.json", {**info, **MACHINE, "degenerate": {"flag": (flags or {}).get(method, "")}})
         config = files.read_json(folder / "config.json")
@@ -48,42 +51,77 @@ def plateau(tmp_path_factory):
     return write_page(results, results.parent / "paper")
 
 
-def test_the_page_opens_with_the_run_then_the_headline_contents_and_rules(plateau):
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    """mnist-5k under lfnet at the quick budget with a step cap, one seed per method, rendered: a pipeline check."""
+    results = tmp_path_factory.mktemp("smoke") / "results"
+    make_results(results, {"mv-unet": 0.5762, "lf-net": 0.99}, budget="quick", seeds=1)
+    record_run(results, max_steps=20)
+    return write_page(results, results.parent / "paper")
+
+
+def test_the_page_opens_with_the_headline_numbers_then_the_run_contents_and_rules(plateau):
     md, _, _ = plateau
-    banner = md[: md.index("## Headline")]
+    headline = md[md.index("## Headline") : md.index("## Contents")]
     for line in ("| budget | `plateau`: under this benchmark's plateau protocol (the stopping rule on the raters' validation loss); the paper's recipe (`--budget paper`) not run |", "| seeds | 0, 1, 2 (3 per method) |", "| images (train / val / test) | mnist-5k 4000 / 1000 / 20 |",
                  "| run options | --max-steps none, --train-size none, --test-size none |",
                  "| rater settings | mnist-5k `lfnet` (style lfnet, input clean) |",
                  "| machine | cpu, torch.bfloat16, eager engine, CPU x86_64 avx512_bf16 avx2, 2 threads |",
-                 "| software | python 3.11.7, torch 2.5.1, numpy 2.1.0, commit 0123456789 |"):  # fmt: skip
-        assert line in banner, line
-    assert md.index("## Headline") < md.index("## Contents") < md.index("## How verdicts are given") < md.index("## Table I")
-    assert (
-        "| paper values | reproduced | not reproduced | inconclusive | unattainable with the paper's stated precision | pipeline check "
-        "| not comparable | not run |"
-    ) in md
-    table1 = re.search(r"\| Table I \(line \d+\) \|" + r" (\d+) \|" * 7, md)
-    assert table1 and [int(n) for n in table1.groups()[:2]] == [3, 5]  # as the headline sentence counts them
-    assert "| holds | 2 | `mv-label-under-segments`, `staple-label-beats-averaging` |" in md
-    assert "## Run configuration and environment" in md and "none: verdict grade" in md
+                 "| software | python 3.11.7, torch 2.5.1, numpy 2.1.0, commit 0123456789 |",
+                 "| verdict grade? | yes, every rater setting |", "| cells | 12 finished: 4 methods, 1 rater setting |"):  # fmt: skip
+        assert line in headline, line
+    assert "> **Pipeline check" not in md  # verdict grade: no banner
+    first = next(line for line in headline.splitlines() if line.startswith("- **Table I**"))
+    assert first.startswith("- **Table I** (mnist dsc, on mnist-5k `lfnet`): LF-Net 99.00 [98.75, 99.25] (n 3, df 2) vs paper 99.25 ± 0.17: "
+                            "**reproduced**; the best measured here. Values: 3 reproduced, 5 not reproduced, 46 not run."), first  # fmt: skip
+    assert "(a stand-in: no comparison)" in next(line for line in headline.splitlines() if line.startswith("- **Table IV**"))
+    assert "- Not run: Table II (DSC (%) and bAHD on LIDC-IDRI), Table III (" in headline
+    assert "- Claims of the text: holds 2 (`mv-label-under-segments`, `staple-label-beats-averaging`)" in headline
+    assert md.index("## Contents") < md.index("**How verdicts are given**") < md.index("## Table I") < md.index("## Datasets")
+    assert "## Table II" not in md and "## Run configuration and environment" not in md  # no cells; one setting: the run table
+
+
+def test_a_pipeline_check_opens_with_the_banner_then_the_headline_numbers_then_the_contents(smoke):
+    """The order a reader meets in the HTML, as the screenshots show it: the red banner, the headline with its measured
+    values, the run table, the contents."""
+    _, page, _ = smoke
+    banner = page.index('<div class="banner">')
+    numbers = re.search(r"LF-Net \d+\.\d\d \(no interval with 1 seed\) vs paper 99\.25 ± 0\.17", page)
+    assert numbers and banner < page.index('<h2 id="headline">') < numbers.start() < page.index("<table>") < page.index('<p class="toc">')
+    assert "Pipeline check, not a verdict: mnist-5k <code>lfnet</code>: budget quick, step cap 20 (--max-steps), fewer than 3 seeds" in page
+    assert page[:banner].count("<p>") == 1  # only the paper's title and line above it
+    assert '<b class="v-check">pipeline check</b>' in page  # in the headline, as red as the banner, not pale grey
+    assert "no, a pipeline check: mnist-5k <code>lfnet</code>: budget quick" in page
+
+
+def test_not_run_rows_are_folded_and_each_datasets_instructions_appear_once(plateau):
+    md, page, _ = plateau
+    table1 = md[md.index("## Table I") : md.index("## Table IV")]
+    assert "**46 values not run**: QMV-UNet, Mean-UNet, LS-UNet, MH-UNet, Oracle not trained here; no cells of ms-lesion, choledoch (see [Datasets](#datasets))." in table1  # fmt: skip
+    assert not [line for line in md.splitlines() if line.startswith("|") and "| not run |" in line]
+    for dataset in ("ms-lesion", "choledoch", "lidc", "riga"):
+        assert md.count(f"{dataset} not found under") == 1 and page.count(f"{dataset} not found under") == 1, dataset
+    assert "- **riga** (needed by Table III, Table IV): riga not found under" in md
+    assert '<a href="#datasets">Datasets</a>' in page
 
 
 def test_the_contents_link_to_every_section_in_both_writers(plateau):
     md, page, _ = plateau
-    toc = md[md.index("## Contents") : md.index("## How verdicts are given")]
+    toc = md[md.index("## Contents") : md.index("**How verdicts are given**")]
     links = re.findall(r"\]\(#([^)]+)\)", toc)
-    assert "how-verdicts-are-given" in links and "claims-of-the-text" in links and len(links) == len(set(links))
+    assert "datasets" in links and "claims-of-the-text" in links and len(links) == len(set(links))
     ids = set(re.findall(r'<h\d id="([^"]+)"', page))
-    hrefs = re.findall(r'<a href="#([^"]+)"', page)
-    assert hrefs == links and set(hrefs) <= ids  # every HTML link lands on a heading
+    html_toc = page[page.index('<p class="toc">') :]
+    hrefs = re.findall(r'<a href="#([^"]+)"', html_toc[: html_toc.index("</p>")])
+    assert hrefs == links and set(re.findall(r'<a href="#([^"]+)"', page)) <= ids  # every HTML link lands on a heading
     assert "mnist-5k-raters-lfnet-verdict" in ids and "mnist-5k-raters-lfnet-pipeline-check" in ids
 
 
 def test_verdicts_are_coloured_in_the_html(plateau):
     _, page, _ = plateau
     assert '<td class="v-good">reproduced</td>' in page and '<td class="v-bad">not reproduced</td>' in page
-    assert '<td class="v-none">not run</td>' in page and '<td class="v-none">pipeline check</td>' in page
-    assert '<b class="v-good">holds</b>' in page  # a claim's verdict in its paragraph
+    assert '<td class="v-check">pipeline check</td>' in page  # the stand-in's value
+    assert '<summary><b class="v-good">holds</b>' in page  # a claim's verdict, its evidence folded under it
     assert '<td class="v-good">MV-UNet' not in page  # a method's name is not a verdict
 
 
@@ -106,7 +144,22 @@ def test_each_column_has_its_rank_plot_and_tau_with_an_interval(plateau):
     captions = [line for line in md.splitlines() if line.startswith("Figure: ")]
     assert any("two-level bootstrap" in c and "Circle area" in c for c in captions)
     assert any("each of the 20 test cases against gt" in c and "seed-aware test" in c for c in captions)  # the box plot
-    assert page.count("<figure>") == md.count("![") and "data:image/png;base64," in page
+    assert page.count("<figure") == md.count("![") and "data:image/png;base64," in page
+
+
+def test_each_column_compares_every_pair_and_ranks_under_three_schemes(plateau, smoke):
+    md, _, written = plateau
+    names = {p.name for p in written}
+    assert {"significance_mnist-5k_lfnet_table1_dsc_foreground.png", "significance_mnist-5k_lfnet_table1_bahd_foreground.png"} <= names
+    line = next(line for line in md.splitlines() if "figures/significance_mnist-5k_lfnet_table1_dsc_foreground.png" in line)
+    assert line.startswith("![significance_")
+    pairs = next(line for line in md.splitlines() if line.startswith("Kendall τ") and "Every pair" in line)
+    assert "Every pair (6 pairs, seed-aware test, Holm over the 6 pairs): resolved LF-Net > CM-UNet, " in pairs, pairs
+    assert pairs.endswith("Ranks agree under the three schemes (mean-then-rank, rank-then-mean, test-then-rank): 1 LF-Net, 2 CM-UNet, "
+                          "3 STAPLE-UNet, 4 MV-UNet."), pairs  # fmt: skip
+    smoke_md, _, smoke_written = smoke
+    assert "Every pair: no significance map, it needs two methods with 2 or more seeds each (seeds here: MV-UNet 1, LF-Net 1)." in smoke_md
+    assert not any(p.name.startswith("significance_") for p in smoke_written)
 
 
 def test_the_best_method_against_the_reference_names_the_seed_aware_test(tmp_path):
@@ -124,9 +177,9 @@ def test_a_pipeline_check_says_so_on_its_box_plot(tmp_path, monkeypatch):
     drawn = {}
     original = render.boxplot_figure
 
-    def spy(cases, tests, methods, all_methods, title, warning=""):
+    def spy(cases, tests, methods, all_methods, title, warning="", *rest):
         drawn[title] = warning
-        return original(cases, tests, methods, all_methods, title, warning)
+        return original(cases, tests, methods, all_methods, title, warning, *rest)
 
     monkeypatch.setattr(render, "boxplot_figure", spy)
     make_results(tmp_path, MEANS, budget="quick")
@@ -203,9 +256,9 @@ def test_no_printed_interval_leaves_the_metrics_range_or_has_zero_width(tmp_path
     row = next(line for line in md.splitlines() if line.startswith("| MV-UNet | 57.62 ± 0.44 | 48.50 ± 40.31 (2) |"))
     assert row.split(" | ")[3] == "not estimable with 2 seeds (df 1)" and row.split(" | ")[4].startswith("-9.12 not estimable"), row
     claims = md[md.index("## Claims of the text") : md.index("## Numbers of the text")]  # its evidence is bench/reproduce/claims.py's
-    shown = md.replace(claims, "")
-    found = INTERVAL.findall(shown)
-    assert found and "nan" not in shown.lower()
+    assert "not estimable with 2/2 seeds" in claims and INTERVAL.search(claims)
+    found = INTERVAL.findall(md)
+    assert found and "nan" not in md.lower()
     for low, high in found:
         assert -100 <= float(low) < float(high) <= 100, (low, high)  # DSC points (values and differences) or bAHD
     lf = next(line for line in md.splitlines() if line.startswith("| LF-Net |") and "(2) |" in line)
@@ -224,3 +277,24 @@ def test_the_selection_table_prints_no_nan_interval():
     assert header[6] == "gain [95 % CI] (n seeds, df)" and rows[0][6] == "+0.00 no interval with 1 seed"
     two = selection.assign(seeds=2, gain=3.0, gain_low=-250.0, gain_high=256.0)
     assert page.selection_blocks(SimpleNamespace(selection=two))[-1][2][0][6] == "+3.00 not estimable with 2 seeds (df 1)"
+
+
+def test_a_field_run_gets_the_set_metrics_section_and_a_run_without_samples_none():
+    """A method that drew samples (Prob. U-Net, M = 16) beside one with one prediction: the page shows the report's
+    set-metrics table (bench/report/tables.py), each header with its M, under its own heading; without samples, nothing."""
+    rows = []
+    for method, m, shift in (("prob-unet", 16, 0.0), ("mv-unet", 1, -0.2)):
+        for seed in range(2):
+            for case in range(6):
+                for metric in tables.SET_TABLE:
+                    value = (0.5 - shift if metric.startswith("ged") else 0.7 + shift) + 0.01 * seed + 0.001 * case
+                    rows.append(("lidc", "real", "protocol", method, seed, "raters", f"c{case}", "foreground", metric, value,
+                                 0, 0, 0, 0, 0, np.nan, np.nan, m if metric != "dice_personal" else 1))  # fmt: skip
+    table = pd.DataFrame(rows, columns=store.COLUMNS)
+    cells = pd.DataFrame(columns=[*store.KEYS, "budget", "flag", *tables.OPTIONS])
+    blocks = page.set_metrics_blocks(SimpleNamespace(table=table), cells)
+    assert blocks[0] == ("h", 2, "Set metrics against the rater set") and ("h", 3, "lidc, raters `real`") in blocks
+    (_, header, body), *_ = [b for b in blocks if b[0] == "table"]
+    assert header[1] == "GED ↓ (M = 16)" and [r[0] for r in body] == ["MV-UNet", "Prob. U-Net"]
+    one = table.assign(n_samples=1)
+    assert page.set_metrics_blocks(SimpleNamespace(table=one), cells) == []

@@ -12,7 +12,7 @@ from bench import cli, store
 from bench.cli.paper import recipe_cells
 from bench.reproduce import recipes
 from datasets import DATASETS
-from datasets.noise import parse_level
+from datasets.settings import parse_level
 
 TINY_RECIPES = {
     "table_main": ("table", "boxplot"), "table_ablation": ("table",), "noise": ("noise",), "beta": ("param",),
@@ -56,7 +56,7 @@ def test_every_shipped_recipe_parses_and_plans_known_cells(budget):
         assert {c.seed for c in cells} <= set(setting.seeds), recipe.name
         assert {c.noise for c in cells} <= {parse_level(n) for n in setting.noise_levels}, recipe.name  # canonical labels
         label = setting.raters if setting.input is None else f"{setting.raters}+{setting.input}"
-        assert {c.raters for c in cells} <= {DATASETS[setting.dataset].setting(label).label}, recipe.name
+        assert {c.raters.label for c in cells} <= {DATASETS[setting.dataset].setting(label).label}, recipe.name
         assert all(c.dataset == setting.dataset for c in cells), recipe.name
         if budget == "quick" and recipe.quick is not None:
             assert recipe.quick.stand_in, f"{recipe.name}: a quick stand-in must say what it stands in for"

@@ -21,6 +21,7 @@ from datasets.contract import RaterData
 from methods.base import DataSpec, Method, Stage, StepContext
 
 CPU = torch.device("cpu")
+RUN, QUIET = harness.Runtime(0, CPU), harness.Output(progress=False)
 
 
 class Scripted(Method):
@@ -72,39 +73,41 @@ def test_stops_after_patience_evaluations_and_restores_the_best_weights(tmp_path
     m = Scripted(curve)
     data = tiny()
     log = tmp_path / "train_log.csv"
-    record = harness.fit(m, *data, schedules=rule(), val=data, seed=0, device=CPU, progress=False, log_path=log)["train"]
-    assert record["step"] == 12 and record["reason"].startswith("plateau")  # 6 evaluations × 2 steps; never sees the 1.0
+    fitted = harness.fit(m, harness.Split(*data), rule(), RUN, val=harness.Split(*data), out=harness.Output(log_path=log, progress=False))
+    record = fitted.stages["train"]
+    assert record["step"] == 12 and record["stop"] == "plateau"  # 6 evaluations × 2 steps; never sees the 1.0
     assert record["best_step"] == 10 and record["restored_step"] == 10 and record["best_val_loss"] == pytest.approx(2.995)
     assert torch.equal(m.net.weight, m.seen[4]) and not torch.equal(m.net.weight, m.seen[5])
     rows = pd.read_csv(log)
     assert list(rows["event"]) == ["eval"] * 6 + ["stop"]
     assert list(rows["step"][:6]) == [2, 4, 6, 8, 10, 12] and list(rows["best"][:6]) == [1, 1, 1, 0, 1, 0]
-    assert rows["reason"].iloc[-1].startswith("plateau")
+    assert rows["stop"].iloc[-1] == "plateau"
 
 
 def test_a_loss_that_keeps_improving_stops_at_the_cap_and_fixed_schedules_keep_the_last_weights():
     data = tiny()
     m = Scripted([0.9**k for k in range(50)])
-    record = harness.fit(m, *data, schedules=rule(max_steps=9), val=data, seed=0, device=CPU, progress=False)["train"]
-    assert record["step"] == 9 and record["reason"].startswith("cap") and record["best_step"] == 9  # evaluated at the cap too
+    record = harness.fit(m, harness.Split(*data), rule(max_steps=9), RUN, val=harness.Split(*data), out=QUIET).stages["train"]
+    assert record["step"] == 9 and record["stop"] == "cap" and record["best_step"] == 9  # evaluated at the cap too
     m = Scripted([1.0, 0.5, 2.0, 3.0, 4.0])
-    record = harness.fit(m, *data, schedules=rule(max_steps=10, early=False), val=data, seed=0, device=CPU, progress=False)["train"]
-    assert record["reason"].startswith("fixed") and record["best_step"] == 4 and record["restored_step"] == 10
+    record = harness.fit(m, harness.Split(*data), rule(max_steps=10, early=False), RUN, val=harness.Split(*data), out=QUIET).stages["train"]
+    assert record["stop"] == "fixed" and record["best_step"] == 4 and record["restored_step"] == 10
     assert torch.equal(m.net.weight, m.seen[-1])
 
 
 def test_early_stopping_without_a_validation_split_is_refused():
     data = tiny()
     with pytest.raises(ValueError, match="validation split"):
-        harness.fit(Scripted([1.0]), *data, schedules=rule(), seed=0, device=CPU, progress=False)
+        harness.fit(Scripted([1.0]), harness.Split(*data), rule(), RUN, out=QUIET)
 
 
-def train_mv(data, val, val_gt, patience=2, **kwargs):
+def train_mv(data, val, val_gt, patience=2, **out) -> tuple[methods.Method, harness.Fitted]:
     torch.manual_seed(0)
     m = methods.build_method("mv-unet", DataSpec(1, 2, 3))
     sched = {"train": Schedule("adam", 1e-3, 4, 16, True, eval_every=2, patience=patience, min_delta=0.01)}
-    records = harness.fit(m, *data, schedules=sched, val=val, val_gt=val_gt, seed=1, device=CPU, progress=False, **kwargs)
-    return m, records
+    fitted = harness.fit(m, harness.Split(*data), sched, harness.Runtime(1, CPU), val=harness.Split(*val, gt=val_gt),
+                         out=harness.Output(progress=False, **out))  # fmt: skip
+    return m, fitted
 
 
 def test_ground_truth_never_steers_selection(tmp_path):
@@ -112,7 +115,7 @@ def test_ground_truth_never_steers_selection(tmp_path):
     gt = np.zeros_like(val[1][:, 0])
     noise = (np.random.default_rng(5).random(gt.shape) > 0.5).astype(np.uint8)
     (a, ra), (b, rb) = (train_mv(data, val, g, log_path=tmp_path / f"{i}.csv") for i, g in enumerate((gt, noise)))
-    assert [{**r, "seconds": 0} for r in ra.values()] == [{**r, "seconds": 0} for r in rb.values()]  # same stop, same best step
+    assert [{**r, "seconds": 0} for r in ra.stages.values()] == [{**r, "seconds": 0} for r in rb.stages.values()]  # fmt: skip
     for key, value in a.state_dict().items():
         assert torch.equal(value, b.state_dict()[key]), key
     logs = [pd.read_csv(tmp_path / f"{i}.csv") for i in range(2)]
@@ -128,7 +131,7 @@ class Killed(Exception):
 def test_a_killed_stage_resumes_with_the_same_stopping_state(tmp_path, monkeypatch):
     data, val = tiny(16, seed=0), tiny(8, seed=1)
     straight, records = train_mv(data, val, None, patience=100, log_path=tmp_path / "straight.csv")
-    assert records["train"]["step"] > 8  # the kill below lands mid-stage
+    assert records.stages["train"]["step"] > 8  # the kill below lands mid-stage
     folder, log = tmp_path / "ckpt", tmp_path / "resumed.csv"
     real_loss = methods.get_entry("mv-unet").cls.loss
 
@@ -143,7 +146,7 @@ def test_a_killed_stage_resumes_with_the_same_stopping_state(tmp_path, monkeypat
     assert (folder / "stage-0-train.partial.pt").is_file()
     monkeypatch.setattr(methods.get_entry("mv-unet").cls, "loss", real_loss)
     resumed, again = train_mv(data, val, None, patience=100, log_path=log, checkpoint_dir=folder, checkpoint_seconds=0)
-    assert {k: v for k, v in again["train"].items() if k != "seconds"} == {k: v for k, v in records["train"].items() if k != "seconds"}
+    assert {**again.stages["train"], "seconds": 0} == {**records.stages["train"], "seconds": 0}
     for key, value in straight.state_dict().items():
         assert torch.equal(value, resumed.state_dict()[key]), key
     got, want = (pd.read_csv(p).drop(columns="seconds") for p in (log, tmp_path / "straight.csv"))
@@ -157,8 +160,9 @@ def test_a_finished_cell_resumed_reports_every_stage_as_logged(tmp_path):
     for _ in range(2):  # the second run finds both stages finished and trains nothing
         torch.manual_seed(0)
         m = methods.build_method("lf-net", DataSpec(1, 2, 3))
-        records.append(harness.fit(m, images, raters, valid, schedules=harness.fixed_schedules(m, 2, 4), val=(images, raters, valid),
-                                   seed=0, device=CPU, progress=False, checkpoint_dir=tmp_path / "ckpt", log_path=logs))  # fmt: skip
+        split = harness.Split(images, raters, valid)
+        records.append(harness.fit(m, split, harness.fixed_schedules(m, 2, 4), RUN, val=split,
+                                   out=harness.Output(tmp_path / "ckpt", log_path=logs, progress=False)).stages)  # fmt: skip
     assert list(records[1]) == ["soft_label", "segmentation"]
     for stage, record in records[0].items():
         assert records[1][stage] == pytest.approx(record), stage
@@ -263,7 +267,7 @@ def test_a_cell_records_its_threads_isa_stops_and_flag(tmp_path):
     assert cli.main([*args, "--results", str(results)]) == 0
     folder = next(results.glob("runs/**/mv-unet/seed-0"))
     manifest, config = files.read_json(folder / "manifest.json"), files.read_json(folder / "config.json")
-    assert manifest["threads"] == 1 and manifest["cpu"] and manifest["stages"]["train"]["reason"].startswith("cap")
+    assert manifest["threads"] == 1 and manifest["cpu"] and manifest["stages"]["train"]["stop"] == "cap"
     assert set(manifest["degenerate"]) == {"empty_share", "full_share", "majority_empty_share", "flag"}
     assert config["budget"]["name"] == "quick" and config["schedules"]["train"]["max_steps"] == 3 and config["threads"] == 1
     log = pd.read_csv(folder / "train_log.csv")
@@ -282,15 +286,15 @@ def test_the_gt_best_weights_are_kept_for_the_selection_reading_and_never_restor
     data, val = tiny(16, seed=0), tiny(8, seed=1)
     gt = (np.random.default_rng(5).random(val[1][:, 0].shape) > 0.5).astype(np.uint8)
     plain, records = train_mv(data, val, gt, patience=100, log_path=tmp_path / "plain.csv")
-    selected: dict = {}
-    kept, again = train_mv(data, val, gt, patience=100, log_path=tmp_path / "kept.csv", selected=selected)
+    kept, again = train_mv(data, val, gt, patience=100, log_path=tmp_path / "kept.csv")
+    selected = {"gt_best": again.gt_best}
     for key, value in plain.state_dict().items():  # keeping them changes nothing the rule does
         assert torch.equal(value, kept.state_dict()[key]), key
     log = pd.read_csv(tmp_path / "kept.csv")
     evals = log[log["event"] == "eval"]
     best = evals.loc[evals["diagnostic_gt_dsc"].idxmax()]
     assert selected["gt_best"]["step"] == best["step"] and selected["gt_best"]["dsc"] == best["diagnostic_gt_dsc"]
-    assert [{**r, "seconds": 0} for r in again.values()] == [{**r, "seconds": 0} for r in records.values()]  # no trace of GT
+    assert [{**r, "seconds": 0} for r in again.stages.values()] == [{**r, "seconds": 0} for r in records.stages.values()]  # no trace of GT
     kept.load_state_dict(selected["gt_best"]["state"])
     images = torch.as_tensor(val[0])
     dsc = harness.diagnostic_dsc(kept, images, gt, CPU, harness.autocast_dtype(CPU, "auto"))  # as fit evaluated it

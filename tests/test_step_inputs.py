@@ -36,8 +36,8 @@ def test_vote_targets_are_counted_once_per_split_not_per_step(name, monkeypatch)
     monkeypatch.setattr(module, "vote_targets", lambda *a: calls.append(len(a[0])) or prepared(*a))
     monkeypatch.setattr(fusion, "vote_counts", lambda *a: calls.append(a[0].shape[0]) or counted(*a))
     steps = 9  # three epochs of 8-image batches
-    harness.fit(method, images, raters, valid, schedules=harness.fixed_schedules(method, steps, 8), seed=0,
-                device=torch.device("cpu"), val=(images[:8], raters[:8], valid[:8]), precision="fp32")  # fmt: skip
+    harness.fit(method, harness.Split(images, raters, valid), harness.fixed_schedules(method, steps, 8), harness.Runtime(0, torch.device("cpu"), "fp32"),
+                val=harness.Split(images[:8], raters[:8], valid[:8]))  # fmt: skip
     assert calls == [24, 8]  # the training split once, the validation split once; no step counts votes
 
 
@@ -47,8 +47,7 @@ def test_the_batch_order_is_drawn_once_per_epoch(monkeypatch):
     drawn = []
     permute = torch.randperm
     monkeypatch.setattr(torch, "randperm", lambda n, **k: drawn.append(n) or permute(n, **k))
-    harness.fit(method, images, raters, valid, schedules=harness.fixed_schedules(method, 9, 8), seed=0, device=torch.device("cpu"),
-                precision="fp32")  # fmt: skip
+    harness.fit(method, harness.Split(images, raters, valid), harness.fixed_schedules(method, 9, 8), harness.Runtime(0, torch.device("cpu"), "fp32"))
     assert drawn == [24, 24, 24]  # 9 steps of 8 from 24 images: three epochs
 
 

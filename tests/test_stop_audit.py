@@ -7,6 +7,7 @@ import math
 import pandas as pd
 from conftest import run_bench
 
+from bench import store
 from bench.report import stop_audit
 from bench.report.tables import write_tables
 
@@ -51,14 +52,14 @@ def test_the_verb_audits_two_folders_and_the_report_flags_a_failing_method(tmp_p
     proc = run_bench("audit-stops", str(rule), str(long))
     assert proc.returncode == 0, proc.stderr
     assert "| mnist-5k | MV-UNet |" in proc.stdout and "| MV-UNet | train | 2 (cap) |" in proc.stdout
-    table = pd.read_csv(rule / stop_audit.FOLDER / stop_audit.CSV)
+    table = pd.read_csv(rule / store.STOP_AUDIT / stop_audit.CSV)
     assert set(table["metric"]) == {"dsc", "ged", "dice_match"} and (table["min_factor"] == 2).all()
     same = run_bench("audit-stops", str(rule), str(rule))
     empty = run_bench("audit-stops", str(rule), str(tmp_path / "none"))
     assert same.returncode == empty.returncode == 2 and "same folder" in same.stderr and "no finished cell" in empty.stderr
     # A failing verdict flags the method in every table of the rule's folder (and keeps it from bold).
     table.loc[:, "verdict"] = "fails"
-    table.to_csv(rule / stop_audit.FOLDER / stop_audit.CSV, index=False)
+    table.to_csv(rule / store.STOP_AUDIT / stop_audit.CSV, index=False)
     flags = stop_audit.failures(rule)
     assert flags == {("mnist-5k", "lfnet", "protocol"): {"mv-unet": "stop audit: fails"}}
     summary = pd.DataFrame([{**KEY, "method": m, "reference": "gt", "structure": "foreground", "metric": k, "mean": 0.5, "std": 0.1}

@@ -33,6 +33,7 @@ def add_parser(verbs) -> None:
 def cmd_check(args: argparse.Namespace) -> int:
     import warnings
 
+    from bench import store
     from datasets import DataError, get_dataset
     from datasets.contract import Note
 
@@ -44,7 +45,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     with warnings.catch_warnings(record=True) as held:
         warnings.simplefilter("always")
         try:
-            splits = spec.load(root, args.raters)
+            splits = spec.load(root, args.raters, cache=store.cache_dir())  # per-file caches (RIGA's masks); the splits afresh
         except DataError as e:
             splits = None
             problems.append(str(e))

@@ -59,7 +59,7 @@ def cmd_paper(args: argparse.Namespace) -> int:
         if name not in loaded:
             raise UsageError(f"unknown recipe {name!r}; known: {', '.join(loaded)}")
     results, root = Path(args.results).absolute(), data_root(args.data_root).absolute()
-    out_root = (Path(args.out) if args.out else results / "paper") / args.budget
+    out_root = (Path(args.out) if args.out else results / store.PAPER) / args.budget
     plans, skipped = {}, {}
     for name in chosen:
         setting = loaded[name].setting(args.budget)
@@ -67,7 +67,7 @@ def cmd_paper(args: argparse.Namespace) -> int:
             plans[name] = recipe_cells(setting, root)
             if plans[name] and not all(store.is_done(results, c) for c in plans[name]):  # an absent dataset is skipped, dry run too
                 c = plans[name][0]
-                split_cache.load_splits(c.dataset, root, c.raters, c.noise, store.cache_dir())
+                split_cache.load_splits(split_cache.DataKey.of_cell(c, root))
         except DataError as e:
             plans.pop(name, None)
             skipped[name] = str(e)

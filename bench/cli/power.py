@@ -116,6 +116,7 @@ def groups(args: argparse.Namespace):
         yield "stated defaults (no --results)", comp, pd.DataFrame(), 3, 1000
         return
     from bench import store
+    from bench.evaluate.long_table import select
     from bench.report import stats
     from bench.report.tables import default_reference
 
@@ -130,7 +131,7 @@ def groups(args: argparse.Namespace):
     for (dataset, raters, noise), part in table.groupby(["dataset", "raters", "noise"], sort=True):
         reference = args.reference or default_reference(dataset)
         structure = args.structure or sorted(set(part["structure"]), key=lambda s: s != "foreground")[0]
-        part = part[(part["reference"] == reference) & (part["structure"] == structure)]
+        part = select(part, reference=reference, structure=structure)
         if args.methods:
             part = part[part["method"].isin(parse_list(args.methods, str, "--methods"))]
         if part.empty:

@@ -39,7 +39,6 @@ def add_parser(verbs) -> None:
     p.add_argument("--raters", help="comma list of rater settings, e.g. lfnet,cm,cm+clean (default: every style of the dataset)")
     p.add_argument("--noise-levels", default="protocol", help="comma list of noise levels (default: protocol)")
     p.add_argument("--data-root", help="folder holding the datasets (default: $BENCH_DATA, else ./data)")
-    p.add_argument("--results", default="results", help="results folder whose cache/ keeps decoded splits (default: results)")
     p.add_argument("--markdown", action="store_true", help="print a Markdown table")
     p.set_defaults(func=cmd_raters)
 
@@ -48,7 +47,7 @@ def cmd_raters(args: argparse.Namespace) -> int:
     from bench import store
     from bench.run import split_cache
     from datasets import get_dataset
-    from datasets.noise import parse_level
+    from datasets.settings import parse_level
 
     spec = get_dataset(args.dataset)
     settings = parse_list(args.raters, str, "--raters") if args.raters else list(spec.rater_styles)
@@ -57,13 +56,13 @@ def cmd_raters(args: argparse.Namespace) -> int:
         levels = [parse_level(v) for v in parse_list(args.noise_levels, str, "--noise-levels")]
     except ValueError as e:
         raise UsageError(f"--noise-levels: {e}") from None
-    root, cache = data_root(args.data_root).absolute(), store.cache_dir()
+    root = data_root(args.data_root).absolute()
     for level in levels:
         stats, sparse = {}, []
         for setting in settings:
             with warnings.catch_warnings():  # a sparse pool's line is printed below, once
                 warnings.simplefilter("ignore")
-                splits = split_cache.load_splits(args.dataset, root, setting, level, cache)
+                splits = split_cache.load_splits(split_cache.DataKey.of(args.dataset, root, setting, level, store.cache_dir()))
             stats[setting.label] = splits.raters_info.get("labels") or split_cache.label_statistics(splits.train)
             if splits.raters_info.get("warning"):
                 sparse.append(splits.raters_info["warning"])
@@ -86,8 +85,9 @@ def render(stats: dict[str, dict], markdown: bool = False) -> str:
         rows.append((label, [_cell(s, key, kind) for s in stats.values()]))
     header = ["", *stats]
     if markdown:
-        lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
-        return "\n".join(lines + ["| " + " | ".join([label, *cells]) + " |" for label, cells in rows])
+        from bench.report.table_text import markdown_table
+
+        return markdown_table(header, [[label, *cells] for label, cells in rows])
     width = max(len(label) for label, _ in rows) + 2
     out = [f"{'':<{width}}" + "".join(f"{h:>18}" for h in header[1:])]
     return "\n".join(out + [f"{label:<{width}}" + "".join(f"{c:>18}" for c in cells) for label, cells in rows])

@@ -33,14 +33,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     from bench.run.plan import check_damage
 
     results = Path(args.results)
-    out = Path(args.out) if args.out else results / "report"  # beside the results, not in the source tree
+    out = Path(args.out) if args.out else results / store.REPORT  # beside the results, not in the source tree
     first = f"run cells first, e.g. a one-minute smoke run: `python -m bench run --max-steps 20 --seeds 0 --methods mv-unet,lf-net --results {results}`"
     if not (results / store.METRICS).is_file() and not store.cell_folders(results):
         raise UsageError(f"no results table {results / store.METRICS}; {first}")
     check_damage([], results)  # a damaged cell is refused before anything is written: its file, what is wrong, the repair
     # Every folder the report writes into, checked before anything is written.
     check_out(out, "the report folder", "choose another with --out")
-    check_out(results / "paper", "the reproduction report's folder", f"make {results} writable, or report from a writable copy of it")
+    check_out(results / store.PAPER, "the reproduction report's folder", f"make {results} writable, or report from a writable copy of it")
     # A damaged or missing table is rebuilt from the cells (a note says so), so that every figure is drawn.
     table, *_ = [store.read_collected(results, name, rebuild_missing=True) for name in store.COLLECTED]
     if table.empty:
@@ -50,7 +50,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     for path in written:
         print(path)
     print(f"{len(written)} files written to {out}/")
-    write_reproduction(results, data_root(args.data_root).absolute(), results / "paper")
+    write_reproduction(results, data_root(args.data_root).absolute(), results / store.PAPER)
     return 0
 
 

@@ -32,7 +32,7 @@ def cmd_rescore(args: argparse.Namespace) -> int:
     from bench.run.plan import check_writable
 
     results = Path(args.results).absolute()
-    if not (results / "runs").is_dir():
+    if not (results / store.RUNS).is_dir():
         raise UsageError(f"no cells in {results}/runs; run `python -m bench run --results {results}` first")
     check_writable(results)
     moved, left = rescore.migrate(results)

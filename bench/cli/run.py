@@ -86,51 +86,37 @@ def add_parser(verbs) -> None:
     p.set_defaults(func=cmd_run, run_parser=p)  # the parser itself: --config checks its keys against these flags
 
 
-def outcome_notes(outcomes, key: tuple) -> tuple[str, str]:
-    """How a row's cells stopped ("plateau 3/3", "cap 1/3 · plateau 2/3") and its degenerate flag ("empty 2/3"), over seeds."""
+def stop_counts(outcomes, key: tuple) -> str:
+    """How a row's cells stopped, over seeds ("plateau 3/3", "cap 1/3 · plateau 2/3")."""
     part = outcomes[(outcomes["dataset"] == key[0]) & (outcomes["raters"] == key[1]) & (outcomes["noise"] == key[2])
                     & (outcomes["method"] == key[3])]  # fmt: skip
-    if part.empty:
-        return "", ""
-    from bench.report.tables import degenerate_flags
-
-    n = len(part)
-    stops = " · ".join(f"{s} {c}/{n}" for s, c in part["stops"].value_counts().sort_index().items())
-    return stops, degenerate_flags(part, *key[:3]).get(key[3], "")
+    return " · ".join(f"{s} {c}/{len(part)}" for s, c in part["stops"].value_counts().sort_index().items())
 
 
 def format_table(summary, method_order: list[str], outcomes=None) -> str:
-    """Mean ± std over seeds of Table I's metrics (DSC (%) ↑ and bAHD ↓), the Average row first, as in the paper's Table I.
-
-    `summary` holds one reference per dataset × raters × noise (filter it first). With `outcomes`
-    (store.training_outcomes): how each stage stopped, over seeds, and a flag where most validation
-    cases were predicted empty (or full): such a mean is not a method's skill.
-    """
+    """Table I as the report builds it (`bench.report.tables.build_table`: DSC (%) ↑ and bAHD ↓, mean ± std over seeds,
+    the Average row first), as aligned text, each row with its seeds and, from `outcomes` (store.training_outcomes), how
+    its cells stopped and a flag where most validation cases were predicted empty (or full): such a mean is not a method's
+    skill. `summary` holds one reference per dataset × raters × noise (filter it first)."""
     import pandas as pd
 
-    from bench.evaluate import metrics
-    from bench.evaluate.long_table import mean_sd
+    from bench.report.table_text import markdown_cell
+    from bench.report.tables import build_table, degenerate_flags, table_columns
 
-    shown = metrics.in_table("table1")
     outcomes = outcomes if outcomes is not None else pd.DataFrame(columns=["dataset", "raters", "noise", "method", "stops", "flag"])
     lines = []
     for (dataset, raters, noise, structure), part in summary.groupby(["dataset", "raters", "noise", "structure"], sort=False):
         runs = part[part["method"] != "average"]
         reference = runs["reference"].iloc[0] if len(runs) else "gt"
+        columns = table_columns("table1", structure)
+        table = build_table(part, columns, method_order, "", "method", "main", compete_all=False,
+                            flags=degenerate_flags(outcomes, dataset, raters, noise))  # fmt: skip
         lines.append(f"\n{dataset} (raters {raters}, noise {noise}; scored against {reference}; {structure})")
-        lines.append(f"{'method':<16}" + "".join(f"{m.header():>18}" for m in shown) + f"{'seeds':>7}  {'stopped by':<24}flag")
-        order = ["average", *method_order]
-        for method in sorted(part["method"].unique(), key=lambda m: order.index(m) if m in order else len(order)):
-            rows = {r["metric"]: r for r in part[part["method"] == method].to_dict("records")}
-            cells = []
-            for m in shown:
-                if m.name not in rows:
-                    cells.append("–")
-                    continue
-                cells.append(mean_sd(rows[m.name]["mean"] * m.scale, rows[m.name]["std"] * m.scale, m.digits))
-            seeds = max(int(r["n_seeds"]) for r in rows.values())
-            stops, flag = outcome_notes(outcomes, (dataset, raters, noise, method))
-            lines.append(f"{method:<16}" + "".join(f"{c:>18}" for c in cells) + f"{seeds if seeds else '':>7}  {stops:<24}{flag}".rstrip())
+        lines.append(f"{'method':<16}" + "".join(f"{c.markdown:>18}" for c in columns) + f"{'seeds':>7}  {'stopped by':<24}flag")
+        for method, label, row, flag in zip(table.methods, table.labels, table.rows, table.flags):
+            stops = stop_counts(outcomes, (dataset, raters, noise, method))
+            seeds = table.seeds.get(label, "")
+            lines.append(f"{method:<16}" + "".join(f"{markdown_cell(c):>18}" for c in row) + f"{seeds:>7}  {stops:<24}{flag}".rstrip())
     return "\n".join(lines)
 
 
@@ -260,11 +246,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     outcomes = run_cells(cells, args, results, data_root(args.data_root).absolute(), force=args.force)
     summary = store.read_summary(results)
     shown = summary[
-        (summary["dataset"] == spec.dataset) & (summary["raters"] == spec.raters) & summary["noise"].isin(spec.noise_levels)
+        (summary["dataset"] == spec.dataset) & (summary["raters"] == spec.raters.label) & summary["noise"].isin(spec.noise_levels)
         & summary["method"].isin([*spec.methods, "average"]) & ((summary["reference"] == reference) | (summary["method"] == "average"))
         & summary["metric"].isin([m.name for m in metrics.in_table("table1")])
     ]  # fmt: skip
-    print(format_table(shown, list(spec.methods), store.training_outcomes(results)))
+    print(format_table(shown, list(spec.methods), store.training_outcomes(store.records(results))))
     counts = {s: sum(o["status"] == s for o in outcomes) for s in ("done", "skipped", "failed")}
     print(f"\n{len(cells)} cells: {counts['done']} trained, {counts['skipped']} already done, {counts['failed']} failed "
           f"in {time.time() - start:.0f} s; results in {results}/ (metrics.parquet, summary.csv)")  # fmt: skip

@@ -9,18 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from labels.overlap import check_prob_pair
+from labels.checks import check_n_bins, check_prob_pair
 
 
 def _bins(probs: np.ndarray, n_bins: int) -> np.ndarray:
     # Bin b holds [b/B, (b+1)/B); the last bin is closed, so p = 1.0 falls in bin B-1.
     return np.minimum((probs * n_bins).astype(np.int64), n_bins - 1)
-
-
-def _check_n_bins(n_bins: int) -> int:
-    if isinstance(n_bins, bool) or not isinstance(n_bins, (int, np.integer)) or n_bins < 1:
-        raise ValueError(f"n_bins must be a positive integer; got {n_bins!r}")
-    return int(n_bins)
 
 
 def ece(probs: np.ndarray, target: np.ndarray, n_bins: int = 15) -> np.ndarray:
@@ -56,7 +50,7 @@ def ece(probs: np.ndarray, target: np.ndarray, n_bins: int = 15) -> np.ndarray:
         Y. Sun, K. Q. Weinberger, "On calibration of modern neural networks",
         ICML 2017.
     """
-    n_bins = _check_n_bins(n_bins)
+    n_bins = check_n_bins(n_bins)
     p, t = check_prob_pair(probs, target, "probs", "target")
     n = p.shape[0]
     index = np.arange(n)[:, None] * n_bins + _bins(p, n_bins)
@@ -85,7 +79,7 @@ def reliability(probs: np.ndarray, target: np.ndarray, n_bins: int = 15) -> tupl
         A. Niculescu-Mizil, R. Caruana, "Predicting good probabilities with
         supervised learning", ICML 2005; C. Guo et al., ICML 2017.
     """
-    n_bins = _check_n_bins(n_bins)
+    n_bins = check_n_bins(n_bins)
     p, t = check_prob_pair(probs, target, "probs", "target")
     index = _bins(p, n_bins).ravel()
     count = np.bincount(index, minlength=n_bins)

@@ -25,6 +25,14 @@ GROUP = ["dataset", "raters", "noise", "reference"]
 SUMMARY = [*GROUP, "method", "structure", "metric", "mean", "std", "n_seeds", "n_cases"]
 
 
+def select(table: pd.DataFrame, **values) -> pd.DataFrame:
+    """The rows of a long table (or of any frame) whose columns equal `values`: `select(table, metric="dsc", noise="protocol")`."""
+    keep = np.ones(len(table), dtype=bool)
+    for column, value in values.items():
+        keep &= (table[column] == value).to_numpy()
+    return table[keep]
+
+
 def with_keys(frame: pd.DataFrame, keys: dict, columns: list[str]) -> pd.DataFrame:
     """`frame` with the cell's KEYS in front, in the order of `columns`."""
     frame = frame.copy()
@@ -69,7 +77,7 @@ def per_case(table: pd.DataFrame, metric: str, structure: str) -> pd.DataFrame:
 
     Returns columns dataset, raters, noise, reference, method, case, value, n_seeds.
     """
-    rows = table[(table["metric"] == metric) & (table["structure"] == structure)]
+    rows = select(table, metric=metric, structure=structure)
     grouped = rows.groupby(CASE_KEYS, dropna=False, sort=True)["value"]
     out = grouped.agg(value="mean", n_seeds="count").reset_index()
     return out[[*CASE_KEYS, "value", "n_seeds"]]

@@ -11,7 +11,7 @@ Shapes and vocabulary:
 - a mask batch is bool (N, H, W); a rater stack ``raters`` is bool (N, R, H, W)
   and a sample stack ``samples`` bool (N, M, H, W). More spatial axes (D, H, W)
   work the same way; integer 0/1 arrays are accepted, anything else raises
-  TypeError (see :func:`bench.evaluate.pixel._as_bool`).
+  TypeError (see :func:`labels.checks.as_bool`).
 - ``rater_valid`` is bool (N, R): False marks a rater who did not annotate that
   case. A missing rater is excluded from every mean (its mask is never read).
 - probabilities (``probs``, ``rater_mean``) are floats in [0, 1].
@@ -25,7 +25,7 @@ when both masks are empty. The rule names the value given to such a pair:
 - ``"one"`` (default): both empty -> Dice = IoU = 1, distance 1 - IoU = 0. An
   empty prediction for an empty reference is a correct answer; this keeps
   d(x, x) = 0 for every mask x (so 1 - IoU is a metric) and agrees with
-  :func:`bench.evaluate.pixel.dice` and with most public code (below).
+  :func:`labels.overlap.dice` and with most public code (below).
 - ``"zero"``: both empty -> Dice = IoU = 0, distance 1 (a "no lesion" agreement
   scores as a complete miss). Reproduces D-Persona's GED.
 - ``"nan"``: undefined; the pair is excluded from every mean it enters (NaN if
@@ -42,7 +42,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from bench.evaluate.pixel import _as_bool
+from labels.checks import check_mask_pair, check_pred_raters, check_sets, check_stack, check_valid
 from labels.overlap import EMPTY_RULES, empty_value, nanmean, overlap
 
 __all__ = [
@@ -60,38 +60,6 @@ __all__ = [
 # Marks an undefined (empty-empty, rule "nan") Dice when selecting a best match:
 # above any real Dice, so an empty sample is the best match for an empty rater.
 _UNDEFINED_BEST = 2.0
-
-
-# --------------------------------------------------------------------------- checks
-
-
-def _check_stack(x: np.ndarray, name: str, letter: str) -> np.ndarray:
-    x = np.asarray(x)
-    if x.ndim < 4 or x.shape[1] < 1:
-        raise ValueError(f"{name} must have shape (N, {letter}, H, W) with {letter} >= 1; got {x.shape}")
-    return _as_bool(x, name)
-
-
-def _check_valid(rater_valid: np.ndarray | None, n: int, r: int) -> np.ndarray:
-    if rater_valid is None:
-        return np.ones((n, r), dtype=bool)
-    rater_valid = np.asarray(rater_valid)
-    if rater_valid.shape != (n, r):
-        raise ValueError(f"rater_valid must have shape (N, R) = {(n, r)}; got {rater_valid.shape}")
-    return _as_bool(rater_valid, "rater_valid")
-
-
-def _check_sets(samples: np.ndarray, raters: np.ndarray, rater_valid: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Return samples (N, M, P), raters (N, R, P) bool and rater_valid (N, R) bool, or raise."""
-    samples = _check_stack(samples, "samples", "M")
-    raters = _check_stack(raters, "raters", "R")
-    if samples.shape[0] != raters.shape[0] or samples.shape[2:] != raters.shape[2:]:
-        raise ValueError(
-            f"samples (N, M, H, W) and raters (N, R, H, W) must agree in N and H, W; got samples {samples.shape} and raters {raters.shape}"
-        )
-    valid = _check_valid(rater_valid, raters.shape[0], raters.shape[1])
-    n = samples.shape[0]
-    return samples.reshape(n, samples.shape[1], -1), raters.reshape(n, raters.shape[1], -1), valid
 
 
 # --------------------------------------------------------------------------- overlaps
@@ -141,10 +109,7 @@ def iou_distance(a: np.ndarray, b: np.ndarray, empty: str = "one") -> np.ndarray
         NeurIPS 2018.
     """
     fill = empty_value(empty)
-    a, b = np.asarray(a), np.asarray(b)
-    if a.ndim < 2 or a.shape != b.shape:
-        raise ValueError(f"a and b must both have shape (N, H, W) and match; got a {a.shape} and b {b.shape}")
-    a, b = _as_bool(a, "a"), _as_bool(b, "b")
+    a, b = check_mask_pair(a, b, "a", "b", volumes=True)
     axes = tuple(range(1, a.ndim))
     inter = np.count_nonzero(a & b, axis=axes)
     return 1.0 - overlap(inter, np.count_nonzero(a, axis=axes), np.count_nonzero(b, axis=axes), "iou", fill)
@@ -202,7 +167,7 @@ def ged(
         based on distances", J. Stat. Plan. Inference 143(8):1249-1272, 2013.
     """
     fill = empty_value(empty)
-    s, y, valid = _check_sets(samples, raters, rater_valid)
+    s, y, valid = check_sets(samples, raters, rater_valid)
     d_sy = 1.0 - _pairwise(s, y, "iou", fill)  # (N, M, R)
     d_ss = 1.0 - _pairwise(s, s, "iou", fill)  # (N, M, M)
     d_yy = 1.0 - _pairwise(y, y, "iou", fill)  # (N, R, R)
@@ -224,8 +189,8 @@ def ged_floor(raters: np.ndarray, rater_valid: np.ndarray | None, m: int, empty:
     score 0, so methods are compared at one M and beside this floor. raters (N, R, H, W) bool; → (N,) float64.
     """
     fill = empty_value(empty)
-    y = _check_stack(raters, "raters", "R")
-    valid = _check_valid(rater_valid, y.shape[0], y.shape[1])
+    y = check_stack(raters, "raters", "R")
+    valid = check_valid(rater_valid, y.shape[0], y.shape[1])
     y = y.reshape(y.shape[0], y.shape[1], -1)
     d_yy = 1.0 - _pairwise(y, y, "iou", fill)
     pair_valid = valid[:, :, None] & valid[:, None, :]
@@ -280,7 +245,7 @@ def dice_match(
         segmentation", CVPR 2024 (code: ``lib/metrics_set.dice_at_all``).
     """
     fill = empty_value(empty)
-    s, y, valid = _check_sets(samples, raters, rater_valid)
+    s, y, valid = check_sets(samples, raters, rater_valid)
     dsc = _pairwise(y, s, "dice", fill)  # (N, R, M): raters as rows
     out = np.full(s.shape[0], np.nan)
     for i in range(s.shape[0]):
@@ -337,7 +302,7 @@ def dice_max(
     fill = empty_value(empty)
     if per not in ("rater", "sample"):
         raise ValueError(f"per must be 'rater' or 'sample'; got {per!r}")
-    s, y, valid = _check_sets(samples, raters, rater_valid)
+    s, y, valid = check_sets(samples, raters, rater_valid)
     dsc = _pairwise(y, s, "dice", fill)  # (N, R, M)
     ranked = np.where(np.isnan(dsc), _UNDEFINED_BEST, dsc)
     if per == "rater":
@@ -362,7 +327,7 @@ def per_rater_dice(
         D[n, r] = 2 |S_n ∩ Y_nr| / (|S_n| + |Y_nr|)
 
     Empty-mask rule (``empty``): both empty -> 1 (``"one"``, default, as
-    :func:`bench.evaluate.pixel.dice`), 0 (``"zero"``) or NaN (``"nan"``). A missing
+    :func:`labels.overlap.dice`), 0 (``"zero"``) or NaN (``"nan"``). A missing
     rater (``rater_valid`` False) gives NaN.
 
     Args:
@@ -378,13 +343,7 @@ def per_rater_dice(
         L. R. Dice, "Measures of the amount of ecologic association between
         species", Ecology 26(3):297-302, 1945.
     """
-    pred = np.asarray(pred)
-    raters = np.asarray(raters)
-    if raters.ndim < 4 or pred.shape != raters.shape[:1] + raters.shape[2:]:
-        raise ValueError(
-            f"pred must have shape (N, H, W) and raters (N, R, H, W) with the same N, H, W; got pred {pred.shape} and raters {raters.shape}"
-        )
-    return paired_dice(_as_bool(pred, "pred")[:, None], raters, rater_valid, empty)
+    return paired_dice(check_pred_raters(pred, raters)[:, None], raters, rater_valid, empty)
 
 
 def paired_dice(
@@ -416,7 +375,7 @@ def paired_dice(
         (their personalised table: head r against rater r).
     """
     fill = empty_value(empty)
-    s, y, valid = _check_sets(outputs, raters, rater_valid)
+    s, y, valid = check_sets(outputs, raters, rater_valid)
     if s.shape[1] not in (1, y.shape[1]):
         raise ValueError(f"outputs must have one mask per rater ({y.shape[1]}) or one for all; got {s.shape[1]}")
     inter = np.count_nonzero(s & y, axis=2)

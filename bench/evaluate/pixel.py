@@ -20,7 +20,8 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import ndimage
 
-from labels.overlap import overlap
+from labels.checks import check_mask_pair, check_spacing
+from labels.overlap import dice, overlap  # the one strict Dice, listed here with the other pixel metrics
 
 __all__ = [
     "bahd",
@@ -29,38 +30,6 @@ __all__ = [
     "directed_distance_sums",
     "score",
 ]
-
-# --------------------------------------------------------------------------- checks
-
-
-def _check_pair(pred: np.ndarray, gt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Return ``pred`` and ``gt`` as (N, H, W) bool arrays or raise.
-
-    Shapes must be equal and 3-D (ValueError). Bool arrays pass unchanged; integer
-    arrays holding only 0/1 are accepted; anything else raises TypeError, because a
-    probability map passed by mistake would otherwise be binarised silently at > 0.
-    """
-    pred = np.asarray(pred)
-    gt = np.asarray(gt)
-    if pred.ndim != 3 or gt.ndim != 3 or pred.shape != gt.shape:
-        raise ValueError(f"pred and gt must both have shape (N, H, W) and match; got pred {pred.shape} and gt {gt.shape}")
-    return _as_bool(pred, "pred"), _as_bool(gt, "gt")
-
-
-def _as_bool(x: np.ndarray, name: str) -> np.ndarray:
-    if x.dtype == np.bool_:
-        return x
-    if np.issubdtype(x.dtype, np.integer) and np.isin(x, (0, 1)).all():
-        return x.astype(bool)
-    raise TypeError(f"{name} must be a bool mask (or integer 0/1); got dtype {x.dtype}. Binarise probabilities first, e.g. probs >= 0.5.")
-
-
-def _check_spacing(spacing: Sequence[float]) -> tuple[float, float]:
-    spacing = tuple(float(s) for s in spacing)
-    if len(spacing) != 2 or not all(np.isfinite(s) and s > 0 for s in spacing):
-        raise ValueError(f"spacing must be two positive numbers (row, col); got {spacing}")
-    return spacing
-
 
 # --------------------------------------------------------------------------- counts
 
@@ -79,7 +48,7 @@ def confusion_counts(pred: np.ndarray, gt: np.ndarray) -> dict[str, np.ndarray]:
 
     Empty masks need no rule here: all counts are simply 0.
     """
-    pred, gt = _check_pair(pred, gt)
+    pred, gt = check_mask_pair(pred, gt)
     axes = (1, 2)
     return {
         "tp": np.count_nonzero(pred & gt, axis=axes).astype(np.int64),
@@ -88,35 +57,6 @@ def confusion_counts(pred: np.ndarray, gt: np.ndarray) -> dict[str, np.ndarray]:
         "n_gt": np.count_nonzero(gt, axis=axes).astype(np.int64),
         "n_pred": np.count_nonzero(pred, axis=axes).astype(np.int64),
     }
-
-
-# --------------------------------------------------------------------------- Dice
-
-
-def dice(pred: np.ndarray, gt: np.ndarray) -> np.ndarray:
-    """Dice similarity coefficient (DSC) per image, foreground only.
-
-    Formula:
-        DSC(S, G) = 2 |S ∩ G| / (|S| + |G|)
-
-    Empty-mask rule:
-        - both S and G empty -> 1.0 (as MONAI with ``ignore_empty=False`` and the
-          MR-Net code, whose eps makes 0/0 equal 1);
-        - exactly one empty -> 0.0 (follows from the formula, |S ∩ G| = 0).
-
-    Args:
-        pred: (N, H, W) bool, predicted mask S.
-        gt: (N, H, W) bool, reference mask G.
-
-    Returns:
-        (N,) float64 in [0, 1].
-
-    Reference:
-        L. R. Dice, "Measures of the amount of ecologic association between
-        species", Ecology 26(3):297-302, 1945.
-    """
-    c = confusion_counts(pred, gt)
-    return overlap(c["tp"], c["n_pred"], c["n_gt"])  # the one Dice (labels/overlap.py), on checked masks
 
 
 # --------------------------------------------------------------------------- bAHD
@@ -193,8 +133,8 @@ def directed_distance_sums(
         segmentation performance assessment: hidden error when used for ranking",
         Eur. Radiol. Exp. 5:4, 2021.
     """
-    pred, gt = _check_pair(pred, gt)
-    spacing = _check_spacing(spacing)
+    pred, gt = check_mask_pair(pred, gt)
+    spacing = check_spacing(spacing)
     n = pred.shape[0]
     gt_to_pred = np.zeros(n, dtype=np.float64)
     pred_to_gt = np.zeros(n, dtype=np.float64)
@@ -266,8 +206,8 @@ def bahd(
         distance for segmentation performance assessment: hidden error when used
         for ranking", Eur. Radiol. Exp. 5:4, 2021 (bAVD in EvaluateSegmentation).
     """
-    pred, gt = _check_pair(pred, gt)
-    spacing = _check_spacing(spacing)
+    pred, gt = check_mask_pair(pred, gt)
+    spacing = check_spacing(spacing)
     gt_to_pred, pred_to_gt = directed_distance_sums(pred, gt, spacing)
     n_gt = np.count_nonzero(gt, axis=(1, 2))
     n_pred = np.count_nonzero(pred, axis=(1, 2))
@@ -301,8 +241,8 @@ def score(
 
     Empty-mask rules: those of :func:`dice` and :func:`bahd`.
     """
-    pred, gt = _check_pair(pred, gt)
-    spacing = _check_spacing(spacing)
+    pred, gt = check_mask_pair(pred, gt)
+    spacing = check_spacing(spacing)
     counts = confusion_counts(pred, gt)
     gt_to_pred, pred_to_gt = directed_distance_sums(pred, gt, spacing)
     diagonal = _image_diagonal(gt.shape[1:], spacing)

@@ -26,13 +26,14 @@ it scored; every other metric scores the method's one consensus prediction (n_sa
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pandas as pd
-import torch
 
 from bench.evaluate import calibration, metrics
 from datasets import RaterData
-from labels.fusion import majority_vote
+from labels.fusion import vote_targets
 from labels.staple import staple
 
 EMPTY_RULE = "one"  # both masks empty: Dice = IoU = 1 (multirater.EMPTY_RULES names the others)
@@ -53,8 +54,7 @@ def reference_mask(test: RaterData, reference: str) -> np.ndarray:
             raise ValueError("reference 'staple' fuses binary labels only; use majority")
         return (staple(test.raters, test.rater_valid) >= 0.5).astype(np.uint8)
     if reference == "majority":
-        raters = torch.from_numpy(test.raters).long()
-        return majority_vote(raters, torch.from_numpy(test.rater_valid), test.n_classes).numpy().astype(np.uint8)
+        return vote_targets(test.raters, test.rater_valid, test.n_classes)["mv"]
     raise ValueError(f"unknown evaluation reference {reference!r}; choose gt, majority or staple")
 
 
@@ -86,7 +86,7 @@ def hard_references(test: RaterData, fused: dict[str, np.ndarray] | None = None)
 
 def score_predictions(
     probs: np.ndarray, test: RaterData, empty: str = EMPTY_RULE, fused: dict[str, np.ndarray] | None = None,
-    outputs: dict[str, np.ndarray] | None = None,
+    outputs: dict[str, np.ndarray] | None = None, progress: bool = True,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:  # fmt: skip
     """Long rows for one cell (without its KEYS) and its reliability bins: every metric of `metrics.METRICS` against the
     references of its kind.
@@ -95,11 +95,16 @@ def score_predictions(
     outputs as `harness.predict_outputs` returns them ("samples" (N, M, H, W), "rater_outputs" (N, R, H, W), class
     indices; either may be absent). Returns (rows: reference, case, structure, metric, value, counts, sums, n_samples;
     bins: reference, structure, bin, count, confidence, observed).
+
+    `progress`: with samples or per-rater outputs to score (their set metrics take up to a minute a cell), one line on
+    stderr before them (`scoring_line`), so that a run does not sit silent; a log gets the same plain line.
     """
     outputs = outputs or {}
     for key, stack in outputs.items():
         if stack.shape[0] != len(probs) or stack.shape[2:] != probs.shape[2:]:
             raise ValueError(f"{key} {stack.shape} does not match the predictions {probs.shape}: expected (N, M, H, W)")
+    if progress and outputs:
+        print(scoring_line(outputs, test), file=sys.stderr, flush=True)
     pred = probs.argmax(1)
     refs = hard_references(test, fused)
     valid = test.rater_valid.astype(bool)
@@ -139,3 +144,11 @@ def score_predictions(
             bins.append(pd.DataFrame({"reference": name, "structure": structure, "bin": np.arange(metrics.N_BINS), "count": count,
                                       "confidence": confidence, "observed": observed}))  # fmt: skip
     return pd.concat(frames, ignore_index=True), pd.concat(bins, ignore_index=True)
+
+
+def scoring_line(outputs: dict[str, np.ndarray], test: RaterData) -> str:
+    """ "scoring 16 samples and 4 per-rater outputs × 1000 test images against 4 raters (set metrics)…": what is about to
+    be scored, from the stacks' shapes ((N, M, H, W) each)."""
+    parts = [f"{outputs['samples'].shape[1]} samples"] if "samples" in outputs else []
+    parts += [f"{outputs['rater_outputs'].shape[1]} per-rater outputs"] if "rater_outputs" in outputs else []
+    return f"scoring {' and '.join(parts)} × {test.n} test images against {test.n_raters} raters (set metrics)…"

@@ -9,22 +9,11 @@ import platform
 import resource
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 
 from bench.train import hardware
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def environment(device: torch.device) -> dict:
@@ -36,7 +25,7 @@ def environment(device: torch.device) -> dict:
             "auto: per cell, the faster of fp32 with TF32 and bf16 autocast, measured on its shape (bench.train.hardware.resolve_precision)"
         )
     else:
-        name = cpu_name()
+        name = hardware.cpu_name()
         note = (
             "bf16 autocast (auto: this CPU has native bf16, AMX or AVX512-BF16)"
             if default
@@ -45,7 +34,7 @@ def environment(device: torch.device) -> dict:
     env = {
         "device": device.type,
         "device_name": name,
-        "cpu": cpu_name(),
+        "cpu": hardware.cpu_name(),
         "torch": torch.__version__,
         "numpy": np.__version__,
         "python": platform.python_version(),

@@ -172,13 +172,14 @@ def time_harness(cfg: dict, precision: str, steps: int, warmup: int, device: tor
     b = cfg["batch"]
     images, raters, valid = random_data((steps + warmup) * b, cfg["channels"], cfg["height"], cfg["width"], seed)
     method = build_mv_unet(cfg["channels"], device, seed)
-    kwargs = {"seed": seed, "device": device, "precision": precision, "engine": engine}
-    harness.fit(method, images[: warmup * b], raters[: warmup * b], valid[: warmup * b], progress=False,
-                schedules=harness.fixed_schedules(method, warmup, b, 1e-4), **kwargs)  # fmt: skip
+    run, quiet = harness.Runtime(seed, device, precision, engine), harness.Output(progress=False)
+    first, rest = slice(0, warmup * b), slice(warmup * b, None)
+    harness.fit(method, harness.Split(images[first], raters[first], valid[first]), harness.fixed_schedules(method, warmup, b, 1e-4), run,
+                out=quiet)  # fmt: skip
     machine.sync(device)
     start = time.perf_counter()
-    harness.fit(method, images[warmup * b :], raters[warmup * b :], valid[warmup * b :], progress=False,
-                schedules=harness.fixed_schedules(method, steps, b, 1e-4), **kwargs)  # fmt: skip
+    harness.fit(method, harness.Split(images[rest], raters[rest], valid[rest]), harness.fixed_schedules(method, steps, b, 1e-4), run,
+                out=quiet)  # fmt: skip
     machine.sync(device)
     return time.perf_counter() - start
 

@@ -22,12 +22,17 @@ indistinguishable methods share ranks 1 and 2 instead of both claiming rank 1.
 
 Everything is vectorised over the resamples with numpy: a case resample is a count per case, and a
 method's score is a weighted mean plus its seed draw.
+
+A ranking also depends on its scheme (challengeR shows all three side by side): `scheme_ranks` ranks the methods by
+their mean (mean-then-rank), by their mean rank over the test cases (rank-then-mean) and by their number of
+significant wins in the pairwise tests (test-then-rank, from bench/report/significance.py's map).
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 
 def value_cube(rows: pd.DataFrame, methods: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -158,3 +163,54 @@ def kendall_interval(rows: pd.DataFrame, paper_values: dict[str, float], n_boot:
         return (tau, np.nan, np.nan)
     low, high = np.percentile(taus, [2.5, 97.5])
     return (tau, float(low), float(high))
+
+
+# --------------------------------------------------------------------------- ranking schemes
+
+#: The ranking schemes `scheme_ranks` compares, in the order the page shows them.
+SCHEMES = ("mean-then-rank", "rank-then-mean", "test-then-rank")
+
+
+def competition_ranks(key: np.ndarray) -> np.ndarray:
+    """Ranks 1 … K of `key` (K,), lower key = better; ties share the best of their ranks ("1, 1, 3"); NaN ranked last."""
+    key = np.where(np.isnan(key), np.inf, key)
+    return stats.rankdata(key, method="min").astype(int)
+
+
+def mean_then_rank(rows: pd.DataFrame, methods: list[str], higher_is_better: bool) -> pd.Series:
+    """Each method's rank by its mean over all its (seed, case) values (`observed_scores`): method -> rank, 1 = best."""
+    scores = observed_scores(rows, methods)
+    return pd.Series(competition_ranks(-scores if higher_is_better else scores), index=methods)
+
+
+def rank_then_mean(rows: pd.DataFrame, methods: list[str], higher_is_better: bool) -> pd.Series:
+    """Each method's rank by its mean rank over the test cases: on each case the methods are ranked by their
+    seed-averaged values (ties share the average rank), the ranks averaged over the cases every method was scored on,
+    and the methods ranked by that mean. method -> rank, 1 = best."""
+    values, present, _ = value_cube(rows, methods)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        per_case = (values * present).sum(1) / present.sum(1)  # (K, C): each method's seed-averaged value per case
+    shared = np.isfinite(per_case).all(0)
+    if not shared.any():
+        return pd.Series(np.full(len(methods), len(methods)), index=methods)
+    key = -per_case[:, shared] if higher_is_better else per_case[:, shared]
+    case_ranks = stats.rankdata(key, axis=0)  # (K, C'), 1 = best on that case
+    return pd.Series(competition_ranks(case_ranks.mean(1)), index=methods)
+
+
+def test_then_rank(better: pd.DataFrame) -> pd.Series:
+    """Each method's rank by its number of significant wins: `better` (methods × methods bool) is True at [a, b] where a
+    is significantly better than b (bench/report/significance.py `SignificanceMap.better`); the method with the most
+    wins ranks first, equal counts share a rank. method -> rank, 1 = best."""
+    wins = better.sum(axis=1).to_numpy(float)
+    return pd.Series(competition_ranks(-wins), index=better.index)
+
+
+def scheme_ranks(rows: pd.DataFrame, methods: list[str], higher_is_better: bool, better: pd.DataFrame) -> pd.DataFrame:
+    """The methods' ranks under each of `SCHEMES`: index `methods`, one column per scheme, 1 = best; `better` as
+    `test_then_rank` takes it, for the same methods."""
+    return pd.DataFrame({
+        "mean-then-rank": mean_then_rank(rows, methods, higher_is_better),
+        "rank-then-mean": rank_then_mean(rows, methods, higher_is_better),
+        "test-then-rank": test_then_rank(better.loc[methods, methods]),
+    })  # fmt: skip

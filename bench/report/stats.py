@@ -234,13 +234,36 @@ def family_tests(part: pd.DataFrame, reference_method: str, higher_is_better: bo
     (the pair's first method, the one a positive diff favours), method, and `compare_models`'s keys, with p_holm and
     p_wilcoxon_holm.
     """
-    matrices = {m: seed_case_matrix(part, m) for m in set(part["method"])}
-    family = [{"reference_method": a, "method": b, **compare_models(matrices[a], matrices[b], higher_is_better)}
-              for a, b in family_pairs(set(matrices), reference_method, extra)]  # fmt: skip
+    return holm_family(part, family_pairs(set(part["method"]), reference_method, extra), higher_is_better)
+
+
+def holm_family(part: pd.DataFrame, pairs: Sequence[tuple[str, str]], higher_is_better: bool = True) -> list[dict]:
+    """The seed-aware test (`compare_models`) of each (a, b) of `pairs` on one column's long rows `part` (one group, metric
+    and structure), Holm-adjusted over `pairs`: one dict per pair, reference_method a (a positive diff favours a), method b,
+    `compare_models`'s keys, p_holm and p_wilcoxon_holm."""
+    matrices = {m: seed_case_matrix(part, m) for m in {m for pair in pairs for m in pair}}
+    family = [{"reference_method": a, "method": b, **compare_models(matrices[a], matrices[b], higher_is_better)} for a, b in pairs]
     for column in ("p", "p_wilcoxon"):
         for row, p_adj in zip(family, holm([r[column] for r in family])):
             row[f"{column}_holm"] = float(p_adj)
     return family
+
+
+def leader_tests(part: pd.DataFrame, leader: str, others: Sequence[str], higher_is_better: bool = True) -> dict[str, dict]:
+    """`leader` against each of `others` (`holm_family`, Holm over these comparisons): other -> its row, a positive diff in
+    the leader's favour. What a table's bold rests on (bench/report/tables.py `mark_best`)."""
+    return {r["method"]: r for r in holm_family(part, [(leader, m) for m in others], higher_is_better)}
+
+
+def resolved(row: dict | None, alpha: float = ALPHA) -> bool:
+    """A comparison (`holm_family` row) resolved in its reference method's favour: Holm-adjusted p below alpha, diff > 0."""
+    return row is not None and not math.isnan(row["p_holm"]) and row["p_holm"] < alpha and row["diff"] > 0
+
+
+def every_pair(part: pd.DataFrame, methods: Sequence[str], higher_is_better: bool = True) -> list[dict]:
+    """Every pair of `methods` (in the given order, each pair once) with rows in `part`, Holm over all the pairs."""
+    present = [m for m in methods if m in set(part["method"])]
+    return holm_family(part, [(a, b) for i, a in enumerate(present) for b in present[i + 1 :]], higher_is_better)
 
 
 def pair_test(family: list[dict], better: str, worse: str) -> dict | None:

@@ -19,8 +19,8 @@ import pandas as pd
 
 from bench import files, store
 from bench.report.rows import display
+from bench.report.table_text import markdown_table
 
-FOLDER = "stop_audit"  # under the rule's results folder
 CSV, MARKDOWN = "stop_audit.csv", "stop_audit.md"
 # metric: (reference, floor of the tolerance in the metric's units, scale shown)
 CHECKED = {"dsc": (None, 0.01, 100), "ged": ("raters", 0.01, 1), "dice_match": ("raters", 0.01, 100)}
@@ -31,11 +31,11 @@ LONG_FACTOR = 4  # the long run should be at least this many times as long as th
 def stops(results: Path) -> pd.DataFrame:
     """Per GROUP × stage: mean over seeds of where the stage stopped, the step it restored and that validation loss,
     and how it stopped ("plateau", "cap", "fixed"; joined when seeds differ)."""
-    logs = store.training_logs(results)
+    logs = store.training_logs(store.records(results))
     rows = logs[logs["event"] == "stop"].copy()
     if rows.empty:
         return pd.DataFrame(columns=[*GROUP, "stage", "step", "restored_step", "val_loss", "how", "seeds"])
-    rows["how"] = rows["reason"].fillna("").str.extract(r"^(\w+)", expand=False)
+    rows["how"] = [store.stop_kind(r) for r in rows.filter(["stop", "reason"]).fillna("").to_dict("records")]
     agg = rows.groupby([*GROUP, "stage"], sort=False).agg(
         step=("step", "mean"), restored_step=("restored_step", "mean"), val_loss=("best_val_loss", "mean"),
         how=("how", lambda v: "/".join(sorted(set(v.dropna())))), seeds=("seed", "nunique"),
@@ -88,34 +88,32 @@ def verdicts(metrics: pd.DataFrame, st: pd.DataFrame) -> pd.DataFrame:
 
 
 def to_markdown(metrics: pd.DataFrame, st: pd.DataFrame, verdict: pd.DataFrame, command: str) -> str:
-    lines = [f"# Stop audit\n\nMade by `{command}`. The rule's run beside a fixed long run restored by the same criterion "
-             "(lowest validation loss). A method passes when no test metric moves by more than the larger of its seed sd and "
-             "1 DSC point / 0.01 GED / 1 Dice_match point.\n", "## Verdicts\n", "| dataset | method | verdict | moved | long ÷ stop |",
-             "| --- | --- | --- | --- | --- |"]  # fmt: skip
-    for r in verdict.itertuples():
-        factor = f"{r.min_factor:.1f}×" + ("" if r.long_enough else f" (below {LONG_FACTOR}×)")
-        lines.append(f"| {r.dataset} | {display(r.method)} | {r.verdict} | {r.moved or '—'} | {factor} |")
-    lines += ["", "## Stages\n", "| method | stage | rule: stop (how) | rule: restored step, val loss | long: steps | "
-              "long: restored step, val loss |", "| --- | --- | --- | --- | --- | --- |"]  # fmt: skip
-    for r in st.itertuples():
-        lines.append(f"| {display(r.method)} | {r.stage} | {r.step_rule:.0f} ({r.how_rule}) | {r.restored_step_rule:.0f}, "
-                     f"{r.val_loss_rule:.4g} | {r.step_long:.0f} | {r.restored_step_long:.0f}, {r.val_loss_long:.4g} |")  # fmt: skip
-    lines += ["", "## Test metrics\n", "| method | metric | rule (sd, seeds) | long (seeds) | long − rule | tolerance | within |",
-              "| --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    verdicts = [[r.dataset, display(r.method), r.verdict, r.moved or "—", f"{r.min_factor:.1f}×" + ("" if r.long_enough else f" (below {LONG_FACTOR}×)")]
+                for r in verdict.itertuples()]  # fmt: skip
+    stages = [[display(r.method), r.stage, f"{r.step_rule:.0f} ({r.how_rule})", f"{r.restored_step_rule:.0f}, {r.val_loss_rule:.4g}",
+               f"{r.step_long:.0f}", f"{r.restored_step_long:.0f}, {r.val_loss_long:.4g}"] for r in st.itertuples()]  # fmt: skip
+    moved = []
     for r in metrics.itertuples():
         k = CHECKED[r.metric][2]
         sd = "–" if math.isnan(r.sd_rule) else f"{r.sd_rule * k:.2f}"
-        lines.append(f"| {display(r.method)} | {r.metric} | {r.mean_rule * k:.3f} ({sd}, {r.n_seeds_rule:.0f}) | "
-                     f"{r.mean_long * k:.3f} ({r.n_seeds_long:.0f}) | {r.diff * k:+.3f} | {r.tolerance * k:.3f} | "
-                     f"{'yes' if r.within else '**no**'} |")  # fmt: skip
-    return "\n".join(lines) + "\n"
+        moved.append([display(r.method), r.metric, f"{r.mean_rule * k:.3f} ({sd}, {r.n_seeds_rule:.0f})", f"{r.mean_long * k:.3f} ({r.n_seeds_long:.0f})",
+                      f"{r.diff * k:+.3f}", f"{r.tolerance * k:.3f}", "yes" if r.within else "**no**"])  # fmt: skip
+    return "\n".join([
+        f"# Stop audit\n\nMade by `{command}`. The rule's run beside a fixed long run restored by the same criterion (lowest validation "
+        "loss). A method passes when no test metric moves by more than the larger of its seed sd and 1 DSC point / 0.01 GED / "
+        "1 Dice_match point.\n",
+        "## Verdicts\n", markdown_table(["dataset", "method", "verdict", "moved", "long ÷ stop"], verdicts),
+        "\n## Stages\n", markdown_table(["method", "stage", "rule: stop (how)", "rule: restored step, val loss", "long: steps",
+                                         "long: restored step, val loss"], stages),
+        "\n## Test metrics\n", markdown_table(["method", "metric", "rule (sd, seeds)", "long (seeds)", "long − rule", "tolerance", "within"], moved),
+    ]) + "\n"  # fmt: skip
 
 
 def write(rule: Path, long: Path, command: str) -> tuple[Path, pd.DataFrame]:
     """Run the audit and write `<rule>/stop_audit/` (csv of verdicts and metrics, Markdown); returns (folder, verdicts)."""
     metrics, st = audit(rule, long)
     verdict = verdicts(metrics, st)
-    out = rule / FOLDER
+    out = rule / store.STOP_AUDIT
     out.mkdir(exist_ok=True)
     files.write_text(out / CSV, verdict.merge(metrics, on=GROUP, how="left").to_csv(index=False))
     files.write_text(out / MARKDOWN, to_markdown(metrics, st, verdict, command))
@@ -125,7 +123,7 @@ def write(rule: Path, long: Path, command: str) -> tuple[Path, pd.DataFrame]:
 def failures(results: Path) -> dict[tuple[str, str, str], dict[str, str]]:
     """The flags the report puts on methods that fail a results folder's stop audit: {(dataset, raters, noise):
     {method: "stop audit: fails"}}; {} where no audit was written."""
-    path = results / FOLDER / CSV
+    path = results / store.STOP_AUDIT / CSV
     if not path.is_file():
         return {}
     table = files.read_table(path, dtype={"noise": str})  # a damaged file: one line naming it (files.UnreadableFile)

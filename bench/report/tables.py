@@ -5,18 +5,25 @@ carry the dataset, the rater setting, the noise level and, where it matters, the
 (`<d>_<raters>_<noise>_<ref>`); `group_tables` decides which tables a group of the summary gets
 (see bench/report/render.py for the list). Under its title each table states what it rests on (`run_line`): the budget,
 the seeds per method and whether its cells are a pipeline check, so that the caveat travels with a pasted table.
-Bold rule (as the paper): the best mean per column, compared
-at the printed precision so that equal-looking values are bolded alike, over the method rows only;
-Average and Oracle are never bold (Tables I-III); in the ablation table every row competes. A best on one seed (a mean
-without a std) is never bold, and a column whose best has one seed has no bold at all. A method whose predictions
-were degenerate in any seed (an empty or full mask on most validation cases, manifest.json `degenerate.flag`) is marked
-after its name (`[empty 2/3]`) and never bold: its mean measures nothing.
+Bold rule: a best mean is bold only where the seed-aware test resolves it (`mark_best`): the row with the best mean of a
+column (compared at the printed precision) against every other competing row of the column with a value, each by
+`bench.report.stats.compare_models` on the per-case rows (seeds × cases), Holm-adjusted over those comparisons; bold
+where every comparison favours it at p_holm < 0.05. Otherwise no row is bold, and the best and every row it is not
+resolved from carry the shared mark `SHARED` ("≈", footnote `SHARED_NOTE`). Two rows equal as printed are never
+resolved. A best on one seed (a mean without a std) is never bold nor marked, and a table built without its per-case
+rows (`cases`) has no bold at all: nothing was tested. Over the method rows only: Average and Oracle never compete
+(Tables I-III); in the ablation table every row competes. A method whose predictions were degenerate in any seed (an
+empty or full mask on most validation cases, manifest.json `degenerate.flag`) is marked after its name (`[empty 2/3]`)
+and never competes: its mean measures nothing.
+
+The set-metrics table (`set_metrics_table`, `set_metrics_<d>_<raters>_<noise>`) shows GED, GED_u, Dice_match, Dice_max,
+Dice_soft and Dice_personal against the rater set, each header with the M it was scored at, wherever a method with
+samples or per-rater outputs ran.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -25,44 +32,9 @@ from bench import store
 from bench.evaluate import metrics
 from bench.evaluate.long_table import ordered_structures
 from bench.evaluate.scoring import HEADLINE
+from bench.report import stats
 from bench.report.rows import AVERAGE, ablation_methods, display, main_methods, oracle, reference_method, registry_order, table_of
-
-
-@dataclass(frozen=True)
-class Column:
-    structure: str
-    metric: str
-    markdown: str  # header text
-    latex: str
-    scale: float  # 100 for fractions shown in %
-    digits: int
-    higher_is_better: bool
-
-
-@dataclass
-class TableCell:
-    text: str  # mean, or "N/A" / "–" when missing
-    std: str | None = None
-    bold: bool = False
-
-
-@dataclass
-class Table:
-    title: str
-    label_header: str
-    columns: list[Column]
-    labels: list[str] = field(default_factory=list)
-    rows: list[list[TableCell]] = field(default_factory=list)
-    italic: list[bool] = field(default_factory=list)  # Average and Oracle, as \emph in the paper
-    rule_before: set[int] = field(default_factory=set)  # row indices preceded by a light rule
-    flags: list[str] = field(default_factory=list)  # per row: "" or the degenerate-prediction flag ("empty 2/3")
-    notes: list[str] = field(default_factory=list)  # lines under the table (how many samples its set metrics scored)
-    seeds: dict[str, int] = field(default_factory=dict)  # row label -> seeds behind its means (the summary's n_seeds)
-    run: str = ""  # under the title: budget, seeds per method, pipeline-check status (`run_line`)
-
-
-#: The note under a table with a flagged row.
-FLAG_NOTE = "[empty k/n], [full k/n]: in k of n seeds the method predicted an empty (full) mask on most validation cases where the raters' majority did not; its mean measures nothing and is never bold. [stop audit: fails]: trained longer (bench audit-stops) a test metric moved by more than its seed sd, so this row is not the method at its best and is never bold"  # fmt: skip
+from bench.report.table_text import SHARED_NOTE, Column, Table, TableCell, latex_text, to_latex, to_markdown
 
 
 def column(metric: str, structure: str, named: bool = False) -> Column:
@@ -98,10 +70,13 @@ def build_table(
     table_name: str,
     compete_all: bool,
     flags: dict[str, str] | None = None,
+    cases: pd.DataFrame | None = None,
 ) -> Table:
-    """Rows = [Average] + methods + [Oracle] (those present), cells mean ± std, the best bolded (see module doc).
+    """Rows = [Average] + methods + [Oracle] (those present), cells mean ± std, a resolved best bolded (see module doc).
 
-    `flags` maps a method to its degenerate-prediction flag (`degenerate_flags`); a flagged row is never bold.
+    `flags` maps a method to its degenerate-prediction flag (`degenerate_flags`); a flagged row is never bold. `cases`:
+    the per-case long rows (bench.evaluate.long_table.COLUMNS) of the summary's group, which the bold's test reads; a
+    column's rows are those of its structure, metric and the summary's reference for it. None: nothing is bold.
     """
     flags = flags or {}
     lookup = {(r["method"], r["structure"], r["metric"]): (r["mean"], r["std"]) for r in summary.to_dict("records")}
@@ -110,6 +85,7 @@ def build_table(
     table = Table(title, label_header, columns)
     seeds = summary[summary["method"] != AVERAGE].groupby("method")["n_seeds"].max() if "n_seeds" in summary else pd.Series(dtype=int)
     for method in order:
+        table.methods.append(method)
         table.labels.append(display(method, table_name))
         table.italic.append(method in (AVERAGE, oracle()))
         table.flags.append(flags.get(method, ""))
@@ -125,8 +101,23 @@ def build_table(
             table.rule_before.add(i)
     competing = [i for i, m in enumerate(order) if (compete_all or m not in (AVERAGE, oracle())) and not flags.get(m)]
     for j, column in enumerate(columns):
-        mark_best(table, j, column, competing, [lookup.get((order[i], column.structure, column.metric)) for i in competing])
+        values = [lookup.get((order[i], column.structure, column.metric)) for i in competing]
+        mark_best(table, j, column, competing, values, column_cases(summary, cases, column), [order[i] for i in competing])
+    if any(c.shared for row in table.rows for c in row):
+        table.notes.append(SHARED_NOTE + ".")
     return table
+
+
+def column_cases(summary: pd.DataFrame, cases: pd.DataFrame | None, column: Column) -> pd.DataFrame | None:
+    """The per-case rows behind one column: its structure and metric, against the reference the summary's method rows
+    of that column have (the headline reference, the rater set or the rater mean); None without `cases`."""
+    if cases is None:
+        return None
+    rows = cases[(cases["structure"] == column.structure) & (cases["metric"] == column.metric)]
+    if "reference" in summary and "reference" in cases:
+        shown = summary[(summary["structure"] == column.structure) & (summary["metric"] == column.metric) & (summary["method"] != AVERAGE)]
+        rows = rows[rows["reference"].isin(set(shown["reference"]))]
+    return rows
 
 
 def table_cell(value: tuple[float, float] | None, column: Column, is_average: bool) -> TableCell:
@@ -137,90 +128,32 @@ def table_cell(value: tuple[float, float] | None, column: Column, is_average: bo
     return TableCell(f"{mean * column.scale:.{column.digits}f}", std_text)
 
 
-def mark_best(table: Table, j: int, column: Column, rows: list[int], values: list) -> None:
-    """Bold every competing row whose mean, rounded as printed, equals the best rounded mean of column j and has a std
-    (two or more seeds): a best on one seed is never bold, nor is a row that only ties with it."""
+def mark_best(table: Table, j: int, column: Column, rows: list[int], values: list, cases: pd.DataFrame | None = None,
+              names: list[str] | None = None) -> None:  # fmt: skip
+    """Bold the best of column j where the seed-aware test resolves it, else mark the unresolved leaders (module doc).
+
+    rows: the competing row indices; values: their (mean, std) or None; cases: the column's per-case rows
+    (`column_cases`); names: the method of each competing row. The best is the row with the best mean as printed (the
+    best unrounded mean among rows equal as printed); it is tested against every other competing row with a value.
+    Nothing is marked where the best has one seed (no std), where fewer than two rows have a value, or without `cases`.
+    """
     found = {i: v for i, v in zip(rows, values) if v is not None and not pd.isna(v[0])}
-    rounded = {i: round(v[0] * column.scale, column.digits) for i, v in found.items()}
-    if not rounded:
+    if len(found) < 2 or cases is None or names is None:
         return
-    best = max(rounded.values()) if column.higher_is_better else min(rounded.values())
-    leaders = [i for i, value in rounded.items() if value == best]
-    if all(not pd.isna(found[i][1]) for i in leaders):
-        for i in leaders:
-            table.rows[i][j].bold = True
-
-
-def to_markdown(table: Table) -> str:
-    lines = [
-        f"### {table.title}",
-        "",
-        *([table.run, ""] if table.run else []),
-        "| " + " | ".join([table.label_header, *(c.markdown for c in table.columns)]) + " |",
-    ]
-    lines.append("|:--" + "|--:" * len(table.columns) + "|")
-    for label, row, italic, flag in zip(table.labels, table.rows, table.italic, flagged(table)):
-        texts = [markdown_cell(c) for c in row]
-        label = (f"*{label}*" if italic else label) + (f" [{flag}]" if flag else "")
-        lines.append("| " + " | ".join([label, *texts]) + " |")
-    if any(table.flags):
-        lines += ["", FLAG_NOTE + "."]
-    lines += [line for note in table.notes for line in ("", note)]
-    return "\n".join(lines) + "\n"
-
-
-def flagged(table: Table) -> list[str]:
-    """Each row's flag ("" where none; a table built without flags has none)."""
-    return table.flags or [""] * len(table.labels)
-
-
-def markdown_cell(c: TableCell) -> str:
-    text = c.text if c.std is None else f"{c.text} ± {c.std}"
-    return f"**{text}**" if c.bold else text
-
-
-def to_latex(table: Table) -> str:
-    """A booktabs tabular (\\input it inside a table environment); the caption is the leading comment."""
-    lines = [
-        f"% {latex_text(table.title)}",
-        *([f"% {latex_text(table.run)}"] if table.run else []),
-        r"\begin{tabular}{l" + "c" * len(table.columns) + "}",
-        r"\toprule",
-        " & ".join([latex_text(table.label_header), *(c.latex for c in table.columns)]) + r" \\",
-        r"\midrule",
-    ]
-    for i, (label, row, italic, flag) in enumerate(zip(table.labels, table.rows, table.italic, flagged(table))):
-        if i in table.rule_before:
-            lines.append(r"\midrule")
-        label = latex_text(label)
-        label = (rf"\emph{{{label}}}" if italic else label) + (f" [{latex_text(flag)}]" if flag else "")
-        lines.append(" & ".join([label, *(latex_cell(c) for c in row)]) + r" \\")
-    lines.append(r"\bottomrule")
-    if any(table.flags):
-        lines.append(rf"\multicolumn{{{len(table.columns) + 1}}}{{p{{0.9\linewidth}}}}{{\footnotesize {latex_text(FLAG_NOTE)}.}} \\")
-    for note in [n for n in (table.run, *table.notes) if n]:
-        lines.append(rf"\multicolumn{{{len(table.columns) + 1}}}{{p{{0.9\linewidth}}}}{{\footnotesize {latex_text(note)}}} \\")
-    lines.append(r"\end{tabular}")
-    return "\n".join(lines) + "\n"
-
-
-def latex_cell(c: TableCell) -> str:
-    def b(text: str) -> str:
-        return rf"\textbf{{{text}}}" if c.bold else text
-
-    text = latex_text(c.text)
-    return b(text) if c.std is None else rf"{b(text)} $\pm$ {b(c.std)}"  # bold like the paper: mean and std
-
-
-LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\~{}", "^": r"\^{}"}  # fmt: skip
-
-
-LATEX_UNICODE = {"†": r"$\dagger$", "‡": r"$\ddagger$", "→": r"$\rightarrow$", "±": r"$\pm$", "↑": r"$\uparrow$", "↓": r"$\downarrow$", "–": "--", "×": r"$\times$"}  # fmt: skip
-
-
-def latex_text(text: str) -> str:
-    """Escape TeX specials and map the few Unicode symbols the tables use to math-mode commands."""
-    return "".join(LATEX_UNICODE.get(ch, LATEX_SPECIAL.get(ch, ch)) for ch in str(text))
+    name = dict(zip(rows, names))
+    sign = 1 if column.higher_is_better else -1
+    rounded = {i: sign * round(v[0] * column.scale, column.digits) for i, v in found.items()}
+    leaders = [i for i, value in rounded.items() if value == max(rounded.values())]
+    if any(pd.isna(found[i][1]) for i in leaders):  # a best on one seed: nothing can be resolved
+        return
+    top = max(leaders, key=lambda i: sign * found[i][0])
+    tests = stats.leader_tests(cases, name[top], [name[i] for i in found if i != top], column.higher_is_better)
+    apart = [i for i in found if i != top and (i in leaders or not stats.resolved(tests.get(name[i])))]
+    if not apart:
+        table.rows[top][j].bold = True
+        return
+    for i in [top, *apart]:
+        table.rows[i][j].shared = True
 
 
 def group_title(kind: str, group: tuple, structure: str | None = None) -> str:
@@ -251,14 +184,15 @@ def degenerate_flags(outcomes: pd.DataFrame | None, dataset: str, raters: str, n
     return out
 
 
-def group_tables(part: pd.DataFrame, group: tuple, flags: dict[str, str] | None = None) -> list[tuple[str, Table]]:
+def group_tables(part: pd.DataFrame, group: tuple, flags: dict[str, str] | None = None, cases: pd.DataFrame | None = None
+                 ) -> list[tuple[str, Table]]:  # fmt: skip
     """(file stem, table) for one dataset × raters × noise × headline reference of the summary.
 
     `part` holds that reference's rows, the Average rows, and the rows against the rater set
     (GED, Dice_match) and the rater mean (soft DSC / IoU), which do not depend on the headline reference.
     Datasets without ground truth (real raters: LIDC, RIGA) get Table II's columns, DSC, bAHD, GED
     and Dice_match; a dataset scored with soft metrics (RIGA) gets Table III, soft DSC / IoU per structure. `flags`:
-    `degenerate_flags` of the group.
+    `degenerate_flags` of the group; `cases`: the group's per-case long rows, for the bold's test (`build_table`).
     """
     dataset, raters, noise, reference = group
     out = []
@@ -272,7 +206,7 @@ def group_tables(part: pd.DataFrame, group: tuple, flags: dict[str, str] | None 
             columns = table_columns("table2" if real else "table1", structure)
             kind = "DSC (%) ↑, bAHD ↓, GED ↓ and Dice_match (%) ↑" if real else "DSC (%) ↑ and bAHD ↓"
             table = build_table(part, columns, main, group_title(kind, group, structure), "Methods", "main", compete_all=False,
-                                flags=flags)  # fmt: skip
+                                flags=flags, cases=cases)  # fmt: skip
             out.append((f"{'table2' if real else 'table1'}_{base}_{slug(structure)}", table))
         soft = [
             c for s in ordered_structures({s for s, _ in pairs}) for c in table_columns("table3", s, named=True) if (s, c.metric) in pairs
@@ -282,7 +216,7 @@ def group_tables(part: pd.DataFrame, group: tuple, flags: dict[str, str] | None 
             out.append(
                 (
                     f"table3_{slug(dataset, raters, noise)}",
-                    build_table(part, soft, main, title, "Methods", "main", compete_all=False, flags=flags),
+                    build_table(part, soft, main, title, "Methods", "main", compete_all=False, flags=flags, cases=cases),
                 )
             )
     ablation = ablation_methods(methods_here)
@@ -295,7 +229,8 @@ def group_tables(part: pd.DataFrame, group: tuple, flags: dict[str, str] | None 
             for s in ordered_structures({s for s, k in row_pairs if k in ablation_metrics})
         ]
         title = group_title("ablation, DSC (%) ↑", group)
-        out.append((f"table4_{base}", build_table(rows, columns, ablation, title, "Variant", "ablation", compete_all=True, flags=flags)))
+        table = build_table(rows, columns, ablation, title, "Variant", "ablation", compete_all=True, flags=flags, cases=cases)
+        out.append((f"table4_{base}", table))
     return out
 
 
@@ -344,22 +279,28 @@ MIN_SEEDS = 3
 def run_records(results: Path) -> pd.DataFrame:
     """One row per finished cell of `results`: its keys, budget and `OPTIONS` (None where not set), from config.json."""
     rows = []
-    for folder, info in store.manifests(results):
-        config = store.read_config(folder)
-        options = config.get("options") or {}
-        rows.append({**info["cell"], "budget": config.get("budget", {}).get("name", ""), **{k: options.get(k) for k in OPTIONS}})
+    for r in store.records(results):
+        options = r.config.get("options") or {}
+        rows.append({**r.keys, "budget": r.config.get("budget", {}).get("name", ""), **{k: options.get(k) for k in OPTIONS}})
     return pd.DataFrame(rows, columns=[*store.KEYS, "budget", *OPTIONS])
 
 
 def run_line(table: Table, cells: pd.DataFrame | None) -> str:
-    """ "Run: budget plateau; seeds per method: 3; not a pipeline check": what one table's values rest on.
+    """ "Run: budget plateau; seeds per method: 3; not a pipeline check": what one table's values rest on (`run_text` of
+    its rows' seeds, `Table.seeds`)."""
+    return run_text(table.seeds, cells)
 
-    `cells`: the `run_records` of the table's dataset × raters × noise; None or empty: budget and options not recorded.
-    A pipeline check: the quick budget, a run option set, or fewer than MIN_SEEDS seeds of a row (`Table.seeds`).
+
+def run_text(seeds_of: dict[str, int], cells: pd.DataFrame | None) -> str:
+    """ "Run: budget plateau; seeds per method: 3; not a pipeline check": what a table's or a figure's values rest on.
+
+    `seeds_of`: row label (or method) -> the seeds behind its values; `cells`: the `run_records` of the dataset × raters
+    × noise shown; None or empty: budget and options not recorded. A pipeline check: the quick budget, a run option set,
+    or fewer than MIN_SEEDS seeds of a row.
     """
-    counts = set(table.seeds.values())
-    seeds = str(counts.pop()) if len(counts) == 1 else ", ".join(f"{label} {n}" for label, n in table.seeds.items()) or "–"
-    few = [f"{label} {n}" for label, n in table.seeds.items() if n < MIN_SEEDS]
+    counts = set(seeds_of.values())
+    seeds = str(counts.pop()) if len(counts) == 1 else ", ".join(f"{label} {n}" for label, n in seeds_of.items()) or "–"
+    few = [f"{label} {n}" for label, n in seeds_of.items() if n < MIN_SEEDS]
     reasons = [f"fewer than {MIN_SEEDS} seeds ({', '.join(few)})"] if few else []
     if cells is None or cells.empty:
         check = f"pipeline check, not a verdict: {reasons[0]}" if reasons else "pipeline check: not known (no cell records)"
@@ -376,17 +317,33 @@ def run_line(table: Table, cells: pd.DataFrame | None) -> str:
 
 def write_tables(summary: pd.DataFrame, out_dir: Path, note: str = "", outcomes: pd.DataFrame | None = None,
                  samples: dict[tuple, tuple[str, set[str]]] | None = None, audit: dict[tuple, dict[str, str]] | None = None,
-                 cells: pd.DataFrame | None = None) -> list[Path]:  # fmt: skip
-    """Every table of the summary as Markdown and LaTeX, per headline reference; `note` (e.g. "quick stand-in: …") heads each file.
+                 cells: pd.DataFrame | None = None, cases: pd.DataFrame | None = None) -> list[Path]:  # fmt: skip
+    """Every table of the summary as Markdown and LaTeX, per headline reference, and the set-metrics table of each group
+    where a method with samples or per-rater outputs ran (`set_metrics_table`); `note` (e.g. "quick stand-in: …") heads
+    each file.
 
     `outcomes` (`bench.store.training_outcomes` of the same results folder) marks the degenerate rows (`degenerate_flags`);
     `samples` (`samples_note` of the long table) goes under each table with a set metric, and its methods at another M
     are left out of the set-metric columns. `audit` (`stop_audit.failures`) flags the methods that fail the stop audit.
-    `cells` (`run_records` of the same results folder) gives each table's `run_line`.
+    `cells` (`run_records` of the same results folder) gives each table's `run_line`. `cases`: the long table
+    (metrics.parquet) of the same results, which the bold's test reads (`mark_best`) and the set-metrics table needs;
+    None: no bold and no set-metrics table.
     """
     written, markdown = [], []
+
+    def write(stem: str, table: Table) -> None:
+        md, tex = to_markdown(table), to_latex(table)
+        if note:
+            md, tex = f"> {note}\n\n{md}", f"% {note}\n{tex}"
+        (out_dir / f"{stem}.md").write_text(md)
+        (out_dir / f"{stem}.tex").write_text(tex)
+        written.extend([out_dir / f"{stem}.md", out_dir / f"{stem}.tex"])
+        markdown.append(md)
+
+    by_group = {} if cases is None else dict(tuple(cases.groupby(["dataset", "raters", "noise"], sort=False)))
     for (dataset, raters, noise), part in summary.groupby(["dataset", "raters", "noise"], sort=True):
         here = None if cells is None else cells[(cells["dataset"] == dataset) & (cells["raters"] == raters) & (cells["noise"] == noise)]
+        group_cases = None if cases is None else by_group.get((dataset, raters, noise), cases.iloc[:0])
         flags = degenerate_flags(outcomes, dataset, raters, noise)
         for method, flag in (audit or {}).get((dataset, raters, noise), {}).items():
             flags[method] = " · ".join(f for f in (flags.get(method), flag) if f)
@@ -396,19 +353,17 @@ def write_tables(summary: pd.DataFrame, out_dir: Path, note: str = "", outcomes:
         shared = part[part["reference"].isin(["raters", "rater-mean"]) | (part["method"] == AVERAGE)]
         for reference in [r for r in HEADLINE if r in set(part.loc[part["method"] != AVERAGE, "reference"])]:
             rows = pd.concat([part[(part["reference"] == reference) & (part["method"] != AVERAGE)], shared])
-            for stem, table in group_tables(rows, (dataset, raters, noise, reference), flags):
+            for stem, table in group_tables(rows, (dataset, raters, noise, reference), flags, group_cases):
                 if (out_dir / f"{stem}.md") in written:  # Table III does not depend on the headline reference
                     continue
                 if line and any(metrics.get(c.metric).kind == "set" for c in table.columns if c.metric in metrics.METRICS):
                     table.notes.append(line)
                 table.run = run_line(table, here)
-                md, tex = to_markdown(table), to_latex(table)
-                if note:
-                    md, tex = f"> {note}\n\n{md}", f"% {note}\n{tex}"
-                (out_dir / f"{stem}.md").write_text(md)
-                (out_dir / f"{stem}.tex").write_text(tex)
-                written += [out_dir / f"{stem}.md", out_dir / f"{stem}.tex"]
-                markdown.append(md)
+                write(stem, table)
+        if group_cases is not None:
+            table = set_metrics_table(summary, group_cases, dataset, raters, noise, flags, here)
+            if table is not None:
+                write(f"set_metrics_{slug(dataset, raters, noise)}", table)
     if markdown:
         (out_dir / "tables.md").write_text("\n".join(markdown))
         written.append(out_dir / "tables.md")
@@ -417,3 +372,55 @@ def write_tables(summary: pd.DataFrame, out_dir: Path, note: str = "", outcomes:
 
 def default_reference(dataset: str) -> str:
     return "gt" if has_gt(dataset) else "majority"
+
+
+#: The set-metrics table's columns, in this order (bench/evaluate/metrics.py describes each).
+SET_TABLE = ("ged", "ged_unbiased", "dice_match", "dice_max", "dice_soft", "dice_personal")
+
+
+def set_metrics_table(summary: pd.DataFrame, cases: pd.DataFrame, dataset: str, raters: str, noise: str,
+                      flags: dict[str, str] | None = None, cells: pd.DataFrame | None = None) -> Table | None:  # fmt: skip
+    """The field's table of one dataset × raters × noise: `SET_TABLE` against the rater set, per structure, mean ± std over
+    seeds, each header with the M its values were scored at; under it the samples line (`samples_note`: M and the
+    perfect sampler's GED floor) and the run line (`run_text`), bold only on a resolved best (`mark_best`).
+
+    summary: `bench.evaluate.long_table.summarise`'s rows; cases: the long rows (with `n_samples`) of the same results.
+    None where no method of the group scored more than one segmentation (no samples, no per-rater outputs): its set
+    metrics would repeat its one prediction's Dice. Methods scored at another M than the others are left out of the
+    sample columns (`samples_note`); Dice_personal, which scores each rater's own output, keeps them.
+    """
+    where = (cases["dataset"] == dataset) & (cases["raters"] == raters) & (cases["noise"] == noise) & (cases["reference"] == "raters")
+    rows = cases[where]
+    if "n_samples" not in rows or not (rows.loc[rows["metric"].isin(SET_TABLE), "n_samples"] > 1).any():
+        return None
+    line, apart = samples_note(rows).get((dataset, raters, noise), ("", set()))
+    drawn = [k for k in SET_TABLE if metrics.get(k).outputs == "samples"]  # compared at one M; Dice_personal scores own outputs
+    rows = rows[rows["metric"].isin(SET_TABLE) & ~(rows["method"].isin(apart) & rows["metric"].isin(drawn))]
+    part = summary[(summary["dataset"] == dataset) & (summary["raters"] == raters) & (summary["noise"] == noise)
+                   & (summary["reference"] == "raters") & summary["metric"].isin(SET_TABLE)]  # fmt: skip
+    part = part[~(part["method"].isin(apart) & part["metric"].isin(drawn))]
+    pairs = set(zip(part["structure"], part["metric"]))
+    structures = ordered_structures({s for s, _ in pairs})
+    columns = []
+    for structure in structures:
+        for name in [k for k in SET_TABLE if (structure, k) in pairs]:
+            m = rows.loc[(rows["structure"] == structure) & (rows["metric"] == name), "n_samples"]
+            base = column(name, structure, named=len(structures) > 1)
+            at = (
+                f"M = {' or '.join(str(int(v)) for v in sorted(m.unique()))}"
+                if metrics.get(name).outputs == "own"
+                else (f"M = {int(m.max())}" if len(m) else "M –")
+            )  # the samples' columns: one M (`apart`), one prediction counts as M copies
+            columns.append(Column(structure, name, f"{base.markdown} ({at})", f"{base.latex} ({latex_text(at)})", base.scale, base.digits,
+                                  base.higher_is_better))  # fmt: skip
+    methods_here = main_methods(set(part["method"]))
+    if not columns or not methods_here:
+        return None
+    title = group_title("set metrics against the rater set (GED ↓, Dice (%) ↑)", (dataset, raters, noise, "the rater set"))
+    table = build_table(part, columns, methods_here, title, "Methods", "main", compete_all=False, flags=flags, cases=rows)
+    if line:
+        table.notes.append(line)
+    table.notes.append("Dice_personal scores each rater's own output against that rater (M = R where a method has per-rater "
+                       "outputs); a method with one prediction offers it to every rater (M = 1).")  # fmt: skip
+    table.run = run_line(table, cells)
+    return table

@@ -21,6 +21,7 @@ import pandas as pd
 from scipy import stats as scipy_stats
 
 from bench import store, study
+from bench.evaluate.long_table import select
 from bench.evaluate.metrics import higher_is_better
 from bench.report import stats
 from bench.report.rows import table_of
@@ -69,15 +70,12 @@ def cell_info(results: Path) -> pd.DataFrame:
     run options `OPTIONS` (None where not set), the split sizes `IMAGES` it trained, validated and was scored on, and its
     selection reading ({} where not kept: `bench.run.cell.gt_selected`)."""
     rows = []
-    for folder, info in store.manifests(results):
-        config = store.read_config(folder)
-        setting = info.get("rater_setting") or {}
-        stops = "+".join(s.get("reason", "").split(":")[0] for s in info.get("stages", {}).values())
-        options = config.get("options") or {}
-        rows.append({**info["cell"], "budget": config.get("budget", {}).get("name", ""), "labels": setting.get("labels") or {},
-                     "input": setting.get("input", ""), "stops": stops, "flag": info.get("degenerate", {}).get("flag", ""),
-                     "teacher": info.get("teacher") or {}, "selection": info.get("selection") or {}, **{k: options.get(k) for k in OPTIONS},
-                     **{k: config.get(k) for k in IMAGES}})  # fmt: skip
+    for r in store.records(results):
+        setting, options, config = r.manifest.get("rater_setting") or {}, r.config.get("options") or {}, r.config
+        rows.append({**r.manifest["cell"], "budget": config.get("budget", {}).get("name", ""), "labels": setting.get("labels") or {},
+                     "input": setting.get("input", ""), "stops": "+".join(r.stops), "flag": r.degenerate.get("flag", ""),
+                     "teacher": r.manifest.get("teacher") or {}, "selection": r.manifest.get("selection") or {},
+                     **{k: options.get(k) for k in OPTIONS}, **{k: config.get(k) for k in IMAGES}})  # fmt: skip
     return pd.DataFrame(
         rows, columns=[*store.KEYS, "budget", "labels", "input", "stops", "flag", "teacher", "selection", *OPTIONS, *IMAGES]
     )
@@ -88,8 +86,7 @@ IMAGES = ("train_images", "val_images", "test_images")
 
 def per_seed(table: pd.DataFrame, column: Column, reference: str) -> pd.DataFrame:
     """Per (dataset, raters, method, seed): the mean over cases of the column's metric at the protocol level."""
-    rows = table[(table["metric"] == column.metric) & (table["structure"] == column.structure) & (table["reference"] == reference)
-                 & (table["noise"] == "protocol")]  # fmt: skip
+    rows = select(table, metric=column.metric, structure=column.structure, reference=reference, noise="protocol")
     return rows.groupby(["dataset", "raters", "method", "seed"], dropna=False)["value"].mean().reset_index()
 
 
@@ -164,7 +161,7 @@ def assess_selection(logs: pd.DataFrame, table: pd.DataFrame | None = None, cell
     steps = selection_steps(logs)
     fair: dict = {}
     if table is not None and len(table):
-        rows = table[(table["metric"] == "dsc") & (table["reference"] == "gt") & (table["structure"] == "foreground")]
+        rows = select(table, metric="dsc", reference="gt", structure="foreground")
         seeds = rows.groupby(["dataset", "raters", "noise", "method", "seed"])["value"].mean().mul(100)
         fair = {key: part.to_numpy() for key, part in seeds.groupby(level=[0, 1, 2, 3])}
     kept: dict = {}
@@ -233,7 +230,7 @@ def teacher_value(teacher: dict, where: str) -> float:
 
 def assess_table(t: Table, table: pd.DataFrame, cells: pd.DataFrame, paper: Study, data_root: Path) -> TableReport:
     groups: dict[tuple[str, str], Group] = {}
-    not_run = []
+    not_run: dict[str, str] = {}
     for j, column in enumerate(t.columns):
         found = False
         for dataset in stand_ins(t, column.dataset):
@@ -251,8 +248,8 @@ def assess_table(t: Table, table: pd.DataFrame, cells: pd.DataFrame, paper: Stud
                 group.extra[j] = areas(table, dataset, raters, reference, column)
                 found = True
         if not found:
-            not_run.append(f"{column.dataset}: {absent(column.dataset, data_root)}")
-    return TableReport(t, list(groups.values()), list(dict.fromkeys(not_run)))
+            not_run[column.dataset] = absent(column.dataset, data_root)
+    return TableReport(t, list(groups.values()), not_run)
 
 
 def column_entries(t: Table, j: int, part: pd.DataFrame, column: Column, group: Group, cells: pd.DataFrame) -> list[Entry]:
@@ -297,8 +294,7 @@ def ranking(t: Table, j: int, entries: list[Entry], table: pd.DataFrame, column:
         paper_rows = [e for e in entries if e.paper and e.method not in ("average", paper.oracle)]
         out["paper_winner"] = pick(paper_rows, key=lambda e: e.paper[0]).method if paper_rows else ""
         if best.method != paper.reference_method and any(e.method == paper.reference_method for e in competing):
-            rows = table[(table["dataset"] == dataset) & (table["raters"] == raters) & (table["noise"] == "protocol")
-                         & (table["reference"] == reference)]  # fmt: skip
+            rows = select(table, dataset=dataset, raters=raters, noise="protocol", reference=reference)
             tests = stats.paired_tests(rows, column.metric, column.structure, paper.reference_method, higher, others=[best.method])
             if len(tests):
                 out["test"] = tests.iloc[0].to_dict()
@@ -307,8 +303,7 @@ def ranking(t: Table, j: int, entries: list[Entry], table: pd.DataFrame, column:
 
 def areas(table: pd.DataFrame, dataset: str, raters: str, reference: str, column: Column) -> pd.DataFrame:
     """Precision, recall and predicted area ÷ reference area per method, pooled over cases and seeds (hard-mask rows)."""
-    rows = table[(table["dataset"] == dataset) & (table["raters"] == raters) & (table["noise"] == "protocol") & (table["metric"] == "dsc")
-                 & (table["reference"] == reference) & (table["structure"] == column.structure)]  # fmt: skip
+    rows = select(table, dataset=dataset, raters=raters, noise="protocol", metric="dsc", reference=reference, structure=column.structure)
     sums = rows.groupby("method")[["tp", "fp", "fn", "n_gt", "n_pred"]].sum()
     return pd.DataFrame({
         "precision": sums["tp"] / (sums["tp"] + sums["fp"]).replace(0, np.nan),
@@ -334,7 +329,7 @@ def assess_value(value, table: pd.DataFrame, cells: pd.DataFrame, paper: Study) 
     for dataset in stand_ins(t, value.column.dataset):
         reference = measured_reference(value.column, dataset)
         seeds = per_seed(table, value.column, reference)
-        seeds = seeds[(seeds["dataset"] == dataset) & (seeds["method"] == value.method)]
+        seeds = select(seeds, dataset=dataset, method=value.method)
         for raters in sorted(set(seeds["raters"]), key=lambda r: r != paper.paper_raters.get(value.column.dataset)):
             group = group_for(dataset, raters, value.column.dataset, cells, value.column, paper)
             mine = measure(seeds[seeds["raters"] == raters]["value"].to_numpy(), scale(value.column.metric))

@@ -16,6 +16,7 @@ import pandas as pd
 from bench import study
 from bench.evaluate.metrics import higher_is_better
 from bench.report import stats
+from bench.report.intervals import difference_range, interval
 from bench.report.rows import display
 from bench.reproduce.verdicts import (
     ALPHA,
@@ -170,6 +171,7 @@ def pair_tests(table, group: Group, column: Column, pairs, where: str, tol: floa
         r = stats.pair_test(family, better, worse) or {"diff": math.nan, "ci_low": math.nan, "ci_high": math.nan, "p_holm": math.nan,
                                                        "seeds_needed": math.nan}  # fmt: skip
         diff, low, high, p = unit * r["diff"], unit * r["ci_low"], unit * r["ci_high"], r["p_holm"]
+        r = {**r, "metric": column.metric}  # for the interval's range (`shown`)
         state = (
             ("ahead" if diff > 0 else "behind") if p < ALPHA else "no material difference" if -tol <= low and high <= tol else "unresolved"
         )
@@ -202,9 +204,11 @@ def order_check(table, group: Group, column: Column, pairs, where: str, tol: flo
 def comparison(r: dict, tol: float) -> str:
     """One comparison's evidence: Δ with its interval, Holm p, its state and, unresolved, the seeds per method at which a
     gap of that size would be found with 80 % power."""
+    if math.isnan(r["diff"]):  # a pair outside the column's registered family
+        return f"no test → {r['state']}"
     if math.isnan(r["p_holm"]):  # one seed of a method: its training variance, so the interval, is unknown
         return f"Δ {r['diff']:+.2f}, no interval (fewer than 2 seeds of a method) → {r['state']}"
-    text = f"Δ {r['diff']:+.2f} [{r['low']:+.2f}, {r['high']:+.2f}], Holm p {r['p_holm']:.2g} → {r['state']}"
+    text = f"Δ {r['diff']:+.2f} {shown(r)}, Holm p {r['p_holm']:.2g} → {r['state']}"
     if r["state"] == "no material difference":
         text += f" (within ±{tol:.2g})"
     if r["state"] == "unresolved":
@@ -214,6 +218,20 @@ def comparison(r: dict, tol: float) -> str:
         elif math.isinf(needed):
             text += f"; more than {stats.MAX_SEEDS} seeds per method, or more test cases, would be needed to find a gap of this size"
     return text
+
+
+def shown(r: dict) -> str:
+    """A comparison's 95 % interval (paper units) as bench/report/intervals.py prints every interval: with each method's
+    seeds and the df, "not estimable" where wider than the metric's range, no NaN or zero-width bounds as numbers."""
+    if "n_seeds" not in r:  # a pair outside the column's registered family: no test was run
+        return "(no test)"
+    seeds = (int(r["n_seeds_ref"]), int(r["n_seeds"]))
+    return interval(r["low"], r["high"], seeds, r["df"], 2, difference_range(r["metric"]), signed=True)
+
+
+def holm_p(p: float) -> str:
+    """ "Holm p 0.003", or "no p" where the test has none (a method with one seed)."""
+    return "no p (fewer than 2 seeds of a method)" if math.isnan(p) else f"Holm p {p:.2g}"
 
 
 def margin_check(claim: Claim, table, group: Group, column: Column, reference: str, where: str, paper: Study, tol: float) -> dict:
@@ -238,8 +256,8 @@ def margin_check(claim: Claim, table, group: Group, column: Column, reference: s
         need = versus[r["worse"]] - tol
         state = "does not hold" if r["state"] == "behind" or r["high"] < need else "holds" if r["low"] >= need else "inconclusive"
         states.append(state)
-        lines.append(f"{where} ({group.budget}): {display(r['better'])} − {display(r['worse'])} = {r['diff']:+.2f} "
-                     f"[{r['low']:+.2f}, {r['high']:+.2f}] points, Holm p {r['p_holm']:.2g} → {r['state']} (claimed ≈ "
+        lines.append(f"{where} ({group.budget}): {display(r['better'])} − {display(r['worse'])} = {r['diff']:+.2f} points "
+                     f"{shown(r)}, {holm_p(r['p_holm'])} → {r['state']} (claimed ≈ "
                      f"{versus[r['worse']]:g}, at least {need:g}) → {state}")  # fmt: skip
     return {**check, "status": decide(states, check["missing"]), "lines": lines + check["lines"]}
 
@@ -256,7 +274,7 @@ def tie_check(claim: Claim, table, group: Group, column: Column, reference: str,
         inside, outside = -tol <= r["low"] and r["high"] <= tol, r["high"] < -tol or r["low"] > tol
         states.append("holds" if inside else "does not hold" if outside else "inconclusive")
         lines.append(f"{where} ({group.budget}): {display(r['better'])} vs {display(r['worse'])}: Δ {r['diff']:+.2f} "
-                     f"[{r['low']:+.2f}, {r['high']:+.2f}] against ±{tol:.2g} → "
+                     f"{shown(r)} against ±{tol:.2g} → "
                      f"{'no effect' if inside else 'an effect' if outside else 'inconclusive'}")  # fmt: skip
     return {**check, "status": decide(states, check["missing"]), "lines": lines + check["lines"]}
 

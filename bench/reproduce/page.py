@@ -1,12 +1,16 @@
 """REPRODUCTION.md and a self-contained REPRODUCTION.html from an `Assessment` (bench/reproduce/assessment.py).
 
-The page is a list of blocks (heading, paragraph, list, table, figure, table of contents) written twice: as Markdown
-with relative links to the figures, and as one HTML file with the figures embedded (base64), which a browser opens
-offline. It is read top-down in a minute: a banner saying what was run where (budget, seeds, split sizes, run options,
-rater settings, machine, software, from the cells' config.json and manifest.json), the headline as counts of verdicts,
-the contents, the verdict rules, then per paper table the values with their verdicts, the ranking (with its bootstrap
-uncertainty, bench/report/ranking.py) and the figures behind them, the claims, the numbers of the text, LF-Net's declared
-readings, and the run's configuration per rater setting.
+The page is a list of blocks (bench/reproduce/page_format.py) written twice: as Markdown with relative links to the
+figures, and as one HTML file with the figures embedded (base64), which a browser opens offline. It is read top-down in
+a minute, its first screen enough to stop after: a red banner where any rater setting is a pipeline check (which, and
+why); the headline, one line of numbers per paper table (LF-Net's measured value and interval against the paper's, its
+verdict, the best method measured here, the table's verdict counts) and the claims' verdicts; what was run where (budget,
+seeds, split sizes, run options, rater settings, machine, software, from the cells' config.json and manifest.json); the
+contents; the verdict rules, folded. Then per paper table its values not run in one line, and per rater setting the
+measured values with their verdicts, the ranking (with its bootstrap uncertainty, bench/report/ranking.py), every pair
+compared (bench/report/significance.py) with the ranks under three schemes, and the figures behind them side by side;
+each missing dataset's instructions once; the claims, the numbers of the text, LF-Net's declared readings, the selection
+reading, and the run's configuration per rater setting where there are several.
 """
 
 from __future__ import annotations
@@ -17,14 +21,26 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench import files
+from bench import files, study
 from bench.evaluate.long_table import mean_sd
 from bench.report import tables
 from bench.report.intervals import difference_range, interval, value_range
+from bench.report.ranking import SCHEMES
 from bench.report.rows import display
+from bench.report.tables import MIN_SEEDS
 from bench.reproduce.assessment import Assessment
 from bench.reproduce.page_figures import N_BOOT, TEST, ColumnRanking, column_name, figure_files, rank_columns, tau_text
-from bench.reproduce.page_format import Block, to_html, to_markdown, verdict_of
+from bench.reproduce.page_format import Block, plural, to_html, to_markdown, verdict_of
+from bench.reproduce.page_sections import (
+    claims_blocks,
+    datasets_blocks,
+    measured_text,
+    numbers_blocks,
+    readings_blocks,
+    selection_blocks,
+    set_metrics_blocks,
+    versus,
+)
 from bench.reproduce.provenance import banner, configuration_blocks, is_stand_in, provenance
 from bench.reproduce.verdicts import (
     CLAIM_RULE,
@@ -35,7 +51,7 @@ from bench.reproduce.verdicts import (
     TableReport,
     digits,
     is_paper_setting,
-    scale,
+    pipeline_reasons,
 )
 
 #: Verdicts in the order the headline counts them.
@@ -71,117 +87,238 @@ def page(a: Assessment, figs: dict, out_dir: Path, cells: pd.DataFrame, ranks: d
         ("h", 1, f"Does the paper reproduce? {paper.citation}"),
         ("p", f"*{paper.title}*. Every paper number below cites the line of the paper's LaTeX it comes from (`{paper.source}`, "
               "study file paper_figures/lfnet_paper.toml)."),
-        ("table", ["run", "as the cells recorded it"], banner(a, cells)),
+        *banner_blocks(cells),
         ("h", 2, "Headline"),
         ("list", headline(a)),
-        ("table", ["paper values", *VALUE_VERDICTS], value_counts(a)),
-        ("table", ["claims of the text", "count", "claims"], claim_counts(a)),
+        ("table", ["run", "as the cells recorded it", "run", "as the cells recorded it"], side_by_side(banner(a, cells))),
         ("h", 2, "Contents"),
         ("toc",),
-        ("h", 2, "How verdicts are given"),
-        ("p", VALUE_RULE),
-        ("p", CLAIM_RULE),
-        ("p", f"Paired comparisons on this page are the {TEST}: Δ is the difference of two methods' means with its 95 % "
-              "interval and its p, Holm-adjusted once per column over the column's registered comparisons (the same p in "
-              "every table, box plot and claim; the measured best method against the reference method reads it too, so "
-              "choosing the best after the fact is covered); where p ≥ 0.05 the page gives the seeds per method at which a "
-              "true gap of that size would be found with 80 % power. "
-              "A column's ranking is shown with its uncertainty: each method's rank over "
-              f"{N_BOOT} two-level bootstrap resamples (test cases, the same draw for every method, then each method's "
-              "seed level from Student's t on its seeds, as the paired test's seed term: for two identical methods at 3 "
-              "seeds one is at rank 1 in ≥ 95 % of resamples in under 5 % of columns), and Kendall's τ with the paper's "
-              "order with its 95 % bootstrap interval."),
+        ("details", "**How verdicts are given**: the rules, stated before any number, for values, claims, paired comparisons and "
+                    "rankings", [
+            ("p", VALUE_RULE),
+            ("p", CLAIM_RULE),
+            ("p", f"Paired comparisons on this page are the {TEST}: Δ is the difference of two methods' means with its 95 % "
+                  "interval and its p, Holm-adjusted once per column over the column's registered comparisons (the same p in "
+                  "every table, box plot and claim; the measured best method against the reference method reads it too, so "
+                  "choosing the best after the fact is covered); where p ≥ 0.05 the page gives the seeds per method at which a "
+                  "true gap of that size would be found with 80 % power. Every interval names its seeds (n) and degrees of "
+                  "freedom (df); one wider than the metric's range is not estimable with so few seeds and is not printed. "
+                  "A column's ranking is shown with its uncertainty: each method's rank over "
+                  f"{N_BOOT} two-level bootstrap resamples (test cases, the same draw for every method, then each method's "
+                  "seed level from Student's t on its seeds, as the paired test's seed term: for two identical methods at 3 "
+                  "seeds one is at rank 1 in ≥ 95 % of resamples in under 5 % of columns), and Kendall's τ with the paper's "
+                  "order with its 95 % bootstrap interval. Every pair of the methods with two or more seeds is compared too "
+                  "(the significance map, Holm over all the column's pairs, a family of its own), and their ranks are given "
+                  f"under three schemes ({', '.join(SCHEMES)}: the last counts each method's significant wins in the map)."),
+        ]),
     ]  # fmt: skip
     shown: set[Path] = set()  # a figure is embedded once, under the first table that shows its group
     for t in a.tables:
-        blocks += table_blocks(t, figs, out_dir, shown, cells, ranks)
-    blocks += [("h", 2, "Claims of the text")]
-    for c in a.claims:
-        blocks += [("p", f"**{c.verdict}** — {c.claim.text} (`{c.claim.id}`, line {c.claim.line})"), ("list", c.evidence or ["—"])]
-    blocks += [("h", 2, "Numbers of the text"), ("table", ["line", "what", "paper", "measured", "verdict"], [
-        [str(v.line), v.text, mean_sd(v.mean, v.sd), _measured(e) if e and e.measured else "–", (e.verdict if e else "not run") + (f" ({g.note})" if g else "")]
-        for v, g, e in a.values
-    ])]  # fmt: skip
+        if any(g.entries for g in t.groups):  # a table with no cells at all is named in the headline and under Datasets
+            blocks += table_blocks(t, figs, out_dir, shown, cells, ranks, a.logs)
+    blocks += set_metrics_blocks(a, cells)
+    blocks += datasets_blocks(a)
+    blocks += claims_blocks(a)
+    blocks += numbers_blocks(a)
     blocks += readings_blocks(a)
     blocks += selection_blocks(a)
     blocks += configuration_blocks(cells)
     return blocks
 
 
+def side_by_side(rows: list[list[str]]) -> list[list[str]]:
+    """Two-column rows folded into four columns, two rows side by side (the run table at half the height)."""
+    rows = rows + [["", ""]] * (len(rows) % 2)
+    return [rows[i] + rows[i + 1] for i in range(0, len(rows), 2)]
+
+
+def banner_blocks(cells: pd.DataFrame) -> list[Block]:
+    """The red line across the top of the page where any rater setting's cells are a pipeline check (`pipeline_reasons`),
+    naming each such setting and why; none where every setting is verdict grade."""
+    checks = {(d, r): reasons for (d, r), part in cells.groupby(["dataset", "raters"], sort=True) if (reasons := pipeline_reasons(part))}
+    if not checks:
+        return []
+    where = "; ".join(f"{d} `{r}`: {', '.join(reasons)}" for (d, r), reasons in checks.items())
+    settings = cells[["dataset", "raters"]].drop_duplicates()
+    scope = (
+        "every value and claim below"
+        if len(checks) == len(settings)
+        else "the values and claims of these settings (the others are verdict grade)"
+    )
+    return [("banner", f"Pipeline check, not a verdict: {where}. It tests that {scope} can be computed, not whether the paper "
+                       f"reproduces; verdicts need a budget other than `quick`, at least {MIN_SEEDS} seeds per method and no "
+                       "`--max-steps`, `--train-size` or `--test-size`.")]  # fmt: skip
+
+
 def headline(a: Assessment) -> list[str]:
-    """The headline as sentences (the page's list above the counts; `bench report` prints them)."""
-    counts: Counter = Counter()
-    for t in a.tables:
-        for g in t.groups:
-            if is_paper_setting(g):
-                counts.update(e.verdict for rows in g.entries.values() for e in rows if e.paper and e.measured and e.method != "average")
-    found = ", ".join(f"{counts[v]} {v}" for v in VALUE_VERDICTS if counts[v]) or "none"
+    """The headline as sentences (the page's list at its top; `bench report` prints them): the protocol, one line of
+    numbers per paper table that was measured (`table_line`), the tables not run, the claims' verdicts."""
     lines = [f"Every verdict stands {a.protocol}"] if a.protocol else []
-    lines.append(f"Paper values measured under the setting identified as the paper's: {found}")
-    by: dict[str, list[str]] = {}
-    for c in a.claims:
-        by.setdefault(c.verdict, []).append(f"`{c.claim.id}`")
-    verbs = {"holds": "that hold", "does not hold": "that do not hold"}
-    lines += [f"Claims {verbs.get(v, v)}: {', '.join(ids)}" for v, ids in by.items()]
-    not_run = list(dict.fromkeys(line.split(":")[0] for t in a.tables for line in t.not_run))
-    if not_run:
-        lines.append(f"Not run: {', '.join(not_run)} (each table says why and where the files go)")
-    return lines
-
-
-def value_counts(a: Assessment) -> list[list[str]]:
-    """Per paper table and in total: how many of its values (trained methods, not the Average row) got each verdict under
-    the setting identified as the paper's; a column without such a group counts its values as not run."""
-    rows, total = [], Counter()
-    for t in a.tables:
-        counts: Counter = Counter()
-        for j, _ in enumerate(t.table.columns):
-            groups = [g for g in t.groups if j in g.entries and is_paper_setting(g)]
-            if not groups:
-                counts["not run"] += sum(1 for r in t.table.rows if r.method != "average" and t.table.value(r.method, j))
-            for g in groups:
-                counts.update(verdict_of(e.verdict) for e in g.entries[j] if e.paper and e.method != "average")
-        total += counts
-        rows.append([f"{t.table.label} (line {t.table.line})", *(str(counts[v]) for v in VALUE_VERDICTS)])
-    return [*rows, ["**all**", *(f"**{total[v]}**" for v in VALUE_VERDICTS)]]
-
-
-def claim_counts(a: Assessment) -> list[list[str]]:
+    lines += [line for t in a.tables if (line := table_line(t))]
+    absent = [t for t in a.tables if not any(g.entries for g in t.groups)]
+    if absent:
+        datasets = list(dict.fromkeys(d for t in absent for d in t.not_run))
+        lines.append(
+            f"Not run: {', '.join(f'{t.table.label} ({t.table.title})' for t in absent)}: no cells of {', '.join(datasets)} (see Datasets)"
+        )
     by: dict[str, list[str]] = {}
     for c in a.claims:
         by.setdefault(verdict_of(c.verdict), []).append(f"`{c.claim.id}`")
     order = [*CLAIM_VERDICTS, *(v for v in by if v not in CLAIM_VERDICTS)]
-    return [[v, str(len(by.get(v, []))), ", ".join(by.get(v, [])) or "–"] for v in order]
+    counted = ("not run", "not checkable")  # named in the claims' section
+    parts = [f"{v} {len(by[v])}" + ("" if v in counted else f" ({', '.join(by[v])})") for v in order if v in by]
+    if parts:
+        lines.append(f"Claims of the text: {'; '.join(parts)}")
+    return lines
 
 
-def table_blocks(t: TableReport, figs: dict, out_dir: Path, shown: set[Path], cells: pd.DataFrame, ranks: dict) -> list[Block]:
+def table_line(t: TableReport) -> str:
+    """One paper table's headline, "" where nothing of it was measured: its first measured column under the setting
+    identified as the paper's, the reference method's value (the best measured one's where it did not run) with its
+    interval against the paper's, its verdict, the best method measured here; then the table's verdict counts."""
+    for g in t.groups:
+        if not is_paper_setting(g):
+            continue
+        for j, entries in sorted(g.entries.items()):
+            trained = [e for e in entries if e.measured and e.measured.n and e.method != "average"]
+            if not trained:
+                continue
+            column, r = t.table.columns[j], g.ranking.get(j, {})
+            reference = study.current().reference_method
+            e = next((e for e in trained if e.method == reference), None) or next(
+                (e for e in trained if e.method == r.get("winner")), trained[0]
+            )
+            stand_in = " (a stand-in: no comparison)" if is_stand_in(g) else ""
+            against = (f" vs paper {mean_sd(*e.paper, digits(column.metric))}: **{e.verdict}**{stand_in}" if e.paper
+                       else ", not a row of the paper's table: no verdict")  # fmt: skip
+            text = (f"**{t.table.label}** ({column.dataset} {column_name(column)}, on {g.dataset} `{g.raters}`): "
+                    f"{value_text(e, column.metric)}{against}")  # fmt: skip
+            best = next((x for x in trained if x.method == r.get("winner")), None)
+            if best is not None and best is not e:
+                test = r.get("test") or {}
+                p = test.get("p_holm", math.nan)
+                text += f"; best here {display(best.method)} {best.measured.mean:.{digits(column.metric)}f}"
+                text += "" if math.isnan(p) else f" (Holm p {p:.2g} against {display(test['reference_method'])})"
+            elif best is e:
+                text += "; the best measured here"
+            counts = table_counts(t)
+            return text + ". Values: " + ", ".join(f"{counts[v]} {v}" for v in VALUE_VERDICTS if counts[v]) + "."
+    return ""
+
+
+def value_text(e: Entry, metric: str) -> str:
+    """ "LF-Net 89.20 [88.10, 90.30] (n 3, df 2)", or "LF-Net 92.93 (no interval with 1 seed)": a measured value with its
+    interval (`interval`, in the range of `metric`)."""
+    m, d = e.measured, digits(metric)
+    shown = interval(m.ci[0], m.ci[1], m.n, m.n - 1, d, value_range(metric))
+    return f"{display(e.method)} {m.mean:.{d}f} " + (shown if shown.startswith("[") else f"({shown})")
+
+
+def table_counts(t: TableReport) -> Counter:
+    """How many of a paper table's values (trained methods, not the Average row) got each verdict under the setting
+    identified as the paper's; a column without such a group counts its values as not run."""
+    counts: Counter = Counter()
+    for j, _ in enumerate(t.table.columns):
+        groups = [g for g in t.groups if j in g.entries and is_paper_setting(g)]
+        if not groups:
+            counts["not run"] += sum(1 for r in t.table.rows if r.method != "average" and t.table.value(r.method, j))
+        for g in groups:
+            counts.update(verdict_of(e.verdict) for e in g.entries[j] if e.paper and e.method != "average")
+    return counts
+
+
+def not_run_line(t: TableReport) -> str:
+    """The values of a paper table that were not run, folded into one line: how many, the methods of its rows not trained
+    here, the columns whose dataset has no cells (their instructions are in the Datasets section, once)."""
+    n = table_counts(t)["not run"]
+    if not n:
+        return ""
+    methods = list(dict.fromkeys(e.method for g in t.groups if is_paper_setting(g) for rows in g.entries.values() for e in rows
+                                 if e.paper and not e.measured and e.method != "average"))  # fmt: skip
+    parts = [f"{', '.join(map(display, methods))} not trained here"] if methods else []
+    absent = list(t.not_run)
+    if absent:
+        parts.append(f"no cells of {', '.join(absent)} (see [Datasets](#datasets))")
+    return f"**{plural(n, 'value')} not run**: {'; '.join(parts)}."
+
+
+def has_curves(logs: pd.DataFrame, dataset: str, raters: str) -> bool:
+    """Whether a rater setting's training logs (at the protocol) have two or more evaluations of some stage: a learning
+    curve to draw. A smoke run's step cap often leaves one."""
+    if logs.empty:
+        return False
+    evals = logs[(logs["dataset"] == dataset) & (logs["raters"] == raters) & (logs["noise"] == "protocol") & (logs["event"] == "eval")]
+    return bool(len(evals)) and evals.groupby(["method", "seed", "stage"])["step"].nunique().max() >= 2
+
+
+def table_blocks(t: TableReport, figs: dict, out_dir: Path, shown: set[Path], cells: pd.DataFrame, ranks: dict,
+                 logs: pd.DataFrame | None = None) -> list[Block]:  # fmt: skip
+    """A paper table's section: its not-run values in one line, then per rater setting its group line and per column the
+    measured rows, the ranking line, the significance map's summary and the ranking schemes; the setting's figures in one
+    row of figures at its end (the learning curves only where `logs`, the training logs, hold a curve)."""
+    logs = pd.DataFrame() if logs is None else logs
     blocks: list[Block] = [("h", 2, f"{t.table.label}: {t.table.title} (line {t.table.line})")]
-    if t.not_run:
-        blocks.append(("list", t.not_run))
+    if line := not_run_line(t):
+        blocks.append(("p", line))
     for g in t.groups:
         blocks += [("h", 3, f"{g.dataset}, raters `{g.raters}`: {g.kind}"), ("p", group_line(g))]
         flags = tables.degenerate_flags(cells, g.dataset, g.raters, "protocol")
+        gallery: list[tuple[Path, str]] = []
         for j, rows in sorted(g.entries.items()):
             column = t.table.columns[j]
             blocks.append(
                 ("p", f"**{column.dataset} {column_name(column)}**, paper units" + (" (%)" if column.metric != "bahd" else " (pixels)"))
             )
             extra = g.extra.get(j, pd.DataFrame()) if column.metric == "dsc" else pd.DataFrame()
+            measured = [e for e in rows if e.measured]  # the rows not run are counted in the table's line
+            if not measured:
+                blocks.append(("p", "No method of this column was measured here."))
+                continue
             blocks.append(("table", ["method", "paper", "measured (n seeds)", "95 % CI (n seeds, df)", "Δ measured − paper [95 % CI]",
                                      "verdict", "precision / recall / area"],
-                           [entry_row(e, extra, column.metric, stand_in=is_stand_in(g), flag=flags.get(e.method, "")) for e in rows]))  # fmt: skip
-            r = ranks.get((t.table.id, g.dataset, g.raters, j))
-            blocks.append(("p", ranking_line(g.ranking.get(j, {}), r)))
-            for path, caption in figs.get(("ranks", t.table.id, g.dataset, g.raters, j), []):
-                blocks.append(("img", path.relative_to(out_dir), caption))
-        paths = [shown_ for kind in ("boxplot", "curves", "fused") for shown_ in figs.get((kind, g.dataset, g.raters), [])]
+                           [entry_row(e, extra, column.metric, stand_in=is_stand_in(g), flag=flags.get(e.method, "")) for e in measured]))  # fmt: skip
+            key = (t.table.id, g.dataset, g.raters, j)
+            r = ranks.get(key)
+            pairs = pairs_blocks(r) if r is not None else []
+            if pairs and len(pairs) == 1:  # one line: after the ranking's, in its paragraph
+                blocks.append(("p", f"{ranking_line(g.ranking.get(j, {}), r)}. {pairs[0][1]}"))
+            else:
+                blocks += [("p", ranking_line(g.ranking.get(j, {}), r)), *pairs]
+            gallery += [*figs.get(("ranks", *key), []), *figs.get(("significance", *key), [])]
+        kinds = ("boxplot", "curves", "fused") if has_curves(logs, g.dataset, g.raters) else ("boxplot", "fused")
+        paths = [shown_ for kind in kinds for shown_ in figs.get((kind, g.dataset, g.raters), [])]
         if any(path in shown for path, _ in paths):
             blocks.append(("p", f"The box plots, learning curves and fused labels of {g.dataset} `{g.raters}` are shown above."))
-        for path, caption in paths:
-            if path not in shown:
-                blocks.append(("img", path.relative_to(out_dir), caption))
-                shown.add(path)
+        elif "curves" not in kinds and figs.get(("curves", g.dataset, g.raters)):
+            files_ = ", ".join(path.relative_to(out_dir).as_posix() for path, _ in figs[("curves", g.dataset, g.raters)])
+            blocks.append(("p", f"Learning curves: one evaluation per training stage, no curve to draw ({files_})."))
+        gallery += [(path, caption) for path, caption in paths if path not in shown]
+        shown.update(path for path, _ in paths)
+        if gallery:
+            blocks.append(("figures", [(path.relative_to(out_dir), caption) for path, caption in gallery]))
     return blocks
+
+
+def pairs_blocks(r: ColumnRanking) -> list[Block]:
+    """Every pair of a column (its significance map) in one line, and its ranks under the three schemes: one line where
+    they agree, a table where they do not; a note where fewer than two methods have two seeds."""
+    sig = r.significance
+    if sig is None:
+        seeds = ", ".join(f"{display(m)} {n}" for m, n in r.seeds.items())
+        return [("p", f"Every pair: no significance map, it needs two methods with 2 or more seeds each (seeds here: {seeds}).")]
+    resolved = [f"{display(a)} > {display(b)}" for a in sig.methods for b in sig.methods if sig.better.loc[a, b]]
+    n_pairs = len(sig.tests)
+    test = TEST.split(" (")[0]
+    family = f"the one pair, {test}" if n_pairs == 1 else f"{plural(n_pairs, 'pair')}, {test}, Holm over the {n_pairs} pairs"
+    text = (f"Every pair ({family}): " + (f"resolved {', '.join(resolved)}" if resolved else "none resolved")
+            + (f"; {n_pairs - len(resolved)} not resolved" if resolved and len(resolved) < n_pairs else "") + ".")  # fmt: skip
+    schemes = r.schemes
+    if (schemes.nunique(axis=1) == 1).all():
+        order = schemes["mean-then-rank"].sort_values(kind="stable")
+        return [("p", text + " Ranks agree under the three schemes (" + ", ".join(SCHEMES) + "): "
+                 + ", ".join(f"{rank} {display(m)}" for m, rank in order.items()) + ".")]  # fmt: skip
+    rows = [[display(m), *(str(schemes.loc[m, s]) for s in SCHEMES)] for m in schemes.sort_values("mean-then-rank", kind="stable").index]
+    return [("p", text + " Ranks differ by scheme:"), ("table", ["method", *SCHEMES], rows)]
 
 
 def group_line(g: Group) -> str:
@@ -207,7 +344,7 @@ def entry_row(e: Entry, extra: pd.DataFrame, metric: str = "dsc", stand_in: bool
         r = extra.loc[e.method]
         pra = " / ".join("–" if pd.isna(r[k]) else f"{r[k]:.2f}" for k in ("precision", "recall", "area"))  # precision: none predicted
     label = (display(e.method) if e.method != "average" else "*Average*") + (f" [{flag}]" if flag else "")
-    return [label, mean_sd(*p, d) if p else "–", _measured(e, d) if m else "–", ci, delta, e.verdict, pra]
+    return [label, mean_sd(*p, d) if p else "–", measured_text(e, d) if m else "–", ci, delta, e.verdict, pra]
 
 
 def _delta(e: Entry, d: int, metric: str) -> str:
@@ -237,100 +374,3 @@ def ranking_line(r: dict, ranks: ColumnRanking | None = None) -> str:
         other, reference = display(test["method"]), display(test["reference_method"])
         parts.append(f"{other} vs {reference} by the {TEST}: {versus(test, r['scale'], test['method'])}")
     return "; ".join(parts) or "no ranking: fewer than three methods with a paper value"
-
-
-def versus(test: dict, factor: float, favoured: str, named: bool = True) -> str:
-    """A paired test's row (bench.report.stats.paired_tests) as "Δ +3.20 [+2.90, +3.50] points in X's favour, p 2e-89", and the
-    seeds per method at which a true gap of that size would be found with 80 % power where p ≥ 0.05. Which test it is
-    (`TEST`) the caller says once.
-
-    `diff` (and its interval) is reference − other, positive favouring the reference method; the text turns it to
-    `favoured`'s side (the other method when `favoured` is not the reference), in paper units (`factor`: 100 for DSC);
-    `named` False leaves out "in X's favour" where the table's header says it. A row from before the seed-aware test
-    (no `diff`) shows its median per-case difference and Wilcoxon p.
-    """
-    sign = -1.0 if favoured != test["reference_method"] else 1.0
-    unit = " points" if factor == 100 else ""
-    places = 2 if factor == 100 else 3
-    side = f" in {display(favoured)}'s favour" if named else ""
-    if "diff" not in test:  # transition: only the Wilcoxon columns
-        diff = sign * factor * test["median_diff"] + 0.0  # + 0.0: no "-0.00"
-        return f"median Δ {diff:+.{places}f}{unit} per case{side}, Wilcoxon p {test['p_holm']:.2g}"
-    diff = sign * factor * test["diff"] + 0.0
-    p = test["p_holm"]
-    if math.isnan(p):  # one seed of either method: the seed-to-seed spread is unknown
-        return f"Δ {diff:+.{places}f}{unit}{side}, no p-value (it needs two seeds of each method)"
-    low, high = sorted(sign * factor * test[k] for k in ("ci_low", "ci_high"))
-    seeds = (int(test["n_seeds_ref"]), int(test["n_seeds"]))
-    shown = interval(low, high, seeds, test["df"], places, difference_range(test["metric"]), signed=True)
-    text = f"Δ {diff:+.{places}f}{unit} {shown}{side}, p {p:.2g}"
-    needed = test.get("seeds_needed", math.nan)
-    if p >= 0.05 and needed is not None and not math.isnan(needed):
-        text += (
-            ", more test cases needed to find a gap of this size"
-            if math.isinf(needed)
-            else f", a true gap of this size found with 80 % power at about {int(needed)} seeds per method"
-        )
-    return text
-
-
-def readings_blocks(a: Assessment) -> list[Block]:
-    if not a.study.readings:
-        return []
-    head = [("h", 2, "LF-Net's declared readings"),
-            ("p", "Declared before any was run (docs/decisions.md): " + "; ".join(
-                f"`{r['method']}` (line {r['line']}): {r['text']}" for r in a.study.readings) + ".")]  # fmt: skip
-    if not a.readings:
-        return [
-            *head,
-            ("p", "No cells of these readings in this results folder (python -m bench run --methods readings --budget plateau)."),
-        ]
-    first = a.study.readings[0]["method"]
-    rows = []
-    for r in a.readings:
-        test, ar = r["test"], r["areas"]
-        against = versus(test, scale("dsc"), r["method"], named=False) if test else "–"
-        prf = " / ".join(f"{ar[k]:.2f}" for k in ("precision", "recall", "area")) if ar else "–"
-        teacher = f"{r['teacher_fg']:.3f} / {r['teacher_bg']:.3f} ({r['teacher_cells']})" if r["teacher_cells"] else "–"
-        rows.append([f"{r['dataset']} `{r['raters']}`", f"`{r['method']}`", _measured(Entry(r["method"], None, r["measured"], "")),
-                     against, prf, teacher])  # fmt: skip
-    return [
-        *head,
-        ("p", f"DSC (%) against each dataset's reference at the protocol; the difference from `{first}` in the reading's favour "
-              f"(Δ of the means with its 95 % interval, {TEST}, Holm over the column's comparisons); precision / recall / predicted "
-              "area ÷ reference area pooled over cases and seeds; the teacher's mean p(fg) on the validation pixels outside the "
-              "threshold-vote mask where GT is foreground / background (GT read after training, a diagnostic). Readings that "
-              "differ only in the segmentation stage train the same soft-label network from the same seed, so their teacher "
-              "columns agree."),
-        ("table", ["setting", "method", "DSC (n seeds)", f"vs `{first}`: Δ in the reading's favour [95 % CI], Holm p", "precision / recall / area",
-                   "teacher p(fg) outside TV: GT fg / bg (cells)"], rows),
-    ]  # fmt: skip
-
-
-def selection_blocks(a: Assessment) -> list[Block]:
-    """The selection reading (docs/decisions.md): validation GT DSC at the rule's step and at the GT-best evaluation, beside
-    the fair row's test DSC; never in place of it."""
-    if a.selection.empty:
-        return []
-    rows = [[f"{r.dataset} `{r.raters}`" + ("" if r.noise == "protocol" else f" noise {r.noise}"), display(r.method), str(r.seeds),
-             mean_sd(r.test_dsc, r.test_sd), f"{mean_sd(r.rule_dsc, r.rule_sd)} (step {r.rule_step})", f"{mean_sd(r.gt_dsc, r.gt_sd)} (step {r.gt_step})",
-             f"{r.gain:+.2f} " + interval(r.gain_low, r.gain_high, r.seeds, r.seeds - 1, 2, difference_range("dsc"), signed=True),
-             f"{mean_sd(r.gt_test_dsc, r.gt_test_sd)} ({r.gt_test_seeds})" if r.gt_test_seeds else "not kept"] for r in a.selection.itertuples()]  # fmt: skip
-    return [
-        ("h", 2, "Selection reading: checkpoints chosen on the validation split's ground truth"),
-        ("p", "Declared before it was read (docs/decisions.md): the paper holds out 20 % of the training images for validation "
-              "and does not say what it selects on; where that split has ground truth, a method's validation DSC against it "
-              "can peak early and fall while its own loss keeps falling. Per method: the fair row (the stopping rule's "
-              "weights, test DSC against GT, the result), the validation DSC against GT at the step the rule restored, and at "
-              "the evaluation where it was highest, with the gain (95 % t interval over seeds); the validation figures are "
-              "chosen and measured on the same images, so they flatter the reading. Last, the test DSC against GT of the "
-              "weights at that evaluation (seeds that kept them; cells run before the harness kept them have none): the "
-              "paper's likely practice, shown beside the fair row, never in its place."),
-        ("table", ["setting", "method", "seeds", "fair row: test DSC", "validation DSC at the rule's step", "validation DSC at the "
-                   "GT-best step", "gain [95 % CI] (n seeds, df)", "test DSC at the GT-best step (seeds)"], rows),
-    ]  # fmt: skip
-
-
-def _measured(e: Entry, d: int = 2) -> str:
-    m = e.measured
-    return f"{m.mean:.{d}f}" if m.n == 0 else f"{mean_sd(m.mean, m.sd, d)} ({m.n})"

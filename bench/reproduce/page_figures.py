@@ -1,5 +1,6 @@
 """The figures of the reproduction page (bench/reproduce/page.py): each paper column's ranking with its bootstrap
-uncertainty (bench/report/ranking.py) and rank plot, the box plots and learning curves of the report behind each table
+uncertainty (bench/report/ranking.py) and rank plot, its significance map over every pair of methods and its ranks under
+three ranking schemes (bench/report/significance.py, `ranking.scheme_ranks`), the box plots and learning curves of the report behind each table
 with their captions, and the fused-label figure of a trained reference method.
 """
 
@@ -14,11 +15,12 @@ import pandas as pd
 
 from bench import store, study
 from bench.evaluate.metrics import higher_is_better
-from bench.report import example_figures, plots, ranking, render, tables
+from bench.report import example_figures, plots, ranking, render, significance, tables
 from bench.report.rows import display
 from bench.reproduce.assessment import Assessment
+from bench.reproduce.page_format import plural
 from bench.reproduce.provenance import pipeline_line
-from bench.reproduce.verdicts import measured_reference
+from bench.reproduce.verdicts import digits, measured_reference, scale
 from bench.run import resolve, split_cache
 from bench.study import Column
 
@@ -44,6 +46,9 @@ class ColumnRanking:
     tau: tuple[float, float, float]  # Kendall τ with the paper's order and its 95 % interval; NaN with < 3 paper values
     n_tau: int  # methods with a paper value behind τ
     warning: str  # "pipeline check, not a verdict: …" (`pipeline_line`), "" for a verdict-grade group
+    seeds: dict[str, int]  # method -> its seeds in the column
+    significance: significance.SignificanceMap | None = None  # every pair of the methods with >= 2 seeds; None with < 2 such
+    schemes: pd.DataFrame | None = None  # those methods' ranks under `ranking.SCHEMES` (method × scheme), with the map
 
 
 def column_rows(table: pd.DataFrame, column: Column, dataset: str, raters: str, reference: str) -> pd.DataFrame:
@@ -71,8 +76,15 @@ def rank_columns(a: Assessment, cells: pd.DataFrame) -> dict[tuple, ColumnRankin
                 paper = {e.method: e.paper[0] for e in trained if e.paper}
                 tau = ranking.kendall_interval(rows, paper, N_BOOT, seed=0) if len(paper) >= 3 else (math.nan,) * 3
                 warning = pipeline_line(cells, g.dataset, g.raters, g)
-                out[(t.table.id, g.dataset, g.raters, j)] = ColumnRanking(t.table.id, column, g.dataset, g.raters, reference, shares,
-                                                                          tau, len(paper), warning)  # fmt: skip
+                seeds = {m: rows.loc[rows["method"] == m, "seed"].nunique() for m in methods}
+                r = ColumnRanking(t.table.id, column, g.dataset, g.raters, reference, shares, tau, len(paper), warning, seeds)
+                seeded = [m for m in methods if seeds[m] >= 2]  # a method with one seed has no seed-aware test
+                if len(seeded) >= 2:
+                    higher = higher_is_better(column.metric)
+                    seeded = ranking.mean_then_rank(rows, seeded, higher).sort_values(kind="stable").index.tolist()  # best first
+                    r.significance = significance.significance_map(rows, seeded, higher)
+                    r.schemes = ranking.scheme_ranks(rows, seeded, higher, r.significance.better)
+                out[(t.table.id, g.dataset, g.raters, j)] = r
     return out
 
 
@@ -85,7 +97,8 @@ def figure_files(
     """Box plots and learning curves of every protocol group, the fused-label figure of each rater setting and the rank
     plot of each group column, each with its caption.
 
-    Keys: ("boxplot" | "curves" | "fused", dataset, raters) and ("ranks", table id, dataset, raters, column index).
+    Keys: ("boxplot" | "curves" | "fused", dataset, raters) and ("ranks" | "significance", table id, dataset, raters, column
+    index).
     """
     fig_dir.mkdir(parents=True, exist_ok=True)
     results = assessment.results
@@ -116,6 +129,8 @@ def figure_files(
             out[("fused", dataset, raters)] = [(path, caption)]
     for key, r in ranks.items():
         out[("ranks", *key)] = [rank_plot(r, fig_dir)]
+        if r.significance is not None:
+            out[("significance", *key)] = [significance_plot(r, fig_dir)]
     return out
 
 
@@ -170,6 +185,25 @@ def rank_plot(r: ColumnRanking, fig_dir: Path) -> Shown:
     return path, caption
 
 
+def significance_plot(r: ColumnRanking, fig_dir: Path) -> Shown:
+    """The significance map of one column (every pair of its methods with two or more seeds), saved, with its caption."""
+    sig = r.significance
+    where = f"{r.dataset}, raters `{r.raters}`: {column_name(r.column)} against {r.reference}"
+    unit = " points" if scale(r.column.metric) == 100 else ""
+    n_pairs = len(sig.tests)
+    title = f"{where.replace('`', '')}\nevery pair, {TEST.split(' (')[0]}, Holm over {plural(n_pairs, 'pair')}"
+    fig = significance.significance_figure(sig, title, {m: display(m) for m in sig.methods}, scale(r.column.metric),
+                                           digits(r.column.metric), r.warning)  # fmt: skip
+    path = plots.save(fig, fig_dir / f"significance_{tables.slug(r.dataset, r.raters, r.table, r.column.metric, r.column.structure)}")[0]
+    left = [f"{display(m)} ({n} seed)" for m, n in r.seeds.items() if n < 2]
+    caption = (f"{where} ({r.table}): every pair of methods by the {TEST}, Holm-adjusted over the column's "
+               f"{plural(n_pairs, 'pair')}. Cell: the row's method against the column's, Δ of the means in the row's favour{unit} and its "
+               f"Holm p; green: the row's method significantly better (p < {sig.alpha:g}), red: significantly worse, grey "
+               "n.s.: not resolved." + (f" Left out (no seed-to-seed spread): {', '.join(left)}." if left else "")
+               + (f" **{_sentence(r.warning)}**" if r.warning else ""))  # fmt: skip
+    return path, caption
+
+
 def fused_figure(results: Path, data_root: Path, dataset: str, raters: str, fig_dir: Path) -> Path | None:
     """The paper's fused-label figure (averaging, STAPLE, MV, SLL, TV, probability map) from the reference method's seed-0 cell."""
     cell = store.Cell(dataset, raters, "protocol", study.current().reference_method, 0)
@@ -181,7 +215,7 @@ def fused_figure(results: Path, data_root: Path, dataset: str, raters: str, fig_
         return None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a sparse pool's warning was printed when the cells ran
-        train = split_cache.load_splits(dataset, data_root, raters, "protocol", store.cache_dir()).train
+        train = split_cache.load_splits(split_cache.DataKey.of_cell(cell, data_root)).train
     if train.gt is None:
         return None
     idx = example_figures.example_indices(train, 2)

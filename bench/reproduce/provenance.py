@@ -16,14 +16,14 @@ import pandas as pd
 from bench import store
 from bench.report.tables import OPTIONS
 from bench.reproduce.assessment import Assessment, cell_info, span
-from bench.reproduce.page_format import Block
+from bench.reproduce.page_format import Block, plural
 from bench.reproduce.verdicts import Group, pipeline_reasons
 from datasets import DataError, get_dataset
 
 
 def is_stand_in(g: Group) -> bool:
     """A group on a dataset that stands in for the table's own (mnist-5k for Choledoch): its Δ to the paper means nothing."""
-    return "stands in for" in g.note
+    return bool(g.stands_in_for)
 
 
 def provenance(results: Path) -> pd.DataFrame:
@@ -36,7 +36,7 @@ def provenance(results: Path) -> pd.DataFrame:
          "engine": info.get("engine", ""), "threads": info.get("threads"), "python": info.get("versions", {}).get("python", ""),
          "torch": info.get("versions", {}).get("torch", ""), "numpy": info.get("versions", {}).get("numpy", ""),
          "commit": (info.get("git_commit") or "")[:10]}
-        for _, info in store.manifests(results)
+        for info in (r.manifest for r in store.records(results))
     ]  # fmt: skip
     columns = ["cpu", "device", "precision", "engine", "threads", "python", "torch", "numpy", "commit"]
     return cells.merge(pd.DataFrame(machine, columns=[*store.KEYS, *columns]), on=store.KEYS, how="left")
@@ -116,10 +116,11 @@ def banner(a: Assessment, cells: pd.DataFrame) -> list[list[str]]:
     """What was run and where, as (what, value) rows: the first thing on the page."""
     return [
         ["results folder", f"`{a.results}`"],
-        ["pipeline check", "; ".join(f"{d} `{r}`: {reason}" for (d, r), part in cells.groupby(["dataset", "raters"], sort=True)
-                            if (reason := ", ".join(pipeline_reasons(part)))) or "no: verdict grade"],
+        ["verdict grade?", "; ".join(f"no, a pipeline check: {d} `{r}`: {reason}" for (d, r), part in cells.groupby(["dataset", "raters"], sort=True)
+                            if (reason := ", ".join(pipeline_reasons(part)))) or "yes, every rater setting"],
         ["budget", (f"`{a.budget}`: {a.protocol}" if a.protocol else f"`{a.budget}`") if a.budget else "–"],
-        ["cells", f"{len(cells)} finished: {cells['method'].nunique()} methods, {len(cells[['dataset', 'raters']].drop_duplicates())} rater settings"],
+        ["cells", f"{len(cells)} finished: {plural(cells['method'].nunique(), 'method')}, "
+                  f"{plural(len(cells[['dataset', 'raters']].drop_duplicates()), 'rater setting')}"],
         ["seeds", seeds_text(cells)],
         ["images (train / val / test)", _sizes(cells)],
         ["run options", _options(cells)],
@@ -130,7 +131,10 @@ def banner(a: Assessment, cells: pd.DataFrame) -> list[list[str]]:
 
 
 def configuration_blocks(cells: pd.DataFrame) -> list[Block]:
-    """The run's configuration and environment per rater setting, with the reasons a setting is a pipeline check."""
+    """The run's configuration and environment per rater setting, with the reasons a setting is a pipeline check; nothing
+    where there is one setting (the run table at the top of the page says it all)."""
+    if cells[["dataset", "raters"]].drop_duplicates().shape[0] <= 1:
+        return []
     rows = []
     for (dataset, raters), part in cells.groupby(["dataset", "raters"], sort=True):
         reasons = pipeline_reasons(part)
@@ -154,5 +158,5 @@ def pipeline_line(cells: pd.DataFrame, dataset: str, raters: str, group: Group |
     the dataset it stands in for), "" when they are verdict grade."""
     reasons = pipeline_reasons(cells[(cells["dataset"] == dataset) & (cells["raters"] == raters)])
     if group is not None and is_stand_in(group):
-        reasons = [next(n for n in group.note.split("; ") if "stands in for" in n), *reasons]
+        reasons = [f"{group.dataset} stands in for {group.stands_in_for}", *reasons]
     return f"pipeline check, not a verdict: {', '.join(reasons)}" if reasons else ""

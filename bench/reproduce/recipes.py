@@ -23,7 +23,6 @@ what was run.
 
 from __future__ import annotations
 
-import dataclasses
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,7 +37,7 @@ except ModuleNotFoundError:  # Python 3.10
 
 import methods
 from bench import store
-from bench.evaluate.long_table import KEYS, summarise
+from bench.evaluate.long_table import KEYS, select, summarise
 from bench.evaluate.scoring import reference_mask
 from bench.report import example_figures, plots, render, rows, tables
 from bench.run import plan, resolve, split_cache
@@ -122,7 +121,7 @@ def note_for(recipe: Recipe, budget: str, smoke: str = "") -> str:
 
 
 def cell_rows(table: pd.DataFrame, cells: list[store.Cell]) -> pd.DataFrame:
-    keys = pd.DataFrame([dataclasses.asdict(c) for c in cells]).drop_duplicates()
+    keys = pd.DataFrame([c.record() for c in cells]).drop_duplicates()
     return table.merge(keys, on=KEYS, how="inner")[table.columns]
 
 
@@ -134,21 +133,22 @@ def render_recipe(
     fig_note = textwrap.fill(note, 75)  # figure titles are not wider than a 7-inch figure
     table = store.read_collected(results, store.METRICS) if cells else pd.DataFrame()
     rows = cell_rows(table, cells) if cells else table
-    averages = store.rater_averages(results)
+    averages = store.rater_averages(store.records(results))
     if cells:
-        averages = averages.merge(pd.DataFrame([dataclasses.asdict(c) for c in cells])[["dataset", "raters", "noise"]].drop_duplicates())
+        averages = averages.merge(pd.DataFrame([c.record() for c in cells])[["dataset", "raters", "noise"]].drop_duplicates())
     summary = summarise(rows, averages) if len(rows) else pd.DataFrame()
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     tests = render.all_tests(rows) if len(rows) else pd.DataFrame()
     for kind in recipe.render:
         if kind == "table":
-            written += tables.write_tables(summary, out, note, outcomes=store.training_outcomes(results), cells=tables.run_records(results))
+            written += tables.write_tables(summary, out, note, outcomes=store.training_outcomes(store.records(results)), cells=tables.run_records(results),
+                                           cases=rows)  # fmt: skip
             written.append(render.write_tests(tests, out))
         elif kind == "boxplot":
-            written += render.write_boxplots(rows, tests, out, fig_note)
+            written += render.write_boxplots(rows, tests, out, fig_note, cells=tables.run_records(results))
         elif kind == "noise":
-            written += render.write_noise_figures(summary, out, fig_note)
+            written += render.write_noise_figures(summary, out, fig_note, cells=tables.run_records(results))
         elif kind == "param":
             written += param_figures(recipe, setting, summary, out, fig_note, cells, data_root)
         else:
@@ -181,7 +181,7 @@ def param_figures(recipe: Recipe, setting: Setting, summary: pd.DataFrame, out: 
             if value is None:  # a default resolved at run time (β = R − 1): the explicit cell carries it
                 continue
             metric = "soft_dice" if "soft_dice" in set(summary["metric"]) else "dsc"
-            part = summary[(summary["method"] == method) & (summary["metric"] == metric)]
+            part = select(summary, method=method, metric=metric)
             points += [{"value": float(value), **r} for r in part[["structure", "mean", "std", "n_seeds"]].to_dict("records")]
         if not points:
             continue
@@ -195,7 +195,7 @@ def image_figure(kind, recipe, setting, cells, results, data_root, out, note) ->
     """The figures drawn from images: rater examples, fused labels (a trained LF-Net), qualitative grid (predictions)."""
     noise = setting.noise_levels[0]
     raters = cells[0].raters if cells else setting.raters or get_dataset(setting.dataset).rater_styles[0]
-    splits = split_cache.load_splits(setting.dataset, data_root, raters, noise, store.cache_dir())
+    splits = split_cache.load_splits(split_cache.DataKey.of(setting.dataset, data_root, raters, noise, store.cache_dir()))
     title = titled(recipe, note, f"\n{setting.dataset}, raters {raters}, noise {noise}")
     stem = tables.slug(setting.dataset, raters)
     train = splits.train

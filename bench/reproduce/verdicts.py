@@ -14,6 +14,7 @@ from scipy import stats as scipy_stats
 
 from bench import study
 from bench.evaluate import metrics
+from bench.evaluate.long_table import select
 from bench.report import stats
 from bench.report.tables import MIN_SEEDS  # a protocol group with fewer seeds per method is a pipeline check
 from bench.study import Claim, Column, Study, Table
@@ -143,6 +144,7 @@ class Group:
     entries: dict[int, list[Entry]] = field(default_factory=dict)  # column index -> rows
     ranking: dict[int, dict] = field(default_factory=dict)  # column index -> Kendall tau, p, winners, best-vs-reference test
     extra: dict[int, pd.DataFrame] = field(default_factory=dict)  # column index -> precision / recall / area per method
+    stands_in_for: str = ""  # the table's own dataset where this one stands in for it (mnist-5k for Choledoch): its Δ means nothing
 
 
 @dataclass
@@ -239,7 +241,7 @@ def is_paper_setting(group: Group) -> bool:
 def group_for(dataset: str, raters: str, own: str, cells: pd.DataFrame, column: Column, paper: Study) -> Group:
     """The protocol group of a rater setting: how far its cells can be trusted (budget, stand-in, reference), their label
     statistics (at the protocol) and how they stopped (every noise level: a noise sweep is graded as its cells are)."""
-    mine = cells[(cells["dataset"] == dataset) & (cells["raters"] == raters)]
+    mine = select(cells, dataset=dataset, raters=raters)
     budget = ", ".join(sorted(set(mine["budget"])))
     labels = next((x for x in mine.loc[mine["noise"] == "protocol", "labels"] if x), {})
     counts = mine["stops"].value_counts()
@@ -247,9 +249,9 @@ def group_for(dataset: str, raters: str, own: str, cells: pd.DataFrame, column: 
     flagged = mine[mine["flag"] != ""].groupby(["method", "flag"]).size()
     if len(flagged):  # most validation cases predicted empty (or full): such a mean measures nothing
         stops += "; degenerate predictions: " + ", ".join(f"{m} {f} {n}/{(mine['method'] == m).sum()}" for (m, f), n in flagged.items())
-    notes, kind = [], "verdict"
+    notes, kind, stands_in_for = [], "verdict", ""
     if dataset != own and DATASETS[dataset].subset_of != own:
-        kind = "pipeline check"
+        kind, stands_in_for = "pipeline check", own
         notes.append(f"{dataset} stands in for {own}")
     elif dataset != own:
         notes.append(f"on {dataset}, a sample of {own}'s images")
@@ -266,7 +268,7 @@ def group_for(dataset: str, raters: str, own: str, cells: pd.DataFrame, column: 
         notes.append(
             f"the paper scored against an expert GT it did not release; measured against the {measured_reference(column, dataset)}"
         )
-    return Group(dataset, raters, kind, "; ".join(notes), budget, labels, stops)
+    return Group(dataset, raters, kind, "; ".join(notes), budget, labels, stops, stands_in_for=stands_in_for)
 
 
 def pipeline_reasons(cells: pd.DataFrame) -> list[str]:
@@ -296,4 +298,4 @@ def pipeline_reasons(cells: pd.DataFrame) -> list[str]:
 class TableReport:
     table: Table
     groups: list[Group]
-    not_run: list[str]  # one line per column without cells
+    not_run: dict[str, str]  # dataset -> why its columns have no cells (its placement instructions, or not run)

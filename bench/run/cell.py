@@ -16,7 +16,6 @@ import sys
 import time
 import traceback
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -29,13 +28,12 @@ from bench.evaluate.long_table import CALIBRATION, COLUMNS, with_keys
 from bench.evaluate.pixel import dice
 from bench.evaluate.scoring import reference_mask, score_predictions
 from bench.run.resolve import RunOptions, build_method, is_oracle, option_record, stage_schedules, trained_method
-from bench.run.split_cache import data_fingerprint, fused_test_references, load_splits, training_subset
+from bench.run.split_cache import DataKey, data_fingerprint, fused_test_references, load_splits, training_subset
 from bench.store import Cell
 from bench.train import hardware, harness
 from bench.train.budget import Schedule
 from datasets import DatasetSpec, RaterData, Splits, get_dataset, oracle_view
-from labels.fusion import majority_vote
-from labels.overlap import nanmean, rater_dice
+from labels.fusion import vote_targets
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -52,7 +50,7 @@ class CellData:
 
 
 def cell_data(cell: Cell, opts: RunOptions) -> CellData:
-    splits = load_splits(cell.dataset, opts.data_root, cell.raters, cell.noise, store.cache_dir())
+    splits = load_splits(DataKey.of_cell(cell, opts.data_root))
     dataset = get_dataset(cell.dataset)
     train = training_subset(splits.train, opts.train_size or opts.budget.train_size(dataset))
     val = training_subset(splits.val, opts.budget.val_size(dataset))
@@ -103,29 +101,9 @@ def versions() -> dict[str, str]:
     }
 
 
-@lru_cache(maxsize=1)
-def cpu_isa() -> str:
-    """The CPU's vector extensions that decide kernel choice (bf16 results depend on them)."""
-    try:
-        flags = set(Path("/proc/cpuinfo").read_text().split())
-    except OSError:
-        return platform.processor() or platform.machine()
-    found = [f for f in ("amx_bf16", "avx512_bf16", "avx512f", "avx2") if f in flags]
-    return f"{platform.machine()} " + (" ".join(found) or "baseline")
-
-
-def rater_stats(train: RaterData) -> dict:
-    """Each rater's mean DSC vs GT on the training split, over the images it annotated, and their average (the paper's
-    "Average" row, `labels.overlap.average_dsc`)."""
-    if train.gt is None:
-        return {}
-    per_rater = rater_dice(train.raters, train.gt, train.rater_valid)
-    return {"raters": dict(zip(train.rater_names, map(float, per_rater))), "average_dsc": float(nanmean(per_rater, 0))}
-
-
 def new_manifest(cell: Cell) -> dict:
     return {
-        "cell": dataclasses.asdict(cell), "status": "running", "started": time.time(), "command": sys.argv,
+        "cell": cell.record(), "status": "running", "started": time.time(), "command": sys.argv,
         "git_commit": git_commit(), "versions": versions(), "host": platform.node(), "pid": os.getpid(),
     }  # fmt: skip
 
@@ -141,7 +119,7 @@ def degenerate(probs: np.ndarray, val: RaterData) -> dict:
     (LIDC has 30 %) does not flag a method that is right to predict nothing. Raters only, no GT.
     """
     fg = probs.argmax(1) > 0
-    mv = majority_vote(torch.from_numpy(val.raters).long(), torch.from_numpy(val.rater_valid), val.n_classes).numpy() > 0
+    mv = vote_targets(val.raters, val.rater_valid, val.n_classes)["mv"] > 0
     share = {"empty": float((~fg.any((1, 2))).mean()), "full": float(fg.all((1, 2)).mean())}
     ref = {"empty": float((~mv.any((1, 2))).mean()), "full": float(mv.all((1, 2)).mean())}
     flag = next((k for k in ("empty", "full") if share[k] > DEGENERATE_SHARE and ref[k] <= DEGENERATE_SHARE), "")
@@ -161,7 +139,7 @@ def score_cell(cell: Cell, probs: np.ndarray, test: RaterData, fused: dict | Non
     cases; outputs: the method's samples and per-rater outputs (`harness.predict_outputs`); empty: the empty-pair rule.
     """
     rows, bins = score_predictions(probs, test, empty=empty, fused=fused, outputs=outputs)
-    keys = dataclasses.asdict(cell)
+    keys = cell.record()
     return with_keys(rows, keys, COLUMNS), with_keys(bins, keys, CALIBRATION)
 
 
@@ -210,6 +188,11 @@ def readout_spread(method: methods.Method, probs: np.ndarray, test: RaterData, d
             "dsc_other_draws": round(b, 4), "sd": round(abs(a - b) / 2**0.5, 4)}  # fmt: skip
 
 
+def split(data: RaterData, gt: bool = False) -> harness.Split:
+    """A split as training sees it: its ground truth only where `gt` (the validation split's logged diagnostic)."""
+    return harness.Split(data.images, data.raters, data.rater_valid, data.gt if gt else None)
+
+
 def gt_selected(method: methods.Method, best: dict, test: RaterData, device: torch.device, precision: str, seed: int) -> dict:
     """The selection reading (docs/decisions.md): the last stage's weights at its highest validation GT DSC, scored on the
     test split against GT (mean per-image foreground DSC, %, the long table's rule). The cell's rows stay the rule's."""
@@ -227,8 +210,8 @@ def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
     try:
         data = cell_data(cell, opts)
         manifest.update(
-            data_root=str(opts.data_root), raters=rater_stats(data.splits.train), rater_setting=data.splits.raters_info,
-            data_fingerprint=data_fingerprint(cell.dataset, opts.data_root, cell.raters, cell.noise, store.cache_dir()),
+            data_root=str(opts.data_root), rater_setting=data.splits.raters_info,
+            data_fingerprint=data_fingerprint(DataKey.of_cell(cell, opts.data_root)),
         )  # fmt: skip
         method = build_method(cell.method, cell.seed, data.dataset, data.train, opts.budget)
         schedules = stage_schedules([s.name for s in method.stages], trained_method(cell.method)[0], data.dataset, data.train.n, opts)
@@ -238,20 +221,19 @@ def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
         precision = chosen["precision"]
         manifest.update(
             device=str(device), precision=str(hardware.autocast_dtype(device, precision) or "float32"), precision_choice=chosen,
-            deviations=method.deviations(), threads=torch.get_num_threads(), cpu=cpu_isa(), engine=opts.engine,
+            deviations=method.deviations(), threads=torch.get_num_threads(), cpu=hardware.cpu_isa(), engine=opts.engine,
         )  # fmt: skip
         if method.needs_consistent_raters and not data.train.rater_ids_consistent:
             manifest["deviations"].append("rater slots are not consistent identities here; per-rater modelling runs per slot")
         store.write_manifest(out, manifest)
         t0 = time.time()
         train, val = data.train, data.val
-        selected: dict = {}
-        manifest["stages"] = harness.fit(
-            method, train.images, train.raters, train.rater_valid, schedules=schedules, seed=cell.seed, device=device,
-            val=(val.images, val.raters, val.rater_valid), val_gt=val.gt, precision=precision, engine=opts.engine,
-            checkpoint_dir=out / store.CHECKPOINTS, log_path=out / store.TRAIN_LOG, progress=opts.progress, desc=f"{cell.method} seed {cell.seed}", announce=opts.announce,
-            selected=selected,
+        fitted = harness.fit(
+            method, split(train), schedules, harness.Runtime(cell.seed, device, precision, opts.engine), val=split(val, gt=True),
+            out=harness.Output(out / store.CHECKPOINTS, log_path=out / store.TRAIN_LOG, progress=opts.progress,
+                               desc=f"{cell.method} seed {cell.seed}", announce=opts.announce),
         )  # fmt: skip
+        manifest["stages"] = fitted.stages
         t1 = time.time()
         manifest["degenerate"] = degenerate(harness.predict_proba(method, val.images, device=device, precision=precision, seed=cell.seed), val)
         if val.gt is not None:  # a diagnostic of the method's learned fused label, if it has one (GT read after training only)
@@ -267,12 +249,12 @@ def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
             method, data.test.images, n_samples=opts.samples, seed=cell.seed, device=device, precision=precision
         )
         store.write_predictions(out / store.PREDICTIONS, probs, data.test.case_ids, outputs)
-        fused = fused_test_references(cell.dataset, opts.data_root, cell.raters, cell.noise, store.cache_dir())
+        fused = fused_test_references(DataKey.of_cell(cell, opts.data_root))
         rows, bins = score_cell(cell, probs, data.test, {k: v[: data.test.n] for k, v in fused.items()}, outputs, opts.empty_pair)
         if "samples" in outputs:
             manifest["samples"] = opts.samples
-        if "gt_best" in selected and data.test.gt is not None:  # last: it loads other weights into the method
-            manifest["selection"] = gt_selected(method, selected["gt_best"], data.test, device, precision, cell.seed)
+        if fitted.gt_best and data.test.gt is not None:  # last: it loads other weights into the method
+            manifest["selection"] = gt_selected(method, fitted.gt_best, data.test, device, precision, cell.seed)
         manifest.update(status="done", train_seconds=round(t1 - t0, 2), predict_seconds=round(time.time() - t1, 2),
                         seconds=round(time.time() - manifest["started"], 2))  # fmt: skip
         store.finish_cell(out, manifest, rows, bins)

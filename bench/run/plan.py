@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import itertools
-import os
 import sys
 import types
 import typing
@@ -26,13 +25,14 @@ import torch
 import methods
 from bench import store, study
 from bench.files import UnreadableFile, unwritable
-from bench.run import split_cache, sweep
+from bench.run import sweep
 from bench.run.resolve import RunOptions, build_method, dataset_overrides, is_oracle, option_record, stage_schedules, trained_method
+from bench.run.split_cache import DataKey, data_fingerprint, load_splits
 from bench.store import Cell
 from bench.train import hardware, steps
-from datasets import DATASETS, DataError, DatasetSpec, get_dataset
-from datasets.contract import Note, refuse_noise_level
-from datasets.noise import parse_level
+from datasets import DATASETS, DataError, DatasetSpec, RaterSetting, get_dataset
+from datasets.contract import Note
+from datasets.settings import parse_level, refuse_noise_level
 
 
 class PlanError(ValueError):
@@ -44,13 +44,13 @@ class SweepSpec:
     """The cells of one sweep, from `run`'s flags or a recipe's setting: checked, expanded and without duplicates.
 
     `methods` holds the expanded names (a `--set` value becomes its own cell, `lf-net@beta=3`);
-    `raters` is the dataset's rater setting: its style (the default when none is given), with
-    `+<input>` where `--input` names a network input other than the style's own (`cm+clean`);
+    `raters` is the dataset's checked rater setting: its style (the default when none is given), with
+    the network input `--input` names, labelled `<style>+<input>` where it is not the style's own (`cm+clean`);
     `noise_levels` are canonical labels ("protocol", or a target Average DSC such as "0.45").
     """
 
     dataset: str
-    raters: str
+    raters: RaterSetting
     noise_levels: tuple[str, ...]
     methods: tuple[str, ...]
     seeds: tuple[int, ...]
@@ -88,12 +88,12 @@ class SweepSpec:
         for method in grid or {}:
             if method not in names:
                 raise PlanError(f"--set {method}.…: method {method!r} is not in --methods ({', '.join(names)})")
-        names = expand_params(names, grid or {}, spec, data_spec(dataset, data_root, setting.label, levels) if grid else None)
+        names = expand_params(names, grid or {}, spec, data_spec(dataset, data_root, setting, levels) if grid else None)
         if spec.reference != "gt" and any(is_oracle(n) for n in names):
             raise PlanError(
                 f"the oracle trains on ground truth and {dataset} has none (reference: {spec.reference}); drop oracle from --methods"
             )
-        return cls(dataset, setting.label, tuple(levels), tuple(names), tuple(seeds))
+        return cls(dataset, setting, tuple(levels), tuple(names), tuple(seeds))
 
     def cells(self) -> list[Cell]:
         return plan_cells(list(self.methods), self.dataset, self.raters, list(self.noise_levels), list(self.seeds))
@@ -139,18 +139,18 @@ def _text(values) -> str:
     return ",".join(map(str, values))
 
 
-def plan_cells(method_names: list[str], dataset: str, raters: str, noise_levels: list[str], seeds: list[int]) -> list[Cell]:
+def plan_cells(method_names: list[str], dataset: str, raters: RaterSetting, noise_levels: list[str], seeds: list[int]) -> list[Cell]:
     return [Cell(dataset, raters, noise, m, s) for noise in noise_levels for m in method_names for s in seeds]
 
 
-def data_spec(dataset: str, root: Path | None, raters: str, levels: list[str]) -> methods.DataSpec | None:
+def data_spec(dataset: str, root: Path | None, raters: RaterSetting, levels: list[str]) -> methods.DataSpec | None:
     """The shape of the dataset's training split (channels, classes, raters), read from the decoded-data cache; None
     without a data root. The run reads the same split next, from the same cache."""
     if root is None:
         return None
     with warnings.catch_warnings():  # a sparse pool's note is the run's to print, once
         warnings.simplefilter("ignore")
-        train = split_cache.load_splits(dataset, root, raters, levels[0], store.cache_dir()).train
+        train = load_splits(DataKey.of(dataset, root, raters, levels[0], store.cache_dir())).train
     return methods.DataSpec(train.in_channels, train.n_classes, train.n_raters, train.rater_ids_consistent)
 
 
@@ -297,19 +297,17 @@ def execute(
         except ConnectionError as e:
             raise PlanError(str(e)) from None
     retrain_damaged(damaged, opts)
-    # Adapters with their own per-file caches (RIGA's derived masks) use the same folder.
-    os.environ.setdefault("BENCH_CACHE", str(store.cache_dir().absolute()))
     pending = [c for c in cells if opts.force or not store.is_done(results, c)]
     backend, n_jobs = sweep.resolve_backend(backend, n_jobs, len(pending), opts.device)
-    groups = list(dict.fromkeys((c.dataset, c.raters, c.noise) for c in pending))
+    keys = list(dict.fromkeys(DataKey.of_cell(c, opts.data_root) for c in pending))
     # A missing dataset fails here, once; parallel workers then read the decoded splits from the cache. The adapters'
     # warnings (an incomplete download) are shown only if the run goes ahead, so a refusal stays one line.
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        for dataset, raters, noise in groups if backend != "sequential" else groups[:1]:  # sequential: the others load in turn
-            splits = split_cache.load_splits(dataset, opts.data_root, raters, noise, store.cache_dir())
-            check_sizes(splits, dataset, opts)
-            check_compatible({c.method for c in pending if c.dataset == dataset}, dataset, splits.train, opts.budget)
+        for key in keys if backend != "sequential" else keys[:1]:  # sequential: the others load in turn
+            splits = load_splits(key)
+            check_sizes(splits, key.dataset, opts)
+            check_compatible({c.method for c in pending if c.dataset == key.dataset}, key.dataset, splits.train, opts.budget)
             sparse = (splits.raters_info or {}).get("warning")
             if sparse and not any(str(w.message) == sparse for w in caught):  # loaded from the cache: the loader did not warn
                 print(f"note: {sparse}", file=sys.stderr)
@@ -403,13 +401,13 @@ def check_data(cells, opts) -> None:
     folder never mixes two versions of one setting silently. Cells without a record are kept.
     """
     done = [c for c in cells if not opts.force and store.is_done(opts.results, c)]
-    for group in dict.fromkeys((c.dataset, c.raters, c.noise) for c in done):
-        now = split_cache.data_fingerprint(*group[:1], opts.data_root, *group[1:], store.cache_dir())
-        stale = [c for c in done if (c.dataset, c.raters, c.noise) == group
+    for key in dict.fromkeys(DataKey.of_cell(c, opts.data_root) for c in done):
+        now = data_fingerprint(key)
+        stale = [c for c in done if DataKey.of_cell(c, opts.data_root) == key
                  and store.read_manifest(store.cell_dir(opts.results, c)).get("data_fingerprint", now) != now]  # fmt: skip
         if stale:
             raise PlanError(
-                f"{len(stale)} finished cell(s) in {opts.results} were trained on other data than {'/'.join(group)} gives now, e.g. "
+                f"{len(stale)} finished cell(s) in {opts.results} were trained on other data than {key} gives now, e.g. "
                 f"{stale[0]} (its rater rules, inputs or files changed since); use another --results folder, or --force to retrain"
             )
 

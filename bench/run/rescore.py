@@ -6,7 +6,6 @@ retraining to be scored against all of them: its `predictions.npz` and its datas
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 import time
@@ -51,7 +50,7 @@ def migrate(results: Path) -> tuple[list[tuple[Path, Path]], list[tuple[Path, st
         new.parent.mkdir(parents=True, exist_ok=True)
         os.rename(old, new)
         old.with_name(old.name + ".lock").unlink(missing_ok=True)
-        info["cell"] = dataclasses.asdict(new_cell)
+        info["cell"] = new_cell.record()
         info.setdefault("moved_from", str(old.relative_to(results)))
         store.write_manifest(new, info)
         moved.append((old, new))
@@ -61,7 +60,7 @@ def migrate(results: Path) -> tuple[list[tuple[Path, Path]], list[tuple[Path, st
 def rescore_cell(results: Path, folder: Path, info: dict, data_root: Path) -> None:
     """Score one finished cell against every reference from its predictions; rewrites its metrics and reliability bins."""
     cell = store.cell_of(info)
-    splits = split_cache.load_splits(cell.dataset, data_root, cell.raters, cell.noise, store.cache_dir())
+    splits = split_cache.load_splits(split_cache.DataKey.of_cell(cell, data_root))
     probs, case_ids, outputs = store.read_predictions(folder)
     where = {c: i for i, c in enumerate(splits.test.case_ids)}
     missing = [c for c in case_ids if c not in where]

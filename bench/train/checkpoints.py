@@ -78,7 +78,7 @@ def logged_stops(log_path: Path | None) -> dict[str, dict]:
     with log_path.open(newline="") as f:
         rows = [r for r in csv.DictReader(f) if r.get("event") == "stop"]
     ints = ("step", "epoch", "best_step", "restored_step")
-    text = ("stage", "event", "reason")
+    text = ("stage", "event", "stop", "reason")
     return {
         r["stage"]: {k: v if k in text else int(float(v)) if k in ints else float(v) for k, v in r.items() if v != "" and k != "best"}
         for r in rows

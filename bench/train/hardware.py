@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import os
+import platform
 import time
 from contextlib import ExitStack, contextmanager, nullcontext
 from functools import cache
@@ -56,6 +57,33 @@ def gpu_slots(cpus: int) -> int:
 
 
 @cache
+def cpu_facts() -> dict[str, object]:
+    """What /proc/cpuinfo says of this machine's CPU, read once here for every module: {"model": its model name or "",
+    "flags": its feature flags}; empty where the file cannot be read (not Linux)."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return {"model": "", "flags": frozenset()}
+    fields = {}
+    for line in lines:
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())  # the first processor's; every core of a machine reports the same
+    return {"model": fields.get("model name", ""), "flags": frozenset(fields.get("flags", "").split())}
+
+
+def cpu_name() -> str:
+    """The CPU's model name (the platform's processor where /proc/cpuinfo has none)."""
+    return str(cpu_facts()["model"]) or platform.processor() or platform.machine()
+
+
+def cpu_isa() -> str:
+    """The CPU's vector extensions that decide kernel choice (bf16 results depend on them), for a cell's manifest."""
+    flags = cpu_facts()["flags"]
+    if not flags:
+        return platform.processor() or platform.machine()
+    return f"{platform.machine()} " + (" ".join(f for f in ("amx_bf16", "avx512_bf16", "avx512f", "avx2") if f in flags) or "baseline")
+
+
 def cpu_has_fast_bf16() -> bool:
     """True when the CPU computes bf16 matrix products natively (AMX or AVX512-BF16).
 
@@ -63,11 +91,7 @@ def cpu_has_fast_bf16() -> bool:
     AVX-512 but neither extension, the shared U-Net trained at 76 img/s in bf16 and 237 img/s in
     fp32 (28×28, batch 128; see `python -m bench perf`).
     """
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return any(f in flags.split() for f in ("amx_bf16", "avx512_bf16"))
+    return any(f in cpu_facts()["flags"] for f in ("amx_bf16", "avx512_bf16"))
 
 
 def autocast_dtype(device: torch.device, precision: str) -> torch.dtype | None:

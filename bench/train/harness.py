@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from bench import store
 from bench.train.budget import Schedule
 from bench.train.checkpoints import append_log, logged_stops, resume, save_checkpoint, trim_log
 from bench.train.hardware import autocast, autocast_dtype, make_batch, to_tensors
@@ -117,93 +118,108 @@ def diagnostic_dsc(method: Method, images: torch.Tensor, gt: np.ndarray, device,
     return float(np.mean(dice(probs.argmax(1) > 0, gt > 0)) * 100)
 
 
-def fit(
-    method: Method,
-    images: np.ndarray,
-    raters: np.ndarray,
-    rater_valid: np.ndarray,
-    *,
-    schedules: dict[str, Schedule],
-    seed: int,
-    device: torch.device,
-    val: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
-    val_gt: np.ndarray | None = None,
-    precision: str = "auto",
-    engine: str = "eager",
-    checkpoint_dir: Path | None = None,
-    checkpoint_seconds: float = 60.0,
-    log_path: Path | None = None,
-    progress: bool = True,
-    desc: str = "",
-    announce: bool = False,
-    selected: dict | None = None,
-) -> dict[str, dict]:
-    """Train `method` stage by stage on images (N, C, H, W) and raters (N, R, H, W); returns each stage's stop record.
+@dataclass(frozen=True)
+class Split:
+    """One split as `fit` sees it: images (N, C, H, W) float32, raters (N, R, H, W) uint8 class indices, rater_valid (N, R)
+    bool; `gt` (N, H, W) only on the validation split, for the logged diagnostic (never trained on, never restored)."""
 
-    Each stage trains under its Schedule: every `eval_every` steps the method's own loss on `val`
-    (images, raters, rater_valid; never ground truth) is logged; with early stopping the stage ends
-    after `patience` evaluations without an improvement (`StopState`), not before `min_evals`, or at
-    `max_steps`; it then ends on the weights with the lowest validation loss, as a `long` stage of fixed length
-    does (`Schedule.restore_best`). `val_gt` (N_val, H, W),
-    where given, only adds the logged diagnostic `diagnostic_gt_dsc`; the last stage's weights where it was highest are
-    kept in `selected["gt_best"]` (dsc, step, state; where `selected` is given) for the selection reading, never
-    restored (docs/decisions.md). A run resumed after its last stage finished has none.
+    images: np.ndarray
+    raters: np.ndarray
+    rater_valid: np.ndarray
+    gt: np.ndarray | None = None
 
-    Each stage gets a fresh optimiser and its own generators seeded by (seed, stage index). A
-    mid-stage checkpoint (at an evaluation, at most every `checkpoint_seconds`) holds the weights,
-    optimiser, best weights, stopping state and generator states, so a killed run resumes exactly
-    as an uninterrupted one would have gone on. `engine` runs each step op by op ("eager") or as a
-    replayed CUDA graph ("graphed", bench/train/steps.py). The per-stage bar ("<desc> <stage>") shows only when
-    `progress` is set and stderr is a terminal, so logs get no cursor escapes; `announce` prints one line per finished stage
-    instead (parallel workers, whose bars would interleave).
+
+@dataclass(frozen=True)
+class Runtime:
+    """Where and how the steps run: the cell's seed, the device, the autocast precision ("auto", "fp32", "bf16") and the
+    engine ("eager": op by op; "graphed": a replayed CUDA graph, bench/train/steps.py)."""
+
+    seed: int
+    device: torch.device
+    precision: str = "auto"
+    engine: str = "eager"
+
+
+@dataclass(frozen=True)
+class Output:
+    """What a fit leaves and shows: mid-stage checkpoints in `checkpoint_dir` (at most every `checkpoint_seconds`), the
+    training log, a bar per stage ("<desc> <stage>", only where `progress` and stderr is a terminal, so logs get no cursor
+    escapes) or, with `announce`, one line per finished stage (parallel workers, whose bars would interleave)."""
+
+    checkpoint_dir: Path | None = None
+    checkpoint_seconds: float = 60.0
+    log_path: Path | None = None
+    progress: bool = True
+    desc: str = ""
+    announce: bool = False
+
+
+@dataclass
+class Fitted:
+    """What `fit` returns: each stage's stop record by stage name, and the last stage's evaluation with the highest
+    validation GT DSC ({"dsc", "step", "state"}; {} without GT, or when a run resumed after its last stage) for the
+    selection reading, never restored (docs/decisions.md)."""
+
+    stages: dict[str, dict]
+    gt_best: dict
+
+
+def fit(method: Method, train: Split, schedules: dict[str, Schedule], run: Runtime, val: Split | None = None,
+        out: Output = Output()) -> Fitted:  # fmt: skip
+    """Train `method` stage by stage on `train`; returns each stage's stop record (`Fitted`).
+
+    Each stage trains under its Schedule: every `eval_every` steps the method's own loss on `val` (raters only, never its
+    ground truth) is logged; with early stopping the stage ends after `patience` evaluations without an improvement
+    (`StopState`), not before `min_evals`, or at `max_steps`; it then ends on the weights with the lowest validation loss,
+    as a `long` stage of fixed length does (`Schedule.restore_best`). `val.gt`, where given, only adds the logged
+    diagnostic `diagnostic_gt_dsc` (and `Fitted.gt_best`).
+
+    Each stage gets a fresh optimiser and its own generators seeded by (seed, stage index). A mid-stage checkpoint (at an
+    evaluation, at most every `out.checkpoint_seconds`) holds the weights, optimiser, best weights, stopping state and
+    generator states, so a killed run resumes exactly as an uninterrupted one would have gone on.
     """
-    progress = progress and sys.stderr.isatty()
-    method.to(device=device, memory_format=torch.channels_last)
-    dtype = autocast_dtype(device, precision)
-    data = to_tensors({"images": images, "raters": raters, "rater_valid": rater_valid}, device)
-    data.update(to_tensors(method.prepare(raters, rater_valid), device))
-    val_data = None
-    if val is not None:
-        val_data = to_tensors(dict(zip(("images", "raters", "rater_valid"), val)), device)
-        val_data.update(to_tensors(method.prepare(val[1], val[2]), device))
+    progress = out.progress and sys.stderr.isatty()
+    method.to(device=run.device, memory_format=torch.channels_last)
+    dtype = autocast_dtype(run.device, run.precision)
+
+    def tensors(split: Split) -> dict[str, torch.Tensor]:
+        data = to_tensors({"images": split.images, "raters": split.raters, "rater_valid": split.rater_valid}, run.device)
+        return data | to_tensors(method.prepare(split.raters, split.rater_valid), run.device)
+
+    data, val_data = tensors(train), (tensors(val) if val is not None else None)
     stages = method.stages
     missing = [s.name for s in stages if s.name not in schedules]
     if missing:
         raise ValueError(f"no schedule for stage(s) {missing} of {type(method).__name__}")
     if val_data is None and any(schedules[s.name].early_stopping for s in stages):
         raise ValueError("early stopping needs a validation split (val=...)")
-    first, partial = resume(method, stages, checkpoint_dir)
-    trim_log(log_path, {s.name for s in stages[:first]}, (stages[first].name, partial["step"]) if partial else None)
-    records = logged_stops(log_path)  # stages a resumed run finished before
+    first, partial = resume(method, stages, out.checkpoint_dir)
+    trim_log(out.log_path, {s.name for s in stages[:first]}, (stages[first].name, partial["step"]) if partial else None)
+    fitted = Fitted(logged_stops(out.log_path), {})  # stages a resumed run finished before
     for k in range(first, len(stages)):
-        run = StageRun(method, k, stages[k], schedules[stages[k].name], len(images), seed, device, dtype, partial if k == first else None,
-                       engine)  # fmt: skip
-        diagnostic = val_gt if k == len(stages) - 1 else None  # the last stage decides the prediction
-        records[stages[k].name] = run.train(data, val_data, diagnostic, log_path, checkpoint_dir, checkpoint_seconds, progress, desc)
-        if announce:  # a worker without bars: one line a stage, so a parallel sweep shows its cells moving
-            r = records[stages[k].name]
-            print(
-                f"{desc} {stages[k].name}: {r['reason'].split(':')[0]} at step {r['step']} ({r['seconds']:.0f} s)",
-                file=sys.stderr,
-                flush=True,
-            )
-        if selected is not None and diagnostic is not None and run.gt_best:
-            selected["gt_best"] = run.gt_best
+        stage = StageRun(method, k, stages[k], schedules[stages[k].name], len(train.images), run, dtype, partial if k == first else None)
+        diagnostic = val.gt if val is not None and k == len(stages) - 1 else None  # the last stage decides the prediction
+        r = fitted.stages[stages[k].name] = stage.train(data, val_data, diagnostic, out, progress)
+        if out.announce:  # a worker without bars: one line a stage, so a parallel sweep shows its cells moving
+            line = f"{out.desc} {stages[k].name}: {store.stop_kind(r)} at step {r['step']} ({r['seconds']:.0f} s)"
+            print(line, file=sys.stderr, flush=True)
+        if diagnostic is not None and stage.gt_best:
+            fitted.gt_best = stage.gt_best
     method.eval()
-    return records
+    return fitted
 
 
 class StageRun:
     """One stage of `fit`: its optimiser, generators, position in the data and stopping state, resumable from a checkpoint."""
 
-    def __init__(self, method: Method, k: int, stage, sched: Schedule, n: int, seed: int, device, dtype, partial: dict | None,
-                 engine: str = "eager"):  # fmt: skip
+    def __init__(self, method: Method, k: int, stage, sched: Schedule, n: int, run: Runtime, dtype, partial: dict | None):
+        seed, device = run.seed, run.device
         self.method, self.k, self.stage, self.sched, self.seed, self.device, self.dtype = method, k, stage, sched, seed, device, dtype
         trained = set(stage.modules) or {name for name, _ in method.named_children()}
         for name, child in method.named_children():
             child.train(name in trained)
             child.requires_grad_(name in trained)
-        self.step_fn = make_step(engine, method, sched, device, dtype)
+        self.step_fn = make_step(run.engine, method, sched, device, dtype)
         self.optimiser = self.step_fn.optimiser
         self.order = torch.Generator().manual_seed(seed * 1000 + k)  # batch order
         self.gen = torch.Generator(device=device).manual_seed(seed * 1000 + k)  # the method's randomness
@@ -226,15 +242,14 @@ class StageRun:
         self.epoch_order = self.order.get_state()
         self.perm = torch.randperm(self.n, generator=self.order).to(self.device)  # sliced on the device, step by step
 
-    def train(self, data, val_data, val_gt, log_path, checkpoint_dir, checkpoint_seconds, progress, desc) -> dict:
+    def train(self, data, val_data, val_gt, out: Output, progress: bool) -> dict:
         """Steps until the stopping rule or the cap; returns the stop record (also logged)."""
-        sched, stage = self.sched, self.stage
-        bar = tqdm(
-            total=sched.max_steps, initial=self.step, desc=f"{desc} {stage.name}".strip(), leave=False, disable=not progress, unit="step"
-        )
+        sched, stage, log_path, checkpoint_dir = self.sched, self.stage, out.log_path, out.checkpoint_dir
+        title = f"{out.desc} {stage.name}".strip()
+        bar = tqdm(total=sched.max_steps, initial=self.step, desc=title, leave=False, disable=not progress, unit="step")
         sums: dict[str, torch.Tensor] = {}
-        n_sum, saved, reason = 0, time.perf_counter(), ""
-        while not reason:
+        n_sum, saved, reason, kind = 0, time.perf_counter(), "", ""
+        while not kind:
             for key, value in self.train_step(data).items():  # summed on the device: no per-step host sync
                 sums[key] = sums.get(key, 0) + value.detach().float()
             n_sum += 1
@@ -251,11 +266,11 @@ class StageRun:
             if val_data is not None:
                 row.update(self.evaluate(val_data, val_gt))
             if sched.early_stopping and self.stop.plateau(sched.patience, sched.min_evals):
-                reason = f"plateau: {self.stop.bad} evaluations without a fall of more than {sched.min_delta:g} × the current level"
+                kind, reason = "plateau", f"{self.stop.bad} evaluations without a fall of more than {sched.min_delta:g} × the current level"
             elif self.step >= sched.max_steps:
-                reason = "cap: reached the budget's step cap" if sched.early_stopping else f"fixed: {sched.source}"
+                kind, reason = ("cap", "reached the budget's step cap") if sched.early_stopping else ("fixed", sched.source)
             append_log(log_path, row)
-            if checkpoint_dir is not None and not reason and time.perf_counter() - saved >= checkpoint_seconds:
+            if checkpoint_dir is not None and not kind and time.perf_counter() - saved >= out.checkpoint_seconds:
                 save_checkpoint(self.method, self.k, stage.name, checkpoint_dir, partial=self.state())
                 saved = time.perf_counter()
         bar.close()
@@ -263,7 +278,8 @@ class StageRun:
         if restored:
             self.method.load_state_dict(self.best_state)
         record = {
-            "stage": stage.name, "event": "stop", "step": self.step, "epoch": self.epoch, "seconds": self.seconds(), "reason": reason,
+            "stage": stage.name, "event": "stop", "step": self.step, "epoch": self.epoch, "seconds": self.seconds(), "stop": kind,
+            "reason": f"{kind}: {reason}",
             "best_step": self.stop.best_step, "restored_step": self.stop.best_step if restored else self.step,
         }  # fmt: skip
         if val_data is not None:

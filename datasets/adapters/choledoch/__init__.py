@@ -29,7 +29,7 @@ train / 100 test"; docs/datasets.md#choledoch-decisions-and-split):
   as the paper does for MNIST and MS (it has no validation split for Choledoch), so about 350
   scenes train instead of the paper's 438. `test_fold=k` instead takes SpecTr's fold k as test.
 - Raters (rater style `choledoch`, the only one): the paper's five simulated raters from the single
-  pathologist mask, made with this project's `morpho` rules (datasets/raters.py), seeded per scene
+  pathologist mask, made with this project's `morpho` rules (datasets/raters/morpho.py), seeded per scene
   by a hash of its name (`DATA_SEED`), so they do not depend on which other scenes are present.
   Their radii are pixels of the 256×320 grid, so at morpho noise 1 they are mild on these large
   cancer regions (over / under / wrong Dice ≈ 0.96 / 0.98 / 0.95 on the test fixture's ellipses,
@@ -53,10 +53,13 @@ from pathlib import Path
 import numpy as np
 from scipy import ndimage as ndi
 
-from datasets.choledoch_files import DATA_EXTENSIONS, read_envi, read_mask
+from datasets.adapters.choledoch.files import DATA_EXTENSIONS, read_envi, read_mask
 from datasets.contract import DataError, DatasetCard, RaterData, RaterSetting, Splits, folder_problem, split_by_group
-from datasets.noise import PROTOCOL, STYLE_NOTES, check_level, check_style, choose_strength, pool_info
-from datasets.raters import RATER_NAMES, simulate_raters
+from datasets.raters import RATER_NAMES
+from datasets.raters.morpho import simulate_raters
+from datasets.raters.pool import pool_info
+from datasets.raters.strength import choose_strength
+from datasets.settings import STYLE_NOTES
 from labels.overlap import average_dsc
 
 # The simulated raters' radii are in pixels; on 256×320 cancer regions the MNIST-calibrated radii
@@ -297,7 +300,7 @@ def read_scenes(scenes: list[Scene], size: tuple[int, int] | None = SIZE) -> tup
 def simulate(gt: np.ndarray, keys: np.ndarray, strength: float = 1.0) -> np.ndarray:
     """The five raters of the `choledoch` style: gt (N, H, W), keys (N,) → (N, 5, H, W) uint8.
 
-    The morpho rules (datasets/raters.py) at noise `strength` × `NOISE_SCALE`; strength 1 is the protocol.
+    The morpho rules (datasets/raters/morpho.py) at noise `strength` × `NOISE_SCALE`; strength 1 is the protocol.
     """
     return simulate_raters(gt, seed=DATA_SEED, noise=strength * NOISE_SCALE, keys=keys)
 
@@ -349,8 +352,9 @@ def split_scenes(scenes: list[Scene], test_fold: int | None) -> tuple[list[np.nd
 
 def load_choledoch(
     data_root: Path,
-    raters: RaterSetting | str | None = None,
-    noise: str = PROTOCOL,
+    setting: RaterSetting,
+    level: str,
+    cache: Path | None,
     *,
     size: tuple[int, int] | None = SIZE,
     test_fold: int | None = None,
@@ -367,7 +371,8 @@ def load_choledoch(
     simulates every scene at that value; the realised Average and the usability check are
     measured on the whole training split.
     """
-    style, level = check_style("choledoch", raters, ("choledoch",)), check_level("choledoch", noise)
+    del cache  # the splits are cached whole (bench/run/split_cache.py)
+    style = setting.style
     folder = Path(data_root) / "choledoch"
     scenes = find_scenes(folder)
     if len(scenes) != PAPER_TOTAL:

@@ -22,7 +22,7 @@ Recipe, per image, with its own ``np.random.Generator`` seeded by ``(seed, key)`
 CM data are a deterministic function of GT; the jitter stands in for Morpho-MNIST's
 per-digit, thickness-dependent radius and makes the seed matter for every rater.
 
-How: the supersampled disk morphology and the fractures are in datasets/raters_morphology.py. Over is
+How: the supersampled disk morphology and the fractures are in datasets/raters/morphology.py. Over is
 OR-ed with GT and under AND-ed with GT, so ``under <= gt <= over`` always holds.
 ``noise == 0`` short-circuits to ``over == under == wrong == gt``.
 
@@ -59,7 +59,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from datasets.raters_morphology import FRACTURE_PRUNE, SCALE, _HighRes, _wrong
+from datasets.raters import RATER_NAMES, image_keys
+from datasets.raters.morphology import FRACTURE_PRUNE, SCALE, _HighRes, _wrong
 
 __all__ = [
     "FRACTURE_COUNT",
@@ -73,12 +74,7 @@ __all__ = [
     "WRONG_RADIUS",
     "simulate_one",
     "simulate_raters",
-    "thicken",
-    "thicken_and_fracture",
-    "thin",
 ]
-
-RATER_NAMES = ("good", "over", "under", "wrong", "blank")
 
 #: Dilation radius of "over" at noise 1, in input pixels (calibrated, Dice 0.51).
 OVER_RADIUS = 2.3
@@ -124,14 +120,6 @@ def simulate_raters(gt: np.ndarray, *, seed: int, noise: float = 1.0, keys: np.n
     return out
 
 
-def image_keys(keys: np.ndarray | None, n: int) -> np.ndarray:
-    """The per-image generator keys (default arange(n)), checked to be one per image."""
-    keys = np.arange(n) if keys is None else np.asarray(keys)
-    if keys.shape != (n,):
-        raise ValueError(f"keys must have shape ({n},), got {keys.shape}")
-    return keys
-
-
 def simulate_one(mask: np.ndarray, rng: np.random.Generator, noise: float = 1.0) -> np.ndarray:
     """The five raters of one mask: (H, W) {0,1} -> (5, H, W) uint8, RATER_NAMES order."""
     gt = np.asarray(mask) > 0
@@ -154,39 +142,3 @@ def simulate_one(mask: np.ndarray, rng: np.random.Generator, noise: float = 1.0)
     out[2] = gt & hi.to_image(hi.erode_hi(r_under))
     out[3] = _wrong(gt, hi, rng, r_wrong, FRACTURE_COUNT, FRACTURE_THICKNESS * noise)
     return out
-
-
-def thicken(mask: np.ndarray, radius: float) -> np.ndarray:
-    """Disk dilation by ``radius`` px (continuous): (H, W) -> (H, W) uint8, >= mask."""
-    gt = np.asarray(mask) > 0
-    if radius <= 0 or not gt.any():
-        return gt.astype(np.uint8)
-    hi = _HighRes(gt, margin=radius)
-    return (gt | hi.to_image(hi.dilate_hi(radius))).astype(np.uint8)
-
-
-def thin(mask: np.ndarray, radius: float) -> np.ndarray:
-    """Disk erosion by ``radius`` px (continuous): (H, W) -> (H, W) uint8, <= mask."""
-    gt = np.asarray(mask) > 0
-    if radius <= 0 or not gt.any():
-        return gt.astype(np.uint8)
-    hi = _HighRes(gt, margin=0.0)
-    return (gt & hi.to_image(hi.erode_hi(radius))).astype(np.uint8)
-
-
-def thicken_and_fracture(
-    mask: np.ndarray,
-    rng: np.random.Generator,
-    radius: float = WRONG_RADIUS,
-    count: int = FRACTURE_COUNT,
-    thickness: float = FRACTURE_THICKNESS,
-) -> np.ndarray:
-    """The "wrong" rule without jitter: (H, W) -> (H, W) uint8.
-
-    Dilate by ``radius`` px, then cut ``count`` fractures ``thickness`` px wide.
-    """
-    gt = np.asarray(mask) > 0
-    if not gt.any():
-        return gt.astype(np.uint8)
-    hi = _HighRes(gt, margin=max(radius, 0.0))
-    return _wrong(gt, hi, rng, radius, count, thickness).astype(np.uint8)

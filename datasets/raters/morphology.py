@@ -2,7 +2,7 @@
 
 Holds `_HighRes` (a mask's supersampled crop with its two distance maps, giving disk dilation and
 erosion at any radius), the up- and downsampling it uses, and `_wrong` (thicken, then cut fractures
-across the skeleton) with its helpers; datasets/raters.py builds the five raters from them.
+across the skeleton) with its helpers; datasets/raters/morpho.py builds the five raters from them.
 
 The morphology runs at ``SCALE`` x the input resolution (Morpho-MNIST uses scale=4).
 The mask is cropped to its bounding box plus a background margin, upsampled bilinearly

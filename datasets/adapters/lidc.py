@@ -57,7 +57,8 @@ from datasets.contract import (
     check_not_constant,
     folder_problem,
 )
-from datasets.noise import PROTOCOL, STYLE_NOTES, check_fixed, fixed_pool_info
+from datasets.raters.pool import fixed_pool_info
+from datasets.settings import STYLE_NOTES
 
 try:  # numpy >= 2 moved numpy.core to numpy._core; pickles name either
     from numpy._core import multiarray as _multiarray
@@ -399,13 +400,13 @@ def read_pickle_slices(entries: dict[str, tuple[dict, Path]], keys: list[str]) -
 # ---------------------------------------------------------------------------------------
 
 
-def load_lidc(data_root: Path, raters: RaterSetting | str | None = None, noise: str = PROTOCOL) -> Splits:
+def load_lidc(data_root: Path, setting: RaterSetting, level: str, cache: Path | None) -> Splits:
     """`<data-root>/lidc/` → Splits: Kohl crops by their split folders, or Knegt's pickle by patient 722:144:144.
 
     The split is decided before any pixel is decoded and the images are read in train, val, test
     order into one array whose parts are views (the crops take 3.3 GB; copies would double it).
     """
-    check_fixed("lidc", raters, noise)
+    del setting, level, cache  # real raters at "protocol" (`checked_loader` lets nothing else through); cached whole by bench
     folder = Path(data_root) / "lidc"
     if not folder.is_dir():
         raise DataError(f"lidc: {folder}/ {folder_problem(folder, 'does not exist')}; download {CARD.download} and put them in {folder}/")
