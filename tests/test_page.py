@@ -238,6 +238,9 @@ def test_a_flag_from_the_manifests_reaches_the_group_table(tmp_path):
     record_run(tmp_path, flags={"lf-net": "full"})
     cells = provenance.provenance(tmp_path)
     assert tables.degenerate_flags(cells, "mnist-5k", "lfnet", "protocol") == {"lf-net": "full 3/3"}
+    found = assessment.assess(tmp_path, tmp_path / "data")
+    table1 = next(line for line in page.headline(found) if line.startswith("**Table I**"))
+    assert "LF-Net 90.00" in table1 and "[full 3/3: its mean measures nothing]" in table1, table1  # the headline carries the flag too
 
 
 INTERVAL = re.compile(r"\[([-+]?\d+\.\d+), ([-+]?\d+\.\d+)\]")

@@ -191,8 +191,9 @@ def table_line(t: TableReport) -> str:
             stand_in = " (a stand-in: no comparison)" if is_stand_in(g) else ""
             against = (f" vs paper {mean_sd(*e.paper, digits(column.metric))}: **{e.verdict}**{stand_in}" if e.paper
                        else ", not a row of the paper's table: no verdict")  # fmt: skip
+            flag = f" [{g.degenerate[e.method]}: its mean measures nothing]" if e.method in g.degenerate else ""
             text = (f"**{t.table.label}** ({column.dataset} {column_name(column)}, on {g.dataset} `{g.raters}`): "
-                    f"{value_text(e, column.metric)}{against}")  # fmt: skip
+                    f"{value_text(e, column.metric)}{flag}{against}")  # fmt: skip
             best = next((x for x in trained if x.method == r.get("winner")), None)
             if best is not None and best is not e:
                 test = r.get("test") or {}

@@ -145,6 +145,7 @@ class Group:
     ranking: dict[int, dict] = field(default_factory=dict)  # column index -> Kendall tau, p, winners, best-vs-reference test
     extra: dict[int, pd.DataFrame] = field(default_factory=dict)  # column index -> precision / recall / area per method
     stands_in_for: str = ""  # the table's own dataset where this one stands in for it (mnist-5k for Choledoch): its Δ means nothing
+    degenerate: dict[str, str] = field(default_factory=dict)  # method -> "empty 2/3" where its predictions were degenerate
 
 
 @dataclass
@@ -247,8 +248,9 @@ def group_for(dataset: str, raters: str, own: str, cells: pd.DataFrame, column: 
     counts = mine["stops"].value_counts()
     stops = " · ".join(f"{s or 'unknown'} {c}/{len(mine)}" for s, c in counts.items())
     flagged = mine[mine["flag"] != ""].groupby(["method", "flag"]).size()
-    if len(flagged):  # most validation cases predicted empty (or full): such a mean measures nothing
-        stops += "; degenerate predictions: " + ", ".join(f"{m} {f} {n}/{(mine['method'] == m).sum()}" for (m, f), n in flagged.items())
+    degenerate = {m: f"{f} {n}/{(mine['method'] == m).sum()}" for (m, f), n in flagged.items()}
+    if degenerate:  # most validation cases predicted empty (or full): such a mean measures nothing
+        stops += "; degenerate predictions: " + ", ".join(f"{m} {flag}" for m, flag in degenerate.items())
     notes, kind, stands_in_for = [], "verdict", ""
     if dataset != own and DATASETS[dataset].subset_of != own:
         kind, stands_in_for = "pipeline check", own
@@ -268,7 +270,7 @@ def group_for(dataset: str, raters: str, own: str, cells: pd.DataFrame, column: 
         notes.append(
             f"the paper scored against an expert GT it did not release; measured against the {measured_reference(column, dataset)}"
         )
-    return Group(dataset, raters, kind, "; ".join(notes), budget, labels, stops, stands_in_for=stands_in_for)
+    return Group(dataset, raters, kind, "; ".join(notes), budget, labels, stops, stands_in_for=stands_in_for, degenerate=degenerate)
 
 
 def pipeline_reasons(cells: pd.DataFrame) -> list[str]:
