@@ -42,7 +42,7 @@ from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
 from bench import study
-from bench.evaluate.long_table import GROUP
+from bench.evaluate.long_table import GROUP, select
 from methods.registry import PARAM_SEP
 
 ALPHA = 0.05  # two-sided, of each Holm-adjusted comparison
@@ -302,7 +302,7 @@ def paired_tests(
     effect_size (rank-biserial), median_diff.
     """
     reference_method = reference_method or study.current().reference_method
-    rows = table[(table["metric"] == metric) & (table["structure"] == structure)]
+    rows = select(table, metric=metric, structure=structure)
     out = []
     for key, part in rows.groupby(GROUP, dropna=False, sort=True):
         present = set(part["method"])

@@ -30,7 +30,7 @@ import pandas as pd
 
 from bench import store
 from bench.evaluate import metrics
-from bench.evaluate.long_table import ordered_structures
+from bench.evaluate.long_table import ordered_structures, select
 from bench.evaluate.scoring import HEADLINE
 from bench.report import stats
 from bench.report.rows import AVERAGE, ablation_methods, display, main_methods, oracle, reference_method, registry_order, table_of
@@ -113,7 +113,7 @@ def column_cases(summary: pd.DataFrame, cases: pd.DataFrame | None, column: Colu
     of that column have (the headline reference, the rater set or the rater mean); None without `cases`."""
     if cases is None:
         return None
-    rows = cases[(cases["structure"] == column.structure) & (cases["metric"] == column.metric)]
+    rows = select(cases, structure=column.structure, metric=column.metric)
     if "reference" in summary and "reference" in cases:
         shown = summary[(summary["structure"] == column.structure) & (summary["metric"] == column.metric) & (summary["method"] != AVERAGE)]
         rows = rows[rows["reference"].isin(set(shown["reference"]))]
@@ -175,7 +175,7 @@ def degenerate_flags(outcomes: pd.DataFrame | None, dataset: str, raters: str, n
     """
     if outcomes is None or outcomes.empty:
         return {}
-    part = outcomes[(outcomes["dataset"] == dataset) & (outcomes["raters"] == raters) & (outcomes["noise"] == noise)]
+    part = select(outcomes, dataset=dataset, raters=raters, noise=noise)
     out = {}
     for method, cells in part.groupby("method"):
         counts = cells.loc[cells["flag"] != "", "flag"].value_counts()
@@ -257,7 +257,7 @@ def samples_note(table: pd.DataFrame) -> dict[tuple, tuple[str, set[str]]]:
         apart = set(drawn.index[drawn != common])
         line = (f"{SET_METRICS_SHOWN} at M = {common} draws per test image for every method shown (a method with one "
                 f"prediction: {common} identical draws, the same values as one)")  # fmt: skip
-        floors = sets[(sets["metric"] == "ged_floor") & (sets["n_samples"] == common)]
+        floors = select(sets, metric="ged_floor", n_samples=common)
         floors = floors[(floors["dataset"] == group[0]) & (floors["raters"] == group[1]) & (floors["noise"] == group[2])]
         if len(floors):
             per = floors.groupby("structure")["value"].mean()
@@ -342,7 +342,7 @@ def write_tables(summary: pd.DataFrame, out_dir: Path, note: str = "", outcomes:
 
     by_group = {} if cases is None else dict(tuple(cases.groupby(["dataset", "raters", "noise"], sort=False)))
     for (dataset, raters, noise), part in summary.groupby(["dataset", "raters", "noise"], sort=True):
-        here = None if cells is None else cells[(cells["dataset"] == dataset) & (cells["raters"] == raters) & (cells["noise"] == noise)]
+        here = None if cells is None else select(cells, dataset=dataset, raters=raters, noise=noise)
         group_cases = None if cases is None else by_group.get((dataset, raters, noise), cases.iloc[:0])
         flags = degenerate_flags(outcomes, dataset, raters, noise)
         for method, flag in (audit or {}).get((dataset, raters, noise), {}).items():
@@ -404,7 +404,7 @@ def set_metrics_table(summary: pd.DataFrame, cases: pd.DataFrame, dataset: str, 
     columns = []
     for structure in structures:
         for name in [k for k in SET_TABLE if (structure, k) in pairs]:
-            m = rows.loc[(rows["structure"] == structure) & (rows["metric"] == name), "n_samples"]
+            m = select(rows, structure=structure, metric=name)["n_samples"]
             base = column(name, structure, named=len(structures) > 1)
             at = (
                 f"M = {' or '.join(str(int(v)) for v in sorted(m.unique()))}"

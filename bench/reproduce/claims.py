@@ -14,6 +14,7 @@ import math
 import pandas as pd
 
 from bench import study
+from bench.evaluate.long_table import select
 from bench.evaluate.metrics import higher_is_better
 from bench.report import stats
 from bench.report.intervals import difference_range, interval
@@ -101,7 +102,7 @@ def claim_datasets(column: Column, table: pd.DataFrame, paper: Study) -> list[st
     out = samples(column.dataset)
     for t in paper.tables:
         if t.stand_in and t.stand_in not in out and any(c.dataset == column.dataset for c in t.columns):
-            rows = table[(table["dataset"] == t.stand_in) & (table["metric"] == column.metric) & (table["structure"] == column.structure)]
+            rows = select(table, dataset=t.stand_in, metric=column.metric, structure=column.structure)
             out += [t.stand_in] if len(rows) else []
     return out
 
@@ -156,7 +157,7 @@ def pair_tests(table, group: Group, column: Column, pairs, where: str, tol: floa
     run), results (one per pair run, diff and interval in paper units), lines (the pairs not run), means (paper units)."""
     reference = reference or measured_reference(column, group.dataset)
     rows = scoped(table, group, reference, noise)
-    rows = rows[(rows["metric"] == column.metric) & (rows["structure"] == column.structure)]
+    rows = select(rows, metric=column.metric, structure=column.structure)
     present = set(rows["method"])
     missing = [p for p in pairs if p[0] not in present or p[1] not in present]
     out = {"group": group, "where": where, "missing": missing, "results": [], "means": {},

@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench import files, study
-from bench.evaluate.long_table import mean_sd
+from bench.evaluate.long_table import mean_sd, select
 from bench.report import tables
 from bench.report.intervals import difference_range, interval, value_range
 from bench.report.ranking import SCHEMES
@@ -248,7 +248,7 @@ def has_curves(logs: pd.DataFrame, dataset: str, raters: str) -> bool:
     curve to draw. A smoke run's step cap often leaves one."""
     if logs.empty:
         return False
-    evals = logs[(logs["dataset"] == dataset) & (logs["raters"] == raters) & (logs["noise"] == "protocol") & (logs["event"] == "eval")]
+    evals = select(logs, dataset=dataset, raters=raters, noise="protocol", event="eval")
     return bool(len(evals)) and evals.groupby(["method", "seed", "stage"])["step"].nunique().max() >= 2
 
 

@@ -9,7 +9,7 @@ import math
 import pandas as pd
 
 from bench.evaluate import long_table
-from bench.evaluate.long_table import mean_sd
+from bench.evaluate.long_table import mean_sd, select
 from bench.report import tables
 from bench.report.intervals import difference_range, interval
 from bench.report.rows import display
@@ -31,7 +31,7 @@ def set_metrics_blocks(a: Assessment, cells: pd.DataFrame) -> list[Block]:
     summary = long_table.summarise(protocol)
     blocks: list[Block] = []
     for dataset, raters in protocol[["dataset", "raters"]].drop_duplicates().sort_values(["dataset", "raters"]).itertuples(index=False):
-        here = cells[(cells["dataset"] == dataset) & (cells["raters"] == raters) & (cells["noise"] == "protocol")]
+        here = select(cells, dataset=dataset, raters=raters, noise="protocol")
         flags = tables.degenerate_flags(cells, dataset, raters, "protocol")
         table = tables.set_metrics_table(summary, protocol, dataset, raters, "protocol", flags, here)
         if table is None:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench import store
+from bench.evaluate.long_table import select
 from bench.report.tables import OPTIONS
 from bench.reproduce.assessment import Assessment, cell_info, span
 from bench.reproduce.page_format import Block, plural
@@ -156,7 +157,7 @@ def configuration_blocks(cells: pd.DataFrame) -> list[Block]:
 def pipeline_line(cells: pd.DataFrame, dataset: str, raters: str, group: Group | None = None) -> str:
     """ "pipeline check, not a verdict: <reasons>" for a rater setting's cells (and, given its `group` in a paper table,
     the dataset it stands in for), "" when they are verdict grade."""
-    reasons = pipeline_reasons(cells[(cells["dataset"] == dataset) & (cells["raters"] == raters)])
+    reasons = pipeline_reasons(select(cells, dataset=dataset, raters=raters))
     if group is not None and is_stand_in(group):
         reasons = [f"{group.dataset} stands in for {group.stands_in_for}", *reasons]
     return f"pipeline check, not a verdict: {', '.join(reasons)}" if reasons else ""
