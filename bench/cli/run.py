@@ -88,8 +88,9 @@ def add_parser(verbs) -> None:
 
 def stop_counts(outcomes, key: tuple) -> str:
     """How a row's cells stopped, over seeds ("plateau 3/3", "cap 1/3 · plateau 2/3")."""
-    part = outcomes[(outcomes["dataset"] == key[0]) & (outcomes["raters"] == key[1]) & (outcomes["noise"] == key[2])
-                    & (outcomes["method"] == key[3])]  # fmt: skip
+    from bench.evaluate.long_table import select
+
+    part = select(outcomes, **dict(zip(("dataset", "raters", "noise", "method"), key)))
     return " · ".join(f"{s} {c}/{len(part)}" for s, c in part["stops"].value_counts().sort_index().items())
 
 

@@ -175,12 +175,16 @@ def degenerate_flags(outcomes: pd.DataFrame | None, dataset: str, raters: str, n
     """
     if outcomes is None or outcomes.empty:
         return {}
-    part = select(outcomes, dataset=dataset, raters=raters, noise=noise)
+    return method_flags(select(outcomes, dataset=dataset, raters=raters, noise=noise))
+
+
+def method_flags(cells: pd.DataFrame) -> dict[str, str]:
+    """Method -> its degenerate-prediction flag over the given cells (rows with `method` and `flag`), where it has one."""
     out = {}
-    for method, cells in part.groupby("method"):
-        counts = cells.loc[cells["flag"] != "", "flag"].value_counts()
+    for method, mine in cells.groupby("method"):
+        counts = mine.loc[mine["flag"] != "", "flag"].value_counts()
         if len(counts):
-            out[method] = " · ".join(f"{flag} {n}/{len(cells)}" for flag, n in counts.items())
+            out[method] = " · ".join(f"{flag} {n}/{len(mine)}" for flag, n in counts.items())
     return out
 
 
