@@ -6,8 +6,9 @@ long` (every stage a fixed length, the lowest validation loss restored, as the r
 where each stopped and the validation loss it restored; then the test metrics of each (DSC against the dataset's
 reference, GED, Dice_match), their difference and the tolerance. A method **passes** when no metric moves by more
 than the larger of its seed-to-seed sd (the rule's folder) and the floor (1 DSC point, 0.01 GED, 1 Dice_match point).
-`python -m bench audit-stops RULE LONG` writes `<RULE>/stop_audit/` (stop_audit.md, .csv); the report flags every
-method that fails in every table of RULE (`failures`).
+`python -m bench audit-stops RULE LONG` writes `<RULE>/stop_audit/` (stop_audit.md, .csv, and stop_audit.png/.pdf: each
+method's validation curves under both, where the rule stopped and what each restored); the report flags every method
+that fails in every table of RULE (`failures`).
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ import math
 from pathlib import Path
 
 import pandas as pd
+from matplotlib.figure import Figure
 
 from bench import files, store
+from bench.report.plots import fill, save
 from bench.report.rows import display
 from bench.report.table_text import markdown_table
 
-CSV, MARKDOWN = "stop_audit.csv", "stop_audit.md"
+CSV, MARKDOWN, FIGURE = "stop_audit.csv", "stop_audit.md", "stop_audit"
 # metric: (reference, floor of the tolerance in the metric's units, scale shown)
 CHECKED = {"dsc": (None, 0.01, 100), "ged": ("raters", 0.01, 1), "dice_match": ("raters", 0.01, 100)}
 GROUP = ["dataset", "raters", "noise", "method"]
@@ -41,6 +44,44 @@ def stops(results: Path) -> pd.DataFrame:
         how=("how", lambda v: "/".join(sorted(set(v.dropna())))), seeds=("seed", "nunique"),
     )  # fmt: skip
     return agg.reset_index()
+
+
+def curves(rule: Path, long: Path, methods: list[str]) -> Figure:
+    """One panel per method: the validation loss of each stage against its step, the long run solid and the rule's
+    dashed (mean over seeds, log scale where positive); a grey line where the rule stopped each stage and a dot at the
+    step each run restored. Up to the rule's stop a single-stage method's two curves are one (same seed, same batches),
+    so the figure shows what the steps after the stop bought."""
+    logs = {"rule": store.training_logs(store.records(rule)), "long": store.training_logs(store.records(long))}
+    cols = min(4, len(methods))
+    rows = -(-len(methods) // cols)
+    fig = Figure(figsize=(3.2 * cols, 2.6 * rows + 0.4), layout="constrained")
+    axes = fig.subplots(rows, cols, squeeze=False)
+    for ax, method in zip(axes.flat, methods):
+        ax.set_title(display(method), fontsize=9)
+        lowest = math.inf
+        for i, (stage, _) in enumerate(logs["long"][logs["long"]["method"] == method].groupby("stage", sort=False)):
+            colour = f"C{i}"
+            for run, style in (("long", "-"), ("rule", "--")):
+                part = logs[run][(logs[run]["method"] == method) & (logs[run]["stage"] == stage)]
+                evals = part[part["event"] == "eval"].groupby("step")["val_loss"].mean()
+                ax.plot(evals.index, evals.values, style, color=colour, linewidth=1, label=f"{stage}, {run}")
+                lowest = min(lowest, evals.min()) if len(evals) else lowest
+                for stop in part[part["event"] == "stop"].itertuples():
+                    if run == "rule":
+                        ax.axvline(stop.step, color="0.5", linestyle=":", linewidth=1)
+                    if stop.restored_step in evals.index:
+                        ax.plot([stop.restored_step], [evals[stop.restored_step]], "o", color=colour, markersize=4)
+        if 0 < lowest < math.inf:
+            ax.set_yscale("log")
+        ax.set_xlabel("step (per stage)")
+        ax.set_ylabel("validation loss")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6, frameon=False)
+    for ax in list(axes.flat)[len(methods) :]:
+        ax.set_visible(False)
+    fig.suptitle(fill("Stop audit: the long run (solid) and the rule's run (dashed); grey: where the rule stopped; dots: the "
+                      "restored steps", 3.2 * cols), fontsize=9)  # fmt: skip
+    return fig
 
 
 def headline(summary: pd.DataFrame) -> pd.DataFrame:
@@ -105,6 +146,7 @@ def to_markdown(metrics: pd.DataFrame, st: pd.DataFrame, verdict: pd.DataFrame, 
         "## Verdicts\n", markdown_table(["dataset", "method", "verdict", "moved", "long ÷ stop"], verdicts),
         "\n## Stages\n", markdown_table(["method", "stage", "rule: stop (how)", "rule: restored step, val loss", "long: steps",
                                          "long: restored step, val loss"], stages),
+        f"\n![validation curves of both runs]({FIGURE}.png)\n",
         "\n## Test metrics\n", markdown_table(["method", "metric", "rule (sd, seeds)", "long (seeds)", "long − rule", "tolerance", "within"], moved),
     ]) + "\n"  # fmt: skip
 
@@ -117,6 +159,8 @@ def write(rule: Path, long: Path, command: str) -> tuple[Path, pd.DataFrame]:
     out.mkdir(exist_ok=True)
     files.write_text(out / CSV, verdict.merge(metrics, on=GROUP, how="left").to_csv(index=False))
     files.write_text(out / MARKDOWN, to_markdown(metrics, st, verdict, command))
+    if len(verdict):
+        save(curves(rule, long, list(dict.fromkeys(verdict["method"]))), out / FIGURE)
     return out, verdict
 
 
