@@ -25,7 +25,8 @@ def test_tiny_sweep_writes_cells_table_and_summary_then_skips_on_rerun(tmp_path)
     hard = {(ref, m) for ref in ("gt", "majority", "staple", *(f"rater:{r}" for r in RATERS)) for m in ("dsc", "bahd")}
     every = hard | {("gt", "ece"), ("rater-mean", "soft_dice"), ("rater-mean", "soft_iou"), ("rater-mean", "ece"),
                     ("raters", "ged"), ("raters", "ged_unbiased"), ("raters", "ged_floor"), ("raters", "dice_match"),
-                    ("raters", "dice_max"), ("raters", "dice_soft"), ("raters", "dice_personal"), ("raters", "dice_personal_match")}  # fmt: skip
+                    ("raters", "dice_max"), ("raters", "dice_soft"), ("raters", "dice_personal"), ("raters", "dice_personal_match"),
+                    ("raters", "dice_between"), ("raters", "dice_between_raters")}  # fmt: skip
     counts = table.groupby(["reference", "metric"]).size()
     assert set(counts.index) == every and (counts == 3 * 2 * 24).all()  # every reference, each methods × seeds × cases
     assert not table.duplicated(["method", "seed", "reference", "case", "metric"]).any()

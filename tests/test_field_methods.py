@@ -339,6 +339,10 @@ def test_personal_dice_pairs_output_r_with_rater_r(tiny_data):
     per_rater = test.raters.copy()  # a perfect per-rater output
     rows = scored(test, probs, {"rater_outputs": per_rater})
     assert np.allclose(rows.xs("dice_personal")["value"], 1.0) and (rows["n_samples"] == 3).all()
+    # The heads' spread of a perfect per-rater model is the raters' own; one output has no pair of heads.
+    between, raters = rows.xs("dice_between")["value"], rows.xs("dice_between_raters")["value"]
+    assert np.allclose(between, raters) and (raters < 1).all()
+    assert scored(test, probs, {}).xs("dice_between")["value"].isna().all()
     rows = scored(test, probs, {"rater_outputs": per_rater[:, ::-1].copy()})  # outputs for the wrong raters
     assert (rows.xs("dice_personal")["value"] < 1).all()
 

@@ -391,3 +391,16 @@ def test_the_perfect_sampler_floor_by_hand():
     assert mr.ged_floor(raters, None, 16)[0] == pytest.approx(0.25 / 16)
     valid = np.array([[True, False]])  # one valid rater: a perfect sampler repeats it, floor 0
     assert mr.ged_floor(raters, valid, 16)[0] == 0.0
+
+
+def test_between_dice_by_hand_with_a_missing_slot_and_one_output():
+    """Three 1-D masks {0,1}, {0,1}, {0}: Dice 1, 2/3, 2/3 for the three distinct pairs, mean 7/9; the third slot
+    missing leaves one pair (Dice 1); one output has no pair (NaN); two empty masks pair by the empty rule."""
+    x = np.zeros((1, 3, 1, 4), bool)
+    x[0, 0, 0, :2] = x[0, 1, 0, :2] = True
+    x[0, 2, 0, 0] = True
+    assert mr.between_dice(x)[0] == pytest.approx(7 / 9)
+    assert mr.between_dice(x, np.array([[True, True, False]]))[0] == pytest.approx(1.0)
+    assert np.isnan(mr.between_dice(x[:, :1])[0])
+    empty = np.zeros((1, 2, 1, 4), bool)
+    assert mr.between_dice(empty, empty="one")[0] == 1.0 and mr.between_dice(empty, empty="zero")[0] == 0.0

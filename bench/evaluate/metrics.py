@@ -198,5 +198,12 @@ register(Metric("dice_personal", "set", lambda s: multirater.nanmean(multirater.
 register(Metric("dice_personal_match", "set", lambda s: multirater.dice_match(s.own_offered, s.votes, s.valid, s.empty), True,
                 100, 2, "Dice_pers,match", "Dice$_\\mathrm{pers}^\\mathrm{match}$", (), "the per-rater outputs matched to the raters "
                 "by the Hungarian method (Dice_personal is the diagonal), mean over valid raters", ("raters",), "own"))  # fmt: skip
+register(Metric("dice_between", "set", lambda s: multirater.between_dice(s.own, s.valid if s.own.shape[1] > 1 else None, s.empty),
+                True, 100, 2, "Dice_between", "Dice$_\\mathrm{between}$", (), "how alike the per-rater outputs are: Dice over "
+                "distinct pairs of valid rater slots, mean (100 when every head says the same; NaN for one output); compare "
+                "with dice_between_raters, not across methods", ("raters",), "own"))  # fmt: skip
+register(Metric("dice_between_raters", "set", lambda s: multirater.between_dice(s.votes, s.valid, s.empty), True, 100, 2,
+                "Dice_between raters", "Dice$_\\mathrm{between}^\\mathrm{raters}$", (), "not a score of the method: the raters' "
+                "own Dice_between, which a perfect per-rater model's outputs reproduce", ("raters",), "own"))  # fmt: skip
 register(Metric("ece", "calibration", lambda c: calibration.ece(c.prob, c.target, N_BINS), False, 1, 3, "ECE", "ECE", (),
                 f"expected calibration error of the foreground probability, {N_BINS} equal-width bins, per case", ("gt", "rater-mean")))  # fmt: skip

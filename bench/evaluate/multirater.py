@@ -47,6 +47,7 @@ from labels.overlap import EMPTY_RULES, empty_value, nanmean, overlap
 
 __all__ = [
     "EMPTY_RULES",
+    "between_dice",
     "dice_match",
     "dice_max",
     "ged",
@@ -383,6 +384,34 @@ def paired_dice(
     dsc = np.broadcast_to(dsc, valid.shape).astype(np.float64)
     dsc[~valid] = np.nan
     return dsc
+
+
+def between_dice(masks: np.ndarray, valid: np.ndarray | None = None, empty: str = "one") -> np.ndarray:
+    """How alike a stack's masks are: the mean Dice over distinct pairs of its valid slots.
+
+    Formula, over the ordered pairs r ≠ r' of valid slots:
+        B[n] = mean 2 |X_nr ∩ X_nr'| / (|X_nr| + |X_nr'|)
+
+    Of a method's per-rater outputs it is the spread of its heads (100 % when they all say the same); of the raters'
+    masks, the pool's own spread, which a perfect per-rater model's heads reproduce. Empty-mask rule (``empty``) as
+    :func:`per_rater_dice`.
+
+    Args:
+        masks: (N, K, H, W) bool.
+        valid: (N, K) bool or None (all valid).
+        empty: empty-pair rule.
+
+    Returns:
+        (N,) float64 in [0, 1]; NaN where fewer than two slots are valid (one output has no pair).
+    """
+    fill = empty_value(empty)
+    x = check_stack(masks, "masks", "K")
+    ok = check_valid(valid, x.shape[0], x.shape[1])
+    x = x.reshape(x.shape[0], x.shape[1], -1)
+    dsc = _pairwise(x, x, "dice", fill)
+    pairs = ok[:, :, None] & ok[:, None, :] & ~np.eye(x.shape[1], dtype=bool)
+    dsc[~pairs] = np.nan
+    return nanmean(dsc, (1, 2))
 
 
 # --------------------------------------------------------------------------- calibration
