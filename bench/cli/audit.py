@@ -17,7 +17,7 @@ def add_parser(verbs) -> None:
         "trained under --budget long (every stage a fixed length, the lowest validation loss restored): per method and stage, "
         "where each stopped and the validation loss restored; per method, DSC, GED and Dice_match of each, their difference "
         "and whether it is within the larger of the seed sd and 1 DSC point / 0.01 GED / 1 Dice_match point. Writes "
-        "RULE/stop_audit/ (stop_audit.md, stop_audit.csv, stop_audit.png: both runs' validation curves); `bench report` of RULE then flags every method that fails.",
+        "RULE/stop_audit/ (stop_audit.md, stop_audit.csv, validation_curves.png: both runs' validation curves); `bench report` of RULE then flags every method that fails.",
     )  # fmt: skip
     p.add_argument("rule", metavar="RULE", help="results folder of the stopping rule's run (e.g. --budget plateau)")
     p.add_argument("long", metavar="LONG", help="results folder of the same cells under --budget long")

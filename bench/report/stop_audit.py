@@ -6,7 +6,7 @@ long` (every stage a fixed length, the lowest validation loss restored, as the r
 where each stopped and the validation loss it restored; then the test metrics of each (DSC against the dataset's
 reference, GED, Dice_match), their difference and the tolerance. A method **passes** when no metric moves by more
 than the larger of its seed-to-seed sd (the rule's folder) and the floor (1 DSC point, 0.01 GED, 1 Dice_match point).
-`python -m bench audit-stops RULE LONG` writes `<RULE>/stop_audit/` (stop_audit.md, .csv, and stop_audit.png/.pdf: each
+`python -m bench audit-stops RULE LONG` writes `<RULE>/stop_audit/` (stop_audit.md, .csv, and validation_curves.png/.pdf: each
 method's validation curves under both, where the rule stopped and what each restored); the report flags every method
 that fails in every table of RULE (`failures`).
 """
@@ -24,7 +24,7 @@ from bench.report.plots import fill, save
 from bench.report.rows import display
 from bench.report.table_text import markdown_table
 
-CSV, MARKDOWN, FIGURE = "stop_audit.csv", "stop_audit.md", "stop_audit"
+CSV, MARKDOWN, FIGURE = "stop_audit.csv", "stop_audit.md", "validation_curves"
 # metric: (reference, floor of the tolerance in the metric's units, scale shown)
 CHECKED = {"dsc": (None, 0.01, 100), "ged": ("raters", 0.01, 1), "dice_match": ("raters", 0.01, 100)}
 GROUP = ["dataset", "raters", "noise", "method"]
