@@ -54,7 +54,7 @@ def test_the_verb_audits_two_folders_and_the_report_flags_a_failing_method(tmp_p
     assert "| mnist-5k | MV-UNet |" in proc.stdout and "| MV-UNet | train | 2 (cap) |" in proc.stdout
     table = pd.read_csv(rule / store.STOP_AUDIT / stop_audit.CSV)
     assert (rule / store.STOP_AUDIT / f"{stop_audit.FIGURE}.png").is_file() and f"]({stop_audit.FIGURE}.png)" in proc.stdout
-    ax = stop_audit.curves(rule, long, ["mv-unet"]).axes[0]
+    ax = stop_audit.curves(stop_audit.run_logs(rule, long), ["mv-unet"]).axes[0]
     drawn = {line.get_label(): line for line in ax.get_lines() if not line.get_label().startswith("_")}
     assert set(drawn) == {"train, long", "train, rule"} and drawn["train, rule"].get_linestyle() == "--"
     assert list(drawn["train, long"].get_xdata()) == [4] and list(drawn["train, rule"].get_xdata()) == [2]

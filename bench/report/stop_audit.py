@@ -31,10 +31,14 @@ GROUP = ["dataset", "raters", "noise", "method"]
 LONG_FACTOR = 4  # the long run should be at least this many times as long as the rule's stop
 
 
-def stops(results: Path) -> pd.DataFrame:
-    """Per GROUP × stage: mean over seeds of where the stage stopped, the step it restored and that validation loss,
-    and how it stopped ("plateau", "cap", "fixed"; joined when seeds differ)."""
-    logs = store.training_logs(store.records(results))
+def run_logs(rule: Path, long: Path) -> dict[str, pd.DataFrame]:
+    """{"rule": …, "long": …}: each folder's training logs, read once for the stage table and the figure."""
+    return {"rule": store.training_logs(store.records(rule)), "long": store.training_logs(store.records(long))}
+
+
+def stops(logs: pd.DataFrame) -> pd.DataFrame:
+    """Per GROUP × stage of one folder's training logs: mean over seeds of where the stage stopped, the step it restored
+    and that validation loss, and how it stopped ("plateau", "cap", "fixed"; joined when seeds differ)."""
     rows = logs[logs["event"] == "stop"].copy()
     if rows.empty:
         return pd.DataFrame(columns=[*GROUP, "stage", "step", "restored_step", "val_loss", "how", "seeds"])
@@ -46,12 +50,11 @@ def stops(results: Path) -> pd.DataFrame:
     return agg.reset_index()
 
 
-def curves(rule: Path, long: Path, methods: list[str]) -> Figure:
+def curves(logs: dict[str, pd.DataFrame], methods: list[str]) -> Figure:
     """One panel per method: the validation loss of each stage against its step, the long run solid and the rule's
     dashed (mean over seeds, log scale where positive); a grey line where the rule stopped each stage and a dot at the
     step each run restored. Up to the rule's stop a single-stage method's two curves are one (same seed, same batches),
-    so the figure shows what the steps after the stop bought."""
-    logs = {"rule": store.training_logs(store.records(rule)), "long": store.training_logs(store.records(long))}
+    so the figure shows what the steps after the stop bought. logs: `run_logs`."""
     cols = min(4, len(methods))
     rows = -(-len(methods) // cols)
     fig = Figure(figsize=(3.2 * cols, 2.6 * rows + 0.4), layout="constrained")
@@ -100,7 +103,7 @@ def headline(summary: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, columns=[*GROUP, "metric", "mean", "sd", "n_seeds"])
 
 
-def audit(rule: Path, long: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+def audit(rule: Path, long: Path, logs: dict[str, pd.DataFrame]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(metrics, stages): per method and checked metric the rule's and the long run's means, difference, tolerance and
     whether it is within; per method and stage where each run stopped. Only methods both folders hold."""
     a, b = headline(store.read_summary(rule)), headline(store.read_summary(long))
@@ -110,7 +113,7 @@ def audit(rule: Path, long: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     metrics["diff"] = metrics["mean_long"] - metrics["mean_rule"]
     metrics["tolerance"] = [max(f, 0 if math.isnan(sd) else sd) for f, sd in zip(floors, metrics["sd_rule"])]
     metrics["within"] = metrics["diff"].abs() <= metrics["tolerance"]
-    st = stops(rule).merge(stops(long), on=[*GROUP, "stage"], suffixes=("_rule", "_long"))
+    st = stops(logs["rule"]).merge(stops(logs["long"]), on=[*GROUP, "stage"], suffixes=("_rule", "_long"))
     st["factor"] = st["step_long"] / st["step_rule"]
     return metrics, st
 
@@ -153,14 +156,15 @@ def to_markdown(metrics: pd.DataFrame, st: pd.DataFrame, verdict: pd.DataFrame, 
 
 def write(rule: Path, long: Path, command: str) -> tuple[Path, pd.DataFrame]:
     """Run the audit and write `<rule>/stop_audit/` (csv of verdicts and metrics, Markdown); returns (folder, verdicts)."""
-    metrics, st = audit(rule, long)
+    logs = run_logs(rule, long)
+    metrics, st = audit(rule, long, logs)
     verdict = verdicts(metrics, st)
     out = rule / store.STOP_AUDIT
     out.mkdir(exist_ok=True)
     files.write_text(out / CSV, verdict.merge(metrics, on=GROUP, how="left").to_csv(index=False))
     files.write_text(out / MARKDOWN, to_markdown(metrics, st, verdict, command))
     if len(verdict):
-        save(curves(rule, long, list(dict.fromkeys(verdict["method"]))), out / FIGURE)
+        save(curves(logs, list(dict.fromkeys(verdict["method"]))), out / FIGURE)
     return out, verdict
 
 
