@@ -29,11 +29,23 @@ from methods.base import Method, StepContext
 def test_graphed_engine_is_refused_on_the_cpu_in_one_line(capsys):
     with pytest.raises(DeviceError, match="needs a CUDA GPU"):
         steps.check_engine("graphed", torch.device("cpu"))
-    with pytest.raises(DeviceError, match="--engine must be one of eager, graphed"):
+    with pytest.raises(DeviceError, match="--engine must be one of auto, eager, graphed"):
         steps.check_engine("compiled", torch.device("cpu"))
     code = cli_main(["run", "--methods", "mv-unet", "--device", "cpu", "--engine", "graphed", "--results", "/nonexistent-not-created"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code != 0 and len(err) == 1 and "--engine graphed" in err[0]
+
+
+def test_auto_picks_graphed_only_on_a_card_measured_faster_and_equal(monkeypatch):
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
+    assert steps.pick_engine("auto", cpu) == "eager"
+    assert steps.pick_engine("auto", cuda, card="an unmeasured card") == "eager"
+    monkeypatch.setattr(steps, "MEASURED", {"fast": {"faster": True, "equal": False}, "both": {"faster": True, "equal": True},
+                                            "slow": {"faster": False, "equal": True}})  # fmt: skip
+    assert [steps.pick_engine("auto", cuda, card=c) for c in ("fast", "both", "slow")] == ["eager", "graphed", "eager"]
+    assert steps.pick_engine("eager", cuda, card="both") == "eager" and steps.pick_engine("graphed", cuda, card="fast") == "graphed"
+    with pytest.raises(DeviceError, match="needs a CUDA GPU"):
+        steps.pick_engine("graphed", cpu)
 
 
 def train(monkeypatch, log, engine_step, calls: list | None = None):
@@ -176,28 +188,40 @@ def test_the_host_read_check_catches_an_item_call():
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: the graphed engine captures CUDA graphs")
-def test_graphed_cell_matches_the_eager_cell_on_cuda():
-    """Deterministic fp32 (no TF32, deterministic cuDNN): the engines differ only by capturable Adam's rounding."""
+def test_graphed_cell_replays_the_eager_cell_on_cuda(monkeypatch):
+    """fp32 without TF32, deterministic cuDNN and PyTorch's deterministic algorithms where it has them. A replay runs the
+    kernels the eager step launches, so the graphed cell may differ from an eager cell with the same capturable Adam
+    only as much as two such eager cells differ from each other: not at all where the card trains deterministically,
+    else by the run-to-run noise of its kernels (which training amplifies: on an H200, 2026-11-28, two eager cells with
+    different Adam roundings ended 1e-3 apart in their first convolution). The gaps are printed (-rP)."""
     images, raters, valid = toy_split(n=64, size=32)
     flags = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, torch.backends.cudnn.deterministic
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
     torch.backends.cudnn.deterministic = True
+    torch.use_deterministic_algorithms(True, warn_only=True)
     try:
-        results = train_both_engines(images, raters, valid)
+        graphed = train_on_cuda(images, raters, valid, "graphed")
+        eager = train_on_cuda(images, raters, valid, "eager")
+        monkeypatch.setattr(harness, "make_step", lambda engine, *a: steps.EagerStep(*a, capturable=True))
+        capturable = [train_on_cuda(images, raters, valid, "eager") for _ in range(2)]
     finally:
+        torch.use_deterministic_algorithms(False)
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, torch.backends.cudnn.deterministic = flags
-    assert [r["step"] for r in results["graphed"][0].values()] == [r["step"] for r in results["eager"][0].values()]
-    for key, value in results["eager"][1].items():
-        torch.testing.assert_close(results["graphed"][1][key], value, rtol=1e-4, atol=1e-5)
+
+    def gap(a: tuple, b: tuple) -> float:
+        return max((a[1][k] - b[1][k]).abs().max().item() for k in a[1])
+
+    noise, graphed_gap = gap(capturable[1], capturable[0]), gap(graphed, capturable[0])
+    print(f"largest weight difference: two eager cells (capturable Adam) {noise:.3g}; graphed vs eager {graphed_gap:.3g}; "
+          f"eager with the default Adam vs capturable {gap(eager, capturable[0]):.3g}")  # fmt: skip
+    assert [r["step"] for r in graphed[0].values()] == [r["step"] for r in capturable[0][0].values()]
+    assert graphed_gap <= max(4 * noise, 1e-6)
 
 
-def train_both_engines(images, raters, valid) -> dict:
-    """LF-Net (L_rcl in its first two epochs) on CUDA in fp32 with each engine: {engine: (stop records, weights on the CPU)}."""
-    results = {}
-    for engine in steps.ENGINES:
-        torch.manual_seed(0)
-        method = build_method("lf-net", DataSpec(1, 2, 3), {"rcl_epochs": 2})
-        records = harness.fit(method, harness.Split(images, raters, valid), harness.fixed_schedules(method, 20, 16),
-                              harness.Runtime(0, torch.device("cuda"), "fp32", engine), out=harness.Output(progress=False)).stages  # fmt: skip
-        results[engine] = (records, {k: v.float().cpu() for k, v in method.state_dict().items()})
-    return results
+def train_on_cuda(images, raters, valid, engine: str) -> tuple[dict, dict]:
+    """LF-Net (L_rcl in its first two epochs) on CUDA in fp32: (stop records, weights on the CPU)."""
+    torch.manual_seed(0)
+    method = build_method("lf-net", DataSpec(1, 2, 3), {"rcl_epochs": 2})
+    records = harness.fit(method, harness.Split(images, raters, valid), harness.fixed_schedules(method, 20, 16),
+                          harness.Runtime(0, torch.device("cuda"), "fp32", engine), out=harness.Output(progress=False)).stages  # fmt: skip
+    return records, {k: v.float().cpu() for k, v in method.state_dict().items()}

@@ -126,3 +126,10 @@ def test_cli_hook_parses():
         with pytest.raises(SystemExit) as exc:
             parser.parse_args(bad)
         assert exc.value.code == 2
+
+
+def test_the_cuda_step_counts_build_their_stage_run_on_any_device(one_thread):
+    """The profiler's kernel and sync counts run only on CUDA in `bench perf`; here their set-up (the harness's stage run,
+    whose signature changes with the harness) runs on the CPU, where no CUDA kernel or sync is counted."""
+    counts = timings.cuda_step_counts({"batch": 4, "channels": 1, "height": 28, "width": 28}, torch.device("cpu"), steps=1)
+    assert counts == {"kernels_per_step": 0.0, "host_syncs_per_step": 0.0}

@@ -70,7 +70,7 @@ def test_training_steps_do_not_synchronise_with_the_host():
     method.to(device=device, memory_format=torch.channels_last)
     data = hardware.to_tensors({"images": images, "raters": raters, "rater_valid": valid, **method.prepare(raters, valid)}, device)
     schedules = harness.fixed_schedules(method, 100, 16)
-    run = harness.StageRun(method, 0, method.stages[0], schedules[method.stages[0].name], len(images), 0, device, torch.bfloat16, None)
+    run = harness.StageRun(method, 0, method.stages[0], schedules[method.stages[0].name], len(images), harness.Runtime(0, device), torch.bfloat16, None)
     run.train_step(data)  # first step: allocations, cuDNN autotuning
     torch.cuda.set_sync_debug_mode("error")
     try:

@@ -77,9 +77,9 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"], help="auto: bf16 where the hardware runs it natively")
     p.add_argument(
-        "--engine", default="eager", choices=["eager", "graphed"],
-        help="eager (default): each training step op by op; graphed: each step captured once as a CUDA graph and replayed "
-        "(CUDA only, opt-in until measured on a GPU)",
+        "--engine", default="auto", choices=["auto", "eager", "graphed"],
+        help="eager: each training step op by op; graphed: each step captured once as a CUDA graph and replayed (CUDA only); "
+        "auto (default): graphed only on a card where it was measured faster and equal (bench.train.steps.MEASURED), else eager",
     )  # fmt: skip
     p.add_argument(
         "--samples", type=int, metavar="M",

@@ -10,10 +10,11 @@ raters, at the paper's sizes:
 
 Each configuration is timed two ways, in fp32 and in bf16 autocast, side by side in one run:
 
-- `harness`: `harness.fit` for one epoch over exactly steps × batch images, so the time includes
-  the harness's own work (moving the split to the device, gathering each batch by index, the
-  channels-last copy, the vote targets prepared once per split, the on-device loss sums,
-  the per-epoch log row);
+- `harness`: `harness.fit` per step, its once-per-fit set-up left out (a fit of 2 × steps minus a
+  fit of steps over the same split of 4 batches), so the time includes the harness's own work
+  per step (gathering each batch by index, the channels-last copy, the on-device loss sums, the
+  batch order's upload and the log row once per epoch) but not the split's move to the device or
+  its vote targets, which a cell pays once;
 - `bare`: a plain PyTorch loop on the same network and data: contiguous slices of tensors already
   on the device, forward, cross-entropy against the majority vote (votes · 2 > raters), backward,
   Adam step.
@@ -69,6 +70,7 @@ DEFAULT_STEPS = {"cpu": 10, "cuda": 50}  # timed training steps per configuratio
 WARMUP_STEPS = {"cpu": 3, "cuda": 10}
 QUICK_STEPS = 2
 QUICK_WARMUP = 1
+HARNESS_BATCHES = 4  # the split `time_harness` loops over, in batches
 
 
 # --------------------------------------------------------------------------- configurations
@@ -142,7 +144,7 @@ def cuda_step_counts(cfg: dict, device: torch.device, steps: int = 3) -> dict:
     method = build_mv_unet(cfg["channels"], device)
     data = hardware.to_tensors({"images": images, "raters": raters, "rater_valid": valid, **method.prepare(raters, valid)}, device)
     sched = harness.fixed_schedules(method, 100, cfg["batch"])["train"]
-    run = harness.StageRun(method, 0, method.stages[0], sched, len(images), 0, device, torch.bfloat16, None)
+    run = harness.StageRun(method, 0, method.stages[0], sched, len(images), harness.Runtime(0, device), torch.bfloat16, None)
     run.train_step(data)
     machine.sync(device)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
@@ -168,20 +170,22 @@ def step_flops(method: methods.Method, batch: dict[str, torch.Tensor]) -> int:
 
 
 def time_harness(cfg: dict, precision: str, steps: int, warmup: int, device: torch.device, seed: int = 0, engine: str = "eager") -> float:
-    """Seconds for `harness.fit` with `engine` to run exactly `steps` steps (one epoch of steps × batch images), after a warm-up fit."""
+    """Seconds for `steps` steps of `harness.fit` with `engine`, its once-per-fit set-up left out: a fit of 2·steps minus
+    a fit of `steps`, both over one split of `HARNESS_BATCHES` batches, after a warm-up fit. Both fits pay the same
+    set-up (the split moved to the device, its vote targets, a graph's capture, the final evaluation), so the difference
+    is what the harness costs per step, its per-epoch work (the batch order's upload, the log row) included."""
     b = cfg["batch"]
-    images, raters, valid = random_data((steps + warmup) * b, cfg["channels"], cfg["height"], cfg["width"], seed)
+    images, raters, valid = random_data(HARNESS_BATCHES * b, cfg["channels"], cfg["height"], cfg["width"], seed)
     method = build_mv_unet(cfg["channels"], device, seed)
-    run, quiet = harness.Runtime(seed, device, precision, engine), harness.Output(progress=False)
-    first, rest = slice(0, warmup * b), slice(warmup * b, None)
-    harness.fit(method, harness.Split(images[first], raters[first], valid[first]), harness.fixed_schedules(method, warmup, b, 1e-4), run,
-                out=quiet)  # fmt: skip
-    machine.sync(device)
-    start = time.perf_counter()
-    harness.fit(method, harness.Split(images[rest], raters[rest], valid[rest]), harness.fixed_schedules(method, steps, b, 1e-4), run,
-                out=quiet)  # fmt: skip
-    machine.sync(device)
-    return time.perf_counter() - start
+    split, run, quiet = harness.Split(images, raters, valid), harness.Runtime(seed, device, precision, engine), harness.Output(progress=False)
+    seconds = []
+    for n in (warmup, steps, 2 * steps):
+        machine.sync(device)
+        start = time.perf_counter()
+        harness.fit(method, split, harness.fixed_schedules(method, n, b, 1e-4), run, out=quiet)
+        machine.sync(device)
+        seconds.append(time.perf_counter() - start)
+    return max(seconds[2] - seconds[1], 1e-9)
 
 
 def bare_steps(net, optimiser, images, raters, batch_size: int, steps: int, dtype: torch.dtype | None, device: torch.device) -> None:

@@ -30,7 +30,7 @@ from bench.evaluate.scoring import reference_mask, score_predictions
 from bench.run.resolve import RunOptions, build_method, is_oracle, option_record, stage_schedules, trained_method
 from bench.run.split_cache import DataKey, data_fingerprint, fused_test_references, load_splits, training_subset
 from bench.store import Cell
-from bench.train import hardware, harness
+from bench.train import hardware, harness, steps
 from bench.train.budget import Schedule
 from datasets import DatasetSpec, RaterData, Splits, get_dataset, oracle_view
 from labels.fusion import vote_targets
@@ -218,10 +218,10 @@ def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
         store.write_config(out, cell_config(cell, opts, data, method, schedules))
         chosen = hardware.resolve_precision(method, first_batch(method, data.train, device), schedules[method.stages[0].name], device,
                                            opts.precision, store.precision_record())  # fmt: skip
-        precision = chosen["precision"]
+        precision, engine = chosen["precision"], steps.pick_engine(opts.engine, device)
         manifest.update(
             device=str(device), precision=str(hardware.autocast_dtype(device, precision) or "float32"), precision_choice=chosen,
-            deviations=method.deviations(), threads=torch.get_num_threads(), cpu=hardware.cpu_isa(), engine=opts.engine,
+            deviations=method.deviations(), threads=torch.get_num_threads(), cpu=hardware.cpu_isa(), engine=engine,
         )  # fmt: skip
         if method.needs_consistent_raters and not data.train.rater_ids_consistent:
             manifest["deviations"].append("rater slots are not consistent identities here; per-rater modelling runs per slot")
@@ -229,7 +229,7 @@ def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
         t0 = time.time()
         train, val = data.train, data.val
         fitted = harness.fit(
-            method, split(train), schedules, harness.Runtime(cell.seed, device, precision, opts.engine), val=split(val, gt=True),
+            method, split(train), schedules, harness.Runtime(cell.seed, device, precision, engine), val=split(val, gt=True),
             out=harness.Output(out / store.CHECKPOINTS, log_path=out / store.TRAIN_LOG, progress=opts.progress,
                                desc=f"{cell.method} seed {cell.seed}", announce=opts.announce),
         )  # fmt: skip

@@ -30,7 +30,7 @@ class RunOptions:
     max_steps: int | None = None  # caps every stage at N steps (smoke runs; the budget's rule still applies)
     device: str = "auto"
     precision: str = "auto"
-    engine: str = "eager"  # how each training step runs (bench/train/steps.py); recorded in the manifest
+    engine: str = "auto"  # how each training step runs (bench/train/steps.py); recorded in the manifest
     train_size: int | None = None  # overrides the budget's training-set cap
     test_size: int | None = None  # evaluate on the first N test images (smoke runs only)
     force: bool = False

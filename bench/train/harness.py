@@ -240,7 +240,9 @@ class StageRun:
 
     def next_epoch(self) -> None:
         self.epoch_order = self.order.get_state()
-        self.perm = torch.randperm(self.n, generator=self.order).to(self.device)  # sliced on the device, step by step
+        perm = torch.randperm(self.n, generator=self.order)
+        # sliced on the device, step by step; on CUDA copied from pinned memory, so the upload does not wait for the host
+        self.perm = (perm.pin_memory() if self.device.type == "cuda" else perm).to(self.device, non_blocking=True)
 
     def train(self, data, val_data, val_gt, out: Output, progress: bool) -> dict:
         """Steps until the stopping rule or the cap; returns the stop record (also logged)."""
