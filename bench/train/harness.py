@@ -240,8 +240,7 @@ class StageRun:
 
     def next_epoch(self) -> None:
         self.epoch_order = self.order.get_state()
-        perm = torch.randperm(self.n, generator=self.order)
-        # sliced on the device, step by step; on CUDA copied from pinned memory, so the upload does not wait for the host
+        perm = torch.randperm(self.n, generator=self.order)  # sliced on the device; pinned on CUDA: the upload needs no sync
         self.perm = (perm.pin_memory() if self.device.type == "cuda" else perm).to(self.device, non_blocking=True)
 
     def train(self, data, val_data, val_gt, out: Output, progress: bool) -> dict:
