@@ -63,6 +63,13 @@ def test_the_verb_audits_two_folders_and_the_report_flags_a_failing_method(tmp_p
     same = run_bench("audit-stops", str(rule), str(rule))
     empty = run_bench("audit-stops", str(rule), str(tmp_path / "none"))
     assert same.returncode == empty.returncode == 2 and "same folder" in same.stderr and "no finished cell" in empty.stderr
+    # A seed only the rule's folder holds is left out of both sides: the means and the sd compare the same seeds.
+    extra = [*common[:3], "1", *common[4:]]
+    assert run_bench("run", *extra, "--budget", "plateau", "--max-steps", "2", "--results", str(rule)).returncode == 0
+    assert run_bench("audit-stops", str(rule), str(long)).returncode == 0
+    again = pd.read_csv(rule / store.STOP_AUDIT / stop_audit.CSV)
+    assert (again["n_seeds_rule"] == 1).all() and again["mean_rule"].tolist() == table["mean_rule"].tolist()
+    assert set(stop_audit.run_logs(rule, long)["rule"]["seed"]) == {0}
     # A failing verdict flags the method in every table of the rule's folder (and keeps it from bold).
     table.loc[:, "verdict"] = "fails"
     table.to_csv(rule / store.STOP_AUDIT / stop_audit.CSV, index=False)

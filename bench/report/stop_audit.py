@@ -20,6 +20,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from bench import files, store
+from bench.evaluate.long_table import summarise
 from bench.report.plots import fill, save
 from bench.report.rows import display
 from bench.report.table_text import markdown_table
@@ -28,12 +29,16 @@ CSV, MARKDOWN, FIGURE = "stop_audit.csv", "stop_audit.md", "validation_curves"
 # metric: (reference, floor of the tolerance in the metric's units, scale shown)
 CHECKED = {"dsc": (None, 0.01, 100), "ged": ("raters", 0.01, 1), "dice_match": ("raters", 0.01, 100)}
 GROUP = ["dataset", "raters", "noise", "method"]
+CELL = [*GROUP, "seed"]  # a cell of both folders
 LONG_FACTOR = 4  # the long run should be at least this many times as long as the rule's stop
 
 
 def run_logs(rule: Path, long: Path) -> dict[str, pd.DataFrame]:
-    """{"rule": …, "long": …}: each folder's training logs, read once for the stage table and the figure."""
-    return {"rule": store.training_logs(store.records(rule)), "long": store.training_logs(store.records(long))}
+    """{"rule": …, "long": …}: each folder's training logs of the cells both hold, read once for the stage table and the
+    figure."""
+    a, b = store.training_logs(store.records(rule)), store.training_logs(store.records(long))
+    common = a[CELL].drop_duplicates().merge(b[CELL].drop_duplicates())
+    return {"rule": a.merge(common, on=CELL), "long": b.merge(common, on=CELL)}
 
 
 def stops(logs: pd.DataFrame) -> pd.DataFrame:
@@ -103,10 +108,19 @@ def headline(summary: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, columns=[*GROUP, "metric", "mean", "sd", "n_seeds"])
 
 
+def paired_summaries(rule: Path, long: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Each folder's summary (mean ± sd over seeds) over the cells both hold: a seed trained under one budget only is left
+    out of both, so a difference compares the same seeds."""
+    a, b = store.read_collected(rule, store.METRICS), store.read_collected(long, store.METRICS)
+    common = a[CELL].drop_duplicates().merge(b[CELL].drop_duplicates())
+    return summarise(a.merge(common, on=CELL)), summarise(b.merge(common, on=CELL))
+
+
 def audit(rule: Path, long: Path, logs: dict[str, pd.DataFrame]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(metrics, stages): per method and checked metric the rule's and the long run's means, difference, tolerance and
-    whether it is within; per method and stage where each run stopped. Only methods both folders hold."""
-    a, b = headline(store.read_summary(rule)), headline(store.read_summary(long))
+    whether it is within; per method and stage where each run stopped. Only the cells (method, seed) both folders hold,
+    so both means and the rule's sd are over the same seeds."""
+    a, b = (headline(summary) for summary in paired_summaries(rule, long))
     a = a[a["method"] != "average"]
     metrics = a.merge(b, on=[*GROUP, "metric"], suffixes=("_rule", "_long"))
     floors = metrics["metric"].map(lambda m: CHECKED[m][1])
