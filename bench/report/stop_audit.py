@@ -33,12 +33,17 @@ CELL = [*GROUP, "seed"]  # a cell of both folders
 LONG_FACTOR = 4  # the long run should be at least this many times as long as the rule's stop
 
 
+def both_hold(a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The rows of a and of b whose cell (CELL) both frames hold: a seed trained under one budget only is left out of both."""
+    common = a[CELL].drop_duplicates().merge(b[CELL].drop_duplicates())
+    return a.merge(common, on=CELL), b.merge(common, on=CELL)
+
+
 def run_logs(rule: Path, long: Path) -> dict[str, pd.DataFrame]:
     """{"rule": …, "long": …}: each folder's training logs of the cells both hold, read once for the stage table and the
     figure."""
-    a, b = store.training_logs(store.records(rule)), store.training_logs(store.records(long))
-    common = a[CELL].drop_duplicates().merge(b[CELL].drop_duplicates())
-    return {"rule": a.merge(common, on=CELL), "long": b.merge(common, on=CELL)}
+    a, b = both_hold(store.training_logs(store.records(rule)), store.training_logs(store.records(long)))
+    return {"rule": a, "long": b}
 
 
 def stops(logs: pd.DataFrame) -> pd.DataFrame:
@@ -109,11 +114,10 @@ def headline(summary: pd.DataFrame) -> pd.DataFrame:
 
 
 def paired_summaries(rule: Path, long: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Each folder's summary (mean ± sd over seeds) over the cells both hold: a seed trained under one budget only is left
-    out of both, so a difference compares the same seeds."""
-    a, b = store.read_collected(rule, store.METRICS), store.read_collected(long, store.METRICS)
-    common = a[CELL].drop_duplicates().merge(b[CELL].drop_duplicates())
-    return summarise(a.merge(common, on=CELL)), summarise(b.merge(common, on=CELL))
+    """Each folder's summary (mean ± sd over seeds) over the cells both hold (`both_hold`), so a difference compares the
+    same seeds. No "average" row: it is the raters', not a method's."""
+    a, b = both_hold(store.read_collected(rule, store.METRICS), store.read_collected(long, store.METRICS))
+    return summarise(a), summarise(b)
 
 
 def audit(rule: Path, long: Path, logs: dict[str, pd.DataFrame]) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -121,7 +125,6 @@ def audit(rule: Path, long: Path, logs: dict[str, pd.DataFrame]) -> tuple[pd.Dat
     whether it is within; per method and stage where each run stopped. Only the cells (method, seed) both folders hold,
     so both means and the rule's sd are over the same seeds."""
     a, b = (headline(summary) for summary in paired_summaries(rule, long))
-    a = a[a["method"] != "average"]
     metrics = a.merge(b, on=[*GROUP, "metric"], suffixes=("_rule", "_long"))
     floors = metrics["metric"].map(lambda m: CHECKED[m][1])
     metrics["diff"] = metrics["mean_long"] - metrics["mean_rule"]
