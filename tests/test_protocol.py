@@ -95,6 +95,28 @@ def test_a_loss_that_keeps_improving_stops_at_the_cap_and_fixed_schedules_keep_t
     assert torch.equal(m.net.weight, m.seen[-1])
 
 
+def test_the_audit_replays_the_rule_where_the_harness_stopped(tmp_path):
+    """`bench audit-stops` replays a rule on a long run's validation curve; on the same curve it stops and restores where
+    the harness did."""
+    from bench.report.stop_audit import replay_stage
+
+    curve = [float(v) for v in np.linspace(5.0, 1.0, 12)] + [1.2, 0.99, 1.3] + [1.1] * 40  # new lows to evaluation 14
+    early = Schedule("adam", 0.1, 4, 200, True, eval_every=2, patience=3, patience_ratio=0.5, smooth=3, min_evals=4)
+    logs = {}
+    for name, sched in (("early", early), ("fixed", dataclasses.replace(early, early_stopping=False, restore=True, max_steps=110))):
+        logs[name] = tmp_path / f"{name}.csv"
+        harness.fit(Scripted(curve), harness.Split(*tiny()), {"train": sched}, RUN, val=harness.Split(*tiny()),
+                    out=harness.Output(log_path=logs[name], progress=False))  # fmt: skip
+    stop = pd.read_csv(logs["early"]).iloc[-1]
+    evals = pd.read_csv(logs["fixed"]).query("event == 'eval'")
+    rule = {"patience": 3, "min_delta": 0.0, "patience_ratio": 0.5, "smooth": 3, "min_evals": 4, "max_steps": 200}
+    replay = replay_stage(evals["step"].tolist(), evals["val_loss"].tolist(), rule)
+    assert (replay["step"], replay["restored_step"], replay["how"]) == (stop["step"], stop["restored_step"], "plateau")
+    assert replay["restored_step"] == 28 and replay["step"] > 2 * (14 + 3)  # the 0.99; a patience grown past 3
+    assert replay_stage(evals["step"].tolist(), evals["val_loss"].tolist(), {**rule, "patience_ratio": 0.0})["step"] < replay["step"]
+    assert replay_stage(evals["step"].tolist()[:10], evals["val_loss"].tolist()[:10], rule)["how"] == "beyond"
+
+
 def test_early_stopping_without_a_validation_split_is_refused():
     data = tiny()
     with pytest.raises(ValueError, match="validation split"):

@@ -26,7 +26,8 @@ def metrics_frame(rows):
 
 
 def stages_frame(rows):
-    return pd.DataFrame([{**KEY, "method": m, "stage": "train", "step_rule": a, "step_long": b, "factor": b / a} for m, a, b in rows])
+    return pd.DataFrame([{**KEY, "method": m, "stage": "train", "step_rule": a, "step_long": b, "factor": b / a,
+                          "replay_same": False} for m, a, b in rows])  # fmt: skip
 
 
 def test_a_method_passes_when_training_longer_moves_nothing_beyond_its_seed_sd_or_the_floor():
@@ -60,9 +61,19 @@ def test_the_verb_audits_two_folders_and_the_report_flags_a_failing_method(tmp_p
     assert list(drawn["train, long"].get_xdata()) == [4] and list(drawn["train, rule"].get_xdata()) == [2]
     assert [line.get_xdata()[0] for line in ax.get_lines() if line.get_linestyle() == ":"] == [2]  # the rule's stop
     assert set(table["metric"]) == {"dsc", "ged", "dice_match"} and (table["min_factor"] == 2).all()
+    # the recorded rule replayed on the long curve (one evaluation, at step 4, past the rule's cap of 2)
+    assert "| 2 (cap) | 2, " in proc.stdout and "| 4 (cap), 4 = long |" in proc.stdout and "cap 2)" in proc.stdout
     same = run_bench("audit-stops", str(rule), str(rule))
     empty = run_bench("audit-stops", str(rule), str(tmp_path / "none"))
     assert same.returncode == empty.returncode == 2 and "same folder" in same.stderr and "no finished cell" in empty.stderr
+    for bad in (("--replay", "long"), ("--replay", "platue")):  # a budget without a rule, a misspelt one
+        wrong = run_bench("audit-stops", str(rule), str(long), *bad)
+        assert wrong.returncode == 2 and f"--replay {bad[1]!r} is not a budget with a stopping rule" in wrong.stderr
+    assert run_bench("audit-stops", str(rule), str(long), "--replay", "plateau-1127").returncode == 0
+    assert (
+        "plateau-1127: mean of 3 evaluations, an improvement a fall of more than 0.01"
+        in (rule / store.STOP_AUDIT / "stop_audit.md").read_text()
+    )
     # A seed only the rule's folder holds is left out of both sides: the means and the sd compare the same seeds.
     extra = [*common[:3], "1", *common[4:]]
     assert run_bench("run", *extra, "--budget", "plateau", "--max-steps", "2", "--results", str(rule)).returncode == 0

@@ -21,6 +21,8 @@ def add_parser(verbs) -> None:
     )  # fmt: skip
     p.add_argument("rule", metavar="RULE", help="results folder of the stopping rule's run (e.g. --budget plateau)")
     p.add_argument("long", metavar="LONG", help="results folder of the same cells under --budget long")
+    p.add_argument("--replay", metavar="BUDGET", help="the budget whose stopping rule is replayed on LONG's validation curves "
+                   "(default: the rule RULE's cells trained under)")  # fmt: skip
     p.set_defaults(func=cmd_audit)
 
 
@@ -37,8 +39,20 @@ def cmd_audit(args: argparse.Namespace) -> int:
     problem = files.unwritable(rule)
     if problem:
         raise UsageError(f"cannot write the audit into {rule}: {problem}")
-    command = f"python -m bench audit-stops {rule} {long}"
-    out, verdict = stop_audit.write(rule, long, command)
+    from bench.train.budget import BUDGETS
+
+    if args.replay is None:
+        try:
+            replay = stop_audit.recorded_rule(rule)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+    else:
+        if args.replay not in BUDGETS or not BUDGETS[args.replay].early_stopping:
+            rules = sorted(n for n, b in BUDGETS.items() if b.early_stopping)
+            raise UsageError(f"--replay {args.replay!r} is not a budget with a stopping rule; choose one of {rules}")
+        replay = BUDGETS[args.replay].record()
+    command = f"python -m bench audit-stops {rule} {long}" + (f" --replay {args.replay}" if args.replay else "")
+    out, verdict = stop_audit.write(rule, long, command, replay)
     if verdict.empty:
         raise UsageError(f"{rule} and {long} share no method, dataset, rater setting and noise level; run the same cells in both")
     print((out / stop_audit.MARKDOWN).read_text())

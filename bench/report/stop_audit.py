@@ -6,6 +6,9 @@ long` (every stage a fixed length, the lowest validation loss restored, as the r
 where each stopped and the validation loss it restored; then the test metrics of each (DSC against the dataset's
 reference, GED, Dice_match), their difference and the tolerance. A method **passes** when no metric moves by more
 than the larger of its seed-to-seed sd (the rule's folder) and the floor (1 DSC point, 0.01 GED, 1 Dice_match point).
+The audit also replays the rule on each long run's own validation curves (`replays`): up to its stop a rule run is its
+long twin (same seed, same batches), so the replay says where the rule stops and what it restores without training,
+exactly for a first stage and for every later stage whose earlier stages restored what the long run restored.
 `python -m bench audit-stops RULE LONG` writes `<RULE>/stop_audit/` (stop_audit.md, .csv, and validation_curves.png/.pdf: each
 method's validation curves under both, where the rule stopped and what each restored); the report flags every method
 that fails in every table of RULE (`failures`).
@@ -24,6 +27,7 @@ from bench.evaluate.long_table import summarise
 from bench.report.plots import fill, save
 from bench.report.rows import display
 from bench.report.table_text import markdown_table
+from bench.train.harness import StopState
 
 CSV, MARKDOWN, FIGURE = "stop_audit.csv", "stop_audit.md", "validation_curves"
 # metric: (reference, floor of the tolerance in the metric's units, scale shown)
@@ -58,6 +62,52 @@ def stops(logs: pd.DataFrame) -> pd.DataFrame:
         how=("how", lambda v: "/".join(sorted(set(v.dropna())))), seeds=("seed", "nunique"),
     )  # fmt: skip
     return agg.reset_index()
+
+
+def replay_stage(steps: list[int], values: list[float], rule: dict) -> dict:
+    """Where `rule` (a budget's record: patience, min_delta, patience_ratio, smooth, min_evals, max_steps) stops a stage
+    whose evaluations at `steps` gave the validation losses `values`, as the harness decides it: {"step", "restored_step",
+    "val_loss", "how"}, `how` "plateau" or "cap", or "beyond" where the rule would go on past the last evaluation."""
+    state = StopState()
+    for step, value in zip(steps, values):
+        state.update(value, step, rule["min_delta"], rule["smooth"])
+        how = "plateau" if state.plateau(rule["patience"], rule["min_evals"], rule.get("patience_ratio", 0.0)) else ""
+        if how or step >= rule["max_steps"]:
+            return {"step": step, "restored_step": state.best_step, "val_loss": state.best, "how": how or "cap"}
+    return {"step": steps[-1] if steps else 0, "restored_step": state.best_step, "val_loss": state.best, "how": "beyond"}
+
+
+def replays(long_logs: pd.DataFrame, rule: dict) -> pd.DataFrame:
+    """Per cell and stage of the long runs: the rule replayed on its validation curve (`replay_stage`), beside the step
+    the long run restored (`long_restored`)."""
+    out = []
+    for key, part in long_logs.groupby([*CELL, "stage"], sort=False):
+        evals = part[part["event"] == "eval"].sort_values("step")
+        stop = part[part["event"] == "stop"]
+        replay = replay_stage(evals["step"].tolist(), evals["val_loss"].tolist(), rule)
+        long_restored = stop["restored_step"].iloc[-1] if len(stop) else math.nan
+        out.append({**dict(zip([*CELL, "stage"], key)), **replay, "long_restored": long_restored})
+    return pd.DataFrame(out, columns=[*CELL, "stage", "step", "restored_step", "val_loss", "how", "long_restored"])
+
+
+def recorded_rule(results: Path) -> dict:
+    """The stopping rule a results folder's cells trained under: the first early-stopping stage schedule its first
+    finished cell's config records (with `--max-steps` applied), named by its budget."""
+    for r in store.records(results):
+        config = store.read_config(r.folder)
+        for schedule in (config.get("schedules") or {}).values():
+            if schedule.get("early_stopping"):
+                return {**schedule, "name": (config.get("budget") or {}).get("name", "?")}
+    raise ValueError(f"no cell of {results} trained under a stopping rule; give a folder of `--budget plateau` (or quick)")
+
+
+def rule_name(rule: dict) -> str:
+    """A budget record's stopping rule in a few words (a folder may record a rule under a name that now means another)."""
+    grows = f", patience ≥ {rule.get('patience_ratio', 0):g} × the evaluations to the last one" if rule.get("patience_ratio") else ""
+    return (
+        f"{rule['name']}: mean of {rule['smooth']} evaluations, an improvement a fall of more than {rule['min_delta']:g} × the "
+        f"level, patience {rule['patience']}{grows}, at least {rule['min_evals']} evaluations, cap {rule['max_steps']}"
+    )
 
 
 def curves(logs: dict[str, pd.DataFrame], methods: list[str]) -> Figure:
@@ -120,10 +170,11 @@ def paired_summaries(rule: Path, long: Path) -> tuple[pd.DataFrame, pd.DataFrame
     return summarise(a), summarise(b)
 
 
-def audit(rule: Path, long: Path, logs: dict[str, pd.DataFrame]) -> tuple[pd.DataFrame, pd.DataFrame]:
+def audit(rule: Path, long: Path, logs: dict[str, pd.DataFrame], replay_rule: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(metrics, stages): per method and checked metric the rule's and the long run's means, difference, tolerance and
-    whether it is within; per method and stage where each run stopped. Only the cells (method, seed) both folders hold,
-    so both means and the rule's sd are over the same seeds."""
+    whether it is within; per method and stage where each run stopped, and where `replay_rule` stops on the long run's
+    curves (`replay_step`, `replay_restored`; `replay_same`: in every seed it restores what the long run restored).
+    Only the cells (method, seed) both folders hold, so both means and the rule's sd are over the same seeds."""
     a, b = (headline(summary) for summary in paired_summaries(rule, long))
     metrics = a.merge(b, on=[*GROUP, "metric"], suffixes=("_rule", "_long"))
     floors = metrics["metric"].map(lambda m: CHECKED[m][1])
@@ -132,27 +183,36 @@ def audit(rule: Path, long: Path, logs: dict[str, pd.DataFrame]) -> tuple[pd.Dat
     metrics["within"] = metrics["diff"].abs() <= metrics["tolerance"]
     st = stops(logs["rule"]).merge(stops(logs["long"]), on=[*GROUP, "stage"], suffixes=("_rule", "_long"))
     st["factor"] = st["step_long"] / st["step_rule"]
-    return metrics, st
+    rp = replays(logs["long"], replay_rule)
+    rp["same"] = (rp["restored_step"] == rp["long_restored"]) & (rp["how"] != "beyond")  # a rule still going holds other weights
+    rp = rp.groupby([*GROUP, "stage"], sort=False).agg(
+        replay_step=("step", "mean"), replay_restored=("restored_step", "mean"), replay_how=("how", lambda v: "/".join(sorted(set(v)))),
+        replay_same=("same", "all"),
+    )  # fmt: skip
+    return metrics, st.merge(rp.reset_index(), on=[*GROUP, "stage"], how="left")
 
 
 def verdicts(metrics: pd.DataFrame, st: pd.DataFrame) -> pd.DataFrame:
-    """Per GROUP: "passes" or "fails" (a metric moved beyond its tolerance), and whether the long run was at least
-    LONG_FACTOR times the rule's stop in every stage."""
+    """Per GROUP: "passes" or "fails" (a metric moved beyond its tolerance), whether the long run was at least
+    LONG_FACTOR times the rule's stop in every stage, and whether the replayed rule restores the long run's weights."""
     out = []
     for key, part in metrics.groupby(GROUP, sort=False):
         stages = st[(st[GROUP] == pd.Series(dict(zip(GROUP, key)))).all(axis=1)]
         moved = part.loc[~part["within"], "metric"].tolist()
         out.append({**dict(zip(GROUP, key)), "verdict": "fails" if moved else "passes", "moved": ", ".join(moved),
                     "long_enough": bool(len(stages)) and bool((stages["factor"] >= LONG_FACTOR).all()),
-                    "min_factor": stages["factor"].min() if len(stages) else math.nan})  # fmt: skip
-    return pd.DataFrame(out, columns=[*GROUP, "verdict", "moved", "long_enough", "min_factor"])
+                    "min_factor": stages["factor"].min() if len(stages) else math.nan,
+                    "replay_same": bool(len(stages)) and bool(stages["replay_same"].fillna(False).all())})  # fmt: skip
+    return pd.DataFrame(out, columns=[*GROUP, "verdict", "moved", "long_enough", "min_factor", "replay_same"])
 
 
-def to_markdown(metrics: pd.DataFrame, st: pd.DataFrame, verdict: pd.DataFrame, command: str) -> str:
+def to_markdown(metrics: pd.DataFrame, st: pd.DataFrame, verdict: pd.DataFrame, command: str, replay_name: str) -> str:
     verdicts = [[r.dataset, display(r.method), r.verdict, r.moved or "—", f"{r.min_factor:.1f}×" + ("" if r.long_enough else f" (below {LONG_FACTOR}×)")]
                 for r in verdict.itertuples()]  # fmt: skip
     stages = [[display(r.method), r.stage, f"{r.step_rule:.0f} ({r.how_rule})", f"{r.restored_step_rule:.0f}, {r.val_loss_rule:.4g}",
-               f"{r.step_long:.0f}", f"{r.restored_step_long:.0f}, {r.val_loss_long:.4g}"] for r in st.itertuples()]  # fmt: skip
+               f"{r.step_long:.0f}", f"{r.restored_step_long:.0f}, {r.val_loss_long:.4g}",
+               f"{r.replay_step:.0f} ({r.replay_how}), {r.replay_restored:.0f}" + (" = long" if r.replay_same else "")]
+              for r in st.itertuples()]  # fmt: skip
     moved = []
     for r in metrics.itertuples():
         k = CHECKED[r.metric][2]
@@ -164,22 +224,26 @@ def to_markdown(metrics: pd.DataFrame, st: pd.DataFrame, verdict: pd.DataFrame, 
         "loss). A method passes when no test metric moves by more than the larger of its seed sd and 1 DSC point / 0.01 GED / "
         "1 Dice_match point.\n",
         "## Verdicts\n", markdown_table(["dataset", "method", "verdict", "moved", "long ÷ stop"], verdicts),
-        "\n## Stages\n", markdown_table(["method", "stage", "rule: stop (how)", "rule: restored step, val loss", "long: steps",
-                                         "long: restored step, val loss"], stages),
+        "\n## Stages\n", f"The replay: the rule ({replay_name}) on the long run's own validation curves (its stop, how, and the step it "
+        "restores; \"= long\" where that is the long run's restored step in every seed, so both hold the same weights).\n",
+        markdown_table(["method", "stage", "rule: stop (how)", "rule: restored step, val loss", "long: steps", "long: restored step, val loss",
+                        "replay: stop (how), restored"], stages),
         f"\n![validation curves of both runs]({FIGURE}.png)\n",
         "\n## Test metrics\n", markdown_table(["method", "metric", "rule (sd, seeds)", "long (seeds)", "long − rule", "tolerance", "within"], moved),
     ]) + "\n"  # fmt: skip
 
 
-def write(rule: Path, long: Path, command: str) -> tuple[Path, pd.DataFrame]:
-    """Run the audit and write `<rule>/stop_audit/` (csv of verdicts and metrics, Markdown); returns (folder, verdicts)."""
+def write(rule: Path, long: Path, command: str, replay_rule: dict | None = None) -> tuple[Path, pd.DataFrame]:
+    """Run the audit and write `<rule>/stop_audit/` (csv of verdicts and metrics, Markdown); returns (folder, verdicts).
+    `replay_rule`: a budget's record to replay on the long runs (default: the rule `rule`'s cells trained under)."""
     logs = run_logs(rule, long)
-    metrics, st = audit(rule, long, logs)
+    replay_rule = replay_rule or recorded_rule(rule)
+    metrics, st = audit(rule, long, logs, replay_rule)
     verdict = verdicts(metrics, st)
     out = rule / store.STOP_AUDIT
     out.mkdir(exist_ok=True)
     files.write_text(out / CSV, verdict.merge(metrics, on=GROUP, how="left").to_csv(index=False))
-    files.write_text(out / MARKDOWN, to_markdown(metrics, st, verdict, command))
+    files.write_text(out / MARKDOWN, to_markdown(metrics, st, verdict, command, rule_name(replay_rule)))
     if len(verdict):
         save(curves(logs, list(dict.fromkeys(verdict["method"]))), out / FIGURE)
     return out, verdict

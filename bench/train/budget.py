@@ -25,13 +25,14 @@ A method's `Stage` says *what* it trains; a budget says *how*: a `Schedule` per 
   70 epochs and L_rcl is active in its first 15 (LF-Net's ``rcl_epochs=15``).
 
 The stopping rule (quick, plateau), the same for every stage of every method (docs/decisions.md, "The stopping rule
-judged by an audit"): every `eval_every` (20) steps the method's own loss is evaluated on the validation split (raters
-only, eval mode, one fixed generator, so two evaluations differ only by the weights); the decision reads the mean of
-the last `smooth` (3) evaluations, and an evaluation improves when that mean falls by more than `min_delta` (1 %) of
-the mean at the last improvement, a margin relative to the current level (no unit, no early transient); a stage
-stops after `patience` (5) evaluations in a row without an improvement, never before `min_evals` (10), or at
-`max_steps`; the weights with the lowest validation loss are restored. Ground truth never enters. The rule is judged
-by what it costs each method: `bench audit-stops` puts it beside the ``long`` budget.
+revised after its audit"): every `eval_every` (20) steps the method's own loss is evaluated on the validation split
+(raters only, eval mode, one fixed generator, so two evaluations differ only by the weights); the decision reads the mean
+of the last `smooth` (3) evaluations, and an evaluation improves when that mean is a new low of the stage (`min_delta`
+0: no margin, so no unit and no level); a stage stops once the evaluations since the last improvement reach
+`patience_ratio` (½) × the evaluations up to it and at least `patience` (5), never before `min_evals` (10), or at
+`max_steps`; the weights with the lowest validation loss are restored. Ground truth never enters. `plateau-1127` keeps
+the rule it replaced (a 1 % fall of the smoothed level within 5 evaluations) for the folders of that rule's audit. A
+rule is judged by what it costs each method: `bench audit-stops` puts it beside the ``long`` budget.
 """
 
 from __future__ import annotations
@@ -60,8 +61,9 @@ class Schedule:
     max_steps: int
     early_stopping: bool
     eval_every: int  # K: steps between validation evaluations
-    patience: int = 0  # P: evaluations without a relative improvement > min_delta before stopping
+    patience: int = 0  # P: evaluations without an improvement (a smoothed fall > min_delta × the level) before stopping
     min_delta: float = 0.0
+    patience_ratio: float = 0.0  # and at least this share of the evaluations up to the last improvement
     smooth: int = 1  # evaluations averaged for the stopping decision
     min_evals: int = 0  # evaluations before the rule may stop a stage
     restore: bool = False  # a fixed-length stage that still restores its lowest validation loss (budget `long`)
@@ -88,7 +90,8 @@ class Budget:
     lr: float = 1e-3
     eval_every: int = 20
     patience: int = 5
-    min_delta: float = 0.01
+    min_delta: float = 0.0
+    patience_ratio: float = 0.5
     smooth: int = 3
     min_evals: int = 10
     max_steps: int = 0  # cap per stage (early stopping), or every stage's fixed length (`long`)
@@ -118,7 +121,7 @@ class Budget:
         if not self.paper_lines:
             return Schedule(
                 "adam", self.lr, self.batch_size(dataset), self.max_steps, self.early_stopping, self.eval_every, self.patience,
-                self.min_delta, self.smooth, self.min_evals, restore=self.fixed_length,
+                self.min_delta, self.patience_ratio, self.smooth, self.min_evals, restore=self.fixed_length,
                 source=f"{self.name} budget: Adam lr {self.lr:g}, batch {self.batch_size(dataset)}",
             )  # fmt: skip
         line = paper_stage(method, stage)
@@ -143,8 +146,20 @@ class Budget:
 
     def record(self) -> dict:
         """What config.json records of the budget."""
-        keys = ("name", "early_stopping", "eval_every", "patience", "min_delta", "smooth", "min_evals", "max_steps", "fixed_length",
-                "capped_data", "reading_as_config")
+        keys = (
+            "name",
+            "early_stopping",
+            "eval_every",
+            "patience",
+            "min_delta",
+            "patience_ratio",
+            "smooth",
+            "min_evals",
+            "max_steps",
+            "fixed_length",
+            "capped_data",
+            "reading_as_config",
+        )
         return {k: getattr(self, k) for k in keys}
 
 
@@ -182,6 +197,10 @@ PLATEAU = Budget(
     "plateau", early_stopping=True, max_steps=5_000,
     description="the recommended comparison: the same rule on all training and validation images, cap 5,000 steps per stage",
 )  # fmt: skip
+PLATEAU_1127 = Budget(
+    "plateau-1127", early_stopping=True, max_steps=5_000, min_delta=0.01, patience_ratio=0.0,
+    description="the rule of 2026-11-27 (a 1 % fall of the smoothed level within 5 evaluations), kept for its audit's folders",
+)  # fmt: skip
 LONG = Budget(
     "long", early_stopping=False, fixed_length=True, max_steps=4_000,
     description="the stop audit: every stage 4,000 steps on all images, the lowest validation loss restored (bench audit-stops)",
@@ -192,6 +211,7 @@ BUDGETS = {
     for b in (
         QUICK,
         PLATEAU,
+        PLATEAU_1127,
         LONG,
         PAPER_BUDGET,
         Budget(

@@ -36,11 +36,11 @@ class NonFiniteLoss(RuntimeError):
 class StopState:
     """The stopping rule's memory within a stage (saved in mid-stage checkpoints, so a resumed stage stops where it would have).
 
-    The rule (docs/decisions.md#the-stopping-rule-judged-by-an-audit-declared-before-it-was-measured-2026-11-27): the
+    The rule (docs/decisions.md#the-stopping-rule-revised-after-its-audit-declared-before-it-was-measured-2026-11-28): the
     decision reads the mean of the last `smooth` evaluations; an evaluation improves when that mean falls below the mean
-    at the last improvement by more than `min_delta` × |that mean|, a margin relative to the current level, so it has
-    no unit and no early transient sets it; `bad` counts the evaluations since. The lowest raw evaluation is the one
-    restored.
+    at the last improvement by more than `min_delta` × |that mean| (0: any new low, so no unit and no level); `bad`
+    counts the evaluations since, and `improved_at` is the evaluation that improved last, which a patience growing with
+    the stage reads. The lowest raw evaluation is the one restored.
     """
 
     best: float = math.inf  # lowest validation loss so far
@@ -48,6 +48,7 @@ class StopState:
     reference: float = math.inf  # smoothed value at the last improvement
     bad: int = 0  # evaluations since then
     evaluations: int = 0  # evaluations so far in this stage
+    improved_at: int = 0  # the evaluation (1-based) of the last improvement
     recent: list[float] = dataclasses.field(default_factory=list)  # the last `smooth` evaluations
 
     def update(self, value: float, step: int, min_delta: float, smooth: int = 1) -> bool:
@@ -59,20 +60,26 @@ class StopState:
         if is_best:
             self.best, self.best_step = value, step
         if math.isinf(self.reference) or smoothed < self.reference - min_delta * abs(self.reference):
-            self.reference, self.bad = smoothed, 0
+            self.reference, self.bad, self.improved_at = smoothed, 0, self.evaluations
         else:
             self.bad += 1
         return is_best
 
-    def plateau(self, patience: int, min_evals: int) -> bool:
-        """`patience` evaluations in a row without an improvement, after at least `min_evals` evaluations."""
-        return self.bad >= patience and self.evaluations >= min_evals
+    def plateau(self, patience: int, min_evals: int, patience_ratio: float = 0.0) -> bool:
+        """No improvement for `patience` evaluations in a row and for `patience_ratio` × the evaluations up to the last
+        improvement, after at least `min_evals` evaluations."""
+        wait = max(patience, math.ceil(patience_ratio * self.improved_at - 1e-9))
+        return self.bad >= wait and self.evaluations >= min_evals
 
     @classmethod
     def restore(cls, saved: dict) -> StopState:
-        """The state a mid-stage checkpoint saved (fields of an older rule are ignored)."""
+        """The state a mid-stage checkpoint saved (fields of an older rule are ignored; one saved before `improved_at`
+        existed has it read back from its count of evaluations without an improvement)."""
         names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in saved.items() if k in names})
+        state = cls(**{k: v for k, v in saved.items() if k in names})
+        if "improved_at" not in saved:
+            state.improved_at = max(state.evaluations - state.bad, 0)
+        return state
 
 
 def fixed_schedules(method: Method, steps: int, batch_size: int, lr: float = 1e-3) -> dict[str, Schedule]:
@@ -266,8 +273,8 @@ class StageRun:
                 raise NonFiniteLoss(f"non-finite loss ({row['train_loss']}) in stage {stage.name!r} before step {self.step}")
             if val_data is not None:
                 row.update(self.evaluate(val_data, val_gt))
-            if sched.early_stopping and self.stop.plateau(sched.patience, sched.min_evals):
-                kind, reason = "plateau", f"{self.stop.bad} evaluations without a fall of more than {sched.min_delta:g} × the current level"
+            if sched.early_stopping and self.stop.plateau(sched.patience, sched.min_evals, sched.patience_ratio):
+                kind, reason = "plateau", f"{self.stop.bad} evaluations without a new low (last at evaluation {self.stop.improved_at})"
             elif self.step >= sched.max_steps:
                 kind, reason = ("cap", "reached the budget's step cap") if sched.early_stopping else ("fixed", sched.source)
             append_log(log_path, row)
