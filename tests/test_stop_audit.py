@@ -86,6 +86,12 @@ def test_the_verb_audits_two_folders_and_the_report_flags_a_failing_method(tmp_p
     table.to_csv(rule / store.STOP_AUDIT / stop_audit.CSV, index=False)
     flags = stop_audit.failures(rule)
     assert flags == {("mnist-5k", "lfnet", "protocol"): {"mv-unet": "stop audit: fails"}}
+    table.loc[:, "verdict"] = "passes"
+    table.to_csv(rule / store.STOP_AUDIT / stop_audit.CSV, index=False)
+    assert stop_audit.failures(rule) == {} and stop_audit.failures(long) == {}  # passed; a `long` folder is not flagged
+    (rule / store.STOP_AUDIT / stop_audit.CSV).rename(tmp_path / "kept.csv")
+    assert stop_audit.failures(rule) == {("mnist-5k", "lfnet", "protocol"): {"mv-unet": "stop not audited"}}
+    (tmp_path / "kept.csv").rename(rule / store.STOP_AUDIT / stop_audit.CSV)
     summary = pd.DataFrame([{**KEY, "method": m, "reference": "gt", "structure": "foreground", "metric": k, "mean": 0.5, "std": 0.1}
                             for m in ("mv-unet", "lf-net") for k in ("dsc", "bahd")])  # fmt: skip
     (tmp_path / "tables").mkdir()

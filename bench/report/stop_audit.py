@@ -249,14 +249,24 @@ def write(rule: Path, long: Path, command: str, replay_rule: dict | None = None)
     return out, verdict
 
 
+AUDITED_BUDGETS = ("plateau", "plateau-1127")  # the stopping rules a comparison rests on (quick's stops are its 80-step cap)
+
+
 def failures(results: Path) -> dict[tuple[str, str, str], dict[str, str]]:
-    """The flags the report puts on methods that fail a results folder's stop audit: {(dataset, raters, noise):
-    {method: "stop audit: fails"}}; {} where no audit was written."""
+    """The flags the report puts on the methods of a results folder trained under a stopping rule (AUDITED_BUDGETS) that
+    its stop audit does not pass: {(dataset, raters, noise): {method: "stop audit: fails" or "stop not audited"}}. A
+    method passes only through `<results>/stop_audit/` (`bench audit-stops`); other budgets get no flag."""
     path = results / store.STOP_AUDIT / CSV
-    if not path.is_file():
-        return {}
-    table = files.read_table(path, dtype={"noise": str})  # a damaged file: one line naming it (files.UnreadableFile)
+    verdict: dict = {}
+    if path.is_file():
+        table = files.read_table(path, dtype={"noise": str})  # a damaged file: one line naming it (files.UnreadableFile)
+        verdict = {(r.dataset, r.raters, r.noise, r.method): r.verdict for r in table.drop_duplicates(GROUP).itertuples()}
     out: dict = {}
-    for r in table[table["verdict"] == "fails"].drop_duplicates(GROUP).itertuples():
-        out.setdefault((r.dataset, r.raters, r.noise), {})[r.method] = "stop audit: fails"
+    for r in store.records(results):
+        if (r.config.get("budget") or {}).get("name") in AUDITED_BUDGETS:
+            k = r.keys
+            said = verdict.get((k["dataset"], k["raters"], k["noise"], k["method"]))
+            if said != "passes":
+                flag = "stop audit: fails" if said == "fails" else "stop not audited"
+                out.setdefault((k["dataset"], k["raters"], k["noise"]), {})[k["method"]] = flag
     return out

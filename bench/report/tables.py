@@ -328,7 +328,7 @@ def write_tables(summary: pd.DataFrame, out_dir: Path, note: str = "", outcomes:
 
     `outcomes` (`bench.store.training_outcomes` of the same results folder) marks the degenerate rows (`degenerate_flags`);
     `samples` (`samples_note` of the long table) goes under each table with a set metric, and its methods at another M
-    are left out of the set-metric columns. `audit` (`stop_audit.failures`) flags the methods that fail the stop audit.
+    are left out of the set-metric columns. `audit` (`stop_audit.failures`) flags the methods whose stop a `plateau` folder's audit does not pass.
     `cells` (`run_records` of the same results folder) gives each table's `run_line`. `cases`: the long table
     (metrics.parquet) of the same results, which the bold's test reads (`mark_best`) and the set-metrics table needs;
     None: no bold and no set-metrics table.
