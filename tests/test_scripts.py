@@ -1,7 +1,9 @@
-"""scripts/cells.py, the per-cell table `scripts/gpu_check.sh` prints to compare two runs of one sweep."""
+"""scripts/cells.py, the per-cell table `scripts/gpu_check.sh` prints to compare two runs of one sweep; scripts/stop_audit.sh,
+the stop audit's two runs sized one by the other."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -24,3 +26,17 @@ def test_cells_lists_every_cell_and_compares_two_folders(reference_sweep):
     out = subprocess.run([sys.executable, "scripts/cells.py", str(reference_sweep.results), str(reference_sweep.results)],
                          cwd=REPO, capture_output=True, text=True, check=True).stdout  # fmt: skip
     assert "largest |ΔDSC| over 4 cells: 0.00 points; cells whose steps differ: 0" in out
+
+
+def test_the_stop_audit_script_sizes_the_long_run_from_the_rule_runs_stop(tmp_path):
+    rule, long = tmp_path / "rule", tmp_path / "long"
+    tiny = "--train-size 32 --test-size 12 --backend sequential --max-steps 2"  # the rule run stops at its cap of 2
+    proc = subprocess.run(["bash", "scripts/stop_audit.sh", str(rule), str(long), "mv-unet", "0"], cwd=REPO, capture_output=True,
+                          text=True, env={**os.environ, "RUN_ARGS": tiny, "MIN_LONG": "4"})  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "mv-unet seed 0: rule stopped at 2 -> long run 20 steps" in (rule / "stop_audit_runs.txt").read_text()  # 4 × 2 → 20
+    logs = pd.read_parquet(long / "train_logs.parquet")
+    assert logs.loc[logs.event == "stop", "step"].tolist() == [20] and "| MV-UNet | train | 2 (cap) |" in proc.stdout
+    missing = subprocess.run([sys.executable, "scripts/stop_audit_length.py", str(rule), "mh-unet", "0"], cwd=REPO,
+                             capture_output=True, text=True)  # fmt: skip
+    assert missing.returncode == 1 and "holds no finished cell of mh-unet seed 0" in missing.stderr
