@@ -10,8 +10,8 @@ The audit also replays the rule on each long run's own validation curves (`repla
 long twin (same seed, same batches), so the replay says where the rule stops and what it restores without training,
 exactly for a first stage and for every later stage whose earlier stages restored what the long run restored.
 `python -m bench audit-stops RULE LONG` writes `<RULE>/stop_audit/` (stop_audit.md, .csv, and validation_curves.png/.pdf: each
-method's validation curves under both, where the rule stopped and what each restored); the report flags every method
-that fails in every table of RULE (`failures`).
+method's validation curves under both, where the rule stopped and what each restored); the report flags, in every table
+of a folder trained under a stopping rule, each method its audit does not pass ("fails" or "not audited", `failures`).
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def recorded_rule(results: Path) -> dict:
     """The stopping rule a results folder's cells trained under: the first early-stopping stage schedule its first
     finished cell's config records (with `--max-steps` applied), named by its budget."""
     for r in store.records(results):
-        config = store.read_config(r.folder)
+        config = r.config
         for schedule in (config.get("schedules") or {}).values():
             if schedule.get("early_stopping"):
                 return {**schedule, "name": (config.get("budget") or {}).get("name", "?")}
