@@ -11,7 +11,7 @@ import functools
 import os
 from pathlib import Path
 
-BUDGET_NAMES = ("quick", "plateau", "long", "paper", "paper-rcl15")  # bench.train.budget.BUDGETS (a test keeps them equal)
+BUDGET_NAMES = ("quick", "plateau", "plateau-1127", "long", "paper", "paper-rcl15")  # bench.train.budget.BUDGETS (a test keeps them equal)
 DEFAULT_SAMPLES = 16  # bench.evaluate.scoring.DEFAULT_SAMPLES (the same test keeps them equal)
 
 
@@ -67,7 +67,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         default="quick",
         choices=BUDGET_NAMES,
         help="quick (laptop CPU, early stopping), plateau (early stopping, cap 5,000 steps a stage: the recommended comparison), "
-        "long (every stage 4,000 steps, lowest validation loss restored: the stop audit, bench audit-stops), "
+        "plateau-1127 (the stopping rule plateau replaced on 2026-11-28, for its audit's folders), long (every stage 4,000 steps, lowest validation loss restored: the stop audit, bench audit-stops), "
         "paper (the paper's fixed epochs), paper-rcl15 (paper, other reading of MNIST's 'RCN epoch 15')",
     )
     p.add_argument("--max-steps", type=int, help="cap every stage at N steps (smoke runs; the budget's stopping rule still applies)")
