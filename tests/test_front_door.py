@@ -142,7 +142,7 @@ def test_a_sweep_file_takes_the_flags_keys_and_is_kept_with_its_results(tmp_path
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ('budget = "fast"', "budget = 'fast': expected one of quick, plateau, long, paper, paper-rcl15"),
+        ('budget = "fast"', "budget = 'fast': expected one of quick, plateau, plateau-1127, long, paper, paper-rcl15"),
         ("sedes = [0]", "unknown key 'sedes' (did you mean seeds?); keys are the run flags' names: methods, dataset, seeds"),
         ('max_steps = "ten"', "max_steps = 'ten': expected a whole number"),
         ("seeds = [0", "cannot read it as TOML"),

@@ -98,7 +98,7 @@ def test_a_loss_that_keeps_improving_stops_at_the_cap_and_fixed_schedules_keep_t
 def test_the_audit_replays_the_rule_where_the_harness_stopped(tmp_path):
     """`bench audit-stops` replays a rule on a long run's validation curve; on the same curve it stops and restores where
     the harness did."""
-    from bench.report.stop_audit import replay_stage
+    from bench.train.stopping import replay_stage
 
     curve = [float(v) for v in np.linspace(5.0, 1.0, 12)] + [1.2, 0.99, 1.3] + [1.1] * 40  # new lows to evaluation 14
     early = Schedule("adam", 0.1, 4, 200, True, eval_every=2, patience=3, patience_ratio=0.5, smooth=3, min_evals=4)

@@ -1,4 +1,4 @@
-"""The stopping rule (bench/train/harness.py::StopState, docs/decisions.md): new lows of the smoothed validation loss,
+"""The stopping rule (bench/train/stopping.py::StopState, docs/decisions.md): new lows of the smoothed validation loss,
 a patience growing with the stage and a minimum length (`plateau`); the rule it replaced, a fall relative to the current
 level (`plateau-1127`); and the budgets that use them."""
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from bench.train.budget import BUDGETS, LONG, PLATEAU, PLATEAU_1127
-from bench.train.harness import StopState
+from bench.train.stopping import StopState
 
 OLD = {"min_delta": 0.01, "ratio": 0.0}  # the rule of 2026-11-27 (`plateau-1127`)
 

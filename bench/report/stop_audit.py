@@ -27,7 +27,7 @@ from bench.evaluate.long_table import summarise
 from bench.report.plots import fill, save
 from bench.report.rows import display
 from bench.report.table_text import markdown_table
-from bench.train.harness import StopState
+from bench.train.stopping import replay_stage
 
 CSV, MARKDOWN, FIGURE = "stop_audit.csv", "stop_audit.md", "validation_curves"
 # metric: (reference, floor of the tolerance in the metric's units, scale shown)
@@ -62,19 +62,6 @@ def stops(logs: pd.DataFrame) -> pd.DataFrame:
         how=("how", lambda v: "/".join(sorted(set(v.dropna())))), seeds=("seed", "nunique"),
     )  # fmt: skip
     return agg.reset_index()
-
-
-def replay_stage(steps: list[int], values: list[float], rule: dict) -> dict:
-    """Where `rule` (a budget's record: patience, min_delta, patience_ratio, smooth, min_evals, max_steps) stops a stage
-    whose evaluations at `steps` gave the validation losses `values`, as the harness decides it: {"step", "restored_step",
-    "val_loss", "how"}, `how` "plateau" or "cap", or "beyond" where the rule would go on past the last evaluation."""
-    state = StopState()
-    for step, value in zip(steps, values):
-        state.update(value, step, rule["min_delta"], rule["smooth"])
-        how = "plateau" if state.plateau(rule["patience"], rule["min_evals"], rule.get("patience_ratio", 0.0)) else ""
-        if how or step >= rule["max_steps"]:
-            return {"step": step, "restored_step": state.best_step, "val_loss": state.best, "how": how or "cap"}
-    return {"step": steps[-1] if steps else 0, "restored_step": state.best_step, "val_loss": state.best, "how": "beyond"}
 
 
 def replays(long_logs: pd.DataFrame, rule: dict) -> pd.DataFrame:
