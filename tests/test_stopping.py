@@ -143,3 +143,17 @@ def test_schedules_restore_the_lowest_validation_loss(budget):
     assert sched.restore_best
     assert sched.early_stopping == (budget == "plateau")
     assert sched.max_steps == BUDGETS[budget].max_steps and sched.batch_size == 32
+
+
+def test_max_steps_caps_a_rule_and_sets_the_long_runs_length():
+    from pathlib import Path
+
+    from bench.run.resolve import RunOptions, stage_schedules
+    from datasets import get_dataset
+
+    def length(budget: str, max_steps: int) -> int:
+        opts = RunOptions(Path("r"), Path("d"), BUDGETS[budget], max_steps=max_steps)
+        return stage_schedules(["train"], "mv-unet", get_dataset("mnist-5k"), 3200, opts)["train"].max_steps
+
+    assert length("plateau", 6000) == 5000 and length("plateau", 300) == 300  # a cap never raises a rule's cap
+    assert length("long", 4480) == 4480 and length("long", 300) == 300  # the audit's long run: 4 × the stop, past 4,000

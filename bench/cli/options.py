@@ -67,10 +67,11 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         default="quick",
         choices=BUDGET_NAMES,
         help="quick (laptop CPU, early stopping), plateau (early stopping, cap 5,000 steps a stage: the recommended comparison), "
-        "plateau-1127 (the stopping rule plateau replaced on 2026-11-28, for its audit's folders), long (every stage 4,000 steps, lowest validation loss restored: the stop audit, bench audit-stops), "
+        "plateau-1127 (the stopping rule plateau replaced on 2026-11-28, for its audit's folders), long (every stage 4,000 steps or --max-steps, lowest validation loss restored: the stop audit, bench audit-stops), "
         "paper (the paper's fixed epochs), paper-rcl15 (paper, other reading of MNIST's 'RCN epoch 15')",
     )
-    p.add_argument("--max-steps", type=int, help="cap every stage at N steps (smoke runs; the budget's stopping rule still applies)")
+    p.add_argument("--max-steps", type=int, help="cap every stage at N steps (smoke runs; the budget's stopping rule still applies); "
+                   "with --budget long, every stage's length, above its 4,000 too")  # fmt: skip
     p.add_argument("--threads", type=int, default=1, help="torch threads per cell on CPU (default 1; results depend on it)")
     p.add_argument("--train-size", type=int, help="use N training images (overrides the budget's cap)")
     p.add_argument("--test-size", type=int, help="score only the first N test images (smoke runs)")

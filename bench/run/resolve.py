@@ -27,7 +27,7 @@ class RunOptions:
     results: Path
     data_root: Path
     budget: Budget
-    max_steps: int | None = None  # caps every stage at N steps (smoke runs; the budget's rule still applies)
+    max_steps: int | None = None  # caps every stage at N steps (smoke runs; the budget's rule still applies); `long`: its length
     device: str = "auto"
     precision: str = "auto"
     engine: str = "auto"  # how each training step runs (bench/train/steps.py); recorded in the manifest
@@ -74,11 +74,12 @@ def build_method(name: str, seed: int, dataset: DatasetSpec, train: RaterData, b
 
 
 def stage_schedules(stages: list[str], trains: str, dataset: DatasetSpec, n_train: int, opts: RunOptions) -> dict[str, Schedule]:
-    """Each named stage's Schedule under the budget, capped at `--max-steps` when given."""
+    """Each named stage's Schedule under the budget, capped at `--max-steps` when given; a fixed-length budget (`long`)
+    takes `--max-steps` as its length, longer than its own too (the stop audit's long run is 4 × the rule's stop)."""
     out = {}
     for stage in stages:
         sched = opts.budget.schedule(trains, stage, dataset, n_train)
-        if opts.max_steps is not None and opts.max_steps < sched.max_steps:
+        if opts.max_steps is not None and (opts.max_steps < sched.max_steps or opts.budget.fixed_length):
             sched = dataclasses.replace(sched, max_steps=opts.max_steps, eval_every=min(sched.eval_every, opts.max_steps))
         out[stage] = sched
     return out
