@@ -35,7 +35,7 @@ def high_floor_loss(n: int, noise: float, seed: int = 0) -> tuple[np.ndarray, np
     return curve + noise * np.random.default_rng(seed).standard_normal(n), curve
 
 
-def first_new_low_gap(values: list[float], smooth: int = 3) -> list[int]:
+def new_lows(values: list[float], smooth: int = 3) -> list[int]:
     """The evaluations (1-based) at which the mean of the last `smooth` values is below every earlier such mean: the
     rule's improvements, computed without StopState."""
     means = [float(np.mean(values[max(0, k - smooth) : k])) for k in range(1, len(values) + 1)]
@@ -126,7 +126,7 @@ def test_the_patience_grows_with_the_stage():
 @pytest.mark.parametrize("seed", range(6))
 def test_a_noisy_flat_loss_stops_where_the_rule_says(seed):
     values = list(1.0 + 0.003 * np.random.default_rng(seed).standard_normal(400))
-    lows = first_new_low_gap(values)
+    lows = new_lows(values)
     expected = next(
         k
         for k in range(1, 401)
