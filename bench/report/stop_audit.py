@@ -220,11 +220,10 @@ def to_markdown(metrics: pd.DataFrame, st: pd.DataFrame, verdict: pd.DataFrame, 
     ]) + "\n"  # fmt: skip
 
 
-def write(rule: Path, long: Path, command: str, replay_rule: dict | None = None) -> tuple[Path, pd.DataFrame]:
+def write(rule: Path, long: Path, command: str, replay_rule: dict) -> tuple[Path, pd.DataFrame]:
     """Run the audit and write `<rule>/stop_audit/` (csv of verdicts and metrics, Markdown); returns (folder, verdicts).
-    `replay_rule`: a budget's record to replay on the long runs (default: the rule `rule`'s cells trained under)."""
+    `replay_rule`: the rule replayed on the long runs (a schedule's or budget's record: `recorded_rule`, `Budget.record`)."""
     logs = run_logs(rule, long)
-    replay_rule = replay_rule or recorded_rule(rule)
     metrics, st = audit(rule, long, logs, replay_rule)
     verdict = verdicts(metrics, st)
     out = rule / store.STOP_AUDIT

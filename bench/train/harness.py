@@ -207,7 +207,7 @@ class StageRun:
         title = f"{out.desc} {stage.name}".strip()
         bar = tqdm(total=sched.max_steps, initial=self.step, desc=title, leave=False, disable=not progress, unit="step")
         sums: dict[str, torch.Tensor] = {}
-        n_sum, saved, reason, kind = 0, time.perf_counter(), "", ""
+        n_sum, saved, kind = 0, time.perf_counter(), ""
         while not kind:
             for key, value in self.train_step(data).items():  # summed on the device: no per-step host sync
                 sums[key] = sums.get(key, 0) + value.detach().float()
@@ -224,10 +224,12 @@ class StageRun:
                 raise NonFiniteLoss(f"non-finite loss ({row['train_loss']}) in stage {stage.name!r} before step {self.step}")
             if val_data is not None:
                 row.update(self.evaluate(val_data, val_gt))
-            if sched.early_stopping and self.stop.plateau(sched.patience, sched.min_evals, sched.patience_ratio):
-                kind, reason = "plateau", f"{self.stop.bad} evaluations without a new low (last at evaluation {self.stop.improved_at})"
+            if sched.early_stopping:
+                kind = self.stop.ends(self.step, sched.max_steps, sched.patience, sched.min_evals, sched.patience_ratio)
             elif self.step >= sched.max_steps:
-                kind, reason = ("cap", "reached the budget's step cap") if sched.early_stopping else ("fixed", sched.source)
+                kind = "fixed"
+            reason = {"plateau": f"{self.stop.bad} evaluations without a new low (last at evaluation {self.stop.improved_at})",
+                      "cap": "reached the budget's step cap", "fixed": sched.source}.get(kind, "")  # fmt: skip
             append_log(log_path, row)
             if checkpoint_dir is not None and not kind and time.perf_counter() - saved >= out.checkpoint_seconds:
                 save_checkpoint(self.method, self.k, stage.name, checkpoint_dir, partial=self.state())

@@ -52,6 +52,11 @@ class StopState:
         wait = max(patience, math.ceil(patience_ratio * self.improved_at - 1e-9))
         return self.bad >= wait and self.evaluations >= min_evals
 
+    def ends(self, step: int, max_steps: int, patience: int, min_evals: int, patience_ratio: float = 0.0) -> str:
+        """How an early-stopping stage ends at this evaluation: "plateau" (`plateau`), "cap" (`step` reached `max_steps`),
+        or "" (it goes on). The harness and the audit's replay both decide here."""
+        return "plateau" if self.plateau(patience, min_evals, patience_ratio) else "cap" if step >= max_steps else ""
+
     @classmethod
     def restore(cls, saved: dict) -> StopState:
         """The state a mid-stage checkpoint saved (fields of an older rule are ignored; one saved before `improved_at`
@@ -70,7 +75,7 @@ def replay_stage(steps: list[int], values: list[float], rule: dict) -> dict:
     state = StopState()
     for step, value in zip(steps, values):
         state.update(value, step, rule["min_delta"], rule["smooth"])
-        how = "plateau" if state.plateau(rule["patience"], rule["min_evals"], rule.get("patience_ratio", 0.0)) else ""
-        if how or step >= rule["max_steps"]:
-            return {"step": step, "restored_step": state.best_step, "val_loss": state.best, "how": how or "cap"}
+        how = state.ends(step, rule["max_steps"], rule["patience"], rule["min_evals"], rule.get("patience_ratio", 0.0))
+        if how:
+            return {"step": step, "restored_step": state.best_step, "val_loss": state.best, "how": how}
     return {"step": steps[-1] if steps else 0, "restored_step": state.best_step, "val_loss": state.best, "how": "beyond"}
