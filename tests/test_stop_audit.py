@@ -27,7 +27,7 @@ def metrics_frame(rows):
 
 def stages_frame(rows):
     return pd.DataFrame([{**KEY, "method": m, "stage": "train", "step_rule": a, "step_long": b, "factor": b / a,
-                          "replay_same": False} for m, a, b in rows])  # fmt: skip
+                          "replay_same": False, "twin": True, "twin_diff": 0.0} for m, a, b in rows])  # fmt: skip
 
 
 def test_a_method_passes_when_training_longer_moves_nothing_beyond_its_seed_sd_or_the_floor():
@@ -43,6 +43,7 @@ def test_a_method_passes_when_training_longer_moves_nothing_beyond_its_seed_sd_o
     assert got.loc["mv-unet", "verdict"] == "passes" and got.loc["pionono", "verdict"] == "passes"
     assert got.loc["prob-unet", "verdict"] == "fails" and got.loc["prob-unet", "moved"] == "dsc, ged"
     assert got.loc["mv-unet", "long_enough"] and got.loc["prob-unet", "long_enough"] and not got.loc["pionono", "long_enough"]
+    assert got["twins"].all() and (got["twin_diff"] == 0).all()
 
 
 def test_the_verb_audits_two_folders_and_the_report_flags_a_failing_method(tmp_path):
@@ -62,7 +63,8 @@ def test_the_verb_audits_two_folders_and_the_report_flags_a_failing_method(tmp_p
     assert [line.get_xdata()[0] for line in ax.get_lines() if line.get_linestyle() == ":"] == [2]  # the rule's stop
     assert set(table["metric"]) == {"dsc", "ged", "dice_match"} and (table["min_factor"] == 2).all()
     # the recorded rule replayed on the long curve (one evaluation, at step 4, past the rule's cap of 2)
-    assert "| 2 (cap) | 2, " in proc.stdout and "| 4 (cap), 4 = long |" in proc.stdout and "cap 2)" in proc.stdout
+    assert "| 2 (cap) | 2, " in proc.stdout and "| 4 (cap), 4 |" in proc.stdout and "cap 2)" in proc.stdout
+    assert "| 2.0× (below 4×) | — (no evaluation in common) |" in proc.stdout  # one evaluation each, at steps 2 and 4
     same = run_bench("audit-stops", str(rule), str(rule))
     empty = run_bench("audit-stops", str(rule), str(tmp_path / "none"))
     assert same.returncode == empty.returncode == 2 and "same folder" in same.stderr and "no finished cell" in empty.stderr
@@ -98,3 +100,29 @@ def test_the_verb_audits_two_folders_and_the_report_flags_a_failing_method(tmp_p
     write_tables(summary, tmp_path / "tables", audit=flags)
     md = next((tmp_path / "tables").glob("table1_*.md")).read_text()
     assert "stop audit: fails" in md and "[stop audit: fails]" in md
+
+
+def test_the_audit_says_whether_the_two_runs_are_one_run_up_to_the_stop():
+    """Up to the rule's stop the two runs are one run when trained by the same code on the same device: their logged
+    validation losses agree exactly. A difference in the first stage (code changed between them, another device) is
+    reported, and the replay no longer claims the long run's weights; a later stage's difference is shown, not judged."""
+
+    def log(method, stage, steps, losses):
+        return pd.DataFrame([{**KEY, "method": method, "seed": 0, "stage": stage, "event": "eval", "step": s, "val_loss": v}
+                             for s, v in zip(steps, losses)])  # fmt: skip
+
+    rule = pd.concat([log("mv-unet", "train", [20, 40], [0.5, 0.4]), log("cm-unet", "train", [20, 40], [0.5, 0.4]),
+                      log("lf-net", "soft_label", [20], [0.3]), log("lf-net", "train", [20, 40], [0.6, 0.5])])  # fmt: skip
+    long = pd.concat([log("mv-unet", "train", [20, 40, 60], [0.5, 0.4, 0.3]), log("cm-unet", "train", [20, 40, 60], [0.5, 0.4004, 0.3]),
+                      log("lf-net", "soft_label", [20, 40], [0.3, 0.2]), log("lf-net", "train", [20, 40], [0.6, 0.45])])  # fmt: skip
+    tw = stop_audit.twins({"rule": rule, "long": long}).set_index(["method", "stage"])
+    assert tw.loc[("mv-unet", "train"), "shared"] == 2 and tw.loc[("mv-unet", "train"), "twin_diff"] == 0
+    assert math.isclose(tw.loc[("cm-unet", "train"), "twin_diff"], 0.0004 / 0.4004)  # relative to the larger loss
+    st = pd.DataFrame([{**KEY, "method": m, "stage": s, "replay_same": True}
+                       for m, s in [("mv-unet", "train"), ("cm-unet", "train"), ("lf-net", "soft_label"), ("lf-net", "train")]])  # fmt: skip
+    marked = stop_audit.mark_twins(st, stop_audit.twins({"rule": rule, "long": long})).set_index(["method", "stage"])
+    assert marked.loc[("mv-unet", "train"), "twin"] and marked.loc[("mv-unet", "train"), "replay_same"]
+    assert not marked.loc[("cm-unet", "train"), "twin"] and not marked.loc[("cm-unet", "train"), "replay_same"]
+    assert marked.loc[("lf-net", "soft_label"), "twin"] and not marked.loc[("lf-net", "train"), "twin"]  # not judged
+    assert marked.loc[("lf-net", "train"), "replay_same"]  # its first stage is one run in both
+    assert stop_audit.twin_text(True, 0.0) == "yes (0)" and "**no**" in stop_audit.twin_text(False, 5e-5)

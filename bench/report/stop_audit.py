@@ -35,6 +35,7 @@ CHECKED = {"dsc": (None, 0.01, 100), "ged": ("raters", 0.01, 1), "dice_match": (
 GROUP = ["dataset", "raters", "noise", "method"]
 CELL = [*GROUP, "seed"]  # a cell of both folders
 LONG_FACTOR = 4  # the long run should be at least this many times as long as the rule's stop
+TWIN_TOLERANCE = 1e-4  # the largest relative difference of two twin runs' validation losses (0 on a deterministic device)
 
 
 def both_hold(a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -75,6 +76,24 @@ def replays(long_logs: pd.DataFrame, rule: dict) -> pd.DataFrame:
         long_restored = stop["restored_step"].iloc[-1] if len(stop) else math.nan
         out.append({**dict(zip([*CELL, "stage"], key)), **replay, "long_restored": long_restored})
     return pd.DataFrame(out, columns=[*CELL, "stage", "step", "restored_step", "val_loss", "how", "long_restored"])
+
+
+def twins(logs: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Per GROUP × stage: the evaluations both runs logged (`shared`, the fewest over seeds) and the largest relative
+    difference of their validation losses there (`twin_diff`, over seeds). Up to the rule's stop a first stage's two runs
+    are one run only when they were trained by the same code on the same device and precision; then the difference is 0
+    on a deterministic device and the replay is exact. A larger one (above TWIN_TOLERANCE) says they were not (code
+    changed between them, another device, non-deterministic kernels): the audit still compares their test metrics, but
+    no longer claims both hold the same weights. A later stage starts from its first stage's restored weights, which
+    differ between the runs wherever the rule restored an earlier step, so its difference is shown, never judged."""
+    keys = [*CELL, "stage", "step"]
+    a, b = (logs[run].loc[logs[run]["event"] == "eval", [*keys, "val_loss"]] for run in ("rule", "long"))
+    both = a.merge(b, on=keys, suffixes=("_rule", "_long"))
+    scale = both[["val_loss_rule", "val_loss_long"]].abs().max(axis=1).clip(lower=1e-12)
+    both["twin_diff"] = (both["val_loss_rule"] - both["val_loss_long"]).abs() / scale
+    per_seed = both.groupby([*CELL, "stage"], sort=False).agg(shared=("step", "size"), twin_diff=("twin_diff", "max"))
+    out = per_seed.reset_index().groupby([*GROUP, "stage"], sort=False).agg(shared=("shared", "min"), twin_diff=("twin_diff", "max"))
+    return out.reset_index()
 
 
 def recorded_rule(results: Path) -> dict:
@@ -176,12 +195,25 @@ def audit(rule: Path, long: Path, logs: dict[str, pd.DataFrame], replay_rule: di
         replay_step=("step", "mean"), replay_restored=("restored_step", "mean"), replay_how=("how", lambda v: "/".join(sorted(set(v)))),
         replay_same=("same", "all"),
     )  # fmt: skip
-    return metrics, st.merge(rp.reset_index(), on=[*GROUP, "stage"], how="left")
+    return metrics, mark_twins(st.merge(rp.reset_index(), on=[*GROUP, "stage"], how="left"), twins(logs))
+
+
+def mark_twins(st: pd.DataFrame, tw: pd.DataFrame) -> pd.DataFrame:
+    """The stage table `st` (stages in training order per GROUP) with `twins`' columns and `twin`: the first stage's runs
+    are twins. `replay_same` (the replay restores the long run's weights) then needs the first stage to be twins as well:
+    runs that are not one run up to the stop do not hold the same weights whatever steps they restore."""
+    st = st.merge(tw, on=[*GROUP, "stage"], how="left")
+    st["shared"] = st["shared"].fillna(0)
+    first = st.groupby(GROUP, sort=False)["stage"].transform("first") == st["stage"]
+    st["twin"] = first & (st["shared"] > 0) & (st["twin_diff"] <= TWIN_TOLERANCE)
+    st["replay_same"] = st["replay_same"].fillna(False).astype(bool) & st.groupby(GROUP, sort=False)["twin"].transform("first")
+    return st
 
 
 def verdicts(metrics: pd.DataFrame, st: pd.DataFrame) -> pd.DataFrame:
     """Per GROUP: "passes" or "fails" (a metric moved beyond its tolerance), whether the long run was at least
-    LONG_FACTOR times the rule's stop in every stage, and whether the replayed rule restores the long run's weights."""
+    LONG_FACTOR times the rule's stop in every stage, whether the two runs' first stages are twins (`twins`) and
+    whether the replayed rule restores the long run's weights."""
     out = []
     for key, part in metrics.groupby(GROUP, sort=False):
         stages = st[(st[GROUP] == pd.Series(dict(zip(GROUP, key)))).all(axis=1)]
@@ -189,16 +221,26 @@ def verdicts(metrics: pd.DataFrame, st: pd.DataFrame) -> pd.DataFrame:
         out.append({**dict(zip(GROUP, key)), "verdict": "fails" if moved else "passes", "moved": ", ".join(moved),
                     "long_enough": bool(len(stages)) and bool((stages["factor"] >= LONG_FACTOR).all()),
                     "min_factor": stages["factor"].min() if len(stages) else math.nan,
-                    "replay_same": bool(len(stages)) and bool(stages["replay_same"].fillna(False).all())})  # fmt: skip
-    return pd.DataFrame(out, columns=[*GROUP, "verdict", "moved", "long_enough", "min_factor", "replay_same"])
+                    "twins": bool(len(stages)) and bool(stages["twin"].iloc[0]),
+                    "twin_diff": stages["twin_diff"].iloc[0] if len(stages) else math.nan,
+                    "replay_same": bool(len(stages)) and bool(stages["replay_same"].all())})  # fmt: skip
+    return pd.DataFrame(out, columns=[*GROUP, "verdict", "moved", "long_enough", "min_factor", "twins", "twin_diff", "replay_same"])
+
+
+def twin_text(twin: bool, diff: float) -> str:
+    """The verdict table's reading of `twins`."""
+    if math.isnan(diff):
+        return "— (no evaluation in common)"
+    return f"yes ({diff:.1g})" if twin else f"**no** ({diff:.1g}: other code, device or precision; the replay is not exact)"
 
 
 def to_markdown(metrics: pd.DataFrame, st: pd.DataFrame, verdict: pd.DataFrame, command: str, replay_name: str) -> str:
-    verdicts = [[r.dataset, display(r.method), r.verdict, r.moved or "—", f"{r.min_factor:.1f}×" + ("" if r.long_enough else f" (below {LONG_FACTOR}×)")]
-                for r in verdict.itertuples()]  # fmt: skip
+    verdicts = [[r.dataset, display(r.method), r.verdict, r.moved or "—", f"{r.min_factor:.1f}×" + ("" if r.long_enough else f" (below {LONG_FACTOR}×)"),
+                 twin_text(r.twins, r.twin_diff)] for r in verdict.itertuples()]  # fmt: skip
     stages = [[display(r.method), r.stage, f"{r.step_rule:.0f} ({r.how_rule})", f"{r.restored_step_rule:.0f}, {r.val_loss_rule:.4g}",
                f"{r.step_long:.0f}", f"{r.restored_step_long:.0f}, {r.val_loss_long:.4g}",
-               f"{r.replay_step:.0f} ({r.replay_how}), {r.replay_restored:.0f}" + (" = long" if r.replay_same else "")]
+               f"{r.replay_step:.0f} ({r.replay_how}), {r.replay_restored:.0f}" + (" = long" if r.replay_same else ""),
+               f"{r.shared:.0f}, {r.twin_diff:.1g}" if r.shared else "0"]
               for r in st.itertuples()]  # fmt: skip
     moved = []
     for r in metrics.itertuples():
@@ -210,11 +252,14 @@ def to_markdown(metrics: pd.DataFrame, st: pd.DataFrame, verdict: pd.DataFrame, 
         f"# Stop audit\n\nMade by `{command}`. The rule's run beside a fixed long run restored by the same criterion (lowest validation "
         "loss). A method passes when no test metric moves by more than the larger of its seed sd and 1 DSC point / 0.01 GED / "
         "1 Dice_match point.\n",
-        "## Verdicts\n", markdown_table(["dataset", "method", "verdict", "moved", "long ÷ stop"], verdicts),
+        "## Verdicts\n", "Twins: whether the two runs' first stages logged the same validation losses wherever both evaluated "
+        f"(largest relative difference; at most {TWIN_TOLERANCE:g}), as one run does up to the rule's stop when both were trained "
+        "by the same code on the same device.\n",
+        markdown_table(["dataset", "method", "verdict", "moved", "long ÷ stop", "twins"], verdicts),
         "\n## Stages\n", f"The replay: the rule ({replay_name}) on the long run's own validation curves (its stop, how, and the step it "
         "restores; \"= long\" where that is the long run's restored step in every seed, so both hold the same weights).\n",
         markdown_table(["method", "stage", "rule: stop (how)", "rule: restored step, val loss", "long: steps", "long: restored step, val loss",
-                        "replay: stop (how), restored"], stages),
+                        "replay: stop (how), restored", "evaluations in common, largest rel. difference"], stages),
         f"\n![validation curves of both runs]({FIGURE}.png)\n",
         "\n## Test metrics\n", markdown_table(["method", "metric", "rule (sd, seeds)", "long (seeds)", "long − rule", "tolerance", "within"], moved),
     ]) + "\n"  # fmt: skip
