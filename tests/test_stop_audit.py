@@ -115,12 +115,13 @@ def test_the_audit_says_whether_the_two_runs_are_one_run_up_to_the_stop():
                       log("lf-net", "soft_label", [20], [0.3]), log("lf-net", "train", [20, 40], [0.6, 0.5])])  # fmt: skip
     long = pd.concat([log("mv-unet", "train", [20, 40, 60], [0.5, 0.4, 0.3]), log("cm-unet", "train", [20, 40, 60], [0.5, 0.4004, 0.3]),
                       log("lf-net", "soft_label", [20, 40], [0.3, 0.2]), log("lf-net", "train", [20, 40], [0.6, 0.45])])  # fmt: skip
-    tw = stop_audit.twins({"rule": rule, "long": long}).set_index(["method", "stage"])
+    frame = stop_audit.twins({"rule": rule, "long": long})
+    tw = frame.set_index(["method", "stage"])
     assert tw.loc[("mv-unet", "train"), "shared"] == 2 and tw.loc[("mv-unet", "train"), "twin_diff"] == 0
     assert math.isclose(tw.loc[("cm-unet", "train"), "twin_diff"], 0.0004 / 0.4004)  # relative to the larger loss
     st = pd.DataFrame([{**KEY, "method": m, "stage": s, "replay_same": True}
                        for m, s in [("mv-unet", "train"), ("cm-unet", "train"), ("lf-net", "soft_label"), ("lf-net", "train")]])  # fmt: skip
-    marked = stop_audit.mark_twins(st, stop_audit.twins({"rule": rule, "long": long})).set_index(["method", "stage"])
+    marked = stop_audit.mark_twins(st, frame).set_index(["method", "stage"])
     assert marked.loc[("mv-unet", "train"), "twin"] and marked.loc[("mv-unet", "train"), "replay_same"]
     assert not marked.loc[("cm-unet", "train"), "twin"] and not marked.loc[("cm-unet", "train"), "replay_same"]
     assert marked.loc[("lf-net", "soft_label"), "twin"] and not marked.loc[("lf-net", "train"), "twin"]  # not judged
