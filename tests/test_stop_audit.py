@@ -67,7 +67,8 @@ def test_the_verb_audits_two_folders_and_the_report_flags_a_failing_method(tmp_p
     assert "| 2.0× (below 4×) | — (no evaluation in common) |" in proc.stdout  # one evaluation each, at steps 2 and 4
     same = run_bench("audit-stops", str(rule), str(rule))
     empty = run_bench("audit-stops", str(rule), str(tmp_path / "none"))
-    assert same.returncode == empty.returncode == 2 and "same folder" in same.stderr and "no finished cell" in empty.stderr
+    assert same.returncode == empty.returncode == 2 and "same folder" in same.stderr and f"no cell in {tmp_path / 'none'}" in empty.stderr
+    assert "| precision / recall / area: rule | long |" in proc.stdout and "Every cell of both folders is a finished pair." in proc.stdout
     for bad in (("--replay", "long"), ("--replay", "platue")):  # a budget without a rule, a misspelt one
         wrong = run_bench("audit-stops", str(rule), str(long), *bad)
         assert wrong.returncode == 2 and f"--replay {bad[1]!r} is not a budget with a stopping rule" in wrong.stderr
@@ -79,10 +80,16 @@ def test_the_verb_audits_two_folders_and_the_report_flags_a_failing_method(tmp_p
     # A seed only the rule's folder holds is left out of both sides: the means and the sd compare the same seeds.
     extra = [*common[:3], "1", *common[4:]]
     assert run_bench("run", *extra, "--budget", "plateau", "--max-steps", "2", "--results", str(rule)).returncode == 0
-    assert run_bench("audit-stops", str(rule), str(long)).returncode == 0
+    proc = run_bench("audit-stops", str(rule), str(long))
+    assert proc.returncode == 0, proc.stderr
     again = pd.read_csv(rule / store.STOP_AUDIT / stop_audit.CSV)
     assert (again["n_seeds_rule"] == 1).all() and again["mean_rule"].tolist() == table["mean_rule"].tolist()
     assert set(stop_audit.run_logs(rule, long)["rule"]["seed"]) == {0}
+    # ... and listed as not yet audited, with the rule run's stop and test metrics.
+    waiting = stop_audit.pending(rule, long)
+    assert waiting[["method", "seed", "long_run", "shared"]].values.tolist() == [["mv-unet", 1, "not started", 0]]
+    assert waiting["rule_run"].iloc[0].startswith("train: 2 (cap), restored 2, ") and 0 <= waiting["dsc"].iloc[0] <= 1
+    assert "| MV-UNet | 1 | train: 2 (cap), restored 2, " in proc.stdout and "| not started | 0 |" in proc.stdout
     # A failing verdict flags the method in every table of the rule's folder (and keeps it from bold).
     table.loc[:, "verdict"] = "fails"
     table.to_csv(rule / store.STOP_AUDIT / stop_audit.CSV, index=False)
@@ -127,3 +134,28 @@ def test_the_audit_says_whether_the_two_runs_are_one_run_up_to_the_stop():
     assert marked.loc[("lf-net", "soft_label"), "twin"] and not marked.loc[("lf-net", "train"), "twin"]  # not judged
     assert marked.loc[("lf-net", "train"), "replay_same"]  # its first stage is one run in both
     assert stop_audit.twin_text(True, 0.0) == "yes (0)" and "**no**" in stop_audit.twin_text(False, 5e-5)
+
+
+def test_the_audit_says_where_a_long_run_still_training_stands(tmp_path):
+    """A long run still training (its folder, config and log so far, no metrics) is not audited: the audit lists it with
+    the step it reached of its planned length, its lowest validation loss so far and whether it is its rule run's twin so
+    far; a LONG folder holding only such runs is audited without error."""
+    common = ["--methods", "mv-unet", "--seeds", "0", "--train-size", "32", "--test-size", "12", "--backend", "sequential", "--no-progress"]
+    rule, long, done = tmp_path / "rule", tmp_path / "long", tmp_path / "done"
+    assert run_bench("run", *common, "--budget", "plateau", "--max-steps", "60", "--results", str(rule)).returncode == 0
+    assert run_bench("run", *common, "--budget", "long", "--max-steps", "80", "--results", str(done)).returncode == 0
+    src = store.cell_folders(done)[0]
+    cell = long / src.relative_to(done)
+    cell.mkdir(parents=True)
+    (cell / store.CONFIG).write_bytes((src / store.CONFIG).read_bytes())
+    log = pd.read_csv(src / store.TRAIN_LOG)
+    log[(log["event"] == "eval") & (log["step"] <= 40)].to_csv(cell / store.TRAIN_LOG, index=False)  # killed after step 40
+    assert not store.finished(long)
+    proc = run_bench("audit-stops", str(rule), str(long))
+    assert proc.returncode == 0, proc.stderr
+    (row,) = stop_audit.pending(rule, long).to_dict("records")
+    evals = log[(log["event"] == "eval") & (log["step"] <= 40)]
+    low = evals.loc[evals["val_loss"].idxmin()]
+    assert row["long_run"] == f"train: at step 40 of 80, lowest so far {low['val_loss']:.4g} at {low['step']:.0f}"
+    assert row["shared"] == 2 and row["twin_diff"] == 0  # steps 20 and 40, logged alike by both runs
+    assert "| MV-UNet | 0 | train: 60 (" in proc.stdout and "| train: at step 40 of 80, " in proc.stdout and "| 2, 0 |" in proc.stdout

@@ -17,10 +17,11 @@ def add_parser(verbs) -> None:
         "trained under --budget long (every stage a fixed length, the lowest validation loss restored): per method and stage, "
         "where each stopped and the validation loss restored; per method, DSC, GED and Dice_match of each, their difference "
         "and whether it is within the larger of the seed sd and 1 DSC point / 0.01 GED / 1 Dice_match point. Writes "
-        "RULE/stop_audit/ (stop_audit.md, stop_audit.csv, validation_curves.png: both runs' validation curves); `bench report` of RULE then flags every method that fails.",
+        "RULE/stop_audit/ (stop_audit.md, stop_audit.csv, validation_curves.png: both runs' validation curves); `bench report` of RULE then flags every method that fails. "
+        "A cell whose long run is still training (or not started) is listed with where both runs stand.",
     )  # fmt: skip
     p.add_argument("rule", metavar="RULE", help="results folder of the stopping rule's run (e.g. --budget plateau)")
-    p.add_argument("long", metavar="LONG", help="results folder of the same cells under --budget long")
+    p.add_argument("long", metavar="LONG", help="results folder of the same cells under --budget long (finished or still training)")
     p.add_argument("--replay", metavar="BUDGET", help="the budget whose stopping rule is replayed on LONG's validation curves "
                    "(default: the rule RULE's cells trained under)")  # fmt: skip
     p.set_defaults(func=cmd_audit)
@@ -33,9 +34,13 @@ def cmd_audit(args: argparse.Namespace) -> int:
     rule, long = Path(args.rule), Path(args.long)
     if rule.resolve() == long.resolve():
         raise UsageError(f"RULE and LONG are the same folder {rule}; give the rule's run and the long run")
-    for folder in (rule, long):
-        if not store.finished(folder):
-            raise UsageError(f"no finished cell in {folder}; give a folder a `python -m bench run --results …` wrote")
+    if not store.finished(rule):
+        raise UsageError(f"no finished cell in {rule}; give a folder a `python -m bench run --results …` wrote")
+    if not store.cell_folders(long):  # its runs may still be training: the audit then says where they stand
+        raise UsageError(f"no cell in {long}; give a folder a `python -m bench run --budget long --results …` writes")
+    cells = [{store.cell_at(f) for f in store.cell_folders(folder)} for folder in (rule, long)]
+    if not cells[0] & cells[1]:
+        raise UsageError(f"{rule} and {long} share no cell (dataset, rater setting, noise level, method, seed); run the same cells in both")
     problem = files.unwritable(rule)
     if problem:
         raise UsageError(f"cannot write the audit into {rule}: {problem}")
@@ -52,9 +57,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
             raise UsageError(f"--replay {args.replay!r} is not a budget with a stopping rule; choose one of {rules}")
         replay = BUDGETS[args.replay].record()
     command = f"python -m bench audit-stops {rule} {long}" + (f" --replay {args.replay}" if args.replay else "")
-    out, verdict = stop_audit.write(rule, long, command, replay)
-    if verdict.empty:
-        raise UsageError(f"{rule} and {long} share no method, dataset, rater setting and noise level; run the same cells in both")
+    out = stop_audit.write(rule, long, command, replay)
     print((out / stop_audit.MARKDOWN).read_text())
     print(f"written: {out / stop_audit.MARKDOWN}, {out / stop_audit.CSV}", file=sys.stderr)
     return 0

@@ -96,6 +96,83 @@ def twins(logs: dict[str, pd.DataFrame]) -> pd.DataFrame:
     return out.reset_index()
 
 
+def cell_logs(results: Path) -> pd.DataFrame:
+    """Every cell folder's train_log.csv, finished or not, with CELL keys, `done` (the cell finished) and `planned` (its
+    config's steps for the row's stage): a run still training has logged what it has done so far. A cell that logged
+    nothing yet, or whose log or config cannot be read (a writer may be mid-line), is one row with no stage."""
+    finished = {folder for folder, _, _ in store.finished(results, strict=False)}
+    frames = []
+    for folder in store.cell_folders(results):
+        try:
+            log = store.read_cell_file(folder, store.TRAIN_LOG) if (folder / store.TRAIN_LOG).is_file() else pd.DataFrame()
+            schedules = store.read_config(folder).get("schedules") or {}
+        except files.UnreadableFile:
+            log, schedules = pd.DataFrame(), {}
+        log = (log if len(log) else pd.DataFrame({"stage": [math.nan]})).assign(**store.cell_at(folder).record(), done=folder in finished)
+        log["planned"] = [(schedules.get(stage) or {}).get("max_steps", math.nan) for stage in log["stage"]]
+        frames.append(log)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*CELL, "stage", "done", "planned"])
+
+
+def run_state(log: pd.DataFrame) -> str:
+    """One cell's run in a few words: each finished stage's stop, restored step and loss; the stage it is training and
+    the step it reached, of the steps its config plans; "not started" where it has no folder or logged nothing."""
+    if log.empty or log["stage"].isna().all():
+        return "not started"
+    parts = []
+    for stage, part in log.dropna(subset=["stage"]).groupby("stage", sort=False):
+        stop = part[part["event"] == "stop"]
+        if len(stop):
+            r = stop.iloc[-1]
+            how = store.stop_kind({"stop": r.get("stop", ""), "reason": r.get("reason", "")})
+            parts.append(f"{stage}: {r['step']:.0f} ({how}), restored {r['restored_step']:.0f}, {r['best_val_loss']:.4g}")
+        else:
+            evals = part[part["event"] == "eval"]
+            low = evals.loc[evals["val_loss"].idxmin()] if len(evals) else None
+            lowest = f", lowest so far {low['val_loss']:.4g} at {low['step']:.0f}" if low is not None else ""
+            parts.append(f"{stage}: at step {part['step'].max():.0f} of {part['planned'].iloc[-1]:.0f}{lowest}")
+    return "; ".join(parts)
+
+
+def pending(rule: Path, long: Path) -> pd.DataFrame:
+    """Per cell either folder holds that is not a finished pair: what each run has done (`run_state`), whether their
+    first stages are twins so far (`twins` over the evaluations both logged) and, where the rule's run finished, its
+    checked test metrics (`headline`) and `areas`, for the audit's "not yet audited" table."""
+    logs = {"rule": cell_logs(rule), "long": cell_logs(long)}
+    done = pd.concat({run: frame.groupby(CELL, sort=False)["done"].first() for run, frame in logs.items()}, axis=1)
+    waiting = done.index[~done.fillna(False).astype(bool).all(axis=1)]
+    rule_done = store.records(rule)
+    out = []
+    for key in waiting:
+        cell = dict(zip(CELL, key))
+        mine = {run: frame.merge(pd.DataFrame([cell]), on=CELL) for run, frame in logs.items()}
+        logged = all("val_loss" in frame and (frame["event"] == "eval").any() for frame in mine.values())
+        first = twins(mine).iloc[0] if logged else None
+        row = {**cell, "rule_run": run_state(mine["rule"]), "long_run": run_state(mine["long"]),
+               "shared": 0 if first is None else int(first["shared"]), "twin_diff": math.nan if first is None else first["twin_diff"]}  # fmt: skip
+        finished = [r.folder for r in rule_done if r.cell.record() == cell]
+        if finished:
+            metrics = store.read_cell_file(finished[0], store.METRICS)
+            row.update({f"{r.metric}": r.mean for r in headline(summarise(metrics)).itertuples()})
+            row.update(areas(metrics).iloc[0][["precision", "recall", "area"]].to_dict())
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def areas(metrics: pd.DataFrame) -> pd.DataFrame:
+    """Per GROUP: precision, recall and predicted ÷ reference area of the consensus, pooled over cases and seeds, on the
+    rows `headline` reads DSC from (against gt where the dataset has it, else the majority; the first structure): what
+    a move in DSC is made of. Shown beside the verdict, never judged."""
+    out = []
+    for key, part in metrics[metrics["metric"] == "dsc"].groupby(GROUP, sort=False):
+        reference = "gt" if "gt" in set(part["reference"]) else "majority"
+        rows = part[(part["reference"] == reference) & (part["structure"] == part["structure"].iloc[0])]
+        tp, fp, fn, n_gt, n_pred = (float(rows[c].sum()) for c in ("tp", "fp", "fn", "n_gt", "n_pred"))
+        out.append({**dict(zip(GROUP, key)), "precision": tp / (tp + fp) if tp + fp else math.nan,
+                    "recall": tp / (tp + fn) if tp + fn else math.nan, "area": n_pred / n_gt if n_gt else math.nan})  # fmt: skip
+    return pd.DataFrame(out, columns=[*GROUP, "precision", "recall", "area"])
+
+
 def recorded_rule(results: Path) -> dict:
     """The stopping rule a results folder's cells trained under: the first early-stopping stage schedule its first
     finished cell's config records (with `--max-steps` applied), named by its budget."""
@@ -169,19 +246,20 @@ def headline(summary: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, columns=[*GROUP, "metric", "mean", "sd", "n_seeds"])
 
 
-def paired_summaries(rule: Path, long: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Each folder's summary (mean ± sd over seeds) over the cells both hold (`both_hold`), so a difference compares the
-    same seeds. No "average" row: it is the raters', not a method's."""
-    a, b = both_hold(store.read_collected(rule, store.METRICS), store.read_collected(long, store.METRICS))
-    return summarise(a), summarise(b)
+def paired_metrics(rule: Path, long: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Each folder's metric rows of the cells both hold (`both_hold`), so that means, sd and areas compare the same seeds."""
+    return both_hold(store.read_collected(rule, store.METRICS), store.read_collected(long, store.METRICS))
 
 
-def audit(rule: Path, long: Path, logs: dict[str, pd.DataFrame], replay_rule: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(metrics, stages): per method and checked metric the rule's and the long run's means, difference, tolerance and
-    whether it is within; per method and stage where each run stopped, and where `replay_rule` stops on the long run's
-    curves (`replay_step`, `replay_restored`; `replay_same`: in every seed it restores what the long run restored).
-    Only the cells (method, seed) both folders hold, so both means and the rule's sd are over the same seeds."""
-    a, b = (headline(summary) for summary in paired_summaries(rule, long))
+def audit(rule: Path, long: Path, logs: dict[str, pd.DataFrame], replay_rule: dict) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(metrics, stages, evidence): per method and checked metric the rule's and the long run's means, difference,
+    tolerance and whether it is within; per method and stage where each run stopped, and where `replay_rule` stops on
+    the long run's curves (`replay_step`, `replay_restored`; `replay_same`: in every seed it restores what the long run
+    restored); per method both runs' `areas` (suffixes _rule, _long). Only the cells (method, seed) both folders hold,
+    so both means and the rule's sd are over the same seeds. No "average" row: it is the raters', not a method's."""
+    rows = paired_metrics(rule, long)
+    evidence = areas(rows[0]).merge(areas(rows[1]), on=GROUP, suffixes=("_rule", "_long"))
+    a, b = (headline(summarise(frame)) for frame in rows)
     metrics = a.merge(b, on=[*GROUP, "metric"], suffixes=("_rule", "_long"))
     floors = metrics["metric"].map(lambda m: CHECKED[m][1])
     metrics["diff"] = metrics["mean_long"] - metrics["mean_rule"]
@@ -195,7 +273,7 @@ def audit(rule: Path, long: Path, logs: dict[str, pd.DataFrame], replay_rule: di
         replay_step=("step", "mean"), replay_restored=("restored_step", "mean"), replay_how=("how", lambda v: "/".join(sorted(set(v)))),
         replay_same=("same", "all"),
     )  # fmt: skip
-    return metrics, mark_twins(st.merge(rp.reset_index(), on=[*GROUP, "stage"], how="left"), twins(logs))
+    return metrics, mark_twins(st.merge(rp.reset_index(), on=[*GROUP, "stage"], how="left"), twins(logs)), evidence
 
 
 def mark_twins(st: pd.DataFrame, tw: pd.DataFrame) -> pd.DataFrame:
@@ -234,7 +312,15 @@ def twin_text(twin: bool, diff: float) -> str:
     return f"yes ({diff:.1g})" if twin else f"**no** ({diff:.1g}: other code, device or precision; the replay is not exact)"
 
 
-def to_markdown(metrics: pd.DataFrame, st: pd.DataFrame, verdict: pd.DataFrame, command: str, replay_name: str) -> str:
+def pra(r: dict, suffix: str = "") -> str:
+    """Precision / recall / area of a record (`areas`' columns with `suffix`), "–" where one is undefined or absent."""
+    return " / ".join("–" if pd.isna(r.get(k + suffix, math.nan)) else f"{r[k + suffix]:.2f}" for k in ("precision", "recall", "area"))
+
+
+def to_markdown(metrics: pd.DataFrame, st: pd.DataFrame, verdict: pd.DataFrame, command: str, replay_name: str,
+                evidence: pd.DataFrame, waiting: pd.DataFrame) -> str:  # fmt: skip
+    """stop_audit.md: the verdicts, the stages, the test metrics, their `areas` (`evidence`, columns `<area>_rule` and
+    `<area>_long`) and the cells not yet audited (`pending`)."""
     verdicts = [[r.dataset, display(r.method), r.verdict, r.moved or "—", f"{r.min_factor:.1f}×" + ("" if r.long_enough else f" (below {LONG_FACTOR}×)"),
                  twin_text(r.twins, r.twin_diff)] for r in verdict.itertuples()]  # fmt: skip
     stages = [[display(r.method), r.stage, f"{r.step_rule:.0f} ({r.how_rule})", f"{r.restored_step_rule:.0f}, {r.val_loss_rule:.4g}",
@@ -260,24 +346,40 @@ def to_markdown(metrics: pd.DataFrame, st: pd.DataFrame, verdict: pd.DataFrame, 
         "restores; \"= long\" where that is the long run's restored step in every seed, so both hold the same weights).\n",
         markdown_table(["method", "stage", "rule: stop (how)", "rule: restored step, val loss", "long: steps", "long: restored step, val loss",
                         "replay: stop (how), restored", "evaluations in common, largest rel. difference"], stages),
-        f"\n![validation curves of both runs]({FIGURE}.png)\n",
+        f"\n![validation curves of both runs]({FIGURE}.png)\n" if len(st) else "",
         "\n## Test metrics\n", markdown_table(["method", "metric", "rule (sd, seeds)", "long (seeds)", "long − rule", "tolerance", "within"], moved),
+        "\nWhat a move in DSC is made of (not judged): the consensus's precision, recall and predicted ÷ reference area, against "
+        "DSC's reference, pooled over cases and seeds.\n",
+        markdown_table(["method", "precision / recall / area: rule", "long"], [
+            [display(r["method"]), pra(r, "_rule"), pra(r, "_long")] for r in evidence.to_dict("records")]),
+        "\n## Not yet audited\n", "Cells without a finished pair of runs: what each run has done, whether the two are twins so far "
+        "(evaluations in common, largest relative difference) and, where the rule's run finished, its test metrics. Until their "
+        "long runs finish, these methods are flagged `[stop not audited]` in every table of the rule's folder.\n",
+        markdown_table(["method", "seed", "rule's run", "long run", "twins so far", "rule: DSC / GED / Dice_match", "rule: precision / recall / area"], [
+            [display(r["method"]), r["seed"], r["rule_run"], r["long_run"], f"{r['shared']}, {r['twin_diff']:.1g}" if r["shared"] else "0",
+             " / ".join("–" if pd.isna(r.get(k, math.nan)) else f"{r[k] * CHECKED[k][2]:.3f}" for k in CHECKED), pra(r)]
+            for r in waiting.to_dict("records")]) if len(waiting) else "Every cell of both folders is a finished pair.",
     ]) + "\n"  # fmt: skip
 
 
-def write(rule: Path, long: Path, command: str, replay_rule: dict) -> tuple[Path, pd.DataFrame]:
-    """Run the audit and write `<rule>/stop_audit/` (csv of verdicts and metrics, Markdown); returns (folder, verdicts).
+def write(rule: Path, long: Path, command: str, replay_rule: dict) -> Path:
+    """Run the audit and write `<rule>/stop_audit/` (csv of verdicts and metrics, Markdown with the cells not yet audited,
+    `pending`); returns the folder.
     `replay_rule`: the rule replayed on the long runs (a schedule's or budget's record: `recorded_rule`, `Budget.record`)."""
     logs = run_logs(rule, long)
-    metrics, st = audit(rule, long, logs, replay_rule)
+    if logs["rule"].empty:  # no cell has finished both runs yet: the audit lists where they stand (`pending`)
+        metrics, st, evidence = (pd.DataFrame(columns=GROUP) for _ in range(3))
+    else:
+        metrics, st, evidence = audit(rule, long, logs, replay_rule)
     verdict = verdicts(metrics, st)
+    waiting = pending(rule, long)
     out = rule / store.STOP_AUDIT
     out.mkdir(exist_ok=True)
     files.write_text(out / CSV, verdict.merge(metrics, on=GROUP, how="left").to_csv(index=False))
-    files.write_text(out / MARKDOWN, to_markdown(metrics, st, verdict, command, rule_name(replay_rule)))
+    files.write_text(out / MARKDOWN, to_markdown(metrics, st, verdict, command, rule_name(replay_rule), evidence, waiting))
     if len(verdict):
         save(curves(logs, list(dict.fromkeys(verdict["method"]))), out / FIGURE)
-    return out, verdict
+    return out
 
 
 AUDITED_BUDGETS = ("plateau", "plateau-1127")  # the stopping rules a comparison rests on (quick's stops are its 80-step cap)
