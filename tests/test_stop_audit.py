@@ -159,3 +159,6 @@ def test_the_audit_says_where_a_long_run_still_training_stands(tmp_path):
     assert row["long_run"] == f"train: at step 40 of 80, lowest so far {low['val_loss']:.4g} at {low['step']:.0f}"
     assert row["shared"] == 2 and row["twin_diff"] == 0  # steps 20 and 40, logged alike by both runs
     assert "| MV-UNet | 0 | train: 60 (" in proc.stdout and "| train: at step 40 of 80, " in proc.stdout and "| 2, 0 |" in proc.stdout
+    (cell / store.TRAIN_LOG).write_bytes(b"\x00\x01")  # a log that cannot be read is said so, not taken as not started
+    (row,) = stop_audit.pending(rule, long).to_dict("records")
+    assert row["long_run"].startswith("cannot be read now (train_log.csv: ") and row["shared"] == 0

@@ -99,16 +99,17 @@ def twins(logs: dict[str, pd.DataFrame]) -> pd.DataFrame:
 def cell_logs(results: Path) -> pd.DataFrame:
     """Every cell folder's train_log.csv, finished or not, with CELL keys, `done` (the cell finished) and `planned` (its
     config's steps for the row's stage): a run still training has logged what it has done so far. A cell that logged
-    nothing yet, or whose log or config cannot be read (a writer may be mid-line), is one row with no stage."""
+    nothing yet is one row with no stage; one whose log or config cannot be read now is one row saying why (`unreadable`)."""
     finished = {folder for folder, _, _ in store.finished(results, strict=False)}
     frames = []
     for folder in store.cell_folders(results):
         try:
             log = store.read_cell_file(folder, store.TRAIN_LOG) if (folder / store.TRAIN_LOG).is_file() else pd.DataFrame()
             schedules = store.read_config(folder).get("schedules") or {}
-        except files.UnreadableFile:
-            log, schedules = pd.DataFrame(), {}
+        except files.UnreadableFile as e:
+            log, schedules = pd.DataFrame({"unreadable": [f"{e.path.name}: {e.problem}"]}), {}
         log = (log if len(log) else pd.DataFrame({"stage": [math.nan]})).assign(**store.cell_at(folder).record(), done=folder in finished)
+        log["stage"] = log.get("stage", math.nan)
         log["planned"] = [(schedules.get(stage) or {}).get("max_steps", math.nan) for stage in log["stage"]]
         frames.append(log)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*CELL, "stage", "done", "planned"])
@@ -117,6 +118,8 @@ def cell_logs(results: Path) -> pd.DataFrame:
 def run_state(log: pd.DataFrame) -> str:
     """One cell's run in a few words: each finished stage's stop, restored step and loss; the stage it is training and
     the step it reached, of the steps its config plans; "not started" where it has no folder or logged nothing."""
+    if "unreadable" in log and log["unreadable"].notna().any():
+        return f"cannot be read now ({log['unreadable'].dropna().iloc[0]})"
     if log.empty or log["stage"].isna().all():
         return "not started"
     parts = []
@@ -127,7 +130,7 @@ def run_state(log: pd.DataFrame) -> str:
             how = store.stop_kind({"stop": r.get("stop", ""), "reason": r.get("reason", "")})
             parts.append(f"{stage}: {r['step']:.0f} ({how}), restored {r['restored_step']:.0f}, {r['best_val_loss']:.4g}")
         else:
-            evals = part[part["event"] == "eval"]
+            evals = part[part["event"] == "eval"].dropna(subset=["val_loss"])
             low = evals.loc[evals["val_loss"].idxmin()] if len(evals) else None
             lowest = f", lowest so far {low['val_loss']:.4g} at {low['step']:.0f}" if low is not None else ""
             parts.append(f"{stage}: at step {part['step'].max():.0f} of {part['planned'].iloc[-1]:.0f}{lowest}")
