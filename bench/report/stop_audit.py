@@ -109,7 +109,7 @@ def cell_logs(results: Path) -> pd.DataFrame:
         except files.UnreadableFile as e:
             log, schedules = pd.DataFrame({"unreadable": [f"{e.path.name}: {e.problem}"]}), {}
         log = (log if len(log) else pd.DataFrame({"stage": [math.nan]})).assign(**store.cell_at(folder).record(), done=folder in finished)
-        log["stage"] = log.get("stage", math.nan)
+        log["stage"] = log.get("stage", math.nan)  # an unreadable cell's row has none
         log["planned"] = [(schedules.get(stage) or {}).get("max_steps", math.nan) for stage in log["stage"]]
         frames.append(log)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*CELL, "stage", "done", "planned"])
@@ -156,7 +156,7 @@ def pending(rule: Path, long: Path) -> pd.DataFrame:
         finished = [r.folder for r in rule_done if r.cell.record() == cell]
         if finished:
             metrics = store.read_cell_file(finished[0], store.METRICS)
-            row.update({f"{r.metric}": r.mean for r in headline(summarise(metrics)).itertuples()})
+            row.update({r.metric: r.mean for r in headline(summarise(metrics)).itertuples()})
             row.update(areas(metrics).iloc[0][["precision", "recall", "area"]].to_dict())
         out.append(row)
     return pd.DataFrame(out)
@@ -356,8 +356,8 @@ def to_markdown(metrics: pd.DataFrame, st: pd.DataFrame, verdict: pd.DataFrame, 
         markdown_table(["method", "precision / recall / area: rule", "long"], [
             [display(r["method"]), pra(r, "_rule"), pra(r, "_long")] for r in evidence.to_dict("records")]),
         "\n## Not yet audited\n", "Cells without a finished pair of runs: what each run has done, whether the two are twins so far "
-        "(evaluations in common, largest relative difference) and, where the rule's run finished, its test metrics. Until their "
-        "long runs finish, these methods are flagged `[stop not audited]` in every table of the rule's folder.\n",
+        "(evaluations in common, largest relative difference) and, where the rule's run finished, its test metrics. A method "
+        "with no finished pair is flagged `[stop not audited]` in every table of the rule's folder.\n",
         markdown_table(["method", "seed", "rule's run", "long run", "twins so far", "rule: DSC / GED / Dice_match", "rule: precision / recall / area"], [
             [display(r["method"]), r["seed"], r["rule_run"], r["long_run"], f"{r['shared']}, {r['twin_diff']:.1g}" if r["shared"] else "0",
              " / ".join("–" if pd.isna(r.get(k, math.nan)) else f"{r[k] * CHECKED[k][2]:.3f}" for k in CHECKED), pra(r)]
