@@ -40,3 +40,18 @@ def test_the_stop_audit_script_sizes_the_long_run_from_the_rule_runs_stop(tmp_pa
     missing = subprocess.run([sys.executable, "scripts/stop_audit_length.py", str(rule), "mh-unet", "0"], cwd=REPO,
                              capture_output=True, text=True)  # fmt: skip
     assert missing.returncode == 1 and "holds no finished cell of mh-unet seed 0" in missing.stderr
+
+
+def test_the_stop_audit_script_can_run_a_fixed_long_run_beside_the_rule_run(tmp_path):
+    """LONG_STEPS: each long run starts at once at that length beside its rule run (a card's cells run side by side), and
+    a rule stop above a quarter of it is noted."""
+    rule, long = tmp_path / "rule", tmp_path / "long"
+    tiny = "--train-size 32 --test-size 12 --backend sequential --max-steps 6"  # the rule run stops at its cap of 6
+    proc = subprocess.run(["bash", "scripts/stop_audit.sh", str(rule), str(long), "mv-unet", "0"], cwd=REPO, capture_output=True,
+                          text=True, env={**os.environ, "RUN_ARGS": tiny, "LONG_STEPS": "20"})  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    said = (rule / "stop_audit_runs.txt").read_text()
+    assert "mv-unet seed 0: long run 20 steps, beside the rule run" in said and "long run rc 0" in said
+    assert "mv-unet seed 0: rule stopped at 6 (above a quarter of the long run's 20 steps)" in said
+    logs = pd.read_parquet(long / "train_logs.parquet")
+    assert logs.loc[logs.event == "stop", "step"].tolist() == [20] and "| MV-UNet | train | 6 (cap) |" in proc.stdout
