@@ -345,6 +345,8 @@ def test_one_evaluation_is_a_note_not_a_chart_and_steps_are_integer_ticks():
     assert [t.get_gid() for t in diagnostic.axes[0].texts] == ["note"] and not diagnostic.axes[0].lines
     drawn = plots.diagnostic_figure(logs, ["mv-unet", "lf-net"], ["mv-unet", "lf-net"], "t")
     assert not drawn.axes[0].texts and all(float(x).is_integer() for x in drawn.axes[0].get_xticks())
+    long = plots.learning_curve_figure(eval_logs({"mv-unet": list(range(20, 20001, 20))}), ["mv-unet"], "t").axes[0]
+    assert len(long.get_xticks()) <= 6  # 5-digit steps in a 3-inch panel: few enough ticks not to run together
 
 
 def test_the_reliability_diagram_shows_the_pixels_in_each_bin():

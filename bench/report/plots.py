@@ -230,7 +230,7 @@ def learning_curve_figure(logs: pd.DataFrame, methods: list[str], title: str) ->
             ax.axvline(done["restored_step"].astype(float).mean(), color=palette.get(stage, "grey"), linestyle=":", linewidth=1)
         if (part["val_loss"] > 0).all():
             ax.set_yscale("log")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=4, integer=True))  # 5-digit steps in a 3-inch panel: few ticks, or they run together
         ax.set_xlabel("step (per stage)")
         ax.set_ylabel("validation loss")
         ax.grid(alpha=0.3)

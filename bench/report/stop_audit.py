@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from bench import files, store
 from bench.evaluate.long_table import summarise
@@ -222,6 +223,7 @@ def curves(logs: dict[str, pd.DataFrame], methods: list[str]) -> Figure:
                         ax.plot([stop.restored_step], [evals[stop.restored_step]], "o", color=colour, markersize=4)
         if 0 < lowest < math.inf:
             ax.set_yscale("log")
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=4, integer=True))
         ax.set_xlabel("step (per stage)")
         ax.set_ylabel("validation loss")
         ax.grid(alpha=0.3)
