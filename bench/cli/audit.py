@@ -36,9 +36,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
         raise UsageError(f"RULE and LONG are the same folder {rule}; give the rule's run and the long run")
     if not store.finished(rule):
         raise UsageError(f"no finished cell in {rule}; give a folder a `python -m bench run --results …` wrote")
-    if not store.cell_folders(long):  # its runs may still be training: the audit then says where they stand
-        raise UsageError(f"no cell in {long}; give a folder a `python -m bench run --budget long --results …` writes")
     cells = [{store.cell_at(f) for f in store.cell_folders(folder)} for folder in (rule, long)]
+    if not cells[1]:  # its runs may still be training: the audit then says where they stand
+        raise UsageError(f"no cell in {long}; give a folder a `python -m bench run --budget long --results …` writes")
     if not cells[0] & cells[1]:
         raise UsageError(f"{rule} and {long} share no cell (dataset, rater setting, noise level, method, seed); run the same cells in both")
     problem = files.unwritable(rule)

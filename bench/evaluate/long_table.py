@@ -64,6 +64,17 @@ def summarise(table: pd.DataFrame, averages: pd.DataFrame | None = None) -> pd.D
 CASE_KEYS = [*GROUP, "method", "case"]
 
 
+def pooled_areas(rows: pd.DataFrame, by) -> pd.DataFrame:
+    """Per `by` group of hard-mask rows: precision, recall and predicted ÷ reference area from their COUNTS pooled over
+    the group's rows (cases, seeds); NaN where a denominator is 0."""
+    sums = rows.groupby(by)[COUNTS].sum()
+    return pd.DataFrame({
+        "precision": sums["tp"] / (sums["tp"] + sums["fp"]).replace(0, np.nan),
+        "recall": sums["tp"] / (sums["tp"] + sums["fn"]).replace(0, np.nan),
+        "area": sums["n_pred"] / sums["n_gt"].replace(0, np.nan),
+    })  # fmt: skip
+
+
 def mean_sd(mean: float, sd: float | None, digits: int = 2) -> str:
     """ "12.34 ± 0.56", or the mean alone where the sd is missing (one seed, or a paper value without one)."""
     return f"{mean:.{digits}f}" if sd is None or pd.isna(sd) else f"{mean:.{digits}f} ± {sd:.{digits}f}"

@@ -24,7 +24,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from bench import files, store
-from bench.evaluate.long_table import summarise
+from bench.evaluate.long_table import pooled_areas, summarise
 from bench.report.plots import fill, save
 from bench.report.rows import display
 from bench.report.table_text import markdown_table
@@ -46,9 +46,13 @@ def both_hold(a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFr
 
 
 def run_logs(rule: Path, long: Path) -> dict[str, pd.DataFrame]:
-    """{"rule": …, "long": …}: each folder's training logs of the cells both hold, read once for the stage table and the
-    figure."""
-    a, b = both_hold(store.training_logs(store.records(rule)), store.training_logs(store.records(long)))
+    """{"rule": …, "long": …}: each folder's training logs of the cells both have finished (`paired`)."""
+    return paired({"rule": cell_logs(rule), "long": cell_logs(long)})
+
+
+def paired(every: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """The rows of both folders' `cell_logs` of the cells both have finished: what the stage table and the figure read."""
+    a, b = both_hold(*(frame[frame["done"]] for frame in (every["rule"], every["long"])))
     return {"rule": a, "long": b}
 
 
@@ -139,13 +143,17 @@ def run_state(log: pd.DataFrame) -> str:
 
 
 def pending(rule: Path, long: Path) -> pd.DataFrame:
+    """The audit's "not yet audited" table of two folders (`unpaired`), each read once."""
+    return unpaired({"rule": cell_logs(rule), "long": cell_logs(long)}, store.read_collected(rule, store.METRICS))
+
+
+def unpaired(logs: dict[str, pd.DataFrame], rule_metrics: pd.DataFrame) -> pd.DataFrame:
     """Per cell either folder holds that is not a finished pair: what each run has done (`run_state`), whether their
     first stages are twins so far (`twins` over the evaluations both logged) and, where the rule's run finished, its
-    checked test metrics (`headline`) and `areas`, for the audit's "not yet audited" table."""
-    logs = {"rule": cell_logs(rule), "long": cell_logs(long)}
+    checked test metrics (`headline`) and `areas`, for the audit's "not yet audited" table. logs: both folders'
+    `cell_logs`; rule_metrics: the rule folder's collected metric rows."""
     done = pd.concat({run: frame.groupby(CELL, sort=False)["done"].first() for run, frame in logs.items()}, axis=1)
     waiting = done.index[~done.fillna(False).astype(bool).all(axis=1)]
-    rule_done = store.records(rule)
     out = []
     for key in waiting:
         cell = dict(zip(CELL, key))
@@ -154,9 +162,8 @@ def pending(rule: Path, long: Path) -> pd.DataFrame:
         first = twins(mine).iloc[0] if logged else None
         row = {**cell, "rule_run": run_state(mine["rule"]), "long_run": run_state(mine["long"]),
                "shared": 0 if first is None else int(first["shared"]), "twin_diff": math.nan if first is None else first["twin_diff"]}  # fmt: skip
-        finished = [r.folder for r in rule_done if r.cell.record() == cell]
-        if finished:
-            metrics = store.read_cell_file(finished[0], store.METRICS)
+        metrics = rule_metrics.merge(pd.DataFrame([cell]), on=CELL) if len(rule_metrics) else rule_metrics
+        if len(metrics):
             row.update({r.metric: r.mean for r in headline(summarise(metrics)).itertuples()})
             row.update(areas(metrics).iloc[0][["precision", "recall", "area"]].to_dict())
         out.append(row)
@@ -164,17 +171,14 @@ def pending(rule: Path, long: Path) -> pd.DataFrame:
 
 
 def areas(metrics: pd.DataFrame) -> pd.DataFrame:
-    """Per GROUP: precision, recall and predicted ÷ reference area of the consensus, pooled over cases and seeds, on the
-    rows `headline` reads DSC from (against gt where the dataset has it, else the majority; the first structure): what
-    a move in DSC is made of. Shown beside the verdict, never judged."""
-    out = []
-    for key, part in metrics[metrics["metric"] == "dsc"].groupby(GROUP, sort=False):
-        reference = "gt" if "gt" in set(part["reference"]) else "majority"
-        rows = part[(part["reference"] == reference) & (part["structure"] == part["structure"].iloc[0])]
-        tp, fp, fn, n_gt, n_pred = (float(rows[c].sum()) for c in ("tp", "fp", "fn", "n_gt", "n_pred"))
-        out.append({**dict(zip(GROUP, key)), "precision": tp / (tp + fp) if tp + fp else math.nan,
-                    "recall": tp / (tp + fn) if tp + fn else math.nan, "area": n_pred / n_gt if n_gt else math.nan})  # fmt: skip
-    return pd.DataFrame(out, columns=[*GROUP, "precision", "recall", "area"])
+    """Per GROUP: precision, recall and predicted ÷ reference area of the consensus, pooled over cases and seeds
+    (`pooled_areas`), on the rows `headline` reads DSC from (against gt where the dataset has it, else the majority; the
+    first structure): what a move in DSC is made of. Shown beside the verdict, never judged."""
+    rows = [part[(part["reference"] == ("gt" if "gt" in set(part["reference"]) else "majority")) & (part["structure"] == part["structure"].iloc[0])]
+            for _, part in metrics[metrics["metric"] == "dsc"].groupby(GROUP, sort=False)]  # fmt: skip
+    if not rows:
+        return pd.DataFrame(columns=[*GROUP, "precision", "recall", "area"])
+    return pooled_areas(pd.concat(rows), GROUP).reset_index()
 
 
 def recorded_rule(results: Path) -> dict:
@@ -251,18 +255,13 @@ def headline(summary: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, columns=[*GROUP, "metric", "mean", "sd", "n_seeds"])
 
 
-def paired_metrics(rule: Path, long: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Each folder's metric rows of the cells both hold (`both_hold`), so that means, sd and areas compare the same seeds."""
-    return both_hold(store.read_collected(rule, store.METRICS), store.read_collected(long, store.METRICS))
-
-
-def audit(rule: Path, long: Path, logs: dict[str, pd.DataFrame], replay_rule: dict) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def audit(rows: tuple[pd.DataFrame, pd.DataFrame], logs: dict[str, pd.DataFrame], replay_rule: dict) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(metrics, stages, evidence): per method and checked metric the rule's and the long run's means, difference,
     tolerance and whether it is within; per method and stage where each run stopped, and where `replay_rule` stops on
     the long run's curves (`replay_step`, `replay_restored`; `replay_same`: in every seed it restores what the long run
     restored); per method both runs' `areas` (suffixes _rule, _long). Only the cells (method, seed) both folders hold,
-    so both means and the rule's sd are over the same seeds. No "average" row: it is the raters', not a method's."""
-    rows = paired_metrics(rule, long)
+    so both means and the rule's sd are over the same seeds. No "average" row: it is the raters', not a method's.
+    rows: both folders' metric rows of the cells both hold (`both_hold`); logs: `paired`."""
     evidence = areas(rows[0]).merge(areas(rows[1]), on=GROUP, suffixes=("_rule", "_long"))
     a, b = (headline(summarise(frame)) for frame in rows)
     metrics = a.merge(b, on=[*GROUP, "metric"], suffixes=("_rule", "_long"))
@@ -325,7 +324,7 @@ def pra(r: dict, suffix: str = "") -> str:
 def to_markdown(metrics: pd.DataFrame, st: pd.DataFrame, verdict: pd.DataFrame, command: str, replay_name: str,
                 evidence: pd.DataFrame, waiting: pd.DataFrame) -> str:  # fmt: skip
     """stop_audit.md: the verdicts, the stages, the test metrics, their `areas` (`evidence`, columns `<area>_rule` and
-    `<area>_long`) and the cells not yet audited (`pending`)."""
+    `<area>_long`) and the cells not yet audited (`unpaired`)."""
     verdicts = [[r.dataset, display(r.method), r.verdict, r.moved or "—", f"{r.min_factor:.1f}×" + ("" if r.long_enough else f" (below {LONG_FACTOR}×)"),
                  twin_text(r.twins, r.twin_diff)] for r in verdict.itertuples()]  # fmt: skip
     stages = [[display(r.method), r.stage, f"{r.step_rule:.0f} ({r.how_rule})", f"{r.restored_step_rule:.0f}, {r.val_loss_rule:.4g}",
@@ -371,13 +370,15 @@ def write(rule: Path, long: Path, command: str, replay_rule: dict) -> Path:
     """Run the audit and write `<rule>/stop_audit/` (csv of verdicts and metrics, Markdown with the cells not yet audited,
     `pending`); returns the folder.
     `replay_rule`: the rule replayed on the long runs (a schedule's or budget's record: `recorded_rule`, `Budget.record`)."""
-    logs = run_logs(rule, long)
+    every = {"rule": cell_logs(rule), "long": cell_logs(long)}  # each training log read once
+    logs = paired(every)
+    collected = {run: store.read_collected(folder, store.METRICS) for run, folder in (("rule", rule), ("long", long))}
     if logs["rule"].empty:  # no cell has finished both runs yet: the audit lists where they stand (`pending`)
         metrics, st, evidence = (pd.DataFrame(columns=GROUP) for _ in range(3))
     else:
-        metrics, st, evidence = audit(rule, long, logs, replay_rule)
+        metrics, st, evidence = audit(both_hold(collected["rule"], collected["long"]), logs, replay_rule)
     verdict = verdicts(metrics, st)
-    waiting = pending(rule, long)
+    waiting = unpaired(every, collected["rule"])
     out = rule / store.STOP_AUDIT
     out.mkdir(exist_ok=True)
     files.write_text(out / CSV, verdict.merge(metrics, on=GROUP, how="left").to_csv(index=False))

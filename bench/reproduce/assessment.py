@@ -21,7 +21,7 @@ import pandas as pd
 from scipy import stats as scipy_stats
 
 from bench import store, study
-from bench.evaluate.long_table import select
+from bench.evaluate.long_table import pooled_areas, select
 from bench.evaluate.metrics import higher_is_better
 from bench.report import stats
 from bench.report.rows import table_of
@@ -304,12 +304,7 @@ def ranking(t: Table, j: int, entries: list[Entry], table: pd.DataFrame, column:
 def areas(table: pd.DataFrame, dataset: str, raters: str, reference: str, column: Column) -> pd.DataFrame:
     """Precision, recall and predicted area ÷ reference area per method, pooled over cases and seeds (hard-mask rows)."""
     rows = select(table, dataset=dataset, raters=raters, noise="protocol", metric="dsc", reference=reference, structure=column.structure)
-    sums = rows.groupby("method")[["tp", "fp", "fn", "n_gt", "n_pred"]].sum()
-    return pd.DataFrame({
-        "precision": sums["tp"] / (sums["tp"] + sums["fp"]).replace(0, np.nan),
-        "recall": sums["tp"] / (sums["tp"] + sums["fn"]).replace(0, np.nan),
-        "area": sums["n_pred"] / sums["n_gt"].replace(0, np.nan),
-    })  # fmt: skip
+    return pooled_areas(rows, "method")
 
 
 def absent(dataset: str, data_root: Path) -> str:
