@@ -73,6 +73,15 @@ class Method(nn.Module):
         """Returns {"loss": scalar to minimise, other keys: detached parts for the log}."""
         raise NotImplementedError
 
+    def validation(self, batch: dict[str, torch.Tensor], ctx: StepContext) -> tuple[dict[str, torch.Tensor], torch.Tensor | None]:
+        """The loss parts of a validation batch (as `loss`, in eval mode, without gradients) and, where the loss's forward
+        pass already holds it, the consensus of the batch's images (B, L, H, W) as `predict_proba` gives it.
+
+        None (the default): the harness reads the consensus for the logged GT diagnostic in a pass of its own. A method
+        whose consensus is a function of the logits its loss computes overrides this to spare that second pass.
+        """
+        return self.loss(batch, ctx), None
+
     def graph_key(self, ctx: StepContext) -> tuple:
         """The Python values `loss` branches on beside the batch's shape, e.g. whether an epoch-limited term is on.
 

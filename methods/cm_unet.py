@@ -184,9 +184,18 @@ class ConfusionMatrixUNet(Method):
         return normalise_columns(self.cms(features))
 
     def loss(self, batch: dict[str, torch.Tensor], ctx: StepContext) -> dict[str, torch.Tensor]:
+        return self.loss_and_logits(batch)[0]
+
+    def validation(self, batch: dict[str, torch.Tensor], ctx: StepContext) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        parts, logits = self.loss_and_logits(batch)
+        return parts, torch.softmax(logits.float(), dim=1)
+
+    def loss_and_logits(self, batch: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        """The loss parts and the segmentation network's logits (B, L, H, W), from one forward pass."""
         features = self.net.features(batch["images"])
         logits = self.net.head(features)
-        return confusion_loss(logits, self.confusion_matrices(features), batch["raters"], batch["rater_valid"], self.cfg.alpha)
+        parts = confusion_loss(logits, self.confusion_matrices(features), batch["raters"], batch["rater_valid"], self.cfg.alpha)
+        return parts, logits
 
     def predict_proba(self, images: torch.Tensor) -> torch.Tensor:
         return torch.softmax(self.net(images).float(), dim=1)

@@ -55,7 +55,14 @@ class FusedLabelUNet(Method):
         return {"staple": (staple(raters, rater_valid) >= 0.5).astype(np.uint8)}
 
     def loss(self, batch: dict[str, torch.Tensor], ctx: StepContext) -> dict[str, torch.Tensor]:
+        return self.fused_loss(self.net(batch["images"]), batch)
+
+    def validation(self, batch: dict[str, torch.Tensor], ctx: StepContext) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         logits = self.net(batch["images"])
+        return self.fused_loss(logits, batch), torch.softmax(logits.float(), dim=1)
+
+    def fused_loss(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """CE of logits (B, L, H, W) against the batch's fused label."""
         raters, valid, n_classes = batch["raters"], batch["rater_valid"], self.spec.n_classes
         if self.cfg.fusion == "mean":
             return {"loss": soft_cross_entropy(logits, rater_mean(raters, valid, n_classes))}

@@ -271,6 +271,14 @@ class LFNet(Method):
         Logged keys are the same in both stages ("loss", "sll", "ce", "sl", "rcl"): unweighted terms,
         0 where a term is not part of this stage or variant.
         """
+        return self.loss_and_logits(batch, ctx)[0]
+
+    def validation(self, batch: dict[str, torch.Tensor], ctx: StepContext) -> tuple[dict[str, torch.Tensor], torch.Tensor | None]:
+        parts, logits = self.loss_and_logits(batch, ctx)
+        return parts, None if logits is None else torch.softmax(logits.float(), dim=1)
+
+    def loss_and_logits(self, batch: dict[str, torch.Tensor], ctx: StepContext) -> tuple[dict[str, torch.Tensor], torch.Tensor | None]:
+        """`loss`'s parts and, in stage ``segmentation``, the segmentation network's logits (B, L, H, W) (else None)."""
         images, raters, valid = batch["images"], batch["raters"], batch["rater_valid"]
         L = self.spec.n_classes
         mv, tv = batch_votes(batch, L, self.beta)
@@ -278,7 +286,7 @@ class LFNet(Method):
         parts = {"sll": zero, "ce": zero, "sl": zero, "rcl": zero}
         if ctx.stage == "soft_label":
             parts["sll"] = masked_cross_entropy(self.sll_logits(images, raters, valid), mv, tv if self.cfg.sll_tv else None)
-            return {"loss": parts["sll"], **{k: v.detach() for k, v in parts.items()}}
+            return {"loss": parts["sll"], **{k: v.detach() for k, v in parts.items()}}, None
         if ctx.stage != "segmentation":
             raise ValueError(f"unknown stage {ctx.stage!r}")
 
@@ -301,7 +309,7 @@ class LFNet(Method):
             else:
                 parts["rcl"] = confusion_rater_term(self.cm(features), probs, raters, valid, self.cfg.cm_trace_weight)
             total = total + self.cfg.lam * parts["rcl"]
-        return {"loss": total, **{k: v.detach() for k, v in parts.items()}}
+        return {"loss": total, **{k: v.detach() for k, v in parts.items()}}, logits
 
     def rcl_on(self, ctx: StepContext) -> bool:
         """Whether L_rcl is part of this step's loss (`rcl_epochs`: only in the first epochs of stage 2)."""

@@ -52,11 +52,18 @@ class LabelSamplingUNet(Method):
         return [Stage("train", ("net",))]
 
     def loss(self, batch: dict[str, torch.Tensor], ctx: StepContext) -> dict[str, torch.Tensor]:
-        """CE (mean over the pixels of images that have a valid rater) against the drawn raters."""
+        return self.drawn_loss(self.net(batch["images"]), batch, ctx)
+
+    def validation(self, batch: dict[str, torch.Tensor], ctx: StepContext) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        logits = self.net(batch["images"])
+        return self.drawn_loss(logits, batch, ctx), torch.softmax(logits.float(), dim=1)
+
+    def drawn_loss(self, logits: torch.Tensor, batch: dict[str, torch.Tensor], ctx: StepContext) -> dict[str, torch.Tensor]:
+        """CE of logits (B, L, H, W) (mean over the pixels of images that have a valid rater) against the drawn raters."""
         _, target, keep = drawn_targets(batch["raters"], batch["rater_valid"], ctx.generator)
         # Images without any valid rater have nothing to learn from: mask all their pixels.
         mask = keep[:, None, None].expand_as(target)
-        return {"loss": masked_cross_entropy(self.net(batch["images"]), target, mask)}
+        return {"loss": masked_cross_entropy(logits, target, mask)}
 
     def predict_proba(self, images: torch.Tensor) -> torch.Tensor:
         return torch.softmax(self.net(images).float(), dim=1)

@@ -35,6 +35,7 @@ WDN stage trains R numbers: 10 epochs there (our choice). Budgets live in bench/
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -106,15 +107,24 @@ class MultiHeadUNet(Method):
         return (probs * self.head_weights()[None, :, None, None, None]).sum(1)
 
     def loss(self, batch: dict[str, torch.Tensor], ctx: StepContext) -> dict[str, torch.Tensor]:
+        # WDN: the network is frozen in the weights stage, only the R averaging logits learn.
+        with torch.no_grad() if ctx.stage == "weights" else nullcontext():
+            logits = self.head_logits(batch["images"])
+        return self.heads_loss(logits, batch, ctx.stage)
+
+    def validation(self, batch: dict[str, torch.Tensor], ctx: StepContext) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        logits = self.head_logits(batch["images"])
+        return self.heads_loss(logits, batch, ctx.stage), self.combine(logits)
+
+    def heads_loss(self, logits: torch.Tensor, batch: dict[str, torch.Tensor], stage: str) -> dict[str, torch.Tensor]:
+        """The stage's loss of per-rater logits (B, R, L, H, W): each head against its rater, or (weights) the combined
+        prediction against the raters' mean."""
         raters, valid = batch["raters"], batch["rater_valid"]
-        if ctx.stage == "weights":
-            # WDN: the network is frozen, only the R averaging logits learn.
-            with torch.no_grad():
-                logits = self.head_logits(batch["images"])
+        if stage == "weights":
             probs = self.combine(logits)
             # log-probabilities are valid logits for the soft-CE helper (log_softmax(log q) = log q).
             return {"loss": soft_cross_entropy(torch.log(probs.clamp_min(1e-8)), rater_mean(raters, valid, self.spec.n_classes))}
-        return {"loss": multi_head_loss(self.head_logits(batch["images"]), raters, valid)}
+        return {"loss": multi_head_loss(logits, raters, valid)}
 
     def predict_proba(self, images: torch.Tensor) -> torch.Tensor:
         return self.combine(self.head_logits(images))

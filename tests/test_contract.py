@@ -75,3 +75,23 @@ def test_datasets_package_is_this_repo_not_hugging_face():
     import datasets
 
     assert harness.__file__.rsplit("/bench/", 1)[0] == datasets.__file__.rsplit("/datasets/", 1)[0]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_validation_pass_gives_the_loss_and_the_consensus(name, tiny_data):
+    """`Method.validation` is `loss` in eval mode, bit for bit, and its consensus (where it gives one) is `predict_proba`'s:
+    the harness logs that consensus's GT diagnostic instead of reading it in a second pass."""
+    method, data = build(name, tiny_data)
+    method.to(memory_format=torch.channels_last).eval()
+    batch = first_batch(method, data)
+    with torch.inference_mode():
+        for stage in method.stages:
+            expected = method.loss(batch, StepContext(stage.name, 0, 0, torch.Generator().manual_seed(0)))
+            parts, probs = method.validation(batch, StepContext(stage.name, 0, 0, torch.Generator().manual_seed(0)))
+            assert parts.keys() == expected.keys(), stage.name
+            for key in parts:
+                torch.testing.assert_close(parts[key], expected[key], rtol=0, atol=0, msg=f"{stage.name}: {key}")
+            if probs is not None:
+                ids = harness.readout_ids(0, "consensus", len(batch["images"]))
+                consensus = method.predict_proba(batch["images"], ids) if method.consensus_draws else method.predict_proba(batch["images"])
+                torch.testing.assert_close(probs, consensus, rtol=0, atol=1e-6, msg=stage.name)

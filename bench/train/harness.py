@@ -39,24 +39,32 @@ def fixed_schedules(method: Method, steps: int, batch_size: int, lr: float = 1e-
 
 
 @torch.inference_mode()
-def validation_loss(
-    method: Method, data: dict[str, torch.Tensor], stage: str, epoch: int, step: int, seed: int, device, dtype, batch_size: int = 128
-) -> dict[str, float]:
-    """The method's own loss on the validation split, in eval mode, with one fixed generator: {part: mean over images}.
+def validate(
+    method: Method, data: dict[str, torch.Tensor], stage: str, epoch: int, step: int, seed: int, device, dtype, consensus: bool = False,
+    batch_size: int = 128,
+) -> tuple[dict[str, float], np.ndarray | None]:  # fmt: skip
+    """The method's own loss on the validation split, in eval mode, with one fixed generator: {part: mean over images};
+    with `consensus`, also the consensus (N, L, H, W) float32 where the loss's pass gives it (`Method.validation`), else
+    None.
 
     The same generator seed at every evaluation makes evaluations differ only by the weights (LS-UNet samples raters).
     """
     gen = torch.Generator(device=device).manual_seed(seed * 1000 + 999)
     n = len(data["images"])
     sums: dict[str, torch.Tensor] = {}
+    probs: list[torch.Tensor] | None = [] if consensus else None
     with evaluating(method):
         for index in torch.arange(n).split(batch_size):
             batch = make_batch(data, index, device)
             with autocast(device, dtype):
-                parts = method.loss(batch, StepContext(stage, epoch, step, gen))
+                parts, batch_probs = method.validation(batch, StepContext(stage, epoch, step, gen))
             for key, value in parts.items():
                 sums[key] = sums.get(key, 0) + value.detach().float() * len(index)
-    return {k: float(v) / n for k, v in sums.items()}
+            if probs is not None and batch_probs is not None:
+                probs.append(batch_probs.float().cpu())
+            elif batch_probs is None:
+                probs = None  # the method's loss pass holds no consensus: the caller reads it in a pass of its own
+    return {k: float(v) / n for k, v in sums.items()}, (torch.cat(probs).numpy() if probs else None)
 
 
 # The draws a drawing consensus averages in the logged validation DSC: it runs at every evaluation, so fewer than the
@@ -64,15 +72,18 @@ def validation_loss(
 DIAGNOSTIC_DRAWS = 16
 
 
-def diagnostic_dsc(method: Method, images: torch.Tensor, gt: np.ndarray, device, dtype, seed: int = 0) -> float:
-    """Mean per-image DSC (%) of the foreground (any class but 0) against ground truth: logged, never used to select."""
-    draws = method.consensus_draws
-    try:
-        method.consensus_draws = min(draws, DIAGNOSTIC_DRAWS)
-        with evaluating(method):
-            probs = probabilities(method, images, device, dtype, readout_ids(seed, "consensus", len(images)))
-    finally:
-        method.consensus_draws = draws
+def diagnostic_dsc(method: Method, images: torch.Tensor, gt: np.ndarray, device, dtype, seed: int = 0, probs: np.ndarray | None = None
+                   ) -> float:  # fmt: skip
+    """Mean per-image DSC (%) of the foreground (any class but 0) against ground truth: logged, never used to select.
+    `probs` (N, L, H, W): the consensus already read by the validation pass (`validate`); None reads it here."""
+    if probs is None:
+        draws = method.consensus_draws
+        try:
+            method.consensus_draws = min(draws, DIAGNOSTIC_DRAWS)
+            with evaluating(method):
+                probs = probabilities(method, images, device, dtype, readout_ids(seed, "consensus", len(images)))
+        finally:
+            method.consensus_draws = draws
     return float(np.mean(dice(probs.argmax(1) > 0, gt > 0)) * 100)
 
 
@@ -263,10 +274,12 @@ class StageRun:
 
     def evaluate(self, val_data: dict[str, torch.Tensor], val_gt: np.ndarray | None) -> dict:
         """The validation loss parts (`val_*`), the stopping rule's update, and the GT diagnostic where `val_gt` is given."""
-        parts = validation_loss(self.method, val_data, self.stage.name, self.epoch, self.step, self.seed, self.device, self.dtype)
+        parts, probs = validate(self.method, val_data, self.stage.name, self.epoch, self.step, self.seed, self.device, self.dtype,
+                                consensus=val_gt is not None)  # fmt: skip
         out = {f"val_{key}": v for key, v in parts.items()}
         if val_gt is not None:
-            out["diagnostic_gt_dsc"] = round(diagnostic_dsc(self.method, val_data["images"], val_gt, self.device, self.dtype, self.seed), 4)
+            dsc = diagnostic_dsc(self.method, val_data["images"], val_gt, self.device, self.dtype, self.seed, probs)
+            out["diagnostic_gt_dsc"] = round(dsc, 4)
             if out["diagnostic_gt_dsc"] > self.gt_best.get("dsc", -math.inf):  # kept for the selection reading only, never restored
                 state = {key: t.detach().clone() for key, t in self.method.state_dict().items()}
                 self.gt_best = {"dsc": out["diagnostic_gt_dsc"], "step": self.step, "state": state}
