@@ -88,6 +88,11 @@ def test_wdn_weights_start_uniform_and_train_only_in_their_stage():
     m.loss({"images": images, "raters": raters, "rater_valid": valid}, ctx("weights"))["loss"].backward()
     assert m.weights.logits.grad.abs().sum() > 0
     assert all(p.grad is None for p in [*m.net.parameters(), *m.heads.parameters()])
+    with torch.inference_mode():  # the validation pass: the weights stage's loss and the weighted consensus, one forward
+        batch = {"images": images, "raters": raters, "rater_valid": valid}
+        parts, consensus = m.validation(batch, ctx("weights"))
+        assert torch.equal(parts["loss"], m.loss(batch, ctx("weights"))["loss"])
+        assert torch.allclose(consensus, expected, atol=1e-6)
 
 
 def test_smoke_fit_and_predict_dn_and_wdn():
