@@ -43,7 +43,7 @@ def test_quick_run_writes_all_sections(quick_run):
     data = json.loads(out.read_text())
     assert data == json.loads(json.dumps(result))
     assert data["schema"] == timings.SCHEMA and data["quick"] is True
-    assert {"env", "matmul_peak", "training", "metrics", "staple"} <= set(data)
+    assert {"env", "matmul_peak", "training", "evaluation", "metrics", "staple"} <= set(data)
 
     env = data["env"]
     assert env["device"] == "cpu" and env["device_name"] and env["torch"] == torch.__version__
@@ -65,6 +65,10 @@ def test_quick_run_writes_all_sections(quick_run):
                 assert positive(run[key]), (cfg["name"], run)
         assert set(cfg["harness_overhead"]) == {"fp32", "bf16"}
         assert all(math.isfinite(v) and v < 1 for v in cfg["harness_overhead"].values())
+
+    e = data["evaluation"]
+    assert positive(e["two_passes_s"]) and positive(e["one_pass_s"]) and e["images"] == 32
+    assert e["same_dsc"] is True and e["saving"] == pytest.approx(1 - e["one_pass_s"] / e["two_passes_s"])
 
     m = data["metrics"]
     assert all(positive(m[k]) for k in ("pairs", "bench_ms_per_pair", "medpy_ms_per_pair", "speedup"))

@@ -1,4 +1,4 @@
-"""`python -m bench perf`: training, metric and STAPLE timings on this machine (see `bench.perf.timings`)."""
+"""`python -m bench perf`: training, evaluation, metric and STAPLE timings on this machine (see `bench.perf.timings`)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def cmd_perf(args: argparse.Namespace) -> int:
 
 def add_parser(verbs) -> None:
     """Add the `perf` verb to the CLI's subparsers."""
-    p = verbs.add_parser("perf", allow_abbrev=False, help="time U-Net training (harness vs bare loop), metrics and STAPLE on this machine")
+    p = verbs.add_parser("perf", allow_abbrev=False, help="time U-Net training (harness vs bare loop), one evaluation, metrics and STAPLE on this machine")
     p.add_argument("--out", default="results/perf.json", help="JSON output (default: results/perf.json)")
     p.add_argument(
         "--steps",

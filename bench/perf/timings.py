@@ -1,4 +1,4 @@
-"""`python -m bench perf`: training throughput of the shared U-Net, metric and STAPLE timings.
+"""`python -m bench perf`: training throughput of the shared U-Net, one evaluation's cost, metric and STAPLE timings.
 
 Training: the shared U-Net (through the `mv-unet` method) on random images with five random binary
 raters, at the paper's sizes:
@@ -33,6 +33,9 @@ the memory-bound step time it implies; on CUDA the kernels and host synchronisat
 step (profiler). On CUDA the harness is timed a third way, `graphed` (`--engine graphed`, each
 step a replayed CUDA graph), and `graphed_speedup` is its img/s over the eager harness's.
 Concurrent cells are a property of a sweep (`--backend auto` on CUDA), not timed here.
+
+Evaluation: one evaluation of MV-UNet on 800 28×28 validation images (`time_evaluation`), its loss pass plus a pass of
+its own for the GT diagnostic against the one pass that serves both (`Method.validation`).
 
 Peak memory: on CUDA `torch.cuda.max_memory_allocated` per run (reset before each); on CPU the
 process's maximum resident set size so far (`getrusage`), which only grows, so a later run's value
@@ -261,6 +264,34 @@ def time_training(cfg: dict, steps: int, warmup: int, device: torch.device, peak
 # --------------------------------------------------------------------------- metrics and STAPLE
 
 
+def time_evaluation(n: int, size: int, device: torch.device, seed: int = 0, repeats: int = 2) -> dict:
+    """One evaluation of MV-UNet (untrained) on `n` validation images of size×size in the harness's precision: its loss
+    pass plus a consensus pass of its own for the GT diagnostic, against the one pass that serves both
+    (`Method.validation`); the faster of `repeats` each. `same_dsc`: both ways log the same diagnostic."""
+    images, raters, valid = random_data(n, 1, size, size, seed)
+    gt = (raters.sum(1) * 2 > raters.shape[1]).astype(np.uint8)
+    method = build_mv_unet(1, device, seed)
+    data = hardware.to_tensors({"images": images, "raters": raters, "rater_valid": valid, **method.prepare(raters, valid)}, device)
+    dtype = hardware.autocast_dtype(device, "auto")
+
+    def evaluation(one_pass: bool) -> float:
+        _, probs = harness.validate(method, data, "train", 0, 0, seed, device, dtype, consensus=one_pass)
+        return harness.diagnostic_dsc(method, data["images"], gt, device, dtype, seed, probs)
+
+    seconds, dsc = {}, {}
+    for name, one_pass in (("two_passes", False), ("one_pass", True)):
+        runs = []
+        for _ in range(repeats):
+            machine.sync(device)
+            start = time.perf_counter()
+            dsc[name] = evaluation(one_pass)
+            machine.sync(device)
+            runs.append(time.perf_counter() - start)
+        seconds[name] = min(runs)
+    return {"images": n, "height": size, "width": size, "two_passes_s": seconds["two_passes"], "one_pass_s": seconds["one_pass"],
+            "saving": 1 - seconds["one_pass"] / seconds["two_passes"], "same_dsc": dsc["one_pass"] == dsc["two_passes"]}  # fmt: skip
+
+
 def ellipses(rng: np.random.Generator, n: int, size: int, radius: tuple[float, float]) -> tuple[np.ndarray, np.ndarray]:
     """n pairs of random elliptic blobs (n, size, size) bool: a reference and a displaced, resized copy."""
     yy, xx = np.mgrid[:size, :size].astype(np.float32)
@@ -358,6 +389,8 @@ def run_perf(out: Path, quick: bool = False, device: str = "auto", steps: int | 
     for cfg in train_configs(dev, quick):
         log(f"training {cfg['name']}")
         result["training"].append(time_training(cfg, steps, warmup, dev, peaks, log))
+    log("evaluation")
+    result["evaluation"] = time_evaluation(32, 28, dev) if quick else time_evaluation(800, 28, dev)
     log("metrics")
     result["metrics"] = time_metrics(20, 64) if quick else time_metrics(1000, 180)
     log("staple")
@@ -396,9 +429,11 @@ def format_report(result: dict) -> str:
             )
     lines.append("  (* the harness's default precision; overhead = 1 - harness img/s / bare img/s; "
                  + ("peak MiB: CUDA max allocated)" if env["device"] == "cuda" else "peak MiB: process max RSS so far)"))  # fmt: skip
-    m = result["metrics"]
+    e, m = result["evaluation"], result["metrics"]
     lines += [
         "",
+        f"evaluation (MV-UNet, {e['images']} images {e['height']}x{e['width']}): loss pass + diagnostic pass {e['two_passes_s']:.2f} s, "
+        f"one pass {e['one_pass_s']:.2f} s ({100 * e['saving']:.0f}% less; same diagnostic: {e['same_dsc']})",
         f"metrics, {m['pairs']} pairs {m['height']}x{m['width']}: bench.evaluate.pixel dice+bahd {m['bench_ms_per_pair']:.3f} ms/pair, "
         f"medpy dc+assd {m['medpy_ms_per_pair']:.3f} ms/pair, speed-up {m['speedup']:.1f}x (max |dDSC| {m['dice_max_abs_diff']:.1e})",
     ]
