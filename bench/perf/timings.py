@@ -181,13 +181,8 @@ def time_harness(cfg: dict, precision: str, steps: int, warmup: int, device: tor
     images, raters, valid = random_data(HARNESS_BATCHES * b, cfg["channels"], cfg["height"], cfg["width"], seed)
     method = build_mv_unet(cfg["channels"], device, seed)
     split, run, quiet = harness.Split(images, raters, valid), harness.Runtime(seed, device, precision, engine), harness.Output(progress=False)
-    seconds = []
-    for n in (warmup, steps, 2 * steps):
-        machine.sync(device)
-        start = time.perf_counter()
-        harness.fit(method, split, harness.fixed_schedules(method, n, b, 1e-4), run, out=quiet)
-        machine.sync(device)
-        seconds.append(time.perf_counter() - start)
+    seconds = [machine.timed(lambda n=n: harness.fit(method, split, harness.fixed_schedules(method, n, b, 1e-4), run, out=quiet), device)[0]
+               for n in (warmup, steps, 2 * steps)]  # fmt: skip
     return max(seconds[2] - seconds[1], 1e-9)
 
 
@@ -215,11 +210,7 @@ def time_bare(cfg: dict, precision: str, steps: int, warmup: int, device: torch.
     optimiser = torch.optim.Adam(net.parameters(), lr=1e-4)
     dtype = hardware.autocast_dtype(device, precision)
     bare_steps(net, optimiser, x[: warmup * b], r[: warmup * b], b, warmup, dtype, device)
-    machine.sync(device)
-    start = time.perf_counter()
-    bare_steps(net, optimiser, x[warmup * b :], r[warmup * b :], b, steps, dtype, device)
-    machine.sync(device)
-    return time.perf_counter() - start
+    return machine.timed(lambda: bare_steps(net, optimiser, x[warmup * b :], r[warmup * b :], b, steps, dtype, device), device)[0]
 
 
 def time_training(cfg: dict, steps: int, warmup: int, device: torch.device, peaks: dict, log) -> dict:
@@ -280,14 +271,8 @@ def time_evaluation(n: int, size: int, device: torch.device, seed: int = 0, repe
 
     seconds, dsc = {}, {}
     for name, one_pass in (("two_passes", False), ("one_pass", True)):
-        runs = []
-        for _ in range(repeats):
-            machine.sync(device)
-            start = time.perf_counter()
-            dsc[name] = evaluation(one_pass)
-            machine.sync(device)
-            runs.append(time.perf_counter() - start)
-        seconds[name] = min(runs)
+        runs = [machine.timed(lambda p=one_pass: evaluation(p), device) for _ in range(repeats)]  # (seconds, dsc) each
+        seconds[name], dsc[name] = min(t for t, _ in runs), runs[-1][1]
     return {"images": n, "height": size, "width": size, "two_passes_s": seconds["two_passes"], "one_pass_s": seconds["one_pass"],
             "saving": 1 - seconds["one_pass"] / seconds["two_passes"], "same_dsc": dsc["one_pass"] == dsc["two_passes"]}  # fmt: skip
 

@@ -47,7 +47,12 @@ def both_hold(a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFr
 
 def run_logs(rule: Path, long: Path) -> dict[str, pd.DataFrame]:
     """{"rule": …, "long": …}: each folder's training logs of the cells both have finished (`paired`)."""
-    return paired({"rule": cell_logs(rule), "long": cell_logs(long)})
+    return paired(both_logs(rule, long))
+
+
+def both_logs(rule: Path, long: Path) -> dict[str, pd.DataFrame]:
+    """{"rule": …, "long": …}: every cell's training log in each folder (`cell_logs`), finished or still training."""
+    return {"rule": cell_logs(rule), "long": cell_logs(long)}
 
 
 def paired(every: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
@@ -144,7 +149,7 @@ def run_state(log: pd.DataFrame) -> str:
 
 def pending(rule: Path, long: Path) -> pd.DataFrame:
     """The audit's "not yet audited" table of two folders (`unpaired`), each read once."""
-    return unpaired({"rule": cell_logs(rule), "long": cell_logs(long)}, store.read_collected(rule, store.METRICS))
+    return unpaired(both_logs(rule, long), store.read_collected(rule, store.METRICS))
 
 
 def unpaired(logs: dict[str, pd.DataFrame], rule_metrics: pd.DataFrame) -> pd.DataFrame:
@@ -370,7 +375,7 @@ def write(rule: Path, long: Path, command: str, replay_rule: dict) -> Path:
     """Run the audit and write `<rule>/stop_audit/` (csv of verdicts and metrics, Markdown with the cells not yet audited,
     `pending`); returns the folder.
     `replay_rule`: the rule replayed on the long runs (a schedule's or budget's record: `recorded_rule`, `Budget.record`)."""
-    every = {"rule": cell_logs(rule), "long": cell_logs(long)}  # each training log read once
+    every = both_logs(rule, long)  # each training log read once
     logs = paired(every)
     collected = {run: store.read_collected(folder, store.METRICS) for run, folder in (("rule", rule), ("long", long))}
     if logs["rule"].empty:  # no cell has finished both runs yet: the audit lists where they stand (`pending`)
