@@ -46,6 +46,24 @@ def test_a_method_passes_when_training_longer_moves_nothing_beyond_its_seed_sd_o
     assert got["twins"].all() and (got["twin_diff"] == 0).all()
 
 
+
+def test_a_verdict_on_one_seed_is_close_where_a_metric_moved_half_to_twice_its_tolerance():
+    metrics = metrics_frame([
+        ("mv-unet", "dsc", 0.600, math.nan, 0.604),  # 0.4 of the 1-point floor: not close
+        ("mv-unet", "ged", 0.600, math.nan, 0.593),  # 0.7 of 0.01: close, and within
+        ("cm-unet", "dsc", 0.700, math.nan, 0.715),  # 1.5 of the floor: close, and moved
+        ("cm-unet", "ged", 0.050, math.nan, 0.080),  # 3 × 0.01: moved, not close
+        ("pionono", "dsc", 0.600, 0.010, 0.615),  # 1.5 of its floor, but on two seeds: not close
+    ])  # fmt: skip
+    metrics.loc[metrics["method"] != "pionono", "n_seeds_rule"] = 1
+    got = stop_audit.verdicts(metrics, stages_frame([("mv-unet", 1000, 4000), ("cm-unet", 5000, 20000), ("pionono", 5000, 20000)]))
+    got = got.set_index("method")
+    assert got.loc["mv-unet", "verdict"] == "passes" and got.loc["mv-unet", "close"] == "ged"
+    assert got.loc["cm-unet", "verdict"] == "fails" and got.loc["cm-unet", "moved"] == "dsc, ged" and got.loc["cm-unet", "close"] == "dsc"
+    assert got.loc["pionono", "verdict"] == "fails" and got.loc["pionono", "close"] == ""
+    text = stop_audit.to_markdown(metrics, pd.DataFrame(), got.reset_index(), "cmd", "rule", pd.DataFrame(columns=["method"]), pd.DataFrame())
+    assert "| mnist-5k | MV-UNet | passes | — | ged: a second seed is due |" in text
+
 def test_the_verb_audits_two_folders_and_the_report_flags_a_failing_method(tmp_path):
     common = ["--methods", "mv-unet", "--seeds", "0", "--train-size", "32", "--test-size", "12", "--backend", "sequential", "--no-progress"]
     rule, long = tmp_path / "rule", tmp_path / "long"

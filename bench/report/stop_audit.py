@@ -37,6 +37,7 @@ GROUP = ["dataset", "raters", "noise", "method"]
 CELL = [*GROUP, "seed"]  # a cell of both folders
 LONG_FACTOR = 4  # the long run should be at least this many times as long as the rule's stop
 TWIN_TOLERANCE = 1e-4  # the largest relative difference of two twin runs' validation losses (0 on a deterministic device)
+CLOSE = (0.5, 2.0)  # a one-seed move within these multiples of its tolerance is close: its verdict wants a second seed
 
 
 def both_hold(a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -298,20 +299,23 @@ def mark_twins(st: pd.DataFrame, tw: pd.DataFrame) -> pd.DataFrame:
 
 
 def verdicts(metrics: pd.DataFrame, st: pd.DataFrame) -> pd.DataFrame:
-    """Per GROUP: "passes" or "fails" (a metric moved beyond its tolerance), whether the long run was at least
-    LONG_FACTOR times the rule's stop in every stage, whether the two runs' first stages are twins (`twins`) and
-    whether the replayed rule restores the long run's weights."""
+    """Per GROUP: "passes" or "fails" (a metric moved beyond its tolerance), the metrics whose move is `close` to it on
+    one seed (more than CLOSE[0] and at most CLOSE[1] times the tolerance: the verdict wants a second seed), whether the
+    long run was at least LONG_FACTOR times the rule's stop in every stage, whether the two runs' first stages are twins
+    (`twins`) and whether the replayed rule restores the long run's weights."""
     out = []
     for key, part in metrics.groupby(GROUP, sort=False):
         stages = st[(st[GROUP] == pd.Series(dict(zip(GROUP, key)))).all(axis=1)]
         moved = part.loc[~part["within"], "metric"].tolist()
-        out.append({**dict(zip(GROUP, key)), "verdict": "fails" if moved else "passes", "moved": ", ".join(moved),
+        ratio = part["diff"].abs() / part["tolerance"]
+        close = part.loc[(part["n_seeds_rule"] < 2) & (ratio > CLOSE[0]) & (ratio <= CLOSE[1]), "metric"].tolist()
+        out.append({**dict(zip(GROUP, key)), "verdict": "fails" if moved else "passes", "moved": ", ".join(moved), "close": ", ".join(close),
                     "long_enough": bool(len(stages)) and bool((stages["factor"] >= LONG_FACTOR).all()),
                     "min_factor": stages["factor"].min() if len(stages) else math.nan,
                     "twins": bool(len(stages)) and bool(stages["twin"].iloc[0]),
                     "twin_diff": stages["twin_diff"].iloc[0] if len(stages) else math.nan,
                     "replay_same": bool(len(stages)) and bool(stages["replay_same"].all())})  # fmt: skip
-    return pd.DataFrame(out, columns=[*GROUP, "verdict", "moved", "long_enough", "min_factor", "twins", "twin_diff", "replay_same"])
+    return pd.DataFrame(out, columns=[*GROUP, "verdict", "moved", "close", "long_enough", "min_factor", "twins", "twin_diff", "replay_same"])
 
 
 def twin_text(twin: bool, diff: float) -> str:
@@ -330,7 +334,8 @@ def to_markdown(metrics: pd.DataFrame, st: pd.DataFrame, verdict: pd.DataFrame, 
                 evidence: pd.DataFrame, waiting: pd.DataFrame) -> str:  # fmt: skip
     """stop_audit.md: the verdicts, the stages, the test metrics, their `areas` (`evidence`, columns `<area>_rule` and
     `<area>_long`) and the cells not yet audited (`unpaired`)."""
-    verdicts = [[r.dataset, display(r.method), r.verdict, r.moved or "—", f"{r.min_factor:.1f}×" + ("" if r.long_enough else f" (below {LONG_FACTOR}×)"),
+    verdicts = [[r.dataset, display(r.method), r.verdict, r.moved or "—", f"{r.close}: a second seed is due" if r.close else "—",
+                 f"{r.min_factor:.1f}×" + ("" if r.long_enough else f" (below {LONG_FACTOR}×)"),
                  twin_text(r.twins, r.twin_diff)] for r in verdict.itertuples()]  # fmt: skip
     stages = [[display(r.method), r.stage, f"{r.step_rule:.0f} ({r.how_rule})", f"{r.restored_step_rule:.0f}, {r.val_loss_rule:.4g}",
                f"{r.step_long:.0f}", f"{r.restored_step_long:.0f}, {r.val_loss_long:.4g}",
@@ -346,11 +351,12 @@ def to_markdown(metrics: pd.DataFrame, st: pd.DataFrame, verdict: pd.DataFrame, 
     return "\n".join([
         f"# Stop audit\n\nMade by `{command}`. The rule's run beside a fixed long run restored by the same criterion (lowest validation "
         "loss). A method passes when no test metric moves by more than the larger of its seed sd and 1 DSC point / 0.01 GED / "
-        "1 Dice_match point.\n",
+        "1 Dice_match point. A verdict on one seed is close where a metric moved more than "
+        f"{CLOSE[0]:g} and at most {CLOSE[1]:g} times its tolerance: it wants a second seed.\n",
         "## Verdicts\n", "Twins: whether the two runs' first stages logged the same validation losses wherever both evaluated "
         f"(largest relative difference; at most {TWIN_TOLERANCE:g}), as one run does up to the rule's stop when both were trained "
         "by the same code on the same device.\n",
-        markdown_table(["dataset", "method", "verdict", "moved", "long ÷ stop", "twins"], verdicts),
+        markdown_table(["dataset", "method", "verdict", "moved", "close on one seed", "long ÷ stop", "twins"], verdicts),
         "\n## Stages\n", f"The replay: the rule ({replay_name}) on the long run's own validation curves (its stop, how, and the step it "
         "restores; \"= long\" where that is the long run's restored step in every seed, so both hold the same weights).\n",
         markdown_table(["method", "stage", "rule: stop (how)", "rule: restored step, val loss", "long: steps", "long: restored step, val loss",
