@@ -64,6 +64,24 @@ def test_a_verdict_on_one_seed_is_close_where_a_metric_moved_half_to_twice_its_t
     text = stop_audit.to_markdown(metrics, pd.DataFrame(), got.reset_index(), "cmd", "rule", pd.DataFrame(columns=["method"]), pd.DataFrame())
     assert "| mnist-5k | MV-UNet | passes | — | ged: a second seed is due |" in text
 
+
+def test_the_audit_shows_what_training_longer_does_to_per_rater_outputs():
+    def summary(personal, between):
+        rows = [("mh-unet", "foreground", "dice_personal", personal), ("mh-unet", "foreground", "dice_between", between),
+                ("mh-unet", "foreground", "dice_between_raters", 0.215), ("mh-unet", "background", "dice_personal", 0.1),
+                ("mv-unet", "foreground", "dice_personal", 0.44), ("mv-unet", "foreground", "dice_between", math.nan),
+                ("mv-unet", "foreground", "dice_between_raters", 0.215)]  # fmt: skip
+        return pd.DataFrame([{**KEY, "reference": "raters", "method": m, "structure": st, "metric": k, "mean": v}
+                             for m, st, k, v in rows])  # fmt: skip
+    rule, long = stop_audit.heads(summary(0.90, 0.40)), stop_audit.heads(summary(0.98, 0.21))
+    assert rule.set_index("method").loc["mh-unet", "dice_personal"] == 0.90  # the first structure's, not the background's
+    assert math.isnan(rule.set_index("method").loc["mv-unet", "dice_between"])  # one output: no spread
+    evidence = rule.merge(long, on=stop_audit.GROUP, suffixes=("_rule", "_long"))
+    lines = "\n".join(stop_audit.heads_table(evidence))
+    assert "| MH-UNet | 90.00 → 98.00 | 40.00 → 21.00 | 21.50 |" in lines and "MV-UNet" not in lines
+    assert stop_audit.heads_table(evidence[evidence["method"] == "mv-unet"]) == []
+    assert list(stop_audit.heads(summary(0.9, 0.4).iloc[:0]).columns) == [*stop_audit.GROUP, *stop_audit.HEADS]
+
 def test_the_verb_audits_two_folders_and_the_report_flags_a_failing_method(tmp_path):
     common = ["--methods", "mv-unet", "--seeds", "0", "--train-size", "32", "--test-size", "12", "--backend", "sequential", "--no-progress"]
     rule, long = tmp_path / "rule", tmp_path / "long"

@@ -187,6 +187,21 @@ def areas(metrics: pd.DataFrame) -> pd.DataFrame:
     return pooled_areas(pd.concat(rows), GROUP).reset_index()
 
 
+HEADS = ("dice_personal", "dice_between", "dice_between_raters")  # per-rater outputs: each against its rater; their spread; the raters'
+
+
+def heads(summary: pd.DataFrame) -> pd.DataFrame:
+    """Per GROUP of a summary: the means of HEADS (against the raters, first structure), NaN where a method has no
+    per-rater outputs: what training longer does to the heads (Dice_personal, and their spread beside the raters' own).
+    Shown beside the verdict, never judged."""
+    rows = summary[summary["metric"].isin(HEADS) & (summary["reference"] == "raters")]
+    if rows.empty:
+        return pd.DataFrame(columns=[*GROUP, *HEADS])
+    rows = rows[rows["structure"] == rows.groupby(GROUP)["structure"].transform("first")]
+    wide = rows.pivot_table(index=GROUP, columns="metric", values="mean", dropna=False).reindex(columns=list(HEADS))
+    return wide.reset_index().rename_axis(columns=None)
+
+
 def recorded_rule(results: Path) -> dict:
     """The stopping rule a results folder's cells trained under: the first early-stopping stage schedule its first
     finished cell's config records (with `--max-steps` applied), named by its budget."""
@@ -268,8 +283,10 @@ def audit(rows: tuple[pd.DataFrame, pd.DataFrame], logs: dict[str, pd.DataFrame]
     restored); per method both runs' `areas` (suffixes _rule, _long). Only the cells (method, seed) both folders hold,
     so both means and the rule's sd are over the same seeds. No "average" row: it is the raters', not a method's.
     rows: both folders' metric rows of the cells both hold (`both_hold`); logs: `paired`."""
+    sa, sb = (summarise(frame) for frame in rows)
     evidence = areas(rows[0]).merge(areas(rows[1]), on=GROUP, suffixes=("_rule", "_long"))
-    a, b = (headline(summarise(frame)) for frame in rows)
+    evidence = evidence.merge(heads(sa).merge(heads(sb), on=GROUP, suffixes=("_rule", "_long")), on=GROUP, how="left")
+    a, b = headline(sa), headline(sb)
     metrics = a.merge(b, on=[*GROUP, "metric"], suffixes=("_rule", "_long"))
     floors = metrics["metric"].map(lambda m: CHECKED[m][1])
     metrics["diff"] = metrics["mean_long"] - metrics["mean_rule"]
@@ -330,6 +347,19 @@ def pra(r: dict, suffix: str = "") -> str:
     return " / ".join("–" if pd.isna(r.get(k + suffix, math.nan)) else f"{r[k + suffix]:.2f}" for k in ("precision", "recall", "area"))
 
 
+def heads_table(evidence: pd.DataFrame) -> list[str]:
+    """The Markdown lines of `heads` under both runs, for the methods with per-rater outputs (none: no lines)."""
+    rows = [r for r in evidence.to_dict("records") if pd.notna(r.get("dice_between_rule")) or pd.notna(r.get("dice_between_long"))]
+    if not rows:
+        return []
+    pct = lambda v: "–" if pd.isna(v) else f"{100 * v:.2f}"  # noqa: E731
+    return ["\nWhat training longer does to the per-rater outputs (not judged): Dice_personal (each output against its own rater) "
+            "and the outputs' spread (mean Dice between them) beside the raters' own.\n",
+            markdown_table(["method", "Dice_personal: rule → long", "Dice between outputs: rule → long", "Dice between raters"], [
+                [display(r["method"]), f"{pct(r['dice_personal_rule'])} → {pct(r['dice_personal_long'])}",
+                 f"{pct(r['dice_between_rule'])} → {pct(r['dice_between_long'])}", pct(r["dice_between_raters_rule"])] for r in rows])]  # fmt: skip
+
+
 def to_markdown(metrics: pd.DataFrame, st: pd.DataFrame, verdict: pd.DataFrame, command: str, replay_name: str,
                 evidence: pd.DataFrame, waiting: pd.DataFrame) -> str:  # fmt: skip
     """stop_audit.md: the verdicts, the stages, the test metrics, their `areas` (`evidence`, columns `<area>_rule` and
@@ -367,6 +397,7 @@ def to_markdown(metrics: pd.DataFrame, st: pd.DataFrame, verdict: pd.DataFrame, 
         "DSC's reference, pooled over cases and seeds.\n",
         markdown_table(["method", "precision / recall / area: rule", "long"], [
             [display(r["method"]), pra(r, "_rule"), pra(r, "_long")] for r in evidence.to_dict("records")]),
+        *heads_table(evidence),
         "\n## Not yet audited\n", "Cells without a finished pair of runs: what each run has done, whether the two are twins so far "
         "(evaluations in common, largest relative difference) and, where the rule's run finished, its test metrics. A method "
         "with no finished pair is flagged `[stop not audited]` in every table of the rule's folder.\n",
