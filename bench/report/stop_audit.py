@@ -280,7 +280,7 @@ def audit(rows: tuple[pd.DataFrame, pd.DataFrame], logs: dict[str, pd.DataFrame]
     """(metrics, stages, evidence): per method and checked metric the rule's and the long run's means, difference,
     tolerance and whether it is within; per method and stage where each run stopped, and where `replay_rule` stops on
     the long run's curves (`replay_step`, `replay_restored`; `replay_same`: in every seed it restores what the long run
-    restored); per method both runs' `areas` (suffixes _rule, _long). Only the cells (method, seed) both folders hold,
+    restored); per method both runs' `areas` and `heads` (suffixes _rule, _long). Only the cells (method, seed) both folders hold,
     so both means and the rule's sd are over the same seeds. No "average" row: it is the raters', not a method's.
     rows: both folders' metric rows of the cells both hold (`both_hold`); logs: `paired`."""
     sa, sb = (summarise(frame) for frame in rows)
@@ -362,8 +362,8 @@ def heads_table(evidence: pd.DataFrame) -> list[str]:
 
 def to_markdown(metrics: pd.DataFrame, st: pd.DataFrame, verdict: pd.DataFrame, command: str, replay_name: str,
                 evidence: pd.DataFrame, waiting: pd.DataFrame) -> str:  # fmt: skip
-    """stop_audit.md: the verdicts, the stages, the test metrics, their `areas` (`evidence`, columns `<area>_rule` and
-    `<area>_long`) and the cells not yet audited (`unpaired`)."""
+    """stop_audit.md: the verdicts, the stages, the test metrics, their `areas` and `heads` (`evidence`, columns
+    `<name>_rule` and `<name>_long`) and the cells not yet audited (`unpaired`)."""
     verdicts = [[r.dataset, display(r.method), r.verdict, r.moved or "—", f"{r.close}: a second seed is due" if r.close else "—",
                  f"{r.min_factor:.1f}×" + ("" if r.long_enough else f" (below {LONG_FACTOR}×)"),
                  twin_text(r.twins, r.twin_diff)] for r in verdict.itertuples()]  # fmt: skip
