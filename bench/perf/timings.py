@@ -375,7 +375,7 @@ def run_perf(out: Path, quick: bool = False, device: str = "auto", steps: int | 
         log(f"training {cfg['name']}")
         result["training"].append(time_training(cfg, steps, warmup, dev, peaks, log))
     log("evaluation")
-    result["evaluation"] = time_evaluation(32, 28, dev) if quick else time_evaluation(800, 28, dev)
+    result["evaluation"] = time_evaluation(32 if quick else 800, 28, dev)
     log("metrics")
     result["metrics"] = time_metrics(20, 64) if quick else time_metrics(1000, 180)
     log("staple")

@@ -352,7 +352,10 @@ def heads_table(evidence: pd.DataFrame) -> list[str]:
     rows = [r for r in evidence.to_dict("records") if pd.notna(r.get("dice_between_rule")) or pd.notna(r.get("dice_between_long"))]
     if not rows:
         return []
-    pct = lambda v: "–" if pd.isna(v) else f"{100 * v:.2f}"  # noqa: E731
+
+    def pct(v: float) -> str:
+        return "–" if pd.isna(v) else f"{100 * v:.2f}"
+
     return ["\nWhat training longer does to the per-rater outputs (not judged): Dice_personal (each output against its own rater) "
             "and the outputs' spread (mean Dice between them) beside the raters' own.\n",
             markdown_table(["method", "Dice_personal: rule → long", "Dice between outputs: rule → long", "Dice between raters"], [
