@@ -1,5 +1,5 @@
 """scripts/cells.py, the per-cell table `scripts/gpu_check.sh` prints to compare two runs of one sweep; scripts/stop_audit.sh,
-the stop audit's two runs sized one by the other."""
+the stop audit's two runs sized one by the other, and scripts/stop_audit_keep.sh, their evidence kept small."""
 
 from __future__ import annotations
 
@@ -40,6 +40,17 @@ def test_the_stop_audit_script_sizes_the_long_run_from_the_rule_runs_stop(tmp_pa
     missing = subprocess.run([sys.executable, "scripts/stop_audit_length.py", str(rule), "mh-unet", "0"], cwd=REPO,
                              capture_output=True, text=True)  # fmt: skip
     assert missing.returncode == 1 and "holds no finished cell of mh-unet seed 0" in missing.stderr
+    # the kept copy (no checkpoints, predictions or collected tables) remakes the same audit
+    kept = tmp_path / "kept"
+    keep = subprocess.run(["bash", "scripts/stop_audit_keep.sh", str(rule), str(long), str(kept)], cwd=REPO,
+                          capture_output=True, text=True)  # fmt: skip
+    assert keep.returncode == 0, keep.stderr
+    assert not list(kept.rglob("checkpoints")) and not list(kept.rglob("predictions.npz")) and not (kept / "rule/metrics.parquet").exists()
+    again = (kept / "rule/stop_audit/stop_audit.md").read_text().replace(str(kept), str(tmp_path))
+    assert again == (rule / "stop_audit/stop_audit.md").read_text()
+    bad = subprocess.run(["bash", "scripts/stop_audit_keep.sh", str(tmp_path / "nowhere"), str(long), str(kept)], cwd=REPO,
+                         capture_output=True, text=True)  # fmt: skip
+    assert bad.returncode == 2 and "nowhere holds no runs/ folder" in bad.stderr and (kept / "rule/stop_audit").is_dir()
 
 
 def test_the_stop_audit_script_can_run_a_fixed_long_run_beside_the_rule_run(tmp_path):

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import math
+import shutil
 
 import pandas as pd
-from conftest import run_bench
+from conftest import REPO, run_bench
 
 from bench import store
 from bench.report import stop_audit
@@ -198,3 +199,18 @@ def test_the_audit_says_where_a_long_run_still_training_stands(tmp_path):
     (cell / store.TRAIN_LOG).write_bytes(b"\x00\x01")  # a log that cannot be read is said so, not taken as not started
     (row,) = stop_audit.pending(rule, long).to_dict("records")
     assert row["long_run"].startswith("cannot be read now (train_log.csv: ") and row["shared"] == 0
+
+
+def test_the_kept_audit_evidence_still_gives_its_recorded_verdicts(tmp_path):
+    """docs/audit/ holds the cells the findings' audit tables were read from (scripts/stop_audit_keep.sh: no checkpoints
+    or predictions); auditing a copy of it again gives the verdicts and figures it holds, so a change to the audit's code
+    that would change a recorded verdict is seen here."""
+    kept = REPO / "docs" / "audit" / "mnist-5k"
+    copy = tmp_path / "kept"
+    shutil.copytree(kept, copy, ignore=shutil.ignore_patterns(store.STOP_AUDIT))
+    proc = run_bench("audit-stops", str(copy / "rule"), str(copy / "long"))
+    assert proc.returncode == 0, proc.stderr
+    again = pd.read_csv(copy / "rule" / store.STOP_AUDIT / stop_audit.CSV)
+    recorded = pd.read_csv(kept / "rule" / store.STOP_AUDIT / stop_audit.CSV)
+    assert len(recorded) and set(recorded["verdict"]) <= {"passes", "fails"}
+    pd.testing.assert_frame_equal(again, recorded, check_exact=False, rtol=1e-9)
