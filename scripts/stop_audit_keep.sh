@@ -11,9 +11,11 @@ set -euo pipefail
 RULE=${1:?usage: scripts/stop_audit_keep.sh RULE LONG DEST}
 LONG=${2:?usage: scripts/stop_audit_keep.sh RULE LONG DEST}
 DEST=${3:?usage: scripts/stop_audit_keep.sh RULE LONG DEST}
+for src in "$RULE" "$LONG"; do  # both checked before either copy is replaced
+    [[ -d $src/runs ]] || { echo "error: $src holds no runs/ folder; give the folders scripts/stop_audit.sh trained" >&2; exit 2; }
+done
 for pair in "rule:$RULE" "long:$LONG"; do
     name=${pair%%:*} src=${pair#*:}
-    [[ -d $src/runs ]] || { echo "error: $src holds no runs/ folder; give the folders scripts/stop_audit.sh trained" >&2; exit 2; }
     rm -rf "$DEST/$name.new" && mkdir -p "$DEST/$name.new"
     tar -C "$src" --exclude=checkpoints --exclude=predictions.npz --exclude=calibration.parquet --exclude='*.lock' \
         --exclude='.*.tmp*' -cf - runs | tar -C "$DEST/$name.new" -xf -

@@ -48,9 +48,9 @@ def test_the_stop_audit_script_sizes_the_long_run_from_the_rule_runs_stop(tmp_pa
     assert not list(kept.rglob("checkpoints")) and not list(kept.rglob("predictions.npz")) and not (kept / "rule/metrics.parquet").exists()
     again = (kept / "rule/stop_audit/stop_audit.md").read_text().replace(str(kept), str(tmp_path))
     assert again == (rule / "stop_audit/stop_audit.md").read_text()
-    bad = subprocess.run(["bash", "scripts/stop_audit_keep.sh", str(tmp_path / "nowhere"), str(long), str(kept)], cwd=REPO,
+    bad = subprocess.run(["bash", "scripts/stop_audit_keep.sh", str(rule), str(tmp_path / "nowhere"), str(kept)], cwd=REPO,
                          capture_output=True, text=True)  # fmt: skip
-    assert bad.returncode == 2 and "nowhere holds no runs/ folder" in bad.stderr and (kept / "rule/stop_audit").is_dir()
+    assert bad.returncode == 2 and "nowhere holds no runs/ folder" in bad.stderr and (kept / "rule/stop_audit").is_dir()  # rule kept too
 
 
 def test_the_stop_audit_script_can_run_a_fixed_long_run_beside_the_rule_run(tmp_path):
