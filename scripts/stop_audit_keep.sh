@@ -23,7 +23,8 @@ for pair in "rule:$RULE" "long:$LONG"; do
     rm -rf "$DEST/$name" && mv "$DEST/$name.new" "$DEST/$name"
 done
 python3 -m bench audit-stops "$DEST/rule" "$DEST/long" >/dev/null
-# the collected tables are remade from the cells by any verb that reads the folder; they would only double the copy
-rm -f "$DEST"/{rule,long}/{metrics.parquet,calibration.parquet,summary.csv,train_logs.parquet,.collect.lock}
+# the collected tables (bench/store.py names them) are remade from the cells by any verb that reads the folder: a
+# copy keeps only runs/, the script's log and the audit
+find "$DEST"/rule "$DEST"/long -maxdepth 1 -type f ! -name stop_audit_runs.txt -delete
 rm -f "$DEST"/rule/stop_audit/*.pdf
 echo "kept: $DEST/rule, $DEST/long ($(du -sh "$DEST" | cut -f1)); the audit: $DEST/rule/stop_audit/stop_audit.md"
