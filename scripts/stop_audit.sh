@@ -7,9 +7,10 @@
 # L = 4 x the latest stage stop of that rule run, rounded up to 20 steps, at least MIN_LONG (2,400) (L is set from the rule run's
 # stop, never from a test metric); then `bench audit-stops RULE LONG`. Both runs resume from their checkpoints when the
 # script is run again, so an audit longer than one sitting goes on where it stopped.
-# RUN_ARGS is added to every `bench run` (e.g. "--device cuda --engine graphed", or "--dataset lidc"; the long run's
-# --max-steps is always L); JOBS methods run at once (default 1: one method's two runs after another; on a card, JOBS=8). One line a run goes to
-# RULE/stop_audit_runs.txt, and each run's output to RULE/stop_audit_logs/.
+# RUN_ARGS is added to every `bench run` (e.g. "--device cuda --engine graphed", "--threads 2" for one cell at a time on two
+# cores, or "--dataset lidc"; the long run's --max-steps is always L); JOBS methods run at once (default 1: one method's two
+# runs after another; on a card, JOBS=8). One line a run goes to RULE/stop_audit_runs.txt, and each run's output to
+# RULE/stop_audit_logs/.
 # LONG_STEPS=L (e.g. 20000, 4 x the rule's 5,000-step cap) starts each long run at that fixed length beside its rule run
 # instead of after it: on a card, where cells run side by side, a method's audit then takes its long run's time, not the
 # sum of both. It is still at least 4 x any stop the rule can make; a stop above L / 4 is noted, and the audit shows it.
