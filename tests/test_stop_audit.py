@@ -61,9 +61,11 @@ def test_a_verdict_on_one_seed_is_close_where_a_metric_moved_half_to_twice_its_t
     got = got.set_index("method")
     assert got.loc["mv-unet", "verdict"] == "passes" and got.loc["mv-unet", "close"] == "ged"
     assert got.loc["cm-unet", "verdict"] == "fails" and got.loc["cm-unet", "moved"] == "dsc, ged" and got.loc["cm-unet", "close"] == "dsc"
+    assert got.loc["cm-unet", "clear"] == "ged" and got.loc["mv-unet", "clear"] == ""
     assert got.loc["pionono", "verdict"] == "fails" and got.loc["pionono", "close"] == ""
     text = stop_audit.to_markdown(metrics, pd.DataFrame(), got.reset_index(), "cmd", "rule", pd.DataFrame(columns=["method"]), pd.DataFrame())
     assert "| mnist-5k | MV-UNet | passes | — | ged: a second seed is due |" in text
+    assert "| mnist-5k | CM-UNet | fails | dsc, ged | dsc (the fail stands on ged) |" in text  # ged's 3x is clear
 
 
 def test_the_audit_shows_what_training_longer_does_to_per_rater_outputs():

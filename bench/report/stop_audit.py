@@ -317,7 +317,8 @@ def mark_twins(st: pd.DataFrame, tw: pd.DataFrame) -> pd.DataFrame:
 
 def verdicts(metrics: pd.DataFrame, st: pd.DataFrame) -> pd.DataFrame:
     """Per GROUP: "passes" or "fails" (a metric moved beyond its tolerance), the metrics whose move is `close` to it on
-    one seed (more than CLOSE[0] and at most CLOSE[1] times the tolerance: the verdict wants a second seed), whether the
+    one seed (more than CLOSE[0] and at most CLOSE[1] times the tolerance: the verdict wants a second seed), those that
+    moved `clear`ly (beyond it and not close: a fail no second seed is due for), whether the
     long run was at least LONG_FACTOR times the rule's stop in every stage, whether the two runs' first stages are twins
     (`twins`) and whether the replayed rule restores the long run's weights."""
     out = []
@@ -326,13 +327,15 @@ def verdicts(metrics: pd.DataFrame, st: pd.DataFrame) -> pd.DataFrame:
         moved = part.loc[~part["within"], "metric"].tolist()
         ratio = part["diff"].abs() / part["tolerance"]
         close = part.loc[(part["n_seeds_rule"] < 2) & (ratio > CLOSE[0]) & (ratio <= CLOSE[1]), "metric"].tolist()
+        clear = [m for m in moved if m not in close]
         out.append({**dict(zip(GROUP, key)), "verdict": "fails" if moved else "passes", "moved": ", ".join(moved), "close": ", ".join(close),
+                    "clear": ", ".join(clear),
                     "long_enough": bool(len(stages)) and bool((stages["factor"] >= LONG_FACTOR).all()),
                     "min_factor": stages["factor"].min() if len(stages) else math.nan,
                     "twins": bool(len(stages)) and bool(stages["twin"].iloc[0]),
                     "twin_diff": stages["twin_diff"].iloc[0] if len(stages) else math.nan,
                     "replay_same": bool(len(stages)) and bool(stages["replay_same"].all())})  # fmt: skip
-    return pd.DataFrame(out, columns=[*GROUP, "verdict", "moved", "close", "long_enough", "min_factor", "twins", "twin_diff", "replay_same"])
+    return pd.DataFrame(out, columns=[*GROUP, "verdict", "moved", "close", "clear", "long_enough", "min_factor", "twins", "twin_diff", "replay_same"])
 
 
 def twin_text(twin: bool, diff: float) -> str:
@@ -340,6 +343,14 @@ def twin_text(twin: bool, diff: float) -> str:
     if math.isnan(diff):
         return "— (no evaluation in common)"
     return f"yes ({diff:.1g})" if twin else f"**no** ({diff:.1g}: other code, device or precision; the replay is not exact)"
+
+
+def close_text(close: str, clear: str) -> str:
+    """The verdict table's reading of `close`: a second seed is due only where the verdict could turn on it, not beside a
+    fail that another metric makes clear."""
+    if not close:
+        return "—"
+    return f"{close} (the fail stands on {clear})" if clear else f"{close}: a second seed is due"
 
 
 def pra(r: dict, suffix: str = "") -> str:
@@ -367,7 +378,7 @@ def to_markdown(metrics: pd.DataFrame, st: pd.DataFrame, verdict: pd.DataFrame, 
                 evidence: pd.DataFrame, waiting: pd.DataFrame) -> str:  # fmt: skip
     """stop_audit.md: the verdicts, the stages, the test metrics, their `areas` and `heads` (`evidence`, columns
     `<name>_rule` and `<name>_long`) and the cells not yet audited (`unpaired`)."""
-    verdicts = [[r.dataset, display(r.method), r.verdict, r.moved or "—", f"{r.close}: a second seed is due" if r.close else "—",
+    verdicts = [[r.dataset, display(r.method), r.verdict, r.moved or "—", close_text(r.close, r.clear),
                  f"{r.min_factor:.1f}×" + ("" if r.long_enough else f" (below {LONG_FACTOR}×)"),
                  twin_text(r.twins, r.twin_diff)] for r in verdict.itertuples()]  # fmt: skip
     stages = [[display(r.method), r.stage, f"{r.step_rule:.0f} ({r.how_rule})", f"{r.restored_step_rule:.0f}, {r.val_loss_rule:.4g}",
