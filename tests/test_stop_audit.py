@@ -9,7 +9,7 @@ import pandas as pd
 from conftest import REPO, run_bench
 
 from bench import store
-from bench.report import stop_audit
+from bench.report import stop_audit, stop_logs
 from bench.report.tables import write_tables
 
 KEY = {"dataset": "mnist-5k", "raters": "lfnet", "noise": "protocol"}
@@ -95,7 +95,7 @@ def test_the_verb_audits_two_folders_and_the_report_flags_a_failing_method(tmp_p
     assert "| mnist-5k | MV-UNet |" in proc.stdout and "| MV-UNet | train | 2 (cap) |" in proc.stdout
     table = pd.read_csv(rule / store.STOP_AUDIT / stop_audit.CSV)
     assert (rule / store.STOP_AUDIT / f"{stop_audit.FIGURE}.png").is_file() and f"]({stop_audit.FIGURE}.png)" in proc.stdout
-    ax = stop_audit.curves(stop_audit.run_logs(rule, long), ["mv-unet"]).axes[0]
+    ax = stop_audit.curves(stop_logs.run_logs(rule, long), ["mv-unet"]).axes[0]
     drawn = {line.get_label(): line for line in ax.get_lines() if not line.get_label().startswith("_")}
     assert set(drawn) == {"train, long", "train, rule"} and drawn["train, rule"].get_linestyle() == "--"
     assert list(drawn["train, long"].get_xdata()) == [4] and list(drawn["train, rule"].get_xdata()) == [2]
@@ -123,7 +123,7 @@ def test_the_verb_audits_two_folders_and_the_report_flags_a_failing_method(tmp_p
     assert proc.returncode == 0, proc.stderr
     again = pd.read_csv(rule / store.STOP_AUDIT / stop_audit.CSV)
     assert (again["n_seeds_rule"] == 1).all() and again["mean_rule"].tolist() == table["mean_rule"].tolist()
-    assert set(stop_audit.run_logs(rule, long)["rule"]["seed"]) == {0}
+    assert set(stop_logs.run_logs(rule, long)["rule"]["seed"]) == {0}
     # ... and listed as not yet audited, with the rule run's stop and test metrics.
     waiting = stop_audit.pending(rule, long)
     assert waiting[["method", "seed", "long_run", "shared"]].values.tolist() == [["mv-unet", 1, "not started", 0]]

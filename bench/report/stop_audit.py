@@ -27,39 +27,16 @@ from bench import files, store
 from bench.evaluate.long_table import pooled_areas, summarise
 from bench.report.plots import fill, save
 from bench.report.rows import display
+from bench.report.stop_logs import CELL, GROUP, both_hold, both_logs, paired, run_state
 from bench.report.table_text import markdown_table
 from bench.train.stopping import replay_stage
 
 CSV, MARKDOWN, FIGURE = "stop_audit.csv", "stop_audit.md", "validation_curves"
 # metric: (reference, floor of the tolerance in the metric's units, scale shown)
 CHECKED = {"dsc": (None, 0.01, 100), "ged": ("raters", 0.01, 1), "dice_match": ("raters", 0.01, 100)}
-GROUP = ["dataset", "raters", "noise", "method"]
-CELL = [*GROUP, "seed"]  # a cell of both folders
 LONG_FACTOR = 4  # the long run should be at least this many times as long as the rule's stop
 TWIN_TOLERANCE = 1e-4  # the largest relative difference of two twin runs' validation losses (0 on a deterministic device)
 CLOSE = (0.5, 2.0)  # a one-seed move within these multiples of its tolerance is close: its verdict wants a second seed
-
-
-def both_hold(a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The rows of a and of b whose cell (CELL) both frames hold: a seed trained under one budget only is left out of both."""
-    common = a[CELL].drop_duplicates().merge(b[CELL].drop_duplicates())
-    return a.merge(common, on=CELL), b.merge(common, on=CELL)
-
-
-def run_logs(rule: Path, long: Path) -> dict[str, pd.DataFrame]:
-    """{"rule": …, "long": …}: each folder's training logs of the cells both have finished (`paired`)."""
-    return paired(both_logs(rule, long))
-
-
-def both_logs(rule: Path, long: Path) -> dict[str, pd.DataFrame]:
-    """{"rule": …, "long": …}: every cell's training log in each folder (`cell_logs`), finished or still training."""
-    return {"rule": cell_logs(rule), "long": cell_logs(long)}
-
-
-def paired(every: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
-    """The rows of both folders' `cell_logs` of the cells both have finished: what the stage table and the figure read."""
-    a, b = both_hold(*(frame[frame["done"]] for frame in (every["rule"], every["long"])))
-    return {"rule": a, "long": b}
 
 
 def stops(logs: pd.DataFrame) -> pd.DataFrame:
@@ -105,47 +82,6 @@ def twins(logs: dict[str, pd.DataFrame]) -> pd.DataFrame:
     per_seed = both.groupby([*CELL, "stage"], sort=False).agg(shared=("step", "size"), twin_diff=("twin_diff", "max"))
     out = per_seed.reset_index().groupby([*GROUP, "stage"], sort=False).agg(shared=("shared", "min"), twin_diff=("twin_diff", "max"))
     return out.reset_index()
-
-
-def cell_logs(results: Path) -> pd.DataFrame:
-    """Every cell folder's train_log.csv, finished or not, with CELL keys, `done` (the cell finished) and `planned` (its
-    config's steps for the row's stage): a run still training has logged what it has done so far. A cell that logged
-    nothing yet is one row with no stage; one whose log or config cannot be read now is one row saying why (`unreadable`)."""
-    finished = {folder for folder, _, _ in store.finished(results, strict=False)}
-    frames = []
-    for folder in store.cell_folders(results):
-        try:
-            log = store.read_cell_file(folder, store.TRAIN_LOG) if (folder / store.TRAIN_LOG).is_file() else pd.DataFrame()
-            schedules = store.read_config(folder).get("schedules") or {}
-        except files.UnreadableFile as e:
-            log, schedules = pd.DataFrame({"unreadable": [f"{e.path.name}: {e.problem}"]}), {}
-        log = (log if len(log) else pd.DataFrame({"stage": [math.nan]})).assign(**store.cell_at(folder).record(), done=folder in finished)
-        log["stage"] = log.get("stage", math.nan)  # an unreadable cell's row has none
-        log["planned"] = [(schedules.get(stage) or {}).get("max_steps", math.nan) for stage in log["stage"]]
-        frames.append(log)
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*CELL, "stage", "done", "planned"])
-
-
-def run_state(log: pd.DataFrame) -> str:
-    """One cell's run in a few words: each finished stage's stop, restored step and loss; the stage it is training and
-    the step it reached, of the steps its config plans; "not started" where it has no folder or logged nothing."""
-    if "unreadable" in log and log["unreadable"].notna().any():
-        return f"cannot be read now ({log['unreadable'].dropna().iloc[0]})"
-    if log.empty or log["stage"].isna().all():
-        return "not started"
-    parts = []
-    for stage, part in log.dropna(subset=["stage"]).groupby("stage", sort=False):
-        stop = part[part["event"] == "stop"]
-        if len(stop):
-            r = stop.iloc[-1]
-            how = store.stop_kind({"stop": r.get("stop", ""), "reason": r.get("reason", "")})
-            parts.append(f"{stage}: {r['step']:.0f} ({how}), restored {r['restored_step']:.0f}, {r['best_val_loss']:.4g}")
-        else:
-            evals = part[part["event"] == "eval"].dropna(subset=["val_loss"])
-            low = evals.loc[evals["val_loss"].idxmin()] if len(evals) else None
-            lowest = f", lowest so far {low['val_loss']:.4g} at {low['step']:.0f}" if low is not None else ""
-            parts.append(f"{stage}: at step {part['step'].max():.0f} of {part['planned'].iloc[-1]:.0f}{lowest}")
-    return "; ".join(parts)
 
 
 def pending(rule: Path, long: Path) -> pd.DataFrame:
