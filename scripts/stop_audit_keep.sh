@@ -3,9 +3,9 @@
 #
 #   scripts/stop_audit_keep.sh RULE LONG DEST    # e.g. scripts/stop_audit_keep.sh audit/rule audit/long docs/audit/mnist-5k
 #
-# copies every cell of both folders (finished or still training) into DEST/rule and DEST/long with only the four files
-# the audit reads (config, manifest, training log, per-case test metrics): about 0.3 MB a finished cell against 100 MB; and
-# remakes the audit there, so that `python -m bench audit-stops DEST/rule DEST/long` gives the same tables from the
+# copies every cell of both folders (finished or still training) into DEST/rule and DEST/long with only the four
+# files the audit reads (config, manifest, training log, per-case test metrics): about 0.3 MB a finished cell against
+# 100 MB; and remakes the audit there, so that `python -m bench audit-stops DEST/rule DEST/long` gives the same tables from the
 # copy. Run it again at any time: a long run's log as it stands is kept too, and a second copy replaces the first.
 set -euo pipefail
 RULE=${1:?usage: scripts/stop_audit_keep.sh RULE LONG DEST}
@@ -17,8 +17,9 @@ done
 for pair in "rule:$RULE" "long:$LONG"; do
     name=${pair%%:*} src=${pair#*:}
     rm -rf "$DEST/$name.new" && mkdir -p "$DEST/$name.new"
+    # bench/store.py's CONFIG, MANIFEST, TRAIN_LOG and a cell's metrics.parquet
     (cd "$src" && find runs -type f \( -name config.json -o -name manifest.json -o -name train_log.csv -o -name metrics.parquet \) \
-        -print0) | tar -C "$src" --null -T - -cf - | tar -C "$DEST/$name.new" -xf -
+        -print0 | tar --null -T - -cf -) | tar -C "$DEST/$name.new" -xf -
     [[ -f $src/stop_audit_runs.txt ]] && cp "$src/stop_audit_runs.txt" "$DEST/$name.new/"
     rm -rf "$DEST/$name" && mv "$DEST/$name.new" "$DEST/$name"
 done
