@@ -63,7 +63,7 @@ def test_a_verdict_on_one_seed_is_close_where_a_metric_moved_half_to_twice_its_t
     assert got.loc["cm-unet", "verdict"] == "fails" and got.loc["cm-unet", "moved"] == "dsc, ged" and got.loc["cm-unet", "close"] == "dsc"
     assert got.loc["cm-unet", "clear"] == "ged" and got.loc["mv-unet", "clear"] == ""
     assert got.loc["pionono", "verdict"] == "fails" and got.loc["pionono", "close"] == ""
-    text = stop_audit.to_markdown(metrics, pd.DataFrame(), got.reset_index(), "cmd", "rule", pd.DataFrame(columns=["method"]), pd.DataFrame())
+    text = stop_audit.to_markdown(metrics, pd.DataFrame(), got.reset_index(), "cmd", "rule", pd.DataFrame(columns=["method"]), pd.DataFrame(), pd.DataFrame())
     assert "| mnist-5k | MV-UNet | passes | — | ged: a second seed is due |" in text
     assert "| mnist-5k | CM-UNet | fails | dsc, ged | dsc (the fail stands on ged) |" in text  # ged's 3x is clear
 
@@ -84,6 +84,33 @@ def test_the_audit_shows_what_training_longer_does_to_per_rater_outputs():
     assert "| MH-UNet | 90.00 → 98.00 | 40.00 → 21.00 | 21.50 |" in lines and "MV-UNet" not in lines
     assert stop_audit.heads_table(evidence[evidence["method"] == "mv-unet"]) == []
     assert list(stop_audit.heads(summary(0.9, 0.4).iloc[:0]).columns) == [*stop_audit.GROUP, *stop_audit.HEADS]
+
+def test_the_audit_says_what_each_stretch_of_the_long_run_bought():
+    """Stretches (a, b] of the long run's steps in multiples of the rule's stop: the lowest validation loss at its step and
+    the mean GT diagnostic logged there; a stretch without evaluations is left out, and a dataset without GT shows no
+    diagnostic."""
+
+    def log(method, steps, losses, gt, stop):
+        rows = [{**KEY, "method": method, "seed": 0, "stage": "train", "event": "eval", "step": s, "val_loss": v,
+                 "diagnostic_gt_dsc": d} for s, v, d in zip(steps, losses, gt)]  # fmt: skip
+        return pd.DataFrame([*rows, {**KEY, "method": method, "seed": 0, "stage": "train", "event": "stop", "step": stop}])
+
+    rule = pd.concat([log("mv-unet", [10, 100], [0.5, 0.4], [60.0, 62.0], 100), log("mh-unet", [50], [0.3], [math.nan], 50)])
+    long = pd.concat([log("mv-unet", [10, 30, 40, 100, 150, 400], [0.5, 0.45, 0.47, 0.4, 0.3, 0.35], [60.0, 61.0, 63.0, 62.0, 64.0, 66.0], 400),
+                      log("mh-unet", [50, 200], [0.3, 0.2], [math.nan, math.nan], 200)])  # fmt: skip
+    got = stop_logs.spans({"rule": rule, "long": long})
+    mv = got[got["method"] == "mv-unet"].set_index("span")
+    assert list(mv.index) == ["0–0.1×", "0.1–0.4×", "0.4–1×", "1–2×", "2×–end"]
+    assert (mv.loc["0.1–0.4×", "val_loss"], mv.loc["0.1–0.4×", "step"], mv.loc["0.1–0.4×", "gt_dsc"]) == (0.45, 30, 62.0)
+    assert mv.loc["0.4–1×", "n"] == 1 and mv.loc["0.4–1×", "step"] == 100  # (40, 100]: step 40 is the stretch before
+    assert mv.loc["2×–end", "step"] == 400 and (mv["rule_stop"] == 100).all()
+    mh = got[got["method"] == "mh-unet"]
+    assert list(mh["span"]) == ["0.4–1×", "2×–end"]  # nothing logged in (0, 5], (5, 20] or (50, 100]
+    lines = "\n".join(stop_audit.spans_table(got))
+    assert "| MV-UNet | 0 | train | 100 | 0.5 at 10; 60.0 | 0.45 at 30; 62.0 | 0.4 at 100; 62.0 | 0.3 at 150; 64.0 | 0.35 at 400; 66.0 |" in lines
+    assert "| MH-UNet | 0 | train | 50 | – | – | 0.3 at 50 | – | 0.2 at 200 |" in lines
+    assert stop_audit.spans_table(got.iloc[:0]) == []
+
 
 def test_the_verb_audits_two_folders_and_the_report_flags_a_failing_method(tmp_path):
     common = ["--methods", "mv-unet", "--seeds", "0", "--train-size", "32", "--test-size", "12", "--backend", "sequential", "--no-progress"]

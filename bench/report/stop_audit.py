@@ -27,7 +27,7 @@ from bench import files, store
 from bench.evaluate.long_table import pooled_areas, summarise
 from bench.report.plots import fill, save
 from bench.report.rows import display
-from bench.report.stop_logs import CELL, GROUP, both_hold, both_logs, paired, run_state
+from bench.report.stop_logs import CELL, GROUP, SPANS, both_hold, both_logs, paired, run_state, span_label, spans
 from bench.report.table_text import markdown_table
 from bench.train.stopping import replay_stage
 
@@ -310,10 +310,27 @@ def heads_table(evidence: pd.DataFrame) -> list[str]:
                  f"{pct(r['dice_between_rule'])} → {pct(r['dice_between_long'])}", pct(r["dice_between_raters_rule"])] for r in rows])]  # fmt: skip
 
 
+def spans_table(sp: pd.DataFrame) -> list[str]:
+    """The Markdown lines of `spans`: a row per cell and stage, a column per stretch of the long run (no rows: no lines)."""
+    if sp.empty:
+        return []
+    labels = [span_label(a, b) for a, b in zip(SPANS, SPANS[1:])]
+    rows = []
+    for (method, seed, stage), part in sp.groupby(["method", "seed", "stage"], sort=False):
+        said = {r["span"]: f"{r['val_loss']:.4g} at {r['step']:.0f}" + ("" if pd.isna(r["gt_dsc"]) else f"; {r['gt_dsc']:.1f}")
+                for r in part.to_dict("records")}  # fmt: skip
+        rows.append([display(method), seed, stage, f"{part['rule_stop'].iloc[0]:.0f}", *(said.get(k, "–") for k in labels)])
+    return ["\nWhat each stretch of the long run bought (not judged): in each stretch of steps, as multiples of the rule's stop, "
+            "the lowest validation loss at its step; after the semicolon the mean validation DSC against GT logged there (a "
+            "diagnostic that never stops or selects anything).\n",
+            markdown_table(["method", "seed", "stage", "rule's stop", *labels], rows)]
+
+
 def to_markdown(metrics: pd.DataFrame, st: pd.DataFrame, verdict: pd.DataFrame, command: str, replay_name: str,
-                evidence: pd.DataFrame, waiting: pd.DataFrame) -> str:  # fmt: skip
-    """stop_audit.md: the verdicts, the stages, the test metrics, their `areas` and `heads` (`evidence`, columns
-    `<name>_rule` and `<name>_long`) and the cells not yet audited (`unpaired`)."""
+                evidence: pd.DataFrame, waiting: pd.DataFrame, stretches: pd.DataFrame) -> str:  # fmt: skip
+    """stop_audit.md: the verdicts, the stages and what each stretch of the long runs bought (`spans`), the test metrics,
+    their `areas` and `heads` (`evidence`, columns `<name>_rule` and `<name>_long`) and the cells not yet audited
+    (`unpaired`)."""
     verdicts = [[r.dataset, display(r.method), r.verdict, r.moved or "—", close_text(r.close, r.clear),
                  f"{r.min_factor:.1f}×" + ("" if r.long_enough else f" (below {LONG_FACTOR}×)"),
                  twin_text(r.twins, r.twin_diff)] for r in verdict.itertuples()]  # fmt: skip
@@ -342,6 +359,7 @@ def to_markdown(metrics: pd.DataFrame, st: pd.DataFrame, verdict: pd.DataFrame, 
         markdown_table(["method", "stage", "rule: stop (how)", "rule: restored step, val loss", "long: steps", "long: restored step, val loss",
                         "replay: stop (how), restored", "evaluations in common, largest rel. difference"], stages),
         f"\n![validation curves of both runs]({FIGURE}.png)\n" if len(st) else "",
+        *spans_table(stretches),
         "\n## Test metrics\n", markdown_table(["method", "metric", "rule (sd, seeds)", "long (seeds)", "long − rule", "tolerance", "within"], moved),
         "\nWhat a move in DSC is made of (not judged): the consensus's precision, recall and predicted ÷ reference area, against "
         "DSC's reference, pooled over cases and seeds.\n",
@@ -366,15 +384,16 @@ def write(rule: Path, long: Path, command: str, replay_rule: dict) -> Path:
     logs = paired(every)
     collected = {run: store.read_collected(folder, store.METRICS) for run, folder in (("rule", rule), ("long", long))}
     if logs["rule"].empty:  # no cell has finished both runs yet: the audit lists where they stand (`pending`)
-        metrics, st, evidence = (pd.DataFrame(columns=GROUP) for _ in range(3))
+        metrics, st, evidence, stretches = (pd.DataFrame(columns=GROUP) for _ in range(4))
     else:
         metrics, st, evidence = audit(both_hold(collected["rule"], collected["long"]), logs, replay_rule)
+        stretches = spans(logs)
     verdict = verdicts(metrics, st)
     waiting = unpaired(every, collected["rule"])
     out = rule / store.STOP_AUDIT
     out.mkdir(exist_ok=True)
     files.write_text(out / CSV, verdict.merge(metrics, on=GROUP, how="left").to_csv(index=False))
-    files.write_text(out / MARKDOWN, to_markdown(metrics, st, verdict, command, rule_name(replay_rule), evidence, waiting))
+    files.write_text(out / MARKDOWN, to_markdown(metrics, st, verdict, command, rule_name(replay_rule), evidence, waiting, stretches))
     if len(verdict):
         save(curves(logs, list(dict.fromkeys(verdict["method"]))), out / FIGURE)
     return out

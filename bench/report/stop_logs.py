@@ -12,6 +12,7 @@ from bench import files, store
 
 GROUP = ["dataset", "raters", "noise", "method"]
 CELL = [*GROUP, "seed"]  # a cell of both folders
+SPANS = (0, 0.1, 0.4, 1, 2, math.inf)  # the long run's stretches of steps, in multiples of the rule's stop: (0, 0.1×], …
 
 
 def both_hold(a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -34,6 +35,33 @@ def paired(every: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
     """The rows of both folders' `cell_logs` of the cells both have finished: what the stage table and the figure read."""
     a, b = both_hold(*(frame[frame["done"]] for frame in (every["rule"], every["long"])))
     return {"rule": a, "long": b}
+
+
+def spans(logs: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """What each stretch of a long run bought: per cell and stage of `paired` logs and each stretch (a, b] of SPANS × the
+    step where the rule's run stopped that stage, the evaluations in it (`n`), the lowest validation loss (`val_loss`) at
+    its `step`, and the mean validation DSC against GT logged there (`gt_dsc`; NaN where the dataset has none). A stretch
+    without evaluations has no row."""
+    rule = logs["rule"]
+    stopped = rule[rule["event"] == "stop"].groupby([*CELL, "stage"])["step"].last()
+    long = logs["long"]
+    evals = long[long["event"] == "eval"].dropna(subset=["val_loss"])
+    out = []
+    for key, part in evals.groupby([*CELL, "stage"], sort=False):
+        stop = stopped.get(key, math.nan)
+        for a, b in zip(SPANS, SPANS[1:]):
+            inside = part[(part["step"] > a * stop) & (part["step"] <= b * stop)]
+            if len(inside):
+                low = inside.loc[inside["val_loss"].idxmin()]
+                gt = inside["diagnostic_gt_dsc"].mean() if "diagnostic_gt_dsc" in inside else math.nan
+                out.append({**dict(zip([*CELL, "stage"], key)), "rule_stop": stop, "span": span_label(a, b), "n": len(inside),
+                            "val_loss": low["val_loss"], "step": low["step"], "gt_dsc": gt})  # fmt: skip
+    return pd.DataFrame(out, columns=[*CELL, "stage", "rule_stop", "span", "n", "val_loss", "step", "gt_dsc"])
+
+
+def span_label(a: float, b: float) -> str:
+    """A stretch (a, b] of SPANS in words: "0.1–0.4×", "2×–end"."""
+    return f"{a:g}–{b:g}×" if b < math.inf else f"{a:g}×–end"
 
 
 def cell_logs(results: Path) -> pd.DataFrame:
