@@ -5,8 +5,9 @@
 #
 # copies every cell of both folders (finished or still training) into DEST/rule and DEST/long with only the four
 # files the audit reads (config, manifest, training log, per-case test metrics): about 0.3 MB a finished cell against
-# 100 MB; and remakes the audit there, so that `python -m bench audit-stops DEST/rule DEST/long` gives the same tables from the
-# copy. Run it again at any time: a long run's log as it stands is kept too, and a second copy replaces the first.
+# 100 MB; and remakes the audit there, so that `python -m bench audit-stops DEST/rule DEST/long` gives the same tables
+# from the copy. Run it again at any time: a long run's log as it stands is kept too, and a second copy replaces the
+# first.
 set -euo pipefail
 RULE=${1:?usage: scripts/stop_audit_keep.sh RULE LONG DEST}
 LONG=${2:?usage: scripts/stop_audit_keep.sh RULE LONG DEST}

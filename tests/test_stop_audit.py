@@ -85,6 +85,7 @@ def test_the_audit_shows_what_training_longer_does_to_per_rater_outputs():
     assert stop_audit.heads_table(evidence[evidence["method"] == "mv-unet"]) == []
     assert list(stop_audit.heads(summary(0.9, 0.4).iloc[:0]).columns) == [*stop_audit.GROUP, *stop_audit.HEADS]
 
+
 def test_the_audit_says_what_each_stretch_of_the_long_run_bought():
     """Stretches (a, b] of the long run's steps in multiples of the rule's stop: the lowest validation loss at its step and
     the mean GT diagnostic logged there; a stretch without evaluations is left out, and a dataset without GT shows no

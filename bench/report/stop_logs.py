@@ -46,6 +46,8 @@ def spans(logs: dict[str, pd.DataFrame]) -> pd.DataFrame:
     stopped = rule[rule["event"] == "stop"].groupby([*CELL, "stage"])["step"].last()
     long = logs["long"]
     evals = long[long["event"] == "eval"].dropna(subset=["val_loss"])
+    if "diagnostic_gt_dsc" not in evals:  # a dataset without GT logs no diagnostic
+        evals = evals.assign(diagnostic_gt_dsc=math.nan)
     out = []
     for key, part in evals.groupby([*CELL, "stage"], sort=False):
         stop = stopped.get(key, math.nan)
@@ -53,9 +55,8 @@ def spans(logs: dict[str, pd.DataFrame]) -> pd.DataFrame:
             inside = part[(part["step"] > a * stop) & (part["step"] <= b * stop)]
             if len(inside):
                 low = inside.loc[inside["val_loss"].idxmin()]
-                gt = inside["diagnostic_gt_dsc"].mean() if "diagnostic_gt_dsc" in inside else math.nan
                 out.append({**dict(zip([*CELL, "stage"], key)), "rule_stop": stop, "span": span_label(a, b), "n": len(inside),
-                            "val_loss": low["val_loss"], "step": low["step"], "gt_dsc": gt})  # fmt: skip
+                            "val_loss": low["val_loss"], "step": low["step"], "gt_dsc": inside["diagnostic_gt_dsc"].mean()})  # fmt: skip
     return pd.DataFrame(out, columns=[*CELL, "stage", "rule_stop", "span", "n", "val_loss", "step", "gt_dsc"])
 
 
