@@ -176,6 +176,19 @@ def test_a_killed_stage_resumes_with_the_same_stopping_state(tmp_path, monkeypat
     assert not (folder / "stage-0-train.partial.pt").exists()  # a finished stage keeps only its final weights
 
 
+def test_a_resumed_cell_keeps_each_start_and_says_what_changed_since_the_first():
+    first = {"started": 1.0, "git_commit": "a", "host": "vm", "device": "cpu", "cpu": "x86_64 avx2", "precision": "float32",
+             "threads": 2, "engine": "eager", "status": "running"}  # fmt: skip
+    same, other = {**first, "started": 2.0, "git_commit": "b"}, {**first, "started": 3.0, "cpu": "x86_64 amx_bf16", "precision": "torch.bfloat16"}
+    kept, changed = cell.starts(first, same, resumed=True)
+    assert [s["started"] for s in kept] == [1.0, 2.0] and "status" not in kept[0] and changed == {}  # code alone is not the setup
+    kept, changed = cell.starts({**same, "starts": kept}, other, resumed=True)
+    assert [s["started"] for s in kept] == [1.0, 2.0, 3.0]
+    assert changed == {"cpu": ("x86_64 avx2", "x86_64 amx_bf16"), "precision": ("float32", "torch.bfloat16")}
+    assert cell.starts(first, other, resumed=False) == ([{k: other[k] for k in kept[0]}], {})  # nothing resumed: a new run
+    assert cell.starts({}, other, resumed=True)[1] == {}  # no earlier manifest to compare with
+
+
 def test_a_finished_cell_resumed_reports_every_stage_as_logged(tmp_path):
     images, raters, valid = tiny(8)
     logs, records = tmp_path / "log.csv", []

@@ -63,7 +63,7 @@ def test_a_verdict_on_one_seed_is_close_where_a_metric_moved_half_to_twice_its_t
     assert got.loc["cm-unet", "verdict"] == "fails" and got.loc["cm-unet", "moved"] == "dsc, ged" and got.loc["cm-unet", "close"] == "dsc"
     assert got.loc["cm-unet", "clear"] == "ged" and got.loc["mv-unet", "clear"] == ""
     assert got.loc["pionono", "verdict"] == "fails" and got.loc["pionono", "close"] == ""
-    text = stop_audit.to_markdown(metrics, pd.DataFrame(), got.reset_index(), "cmd", "rule", pd.DataFrame(columns=["method"]), pd.DataFrame(), pd.DataFrame())
+    text = stop_audit.to_markdown(metrics, pd.DataFrame(), got.reset_index().assign(trained="cpu"), "cmd", "rule", pd.DataFrame(columns=["method"]), pd.DataFrame(), pd.DataFrame())
     assert "| mnist-5k | MV-UNet | passes | — | ged: a second seed is due |" in text
     assert "| mnist-5k | CM-UNet | fails | dsc, ged | dsc (the fail stands on ged) |" in text  # ged's 3x is clear
 
@@ -203,6 +203,44 @@ def test_the_audit_says_whether_the_two_runs_are_one_run_up_to_the_stop():
     assert stop_audit.twin_text(True, 0.0) == "yes (0)" and "**no**" in stop_audit.twin_text(False, 5e-5)
 
 
+def test_the_audit_says_how_each_run_trained_and_marks_a_pair_trained_otherwise():
+    """Threads, precision and the CPU's vector extensions each change a run's numbers: the verdict table says how both runs
+    trained, once where they agree, each in bold where they do not."""
+    amx = {"device": "cpu", "cpu": "x86_64 amx_bf16 avx512_bf16 avx512f avx2", "precision": "torch.bfloat16", "threads": 2, "engine": "eager"}
+    assert stop_logs.setup(amx) == "cpu amx_bf16, bf16, 2 threads"
+    assert stop_logs.setup({**amx, "cpu": "x86_64 avx2", "precision": "float32", "threads": 1}) == "cpu avx2, fp32, 1 thread"
+    assert stop_logs.setup({**amx, "device": "cuda", "engine": "graphed"}) == "cuda, bf16, graphed"
+    assert stop_logs.setup({**amx, "cpu": "aarch64"}) == "cpu aarch64, bf16, 2 threads" and stop_logs.setup({}) == "?"
+
+    def log(method, seed, how):
+        return pd.DataFrame([{**KEY, "method": method, "seed": seed, "setup": how}])
+
+    a, b = "cpu amx_bf16, bf16, 2 threads", "cpu avx2, fp32, 2 threads"
+    rule = pd.concat([log("mv-unet", 0, b), log("mv-unet", 1, b), log("mr-net", 0, a), log("lf-net", 0, a)])
+    long = pd.concat([log("mv-unet", 0, b), log("mv-unet", 1, b), log("mr-net", 0, b)])
+    got = stop_audit.trained({"rule": rule, "long": long}).set_index("method")["trained"]
+    assert got["mv-unet"] == b and got["mr-net"] == f"**rule: {a}; long: {b}**" and got["lf-net"] == f"**rule: {a}; long: not started**"
+    assert stop_audit.trained({"rule": rule, "long": long.iloc[:0]}).empty
+    assert stop_logs.setup({"starts": [amx, amx, {**amx, "threads": 1}]}) == "cpu amx_bf16, bf16, 2 threads then cpu amx_bf16, bf16, 1 thread"
+
+
+def test_a_run_resumed_with_other_threads_says_so_and_records_both(tmp_path):
+    """A cell resumed from its checkpoints under another setup warns, and its manifest keeps both starts, which the audit
+    then shows as two parts."""
+    common = ["--methods", "mv-unet", "--seeds", "0", "--train-size", "32", "--test-size", "12", "--backend", "sequential", "--no-progress"]
+    assert run_bench("run", *common, "--budget", "long", "--max-steps", "4", "--results", str(tmp_path)).returncode == 0
+    (folder,) = store.cell_folders(tmp_path)
+    manifest = store.read_manifest(folder)
+    assert len(manifest["starts"]) == 1 and manifest["starts"][0]["threads"] == manifest["threads"]
+    store.write_manifest(folder, {**manifest, "status": "running", "starts": [{**manifest["starts"][0], "threads": 7}]})
+    (folder / store.METRICS).unlink()  # unfinished again; its stage's weights are on disk, so the rerun resumes them
+    proc = run_bench("run", *common, "--budget", "long", "--max-steps", "4", "--results", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert f"resumes a run started with threads 7 (now {manifest['threads']})" in proc.stderr
+    again = store.read_manifest(folder)
+    assert [s["threads"] for s in again["starts"]] == [7, manifest["threads"]] and " then " in stop_logs.setup(again)
+
+
 def test_the_audit_says_where_a_long_run_still_training_stands(tmp_path):
     """A long run still training (its folder, config and log so far, no metrics) is not audited: the audit lists it with
     the step it reached of its planned length, its lowest validation loss so far and whether it is its rule run's twin so
@@ -225,6 +263,7 @@ def test_the_audit_says_where_a_long_run_still_training_stands(tmp_path):
     low = evals.loc[evals["val_loss"].idxmin()]
     assert row["long_run"] == f"train: at step 40 of 80, lowest so far {low['val_loss']:.4g} at {low['step']:.0f}"
     assert row["shared"] == 2 and row["twin_diff"] == 0  # steps 20 and 40, logged alike by both runs
+    assert row["trained"].startswith("**rule: cpu ") and row["trained"].endswith("; long: ?**")  # no manifest copied yet
     assert "| MV-UNet | 0 | train: 60 (" in proc.stdout and "| train: at step 40 of 80, " in proc.stdout and "| 2, 0 |" in proc.stdout
     (cell / store.TRAIN_LOG).write_bytes(b"\x00\x01")  # a log that cannot be read is said so, not taken as not started
     (row,) = stop_audit.pending(rule, long).to_dict("records")

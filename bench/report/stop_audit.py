@@ -102,7 +102,8 @@ def unpaired(logs: dict[str, pd.DataFrame], rule_metrics: pd.DataFrame) -> pd.Da
         mine = {run: frame.merge(pd.DataFrame([cell]), on=CELL) for run, frame in logs.items()}
         logged = all("val_loss" in frame and (frame["event"] == "eval").any() for frame in mine.values())
         first = twins(mine).iloc[0] if logged else None
-        row = {**cell, "rule_run": run_state(mine["rule"]), "long_run": run_state(mine["long"]),
+        how = trained(mine)
+        row = {**cell, "rule_run": run_state(mine["rule"]), "long_run": run_state(mine["long"]), "trained": how["trained"].iloc[0] if len(how) else "?",
                "shared": 0 if first is None else int(first["shared"]), "twin_diff": math.nan if first is None else first["twin_diff"]}  # fmt: skip
         metrics = rule_metrics.merge(pd.DataFrame([cell]), on=CELL) if len(rule_metrics) else rule_metrics
         if len(metrics):
@@ -110,6 +111,18 @@ def unpaired(logs: dict[str, pd.DataFrame], rule_metrics: pd.DataFrame) -> pd.Da
             row.update(areas(metrics).iloc[0][["precision", "recall", "area"]].to_dict())
         out.append(row)
     return pd.DataFrame(out)
+
+
+def trained(logs: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Per GROUP of both runs' logs: how they trained (`setup`, over seeds), one text where both runs agree, else each
+    run's in bold: such runs are not one run up to the rule's stop, whatever the thread or device."""
+    said = {run: frame.groupby(GROUP, sort=False)["setup"].agg(lambda v: " / ".join(dict.fromkeys(v))) for run, frame in logs.items()
+            if len(frame)}  # fmt: skip
+    if len(said) < 2:
+        return pd.DataFrame(columns=[*GROUP, "trained"])
+    both = pd.concat(said, axis=1).fillna("not started")
+    text = [r if r == lg else f"**rule: {r}; long: {lg}**" for r, lg in zip(both["rule"], both["long"])]
+    return both.assign(trained=text)["trained"].rename_axis(GROUP).reset_index()
 
 
 def areas(metrics: pd.DataFrame) -> pd.DataFrame:
@@ -333,7 +346,7 @@ def to_markdown(metrics: pd.DataFrame, st: pd.DataFrame, verdict: pd.DataFrame, 
     (`unpaired`)."""
     verdicts = [[r.dataset, display(r.method), r.verdict, r.moved or "—", close_text(r.close, r.clear),
                  f"{r.min_factor:.1f}×" + ("" if r.long_enough else f" (below {LONG_FACTOR}×)"),
-                 twin_text(r.twins, r.twin_diff)] for r in verdict.itertuples()]  # fmt: skip
+                 twin_text(r.twins, r.twin_diff), r.trained] for r in verdict.itertuples()]  # fmt: skip
     stages = [[display(r.method), r.stage, f"{r.step_rule:.0f} ({r.how_rule})", f"{r.restored_step_rule:.0f}, {r.val_loss_rule:.4g}",
                f"{r.step_long:.0f}", f"{r.restored_step_long:.0f}, {r.val_loss_long:.4g}",
                f"{r.replay_step:.0f} ({r.replay_how}), {r.replay_restored:.0f}" + (" = long" if r.replay_same else ""),
@@ -352,8 +365,8 @@ def to_markdown(metrics: pd.DataFrame, st: pd.DataFrame, verdict: pd.DataFrame, 
         f"{CLOSE[0]:g} and at most {CLOSE[1]:g} times its tolerance: it wants a second seed.\n",
         "## Verdicts\n", "Twins: whether the two runs' first stages logged the same validation losses wherever both evaluated "
         f"(largest relative difference; at most {TWIN_TOLERANCE:g}), as one run does up to the rule's stop when both were trained "
-        "by the same code on the same device.\n",
-        markdown_table(["dataset", "method", "verdict", "moved", "close on one seed", "long ÷ stop", "twins"], verdicts),
+        "by the same code on the same device. Trained: device (the CPU's strongest vector extension), precision, threads.\n",
+        markdown_table(["dataset", "method", "verdict", "moved", "close on one seed", "long ÷ stop", "twins", "trained"], verdicts),
         "\n## Stages\n", f"The replay: the rule ({replay_name}) on the long run's own validation curves (its stop, how, and the step it "
         "restores; \"= long\" where that is the long run's restored step in every seed, so both hold the same weights).\n",
         markdown_table(["method", "stage", "rule: stop (how)", "rule: restored step, val loss", "long: steps", "long: restored step, val loss",
@@ -369,8 +382,8 @@ def to_markdown(metrics: pd.DataFrame, st: pd.DataFrame, verdict: pd.DataFrame, 
         "\n## Not yet audited\n", "Cells without a finished pair of runs: what each run has done, whether the two are twins so far "
         "(evaluations in common, largest relative difference) and, where the rule's run finished, its test metrics. A method "
         "with no finished pair is flagged `[stop not audited]` in every table of the rule's folder.\n",
-        markdown_table(["method", "seed", "rule's run", "long run", "twins so far", "rule: DSC / GED / Dice_match", "rule: precision / recall / area"], [
-            [display(r["method"]), r["seed"], r["rule_run"], r["long_run"], f"{r['shared']}, {r['twin_diff']:.1g}" if r["shared"] else "0",
+        markdown_table(["method", "seed", "rule's run", "long run", "twins so far", "trained", "rule: DSC / GED / Dice_match", "rule: precision / recall / area"], [
+            [display(r["method"]), r["seed"], r["rule_run"], r["long_run"], f"{r['shared']}, {r['twin_diff']:.1g}" if r["shared"] else "0", r["trained"],
              " / ".join("–" if pd.isna(r.get(k, math.nan)) else f"{r[k] * CHECKED[k][2]:.3f}" for k in CHECKED), pra(r)]
             for r in waiting.to_dict("records")]) if len(waiting) else "Every cell of both folders is a finished pair.",
     ]) + "\n"  # fmt: skip
@@ -388,7 +401,7 @@ def write(rule: Path, long: Path, command: str, replay_rule: dict) -> Path:
     else:
         metrics, st, evidence = audit(both_hold(collected["rule"], collected["long"]), logs, replay_rule)
         stretches = spans(logs)
-    verdict = verdicts(metrics, st)
+    verdict = verdicts(metrics, st).merge(trained(logs), on=GROUP, how="left")
     waiting = unpaired(every, collected["rule"])
     out = rule / store.STOP_AUDIT
     out.mkdir(exist_ok=True)

@@ -66,8 +66,9 @@ def span_label(a: float, b: float) -> str:
 
 
 def cell_logs(results: Path) -> pd.DataFrame:
-    """Every cell folder's train_log.csv, finished or not, with CELL keys, `done` (the cell finished) and `planned` (its
-    config's steps for the row's stage): a run still training has logged what it has done so far. A cell that logged
+    """Every cell folder's train_log.csv, finished or not, with CELL keys, `done` (the cell finished), `planned` (its
+    config's steps for the row's stage) and `setup` (how it trains, `setup`): a run still training has logged what it
+    has done so far. A cell that logged
     nothing yet is one row with no stage; one whose log or config cannot be read now is one row saying why (`unreadable`)."""
     finished = {folder for folder, _, _ in store.finished(results, strict=False)}
     frames = []
@@ -75,13 +76,42 @@ def cell_logs(results: Path) -> pd.DataFrame:
         try:
             log = store.read_cell_file(folder, store.TRAIN_LOG) if (folder / store.TRAIN_LOG).is_file() else pd.DataFrame()
             schedules = store.read_config(folder).get("schedules") or {}
+            how = setup(store.read_manifest(folder))
         except files.UnreadableFile as e:
-            log, schedules = pd.DataFrame({"unreadable": [f"{e.path.name}: {e.problem}"]}), {}
-        log = (log if len(log) else pd.DataFrame({"stage": [math.nan]})).assign(**store.cell_at(folder).record(), done=folder in finished)
+            log, schedules, how = pd.DataFrame({"unreadable": [f"{e.path.name}: {e.problem}"]}), {}, "?"
+        log = (log if len(log) else pd.DataFrame({"stage": [math.nan]})).assign(**store.cell_at(folder).record(), done=folder in finished,
+                                                                                 setup=how)  # fmt: skip
         log["stage"] = log.get("stage", math.nan)  # an unreadable cell's row has none
         log["planned"] = [(schedules.get(stage) or {}).get("max_steps", math.nan) for stage in log["stage"]]
         frames.append(log)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*CELL, "stage", "done", "planned"])
+
+
+PRECISIONS = {"float32": "fp32", "torch.bfloat16": "bf16", "torch.float16": "fp16"}  # a manifest's autocast dtype
+
+
+def setup(manifest: dict) -> str:
+    """How a cell trains, from its manifest, in a few words: device (on the CPU its strongest vector extension, which
+    decides bf16's kernels), precision, threads on the CPU, and the engine where it is not eager ("cpu amx_bf16, bf16, 2
+    threads"); a run resumed otherwise says each part's, joined by "then" (its `starts`); "?" before the manifest says.
+    Two runs trained otherwise are two trajectories, each with its own stop."""
+    said = [part_setup(start) for start in manifest.get("starts") or [manifest]]
+    return " then ".join(dict.fromkeys(said))
+
+
+def part_setup(start: dict) -> str:
+    """`setup` of one start of a cell (a manifest, or one of its `starts`)."""
+    if not start.get("device"):
+        return "?"
+    device, threads = start["device"], start.get("threads")
+    isa = (start.get("cpu") or "?").split()  # "x86_64 amx_bf16 avx512_bf16 avx512f avx2": the strongest first
+    parts = [f"cpu {isa[1] if len(isa) > 1 else isa[0]}" if device == "cpu" else device]
+    parts.append(PRECISIONS.get(start.get("precision"), str(start.get("precision"))))
+    if device == "cpu":
+        parts.append(f"{threads} thread{'' if threads == 1 else 's'}")
+    if start.get("engine", "eager") != "eager":
+        parts.append(start["engine"])
+    return ", ".join(parts)
 
 
 def run_state(log: pd.DataFrame) -> str:

@@ -108,6 +108,28 @@ def new_manifest(cell: Cell) -> dict:
     }  # fmt: skip
 
 
+SETUP = ("device", "cpu", "precision", "threads", "engine")  # what changes a run's numbers besides its code and data
+
+
+def starts(previous: dict, now: dict, resumed: bool) -> tuple[list[dict], dict]:
+    """The manifest's `starts` with this one: each start's time, code, host and SETUP; the earlier starts are kept where
+    this one resumes their checkpoints (`resumed`), so a run trained in parts says how each part trained. Also what this
+    start trains otherwise than the first ({key: (first, now)}): such a run is two trajectories, not the one a single
+    start would have trained. previous: the manifest an earlier start wrote ({} where none could be read)."""
+    record = {k: now.get(k) for k in ("started", "git_commit", "host", *SETUP)}
+    earlier = (previous.get("starts") or [{k: previous.get(k) for k in record}]) if resumed and previous.get("device") else []
+    first = (earlier or [record])[0]
+    return [*earlier, record], {k: (first.get(k), record[k]) for k in SETUP if first.get(k) != record[k]}
+
+
+def previous_manifest(out: Path) -> dict:
+    """The manifest an earlier start of this cell wrote; {} where there is none or it cannot be read (it is rewritten)."""
+    try:
+        return store.read_manifest(out)
+    except store.UnreadableFile:
+        return {}
+
+
 DEGENERATE_SHARE = 0.5  # "most validation cases"
 
 
@@ -206,7 +228,7 @@ def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
     if opts.announce:
         print(f"started {cell} (process {os.getpid()})", file=sys.stderr, flush=True)
     out = store.open_cell(opts.results, cell, fresh=opts.force)
-    manifest = new_manifest(cell)
+    previous, manifest = previous_manifest(out), new_manifest(cell)
     try:
         data = cell_data(cell, opts)
         manifest.update(
@@ -223,6 +245,11 @@ def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
             device=str(device), precision=str(hardware.autocast_dtype(device, precision) or "float32"), precision_choice=chosen,
             deviations=method.deviations(), threads=torch.get_num_threads(), cpu=hardware.cpu_isa(), engine=engine,
         )  # fmt: skip
+        manifest["starts"], changed = starts(previous, manifest, resumed=any((out / store.CHECKPOINTS).glob("stage-*.pt")))
+        if changed:
+            said = ", ".join(f"{k} {a} (now {b})" for k, (a, b) in changed.items())
+            print(f"warning: {cell} resumes a run started with {said}: its steps before and after are two trajectories, not "
+                  "one run's (the manifest's `starts` records each part); rerun it with --force for one", file=sys.stderr, flush=True)  # fmt: skip
         if method.needs_consistent_raters and not data.train.rater_ids_consistent:
             manifest["deviations"].append("rater slots are not consistent identities here; per-rater modelling runs per slot")
         store.write_manifest(out, manifest)
