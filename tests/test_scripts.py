@@ -1,5 +1,6 @@
 """scripts/cells.py, the per-cell table `scripts/gpu_check.sh` prints to compare two runs of one sweep; scripts/stop_audit.sh,
-the stop audit's two runs sized one by the other, and scripts/stop_audit_keep.sh, their evidence kept small."""
+the stop audit's two runs sized one by the other, scripts/stop_audit_keep.sh, their evidence kept small, and
+scripts/stop_audit_restore.sh, that evidence brought back to start an audit again."""
 
 from __future__ import annotations
 
@@ -51,6 +52,20 @@ def test_the_stop_audit_script_sizes_the_long_run_from_the_rule_runs_stop(tmp_pa
     bad = subprocess.run(["bash", "scripts/stop_audit_keep.sh", str(rule), str(tmp_path / "nowhere"), str(kept)], cwd=REPO,
                          capture_output=True, text=True)  # fmt: skip
     assert bad.returncode == 2 and "nowhere holds no runs/ folder" in bad.stderr and (kept / "rule/stop_audit").is_dir()  # rule kept too
+    # restored on a fresh machine: the finished cells and the script's log come back; a kept run that had not finished
+    # (no metrics: its checkpoints were never kept) is left out, to train again
+    (kept_long,) = (kept / "long").rglob("seed-0")
+    (kept_long / "metrics.parquet").rename(tmp_path / "metrics.parquet")
+    new = tmp_path / "new"
+    restore = subprocess.run(["bash", "scripts/stop_audit_restore.sh", str(kept), str(new)], cwd=REPO, capture_output=True, text=True)
+    assert restore.returncode == 0, restore.stderr
+    assert "restored 1 finished cells" in restore.stdout and "1 unfinished left out" in restore.stdout
+    (cell,) = (new / "rule").rglob("seed-0")
+    assert sorted(f.name for f in cell.iterdir()) == ["config.json", "manifest.json", "metrics.parquet", "train_log.csv"]
+    assert not (new / "long" / "runs").exists() and (new / "rule/stop_audit_runs.txt").read_text() == (rule / "stop_audit_runs.txt").read_text()
+    nothing = subprocess.run(["bash", "scripts/stop_audit_restore.sh", str(tmp_path / "nowhere"), str(new)], cwd=REPO,
+                             capture_output=True, text=True)  # fmt: skip
+    assert nothing.returncode == 2 and "nowhere/rule holds no runs/ folder" in nothing.stderr
 
 
 def test_the_stop_audit_script_can_run_a_fixed_long_run_beside_the_rule_run(tmp_path):
