@@ -115,7 +115,7 @@ def unpaired(logs: dict[str, pd.DataFrame], rule_metrics: pd.DataFrame) -> pd.Da
 
 def trained(logs: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """Per GROUP of both runs' logs: how they trained (`setup`, over seeds), one text where both runs agree, else each
-    run's in bold: such runs are not one run up to the rule's stop, whatever the thread or device."""
+    run's in bold: runs trained otherwise are two trajectories, not one run up to the rule's stop."""
     said = {run: frame.groupby(GROUP, sort=False)["setup"].agg(lambda v: " / ".join(dict.fromkeys(v))) for run, frame in logs.items()
             if len(frame)}  # fmt: skip
     if len(said) < 2:

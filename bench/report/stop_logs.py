@@ -67,9 +67,9 @@ def span_label(a: float, b: float) -> str:
 
 def cell_logs(results: Path) -> pd.DataFrame:
     """Every cell folder's train_log.csv, finished or not, with CELL keys, `done` (the cell finished), `planned` (its
-    config's steps for the row's stage) and `setup` (how it trains, `setup`): a run still training has logged what it
-    has done so far. A cell that logged
-    nothing yet is one row with no stage; one whose log or config cannot be read now is one row saying why (`unreadable`)."""
+    config's steps for the row's stage) and `setup` (how it trains): a run still training has logged what it has done so
+    far. A cell that logged nothing yet is one row with no stage; one whose log, config or manifest cannot be read now is
+    one row saying why (`unreadable`)."""
     finished = {folder for folder, _, _ in store.finished(results, strict=False)}
     frames = []
     for folder in store.cell_folders(results):
