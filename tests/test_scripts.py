@@ -56,6 +56,8 @@ def test_the_stop_audit_script_sizes_the_long_run_from_the_rule_runs_stop(tmp_pa
     # (no metrics: its checkpoints were never kept) is left out, to train again
     (kept_long,) = (kept / "long").rglob("seed-0")
     (kept_long / "metrics.parquet").rename(tmp_path / "metrics.parquet")
+    manifest = kept_long / "manifest.json"
+    manifest.write_text(manifest.read_text().replace('"status": "done"', '"status": "running"'))
     new = tmp_path / "new"
     restore = subprocess.run(["bash", "scripts/stop_audit_restore.sh", str(kept), str(new)], cwd=REPO, capture_output=True, text=True)
     assert restore.returncode == 0, restore.stderr
@@ -63,6 +65,15 @@ def test_the_stop_audit_script_sizes_the_long_run_from_the_rule_runs_stop(tmp_pa
     (cell,) = (new / "rule").rglob("seed-0")
     assert sorted(f.name for f in cell.iterdir()) == ["config.json", "manifest.json", "metrics.parquet", "train_log.csv"]
     assert not (new / "long" / "runs").exists() and (new / "rule/stop_audit_runs.txt").read_text() == (rule / "stop_audit_runs.txt").read_text()
+    # keeping the new folders again, before the run left out trains there, keeps that run's earlier log
+    (new / "long" / "runs").mkdir(parents=True)
+    again = subprocess.run(["bash", "scripts/stop_audit_keep.sh", str(new / "rule"), str(new / "long"), str(kept)], cwd=REPO,
+                           capture_output=True, text=True)  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert "carried over 1 cells of the earlier copy" in again.stdout
+    assert sorted(f.name for f in kept_long.iterdir()) == ["config.json", "manifest.json", "train_log.csv"]
+    waiting = (kept / "rule/stop_audit/stop_audit.md").read_text().partition("Cells without a finished pair")[2]
+    assert "| MV-UNet | 0 | train: 2 (cap), restored 2," in waiting  # no evaluated step in common with the long run: "0" twins
     nothing = subprocess.run(["bash", "scripts/stop_audit_restore.sh", str(tmp_path / "nowhere"), str(new)], cwd=REPO,
                              capture_output=True, text=True)  # fmt: skip
     assert nothing.returncode == 2 and "nowhere/rule holds no runs/ folder" in nothing.stderr

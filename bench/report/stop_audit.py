@@ -101,7 +101,8 @@ def unpaired(logs: dict[str, pd.DataFrame], rule_metrics: pd.DataFrame) -> pd.Da
         cell = dict(zip(CELL, key))
         mine = {run: frame.merge(pd.DataFrame([cell]), on=CELL) for run, frame in logs.items()}
         logged = all("val_loss" in frame and (frame["event"] == "eval").any() for frame in mine.values())
-        first = twins(mine).iloc[0] if logged else None
+        shared = twins(mine) if logged else pd.DataFrame()
+        first = shared.iloc[0] if len(shared) else None  # none where the two runs have no evaluated step in common yet
         how = trained(mine)
         row = {**cell, "rule_run": run_state(mine["rule"]), "long_run": run_state(mine["long"]), "trained": how["trained"].iloc[0] if len(how) else "?",
                "shared": 0 if first is None else int(first["shared"]), "twin_diff": math.nan if first is None else first["twin_diff"]}  # fmt: skip
