@@ -6,6 +6,7 @@ import math
 import shutil
 
 import pandas as pd
+import pytest
 from conftest import REPO, run_bench
 
 from bench import store
@@ -111,6 +112,38 @@ def test_the_audit_says_what_each_stretch_of_the_long_run_bought():
     assert "| MV-UNet | 0 | train | 100 | 0.5 at 10; 60.0 | 0.45 at 30; 62.0 | 0.4 at 100; 62.0 | 0.3 at 150; 64.0 | 0.35 at 400; 66.0 |" in lines
     assert "| MH-UNet | 0 | train | 50 | – | – | 0.3 at 50 | – | 0.2 at 200 |" in lines
     assert stop_audit.spans_table(got.iloc[:0]) == []
+
+
+def test_the_spread_of_one_checkpoints_dsc_is_read_after_the_rules_restored_step_free_of_a_trend():
+    """The sd of the validation DSC's change between evaluations ÷ √2, from the step the rule restored to the long run's
+    end, on its last stage; mean over seeds; NaN without a GT diagnostic."""
+
+    def log(method, seed, stage, steps, gt, restored=None):
+        rows = [{**KEY, "method": method, "seed": seed, "stage": stage, "event": "eval", "step": s, "val_loss": 0.1,
+                 "diagnostic_gt_dsc": d} for s, d in zip(steps, gt)]  # fmt: skip
+        stop = {**KEY, "method": method, "seed": seed, "stage": stage, "event": "stop", "step": steps[-1], "restored_step": restored}
+        return pd.DataFrame([*rows, stop])
+
+    wiggle = [50 + 0.5 * i + (1 if i % 2 else -1) for i in range(5)]  # a rising trend ± 1: changes 2.5, −1.5, 2.5, −1.5
+    long = pd.concat([
+        log("mv-unet", 0, "train", [20, 40, 60, 80, 100, 120, 140], [90.0, 10.0, *wiggle]),  # before step 60: left out
+        log("mv-unet", 1, "train", [20, 40, 60, 80], [60.0, 61.0, 60.0, 61.0]),  # changes +1, −1, +1
+        log("lf-net", 0, "soft_label", [20, 40, 60], [0.0, 99.0, 0.0]),  # not the last stage: left out
+        log("lf-net", 0, "segmentation", [20, 40, 60, 80], [80.0, 81.0, 80.0, 81.0]),
+        log("mh-unet", 0, "train", [20, 40, 60, 80], [math.nan] * 4),
+    ])  # fmt: skip
+    rule = pd.concat([log("mv-unet", 0, "train", [20, 60], [90.0, 50.0], restored=60), log("mv-unet", 1, "train", [20], [60.0], restored=20),
+                      log("lf-net", 0, "segmentation", [20], [80.0], restored=20), log("mh-unet", 0, "train", [20], [math.nan], restored=20)])  # fmt: skip
+    got = stop_logs.spread({"rule": rule, "long": long}).set_index("method")["spread"]
+    one = pd.Series([2.5, -1.5, 2.5, -1.5]).std() / math.sqrt(2)
+    other = pd.Series([1.0, -1.0, 1.0]).std() / math.sqrt(2)
+    assert got["mv-unet"] == pytest.approx((one + other) / 2)
+    assert got["lf-net"] == pytest.approx(other) and math.isnan(got["mh-unet"])
+    metrics = metrics_frame([("mv-unet", "dsc", 0.600, math.nan, 0.620), ("mv-unet", "ged", 0.600, math.nan, 0.595)]).assign(spread=[0.0131, math.nan])
+    text = stop_audit.to_markdown(metrics, pd.DataFrame(), pd.DataFrame(columns=["method"]), "cmd", "rule", pd.DataFrame(columns=["method"]),
+                                  pd.DataFrame(), pd.DataFrame())  # fmt: skip
+    assert "| MV-UNet | dsc | 60.000 (–, 2) | 62.000 (1) | +2.000 | 1.000 | **no** | 1.31 |" in text
+    assert "| MV-UNet | ged | 0.600 (–, 2) | 0.595 (1) | -0.005 | 0.010 | yes | – |" in text
 
 
 def test_the_verb_audits_two_folders_and_the_report_flags_a_failing_method(tmp_path):

@@ -4,8 +4,9 @@ does training longer change what a method's stopped run scores?
 Two results folders of the same cells: one trained under the stopping rule (`--budget plateau`), one under `--budget
 long` (every stage a fixed length, the lowest validation loss restored, as the rule does). Per method, stage by stage:
 where each stopped and the validation loss it restored; then the test metrics of each (DSC against the dataset's
-reference, GED, Dice_match), their difference and the tolerance. A method **passes** when no metric moves by more
-than the larger of its seed-to-seed sd (the rule's folder) and the floor (1 DSC point, 0.01 GED, 1 Dice_match point).
+reference, GED, Dice_match), their difference and the tolerance, and beside DSC how far one checkpoint's sits from its
+neighbours' (`spread`, shown, not judged). A method **passes** when no metric moves by more than the larger of its
+seed-to-seed sd (the rule's folder) and the floor (1 DSC point, 0.01 GED, 1 Dice_match point).
 The audit also replays the rule on each long run's own validation curves (`replays`): up to its stop a rule run is its
 long twin (same seed, same batches), so the replay says where the rule stops and what it restores without training,
 exactly for a first stage and for every later stage whose earlier stages restored what the long run restored.
@@ -27,7 +28,7 @@ from bench import files, store
 from bench.evaluate.long_table import pooled_areas, summarise
 from bench.report.plots import fill, save
 from bench.report.rows import display
-from bench.report.stop_logs import CELL, GROUP, SPANS, both_hold, both_logs, paired, run_state, span_label, spans
+from bench.report.stop_logs import CELL, GROUP, SPANS, both_hold, both_logs, paired, run_state, span_label, spans, spread
 from bench.report.table_text import markdown_table
 from bench.train.stopping import replay_stage
 
@@ -228,7 +229,7 @@ def headline(summary: pd.DataFrame) -> pd.DataFrame:
 
 def audit(rows: tuple[pd.DataFrame, pd.DataFrame], logs: dict[str, pd.DataFrame], replay_rule: dict) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(metrics, stages, evidence): per method and checked metric the rule's and the long run's means, difference,
-    tolerance and whether it is within; per method and stage where each run stopped, and where `replay_rule` stops on
+    tolerance, whether it is within and, for DSC, the checkpoints' `spread` (not judged); per method and stage where each run stopped, and where `replay_rule` stops on
     the long run's curves (`replay_step`, `replay_restored`; `replay_same`: in every seed it restores what the long run
     restored); per method both runs' `areas` and `heads` (suffixes _rule, _long). Only the cells (method, seed) both folders hold,
     so both means and the rule's sd are over the same seeds. No "average" row: it is the raters', not a method's.
@@ -242,6 +243,8 @@ def audit(rows: tuple[pd.DataFrame, pd.DataFrame], logs: dict[str, pd.DataFrame]
     metrics["diff"] = metrics["mean_long"] - metrics["mean_rule"]
     metrics["tolerance"] = [max(f, 0 if math.isnan(sd) else sd) for f, sd in zip(floors, metrics["sd_rule"])]
     metrics["within"] = metrics["diff"].abs() <= metrics["tolerance"]
+    metrics = metrics.merge(spread(logs), on=GROUP, how="left")
+    metrics["spread"] = (metrics["spread"] / 100).where(metrics["metric"] == "dsc")  # DSC's own units; the other metrics have none
     st = stops(logs["rule"]).merge(stops(logs["long"]), on=[*GROUP, "stage"], suffixes=("_rule", "_long"))
     st["factor"] = st["step_long"] / st["step_rule"]
     rp = replays(logs["long"], replay_rule)
@@ -358,7 +361,8 @@ def to_markdown(metrics: pd.DataFrame, st: pd.DataFrame, verdict: pd.DataFrame, 
         k = CHECKED[r.metric][2]
         sd = "–" if math.isnan(r.sd_rule) else f"{r.sd_rule * k:.2f}"
         moved.append([display(r.method), r.metric, f"{r.mean_rule * k:.3f} ({sd}, {r.n_seeds_rule:.0f})", f"{r.mean_long * k:.3f} ({r.n_seeds_long:.0f})",
-                      f"{r.diff * k:+.3f}", f"{r.tolerance * k:.3f}", "yes" if r.within else "**no**"])  # fmt: skip
+                      f"{r.diff * k:+.3f}", f"{r.tolerance * k:.3f}", "yes" if r.within else "**no**",
+                      "–" if pd.isna(getattr(r, "spread", math.nan)) else f"{r.spread * k:.2f}"])  # fmt: skip
     return "\n".join([
         f"# Stop audit\n\nMade by `{command}`. The rule's run beside a fixed long run restored by the same criterion (lowest validation "
         "loss). A method passes when no test metric moves by more than the larger of its seed sd and 1 DSC point / 0.01 GED / "
@@ -374,7 +378,11 @@ def to_markdown(metrics: pd.DataFrame, st: pd.DataFrame, verdict: pd.DataFrame, 
                         "replay: stop (how), restored", "evaluations in common, largest rel. difference"], stages),
         f"\n![validation curves of both runs]({FIGURE}.png)\n" if len(st) else "",
         *spans_table(stretches),
-        "\n## Test metrics\n", markdown_table(["method", "metric", "rule (sd, seeds)", "long (seeds)", "long − rule", "tolerance", "within"], moved),
+        "\n## Test metrics\n", "Spread (not judged): how far one evaluation's validation DSC against GT sits from the next in the long run, "
+        "from the step the rule's run restored on (the sd of their difference ÷ √2, mean over seeds). Each run restored one "
+        "checkpoint, so a DSC move within about twice the spread can be which checkpoint each restored, not how long it trained; "
+        "the seed sd a second seed measures includes it.\n",
+        markdown_table(["method", "metric", "rule (sd, seeds)", "long (seeds)", "long − rule", "tolerance", "within", "spread"], moved),
         "\nWhat a move in DSC is made of (not judged): the consensus's precision, recall and predicted ÷ reference area, against "
         "DSC's reference, pooled over cases and seeds.\n",
         markdown_table(["method", "precision / recall / area: rule", "long"], [

@@ -60,6 +60,27 @@ def spans(logs: dict[str, pd.DataFrame]) -> pd.DataFrame:
     return pd.DataFrame(out, columns=[*CELL, "stage", "rule_stop", "span", "n", "val_loss", "step", "gt_dsc"])
 
 
+def spread(logs: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """How far one checkpoint's DSC against GT sits from its neighbours' (shown, not judged): per GROUP of `paired` logs,
+    over the long run's last stage from the step the rule's run restored there to its end, the sd of the logged
+    validation DSC's change from one evaluation to the next ÷ √2 (one evaluation's spread, free of a slow trend), mean
+    over seeds; NaN where the dataset logs no GT diagnostic. The audit compares one restored checkpoint of each run, so
+    a DSC move within about twice this can be which checkpoint each run restored, not how long it trained."""
+    rule, evals = logs["rule"], logs["long"][logs["long"]["event"] == "eval"]
+    if "diagnostic_gt_dsc" not in evals:  # a dataset without GT logs no diagnostic
+        evals = evals.assign(diagnostic_gt_dsc=math.nan)
+    stops = rule[rule["event"] == "stop"].set_index([*CELL, "stage"])
+    out = []
+    for key, part in evals.groupby(CELL, sort=False):
+        stage = part["stage"].iloc[-1]
+        start = stops["restored_step"].get((*key, stage), math.nan) if "restored_step" in stops else math.nan
+        start = 0 if pd.isna(start) else start
+        dsc = part[(part["stage"] == stage) & (part["step"] >= start)].sort_values("step")["diagnostic_gt_dsc"].dropna()
+        out.append({**dict(zip(CELL, key)), "spread": dsc.diff().std() / math.sqrt(2) if len(dsc) > 2 else math.nan})
+    frame = pd.DataFrame(out, columns=[*CELL, "spread"])
+    return frame.groupby(GROUP, sort=False)["spread"].mean().reset_index()
+
+
 def span_label(a: float, b: float) -> str:
     """A stretch (a, b] of SPANS in words: "0.1–0.4×", "2×–end"."""
     return f"{a:g}–{b:g}×" if b < math.inf else f"{a:g}×–end"
