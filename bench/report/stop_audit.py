@@ -229,10 +229,11 @@ def headline(summary: pd.DataFrame) -> pd.DataFrame:
 
 def audit(rows: tuple[pd.DataFrame, pd.DataFrame], logs: dict[str, pd.DataFrame], replay_rule: dict) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(metrics, stages, evidence): per method and checked metric the rule's and the long run's means, difference,
-    tolerance, whether it is within and, for DSC, the checkpoints' `spread` (not judged); per method and stage where each run stopped, and where `replay_rule` stops on
-    the long run's curves (`replay_step`, `replay_restored`; `replay_same`: in every seed it restores what the long run
-    restored); per method both runs' `areas` and `heads` (suffixes _rule, _long). Only the cells (method, seed) both folders hold,
-    so both means and the rule's sd are over the same seeds. No "average" row: it is the raters', not a method's.
+    tolerance, whether it is within and, for DSC, the checkpoints' `spread` (not judged); per method and stage where
+    each run stopped, and where `replay_rule` stops on the long run's curves (`replay_step`, `replay_restored`;
+    `replay_same`: in every seed it restores what the long run restored); per method both runs' `areas` and `heads`
+    (suffixes _rule, _long). Only the cells (method, seed) both folders hold, so both means and the rule's sd are over
+    the same seeds. No "average" row: it is the raters', not a method's.
     rows: both folders' metric rows of the cells both hold (`both_hold`); logs: `paired`."""
     sa, sb = (summarise(frame) for frame in rows)
     evidence = areas(rows[0]).merge(areas(rows[1]), on=GROUP, suffixes=("_rule", "_long"))

@@ -69,11 +69,12 @@ def spread(logs: dict[str, pd.DataFrame]) -> pd.DataFrame:
     rule, evals = logs["rule"], logs["long"][logs["long"]["event"] == "eval"]
     if "diagnostic_gt_dsc" not in evals:  # a dataset without GT logs no diagnostic
         evals = evals.assign(diagnostic_gt_dsc=math.nan)
-    stops = rule[rule["event"] == "stop"].set_index([*CELL, "stage"])
+    stopped = rule[rule["event"] == "stop"]
+    restored = stopped.groupby([*CELL, "stage"])["restored_step"].last() if "restored_step" in stopped else pd.Series(dtype=float)
     out = []
     for key, part in evals.groupby(CELL, sort=False):
         stage = part["stage"].iloc[-1]
-        start = stops["restored_step"].get((*key, stage), math.nan) if "restored_step" in stops else math.nan
+        start = restored.get((*key, stage), math.nan)
         start = 0 if pd.isna(start) else start
         dsc = part[(part["stage"] == stage) & (part["step"] >= start)].sort_values("step")["diagnostic_gt_dsc"].dropna()
         out.append({**dict(zip(CELL, key)), "spread": dsc.diff().std() / math.sqrt(2) if len(dsc) > 2 else math.nan})
