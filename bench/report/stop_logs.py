@@ -37,6 +37,12 @@ def paired(every: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
     return {"rule": a, "long": b}
 
 
+def gt_evals(log: pd.DataFrame) -> pd.DataFrame:
+    """A log's evaluation rows with `diagnostic_gt_dsc`, NaN where the dataset has no GT (it then logs no diagnostic)."""
+    evals = log[log["event"] == "eval"]
+    return evals if "diagnostic_gt_dsc" in evals else evals.assign(diagnostic_gt_dsc=math.nan)
+
+
 def spans(logs: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """What each stretch of a long run bought: per cell and stage of `paired` logs and each stretch (a, b] of SPANS × the
     step where the rule's run stopped that stage, the evaluations in it (`n`), the lowest validation loss (`val_loss`) at
@@ -44,10 +50,7 @@ def spans(logs: dict[str, pd.DataFrame]) -> pd.DataFrame:
     without evaluations has no row."""
     rule = logs["rule"]
     stopped = rule[rule["event"] == "stop"].groupby([*CELL, "stage"])["step"].last()
-    long = logs["long"]
-    evals = long[long["event"] == "eval"].dropna(subset=["val_loss"])
-    if "diagnostic_gt_dsc" not in evals:  # a dataset without GT logs no diagnostic
-        evals = evals.assign(diagnostic_gt_dsc=math.nan)
+    evals = gt_evals(logs["long"]).dropna(subset=["val_loss"])
     out = []
     for key, part in evals.groupby([*CELL, "stage"], sort=False):
         stop = stopped.get(key, math.nan)
@@ -66,10 +69,7 @@ def spread(logs: dict[str, pd.DataFrame]) -> pd.DataFrame:
     validation DSC's change from one evaluation to the next ÷ √2 (one evaluation's spread, free of a slow trend), mean
     over seeds; NaN where the dataset logs no GT diagnostic. The audit compares one restored checkpoint of each run, so
     a DSC move within about twice this can be which checkpoint each run restored, not how long it trained."""
-    rule, evals = logs["rule"], logs["long"][logs["long"]["event"] == "eval"]
-    if "diagnostic_gt_dsc" not in evals:  # a dataset without GT logs no diagnostic
-        evals = evals.assign(diagnostic_gt_dsc=math.nan)
-    stopped = rule[rule["event"] == "stop"]
+    evals, stopped = gt_evals(logs["long"]), logs["rule"][logs["rule"]["event"] == "stop"]
     restored = stopped.groupby([*CELL, "stage"])["restored_step"].last() if "restored_step" in stopped else pd.Series(dtype=float)
     out = []
     for key, part in evals.groupby(CELL, sort=False):
