@@ -135,6 +135,7 @@ class DPersona(Method):
     """
 
     needs_consistent_raters = True  # stage 2's head r models slot r
+    consensus_stage = "prior"  # the consensus is the mean of prior draws; stage 2 leaves it as it is
 
     @dataclass(frozen=True)
     class Config:

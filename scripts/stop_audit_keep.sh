@@ -8,7 +8,8 @@
 # 100 MB; and remakes the audit there, so that `python -m bench audit-stops DEST/rule DEST/long` gives the same tables
 # from the copy. Run it again at any time: a long run's log as it stands is kept too, and a second copy replaces the
 # first, cell by cell: a cell DEST holds that RULE or LONG lacks (one kept from an earlier machine, such as a long run
-# that scripts/stop_audit_restore.sh left out because it had not finished) stays, until a run of it replaces it.
+# that scripts/stop_audit_restore.sh left out because it had not finished) stays, until a run of it replaces it; the
+# script's log (stop_audit_runs.txt) keeps the earlier copy's lines beside the new ones.
 set -euo pipefail
 RULE=${1:?usage: scripts/stop_audit_keep.sh RULE LONG DEST}
 LONG=${2:?usage: scripts/stop_audit_keep.sh RULE LONG DEST}
@@ -23,7 +24,10 @@ for pair in "rule:$RULE" "long:$LONG"; do
     # bench/store.py's CONFIG, MANIFEST, TRAIN_LOG and a cell's metrics.parquet
     (cd "$src" && find runs -type f \( -name config.json -o -name manifest.json -o -name train_log.csv -o -name metrics.parquet \) \
         -print0 | tar --null -T - -cf -) | tar -C "$DEST/$name.new" -xf -
-    [[ -f $src/stop_audit_runs.txt ]] && cp "$src/stop_audit_runs.txt" "$DEST/$name.new/"
+    # the script's log: the earlier copy's lines and the new ones, in time order (each starts with its UTC time)
+    logs=()
+    for f in "$DEST/$name/stop_audit_runs.txt" "$src/stop_audit_runs.txt"; do [[ -f $f ]] && logs+=("$f"); done
+    ((${#logs[@]})) && sort -u "${logs[@]}" >"$DEST/$name.new/stop_audit_runs.txt"
     if [[ -d $DEST/$name/runs ]]; then
         while IFS= read -r -d '' cell; do
             [[ -e $DEST/$name.new/$cell ]] && continue

@@ -334,3 +334,28 @@ def test_the_gt_best_weights_are_kept_for_the_selection_reading_and_never_restor
     images = torch.as_tensor(val[0])
     dsc = harness.diagnostic_dsc(kept, images, gt, CPU, harness.autocast_dtype(CPU, "auto"))  # as fit evaluated it
     assert dsc == pytest.approx(best["diagnostic_gt_dsc"], abs=1e-4)
+
+
+def test_the_gt_diagnostic_follows_the_stage_that_decides_the_consensus(tmp_path):
+    """D-Persona's consensus is the mean of its prior's draws, which its second stage (per-rater heads) leaves as it is:
+    the logged GT DSC and the selection reading come from its first stage, and training is the same without them. A
+    stage name that is none of the method's is refused."""
+    data, val = tiny(8, seed=0), tiny(4, seed=1)
+    gt = (np.random.default_rng(5).random(val[1][:, 0].shape) > 0.5).astype(np.uint8)
+    sched = {name: Schedule("adam", 1e-3, 4, 4, False, eval_every=2) for name in ("prior", "personas")}
+    trained = []
+    for i, g in enumerate((gt, None)):
+        torch.manual_seed(0)
+        m = methods.build_method("d-persona", DataSpec(1, 2, 3))
+        out = harness.Output(progress=False, log_path=tmp_path / f"{i}.csv")
+        trained.append((m, harness.fit(m, harness.Split(*data), sched, RUN, val=harness.Split(*val, gt=g), out=out)))
+    (m, fitted), (plain, _) = trained
+    evals = pd.read_csv(tmp_path / "0.csv").query("event == 'eval'")
+    assert evals.groupby("stage", sort=False)["diagnostic_gt_dsc"].count().to_dict() == {"prior": 2, "personas": 0}
+    assert fitted.gt_best["step"] in set(evals.loc[evals["stage"] == "prior", "step"])
+    for key, value in plain.state_dict().items():
+        assert torch.equal(value, m.state_dict()[key]), key
+    stray = Scripted([1.0])
+    stray.consensus_stage = "nope"
+    with pytest.raises(ValueError, match=r"consensus_stage 'nope' is none of its stages \['train'\]"):
+        harness.fit(stray, harness.Split(*data), rule(), RUN, val=harness.Split(*val), out=QUIET)

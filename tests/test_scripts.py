@@ -67,10 +67,15 @@ def test_the_stop_audit_script_sizes_the_long_run_from_the_rule_runs_stop(tmp_pa
     assert not (new / "long" / "runs").exists() and (new / "rule/stop_audit_runs.txt").read_text() == (rule / "stop_audit_runs.txt").read_text()
     # keeping the new folders again, before the run left out trains there, keeps that run's earlier log
     (new / "long" / "runs").mkdir(parents=True)
+    earlier = "2026-01-01T00:00:00Z a run the earlier copy's log holds and the new folders' do not\n"
+    with open(kept / "rule/stop_audit_runs.txt", "a") as f:
+        f.write(earlier)
     rekept = subprocess.run(["bash", "scripts/stop_audit_keep.sh", str(new / "rule"), str(new / "long"), str(kept)], cwd=REPO,
                             capture_output=True, text=True)  # fmt: skip
     assert rekept.returncode == 0, rekept.stderr
     assert "carried over 1 cells of the earlier copy" in rekept.stdout
+    merged = (kept / "rule/stop_audit_runs.txt").read_text()  # the log keeps both, in time order
+    assert merged == "".join(sorted({earlier, *(rule / "stop_audit_runs.txt").read_text().splitlines(keepends=True)}))
     assert sorted(f.name for f in kept_long.iterdir()) == ["config.json", "manifest.json", "train_log.csv"]
     waiting = (kept / "rule/stop_audit/stop_audit.md").read_text().partition("Cells without a finished pair")[2]
     assert "| MV-UNet | 0 | train: 2 (cap), restored 2," in waiting  # no evaluated step in common with the long run: "0" twins

@@ -241,8 +241,9 @@ def learning_curve_figure(logs: pd.DataFrame, methods: list[str], title: str) ->
 
 
 def diagnostic_figure(logs: pd.DataFrame, methods: list[str], all_methods: list[str], title: str) -> Figure:
-    """Validation DSC against ground truth over the last stage's steps, mean ± std over seeds: a diagnostic that never
-    stopped or selected anything. Evaluations at fewer than two steps: a note in place of the chart."""
+    """Validation DSC against ground truth over the steps of the stage that decides the consensus (the one that logs it),
+    mean ± std over seeds: a diagnostic that never stopped or selected anything. Evaluations at fewer than two steps: a
+    note in place of the chart."""
     fig = Figure(figsize=(7.0, 4.5), layout="constrained")
     ax = fig.subplots()
     ax.set_title(fill(title, 7.0), fontsize=10)
@@ -264,7 +265,7 @@ def diagnostic_figure(logs: pd.DataFrame, methods: list[str], all_methods: list[
                 markersize=4,
             )
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel("step of the last stage")
+    ax.set_xlabel("step of the stage that decides the consensus")
     ax.set_ylabel("validation DSC vs ground truth (%)")
     ax.grid(alpha=0.3)
     return fig

@@ -65,18 +65,19 @@ def spans(logs: dict[str, pd.DataFrame]) -> pd.DataFrame:
 
 def spread(logs: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """How far one checkpoint's DSC against GT sits from its neighbours' (shown, not judged): per GROUP of `paired` logs,
-    over the long run's last stage from the step the rule's run restored there to its end, the sd of the logged
-    validation DSC's change from one evaluation to the next ÷ √2 (one evaluation's spread, free of a slow trend), mean
-    over seeds; NaN where the dataset logs no GT diagnostic. The audit compares one restored checkpoint of each run, so
+    over the long run's stage that logs the GT diagnostic (the one that decides the consensus) from the step the rule's
+    run restored there to its end, the sd of the logged validation DSC's change from one evaluation to the next ÷ √2
+    (one evaluation's spread, free of a slow trend), mean over seeds; NaN where the dataset logs no GT diagnostic. The audit compares one restored checkpoint of each run, so
     a DSC move within about twice this can be which checkpoint each run restored, not how long it trained."""
     evals, stopped = gt_evals(logs["long"]), logs["rule"][logs["rule"]["event"] == "stop"]
     restored = stopped.groupby([*CELL, "stage"])["restored_step"].last() if "restored_step" in stopped else pd.Series(dtype=float)
     out = []
     for key, part in evals.groupby(CELL, sort=False):
-        stage = part["stage"].iloc[-1]
+        logged = part[part["diagnostic_gt_dsc"].notna()]
+        stage = logged["stage"].iloc[-1] if len(logged) else None
         start = restored.get((*key, stage), math.nan)
         start = 0 if pd.isna(start) else start
-        dsc = part[(part["stage"] == stage) & (part["step"] >= start)].sort_values("step")["diagnostic_gt_dsc"].dropna()
+        dsc = logged[(logged["stage"] == stage) & (logged["step"] >= start)].sort_values("step")["diagnostic_gt_dsc"]
         out.append({**dict(zip(CELL, key)), "spread": dsc.diff().std() / math.sqrt(2) if len(dsc) > 2 else math.nan})
     frame = pd.DataFrame(out, columns=[*CELL, "spread"])
     return frame.groupby(GROUP, sort=False)["spread"].mean().reset_index()

@@ -216,8 +216,9 @@ def split(data: RaterData, gt: bool = False) -> harness.Split:
 
 
 def gt_selected(method: methods.Method, best: dict, test: RaterData, device: torch.device, precision: str, seed: int) -> dict:
-    """The selection reading (docs/decisions.md): the last stage's weights at its highest validation GT DSC, scored on the
-    test split against GT (mean per-image foreground DSC, %, the long table's rule). The cell's rows stay the rule's."""
+    """The selection reading (docs/decisions.md): the weights of the stage that decides the consensus at its highest
+    validation GT DSC, scored on the test split against GT (mean per-image foreground DSC, %, the long table's rule). The
+    cell's rows stay the rule's."""
     method.load_state_dict(best["state"])
     probs = harness.predict_proba(method, test.images, device=device, precision=precision, seed=seed)
     test_dsc = dice(probs.argmax(1) > 0, test.gt > 0)

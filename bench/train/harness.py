@@ -125,9 +125,9 @@ class Output:
 
 @dataclass
 class Fitted:
-    """What `fit` returns: each stage's stop record by stage name, and the last stage's evaluation with the highest
-    validation GT DSC ({"dsc", "step", "state"}; {} without GT, or when a run resumed after its last stage) for the
-    selection reading, never restored (docs/decisions.md)."""
+    """What `fit` returns: each stage's stop record by stage name, and the evaluation with the highest validation GT DSC
+    of the stage that decides the consensus (the last, or `Method.consensus_stage`) ({"dsc", "step", "state"}; {} without
+    GT, or when a run resumed after that stage) for the selection reading, never restored (docs/decisions.md)."""
 
     stages: dict[str, dict]
     gt_best: dict
@@ -141,7 +141,7 @@ def fit(method: Method, train: Split, schedules: dict[str, Schedule], run: Runti
     ground truth) is logged; with early stopping the stage ends after `patience` evaluations without an improvement
     (`StopState`), not before `min_evals`, or at `max_steps`; it then ends on the weights with the lowest validation loss,
     as a `long` stage of fixed length does (`Schedule.restore_best`). `val.gt`, where given, only adds the logged
-    diagnostic `diagnostic_gt_dsc` (and `Fitted.gt_best`).
+    diagnostic `diagnostic_gt_dsc` (and `Fitted.gt_best`) to the stage that decides the consensus.
 
     Each stage gets a fresh optimiser and its own generators seeded by (seed, stage index). A mid-stage checkpoint (at an
     evaluation, at most every `out.checkpoint_seconds`) holds the weights, optimiser, best weights, stopping state and
@@ -157,9 +157,13 @@ def fit(method: Method, train: Split, schedules: dict[str, Schedule], run: Runti
 
     data, val_data = tensors(train), (tensors(val) if val is not None else None)
     stages = method.stages
-    missing = [s.name for s in stages if s.name not in schedules]
+    names = [s.name for s in stages]
+    missing = [name for name in names if name not in schedules]
     if missing:
         raise ValueError(f"no schedule for stage(s) {missing} of {type(method).__name__}")
+    if method.consensus_stage not in (None, *names):
+        raise ValueError(f"{type(method).__name__}.consensus_stage {method.consensus_stage!r} is none of its stages {names}")
+    decides = names.index(method.consensus_stage) if method.consensus_stage else len(stages) - 1  # the stage the consensus reads
     if val_data is None and any(schedules[s.name].early_stopping for s in stages):
         raise ValueError("early stopping needs a validation split (val=...)")
     first, partial = resume(method, stages, out.checkpoint_dir)
@@ -167,7 +171,7 @@ def fit(method: Method, train: Split, schedules: dict[str, Schedule], run: Runti
     fitted = Fitted(logged_stops(out.log_path), {})  # stages a resumed run finished before
     for k in range(first, len(stages)):
         stage = StageRun(method, k, stages[k], schedules[stages[k].name], len(train.images), run, dtype, partial if k == first else None)
-        diagnostic = val.gt if val is not None and k == len(stages) - 1 else None  # the last stage decides the prediction
+        diagnostic = val.gt if val is not None and k == decides else None
         r = fitted.stages[stages[k].name] = stage.train(data, val_data, diagnostic, out, progress)
         if out.announce:  # a worker without bars: one line a stage, so a parallel sweep shows its cells moving
             line = f"{out.desc} {stages[k].name}: {store.stop_kind(r)} at step {r['step']} ({r['seconds']:.0f} s)"
