@@ -116,8 +116,8 @@ def test_the_audit_says_what_each_stretch_of_the_long_run_bought():
 
 def test_the_spread_of_one_checkpoints_dsc_is_read_after_the_rules_restored_step_free_of_a_trend():
     """The sd of the validation DSC's change between evaluations ÷ √2, from the step the rule restored to the long run's
-    end, on the last stage that logs it (the one that decides the consensus); mean over seeds; NaN without a GT
-    diagnostic."""
+    end, on the last stage that logs it (the one that decides the consensus); mean over the seeds that have one; NaN
+    without a GT diagnostic or where it is one constant."""
 
     def log(method, seed, stage, steps, gt, restored=None):
         rows = [{**KEY, "method": method, "seed": seed, "stage": stage, "event": "eval", "step": s, "val_loss": 0.1,
@@ -134,17 +134,20 @@ def test_the_spread_of_one_checkpoints_dsc_is_read_after_the_rules_restored_step
         log("mh-unet", 0, "train", [20, 40, 60, 80], [math.nan] * 4),
         log("d-persona", 0, "prior", [20, 40, 60, 80, 100], [0.0, 99.0, 60.0, 61.0, 60.0]),  # the consensus' stage, from 40
         log("d-persona", 0, "personas", [20, 40, 60], [math.nan] * 3),  # trains heads only: no diagnostic
+        log("d-persona", 1, "prior", [20, 40, 60], [math.nan] * 3),  # logged before consensus_stage: a constant in the
+        log("d-persona", 1, "personas", [20, 40, 60, 80], [70.0] * 4),  # heads' stage, so no spread for this seed
     ])  # fmt: skip
     rule = pd.concat([log("mv-unet", 0, "train", [20, 60], [90.0, 50.0], restored=60), log("mv-unet", 1, "train", [20], [60.0], restored=20),
                       log("lf-net", 0, "segmentation", [20], [80.0], restored=20), log("mh-unet", 0, "train", [20], [math.nan], restored=20),
                       log("d-persona", 0, "prior", [20, 40, 60], [0.0, 99.0, 60.0], restored=60),
-                      log("d-persona", 0, "personas", [20], [math.nan], restored=20)])  # fmt: skip
+                      log("d-persona", 0, "personas", [20], [math.nan], restored=20),
+                      log("d-persona", 1, "prior", [20], [math.nan], restored=20), log("d-persona", 1, "personas", [20], [70.0], restored=20)])  # fmt: skip
     got = stop_logs.spread({"rule": rule, "long": long}).set_index("method")["spread"]
     one = pd.Series([2.5, -1.5, 2.5, -1.5]).std() / math.sqrt(2)
     other = pd.Series([1.0, -1.0, 1.0]).std() / math.sqrt(2)
     assert got["mv-unet"] == pytest.approx((one + other) / 2)
     assert got["lf-net"] == pytest.approx(other) and math.isnan(got["mh-unet"])
-    assert got["d-persona"] == pytest.approx(1.0)  # 60, 61, 60 from the prior's restored step 60: changes +1, −1
+    assert got["d-persona"] == pytest.approx(1.0)  # seed 0's 60, 61, 60 from the prior's restored step 60: changes +1, −1
     metrics = metrics_frame([("mv-unet", "dsc", 0.600, math.nan, 0.620), ("mv-unet", "ged", 0.600, math.nan, 0.595)]).assign(spread=[0.0131, math.nan])
     text = stop_audit.to_markdown(metrics, pd.DataFrame(), pd.DataFrame(columns=["method"]), "cmd", "rule", pd.DataFrame(columns=["method"]),
                                   pd.DataFrame(), pd.DataFrame())  # fmt: skip

@@ -67,8 +67,10 @@ def spread(logs: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """How far one checkpoint's DSC against GT sits from its neighbours' (shown, not judged): per GROUP of `paired` logs,
     over the long run's stage that logs the GT diagnostic (the one that decides the consensus) from the step the rule's
     run restored there to its end, the sd of the logged validation DSC's change from one evaluation to the next ÷ √2
-    (one evaluation's spread, free of a slow trend), mean over seeds; NaN where the dataset logs no GT diagnostic. The audit compares one restored checkpoint of each run, so
-    a DSC move within about twice this can be which checkpoint each run restored, not how long it trained."""
+    (one evaluation's spread, free of a slow trend), mean over the seeds that have one: NaN where the dataset logs no GT
+    diagnostic or it is one constant (a stage that never moves the consensus, as D-Persona's heads logged before
+    `Method.consensus_stage`). The audit compares one restored checkpoint of each run, so a DSC move within about twice
+    this can be which checkpoint each run restored, not how long it trained."""
     evals, stopped = gt_evals(logs["long"]), logs["rule"][logs["rule"]["event"] == "stop"]
     restored = stopped.groupby([*CELL, "stage"])["restored_step"].last() if "restored_step" in stopped else pd.Series(dtype=float)
     out = []
@@ -78,7 +80,8 @@ def spread(logs: dict[str, pd.DataFrame]) -> pd.DataFrame:
         start = restored.get((*key, stage), math.nan)
         start = 0 if pd.isna(start) else start
         dsc = logged[(logged["stage"] == stage) & (logged["step"] >= start)].sort_values("step")["diagnostic_gt_dsc"]
-        out.append({**dict(zip(CELL, key)), "spread": dsc.diff().std() / math.sqrt(2) if len(dsc) > 2 else math.nan})
+        varies = len(dsc) > 2 and dsc.nunique() > 1
+        out.append({**dict(zip(CELL, key)), "spread": dsc.diff().std() / math.sqrt(2) if varies else math.nan})
     frame = pd.DataFrame(out, columns=[*CELL, "spread"])
     return frame.groupby(GROUP, sort=False)["spread"].mean().reset_index()
 
