@@ -132,10 +132,10 @@ def test_the_spread_of_one_checkpoints_dsc_is_read_after_the_rules_restored_step
         log("lf-net", 0, "soft_label", [20, 40, 60], [0.0, 99.0, 0.0]),  # not the last stage: left out
         log("lf-net", 0, "segmentation", [20, 40, 60, 80], [80.0, 81.0, 80.0, 81.0]),
         log("mh-unet", 0, "train", [20, 40, 60, 80], [math.nan] * 4),
-        log("d-persona", 0, "prior", [20, 40, 60, 80, 100], [0.0, 99.0, 60.0, 61.0, 60.0]),  # the consensus' stage, from 40
+        log("d-persona", 0, "prior", [20, 40, 60, 80, 100], [0.0, 99.0, 60.0, 61.0, 60.0]),  # the consensus' stage
         log("d-persona", 0, "personas", [20, 40, 60], [math.nan] * 3),  # trains heads only: no diagnostic
-        log("d-persona", 1, "prior", [20, 40, 60], [math.nan] * 3),  # logged before consensus_stage: a constant in the
-        log("d-persona", 1, "personas", [20, 40, 60, 80], [70.0] * 4),  # heads' stage, so no spread for this seed
+        log("d-persona", 1, "prior", [20, 40, 60], [math.nan] * 3),  # logged before consensus_stage: nothing here,
+        log("d-persona", 1, "personas", [20, 40, 60, 80], [70.0] * 4),  # one constant here, so no spread for this seed
     ])  # fmt: skip
     rule = pd.concat([log("mv-unet", 0, "train", [20, 60], [90.0, 50.0], restored=60), log("mv-unet", 1, "train", [20], [60.0], restored=20),
                       log("lf-net", 0, "segmentation", [20], [80.0], restored=20), log("mh-unet", 0, "train", [20], [math.nan], restored=20),
