@@ -4,6 +4,8 @@ ground truth kept out of selection, and exact resume of a stage in progress."""
 from __future__ import annotations
 
 import dataclasses
+import os
+import subprocess
 from dataclasses import dataclass
 
 import numpy as np
@@ -177,9 +179,9 @@ def test_a_killed_stage_resumes_with_the_same_stopping_state(tmp_path, monkeypat
 
 
 def test_a_resumed_cell_keeps_each_start_and_says_what_changed_since_the_first():
-    first = {"started": 1.0, "git_commit": "a", "host": "vm", "device": "cpu", "cpu": "x86_64 avx2", "precision": "float32",
+    first = {"started": 1.0, "git_commit": "a", "git_changed": [], "host": "vm", "device": "cpu", "cpu": "x86_64 avx2", "precision": "float32",
              "threads": 2, "engine": "eager", "status": "running"}  # fmt: skip
-    same, other = {**first, "started": 2.0, "git_commit": "b"}, {**first, "started": 3.0, "cpu": "x86_64 amx_bf16", "precision": "torch.bfloat16"}
+    same, other = {**first, "started": 2.0, "git_commit": "b", "git_changed": ["methods/a.py"]}, {**first, "started": 3.0, "cpu": "x86_64 amx_bf16", "precision": "torch.bfloat16"}
     kept, changed = cell.starts(first, same, resumed=True)
     assert [s["started"] for s in kept] == [1.0, 2.0] and "status" not in kept[0] and changed == {}  # code alone is not the setup
     kept, changed = cell.starts({**same, "starts": kept}, other, resumed=True)
@@ -303,6 +305,7 @@ def test_a_cell_records_its_threads_isa_stops_and_flag(tmp_path):
     folder = next(results.glob("runs/**/mv-unet/seed-0"))
     manifest, config = files.read_json(folder / "manifest.json"), files.read_json(folder / "config.json")
     assert manifest["threads"] == 1 and manifest["cpu"] and manifest["stages"]["train"]["stop"] == "cap"
+    assert manifest["git_changed"] == cell.git_changed()  # the tree as it stands: [] on a clean clone
     assert set(manifest["degenerate"]) == {"empty_share", "full_share", "majority_empty_share", "flag"}
     assert config["budget"]["name"] == "quick" and config["schedules"]["train"]["max_steps"] == 3 and config["threads"] == 1
     log = pd.read_csv(folder / "train_log.csv")
@@ -359,3 +362,20 @@ def test_the_gt_diagnostic_follows_the_stage_that_decides_the_consensus(tmp_path
     stray.consensus_stage = "nope"
     with pytest.raises(ValueError, match=r"consensus_stage 'nope' is none of its stages \['train'\]"):
         harness.fit(stray, harness.Split(*data), rule(), RUN, val=harness.Split(*val), out=QUIET)
+
+
+def test_a_cell_records_the_code_files_its_tree_changed_from_the_commit(tmp_path):
+    """`git_changed`: [] for a committed tree, the changed and new code files otherwise (docs and tests do not count),
+    None where git cannot say (a run's manifest holds it beside `git_commit`: the test above)."""
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    (tmp_path / "methods").mkdir()
+    (tmp_path / "methods" / "a.py").write_text("x = 1\n")
+    (tmp_path / "README.md").write_text("hi\n")
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "c"]):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, env={**os.environ, **env})
+    assert cell.git_changed(tmp_path) == []
+    (tmp_path / "methods" / "a.py").write_text("x = 2\n")
+    (tmp_path / "methods" / "b.py").write_text("y = 1\n")
+    (tmp_path / "README.md").write_text("changed\n")
+    assert cell.git_changed(tmp_path) == ["methods/a.py", "methods/b.py"]
+    assert cell.git_changed(tmp_path / "methods" / "nowhere") is None

@@ -81,11 +81,27 @@ def cell_config(cell: Cell, opts: RunOptions, data: CellData, method: methods.Me
     }
 
 
-def git_commit() -> str:
+CODE = ("bench", "methods", "datasets", "labels")  # the packages a cell's numbers depend on besides its config and data
+
+
+def git(*args: str, repo: Path = REPO) -> str | None:
+    """The output of `git ARGS` in `repo`; None where git cannot say (not installed, not a repository)."""
     try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, timeout=5).stdout.strip()
+        proc = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.SubprocessError):
-        return ""
+        return None
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def git_commit() -> str:
+    return (git("rev-parse", "HEAD") or "").strip()
+
+
+def git_changed(repo: Path = REPO) -> list[str] | None:
+    """The code files (CODE) that differ from `git_commit`, new ones included: [] for a committed tree, so a run from
+    an uncommitted change says so; None where git cannot say."""
+    out = git("status", "--porcelain", "--untracked-files=all", "--", *CODE, repo=repo)
+    return None if out is None else sorted(line[3:] for line in out.splitlines())
 
 
 def versions() -> dict[str, str]:
@@ -104,7 +120,7 @@ def versions() -> dict[str, str]:
 def new_manifest(cell: Cell) -> dict:
     return {
         "cell": cell.record(), "status": "running", "started": time.time(), "command": sys.argv,
-        "git_commit": git_commit(), "versions": versions(), "host": platform.node(), "pid": os.getpid(),
+        "git_commit": git_commit(), "git_changed": git_changed(), "versions": versions(), "host": platform.node(), "pid": os.getpid(),
     }  # fmt: skip
 
 
@@ -112,11 +128,11 @@ SETUP = ("device", "cpu", "precision", "threads", "engine")  # what changes a ru
 
 
 def starts(previous: dict, now: dict, resumed: bool) -> tuple[list[dict], dict]:
-    """The manifest's `starts` with this one: each start's time, code, host and SETUP; the earlier starts are kept where
-    this one resumes their checkpoints (`resumed`), so a run trained in parts says how each part trained. Also what this
-    start trains otherwise than the first ({key: (first, now)}): such a run is two trajectories, not the one a single
-    start would have trained. previous: the manifest an earlier start wrote ({} where none could be read)."""
-    record = {k: now.get(k) for k in ("started", "git_commit", "host", *SETUP)}
+    """The manifest's `starts` with this one: each start's time, code (commit and changed files), host and SETUP; the
+    earlier starts are kept where this one resumes their checkpoints (`resumed`), so a run trained in parts says how
+    each part trained. Also what this start trains otherwise than the first ({key: (first, now)}): such a run is two
+    trajectories, not the one a single start would have trained. previous: the manifest an earlier start wrote ({} where none could be read)."""
+    record = {k: now.get(k) for k in ("started", "git_commit", "git_changed", "host", *SETUP)}
     earlier = (previous.get("starts") or [{k: previous.get(k) for k in record}]) if resumed and previous.get("device") else []
     first = (earlier or [record])[0]
     return [*earlier, record], {k: (first.get(k), record[k]) for k in SETUP if first.get(k) != record[k]}
