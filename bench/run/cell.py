@@ -131,7 +131,8 @@ def starts(previous: dict, now: dict, resumed: bool) -> tuple[list[dict], dict]:
     """The manifest's `starts` with this one: each start's time, code (commit and changed files), host and SETUP; the
     earlier starts are kept where this one resumes their checkpoints (`resumed`), so a run trained in parts says how
     each part trained. Also what this start trains otherwise than the first ({key: (first, now)}): such a run is two
-    trajectories, not the one a single start would have trained. previous: the manifest an earlier start wrote ({} where none could be read)."""
+    trajectories, not the one a single start would have trained. previous: the manifest an earlier start wrote ({}
+    where none could be read)."""
     record = {k: now.get(k) for k in ("started", "git_commit", "git_changed", "host", *SETUP)}
     earlier = (previous.get("starts") or [{k: previous.get(k) for k in record}]) if resumed and previous.get("device") else []
     first = (earlier or [record])[0]
