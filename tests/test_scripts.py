@@ -1,6 +1,7 @@
 """scripts/cells.py, the per-cell table `scripts/gpu_check.sh` prints to compare two runs of one sweep; scripts/stop_audit.sh,
 the stop audit's two runs sized one by the other, scripts/stop_audit_keep.sh, their evidence kept small, and
-scripts/stop_audit_restore.sh, that evidence brought back to start an audit again."""
+scripts/stop_audit_restore.sh, that evidence brought back to start an audit again; scripts/keep_cells.sh, a run's finished
+cells kept without their checkpoints."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import subprocess
 import sys
 
 import pandas as pd
-from conftest import REPO
+from conftest import REPO, cell_folder, sweep_command
 
 
 def test_cells_lists_every_cell_and_compares_two_folders(reference_sweep):
@@ -97,3 +98,33 @@ def test_the_stop_audit_script_can_run_a_fixed_long_run_beside_the_rule_run(tmp_
     assert "mv-unet seed 0: rule stopped at 6 (above a quarter of the long run's 20 steps)" in said
     logs = pd.read_parquet(long / "train_logs.parquet")
     assert logs.loc[logs.event == "stop", "step"].tolist() == [20] and "| MV-UNet | train | 6 (cap) |" in proc.stdout
+
+
+def test_kept_cells_are_a_results_folder_that_a_run_goes_on_from(reference_sweep, tmp_path):
+    kept = tmp_path / "kept"
+    keep = subprocess.run(["bash", "scripts/keep_cells.sh", str(reference_sweep.results), str(kept)], cwd=REPO,
+                          capture_output=True, text=True)  # fmt: skip
+    assert keep.returncode == 0, keep.stderr
+    assert "kept 4 finished cells (4 new)" in keep.stdout and "4 cells); 0 unfinished left out" in keep.stdout
+    assert sorted(p.name for p in kept.iterdir()) == ["runs"] and not list(kept.rglob("checkpoints"))
+    cell = cell_folder(kept, "lf-net", 0)
+    assert sorted(p.name for p in cell.iterdir()) == sorted(
+        p.name for p in reference_sweep.cell("lf-net", 0).iterdir() if p.is_file())  # every file but the checkpoints
+    assert (cell / "predictions.npz").read_bytes() == (reference_sweep.cell("lf-net", 0) / "predictions.npz").read_bytes()
+    # a fresh machine's run goes on from the kept cells and trains none of them again
+    again = tmp_path / "again"
+    again.mkdir()
+    subprocess.run(["cp", "-rn", str(kept / "runs"), str(again)], check=True)
+    run = subprocess.run(sweep_command(["lf-net", "mv-unet"], again), cwd=REPO, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert "4 cells: 0 trained, 4 already done, 0 failed" in run.stdout
+    assert pd.read_parquet(again / "metrics.parquet").shape == reference_sweep.table.shape
+    # keeping again from a folder where a cell has not finished leaves the kept copy of it as it was
+    unfinished = reference_sweep.copy(tmp_path / "unfinished", [("mv-unet", 1)])
+    (cell_folder(unfinished, "mv-unet", 1) / "metrics.parquet").unlink()
+    before = (cell_folder(kept, "mv-unet", 1) / "metrics.parquet").read_bytes()
+    rekept = subprocess.run(["bash", "scripts/keep_cells.sh", str(unfinished), str(kept)], cwd=REPO, capture_output=True, text=True)
+    assert rekept.returncode == 0 and "kept 0 finished cells (0 new)" in rekept.stdout and "1 unfinished left out" in rekept.stdout
+    assert (cell_folder(kept, "mv-unet", 1) / "metrics.parquet").read_bytes() == before
+    bad = subprocess.run(["bash", "scripts/keep_cells.sh", str(tmp_path / "nowhere"), str(kept)], cwd=REPO, capture_output=True, text=True)
+    assert bad.returncode == 2 and "nowhere holds no runs/ folder" in bad.stderr
