@@ -4,9 +4,10 @@
 #   scripts/keep_cells.sh RESULTS DEST    # e.g. scripts/keep_cells.sh /work/rerun/R docs/rerun/mnist-5k
 #
 # copies each finished cell of RESULTS (one with its test metrics) into DEST/runs with every file but its checkpoints
-# (config, manifest, training log, per-case metrics, calibration bins and test probabilities): about 0.8 MB a cell
-# (docs/rerun's first 8: 6.3 MB) against 60-400 MB. DEST is then a results folder of finished cells: `bench report --results` reads a copy of it, and
-# a run goes on from it on a fresh machine, skipping what it holds:
+# (config, manifest, training log, per-case metrics, calibration bins and test probabilities): about 0.9 MB a cell
+# (docs/rerun's first 22: 19 MB; a sampler's 1.3-1.6 MB) against 60-400 MB. DEST is then a results folder of finished
+# cells: `bench report --results` reads a copy of it, and a run goes on from it on a fresh machine, skipping what it
+# holds:
 #
 #   mkdir -p R && cp -rn DEST/runs R/ && python -m bench run ... --results R
 #
