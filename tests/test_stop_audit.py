@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import shutil
 
@@ -216,6 +217,22 @@ def test_the_verb_audits_two_folders_and_the_report_flags_a_failing_method(tmp_p
     write_tables(summary, tmp_path / "tables", audit=flags)
     md = next((tmp_path / "tables").glob("table1_*.md")).read_text()
     assert "stop audit: fails" in md and "[stop audit: fails]" in md
+    # A rerun under the same rule takes the audited run's verdicts (--stop-audit); one under another budget record does not.
+    rerun = tmp_path / "rerun"
+    shutil.copytree(rule / "runs", rerun / "runs")
+    assert stop_audit.failures(rerun)[("mnist-5k", "lfnet", "protocol")] == {"mv-unet": "stop not audited"}
+    assert stop_audit.failures(rerun, rule) == {}
+    proc = run_bench("report", "--results", str(rerun), "--stop-audit", str(rule))
+    assert proc.returncode == 0, proc.stderr
+    md = next((rerun / "report").glob("table1_*.md")).read_text()
+    assert md.startswith(f"> stop-audit flags from {rule / store.STOP_AUDIT} (another run of the same rule)") and "MV-UNet [stop" not in md
+    config = next((rerun / "runs").rglob("seed-0/config.json"))
+    record = json.loads(config.read_text())
+    record["budget"]["max_steps"] = 3
+    config.write_text(json.dumps(record))
+    assert stop_audit.failures(rerun, rule) == {("mnist-5k", "lfnet", "protocol"): {"mv-unet": "stop not audited"}}
+    missing = run_bench("report", "--results", str(rerun), "--stop-audit", str(long))
+    assert missing.returncode == 2 and f"--stop-audit {long}: no {long / store.STOP_AUDIT / stop_audit.CSV}" in missing.stderr
 
 
 def test_the_audit_says_whether_the_two_runs_are_one_run_up_to_the_stop():

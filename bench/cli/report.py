@@ -9,7 +9,7 @@ from bench.cli.options import UsageError, check_out, data_root
 
 
 def add_parser(verbs) -> None:
-    """Add `python -m bench report [--results DIR] [--out DIR]` to the CLI's subparsers."""
+    """Add `python -m bench report [--results DIR] [--out DIR] [--stop-audit RULE]` to the CLI's subparsers."""
     p = verbs.add_parser(
         "report",
         allow_abbrev=False,
@@ -21,6 +21,12 @@ def add_parser(verbs) -> None:
     p.add_argument("--results", default="results", help="results folder holding metrics.parquet and summary.csv (default: results)")
     p.add_argument("--out", help="folder for the tables and figures (default: RESULTS/report)")
     p.add_argument(
+        "--stop-audit",
+        metavar="RULE",
+        help="results folder whose stop audit (RULE/stop_audit/, from `bench audit-stops RULE LONG`) flags this folder's methods, "
+        "for a rerun under the same rule (default: RESULTS itself); a method trained here under another budget is not audited",
+    )
+    p.add_argument(
         "--data-root",
         help="folder holding the datasets, for the reproduction report's figures and hints (default: $BENCH_DATA, else ./data)",
     )
@@ -29,7 +35,7 @@ def add_parser(verbs) -> None:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from bench import store
-    from bench.report import render
+    from bench.report import render, stop_audit
     from bench.run.plan import check_damage
 
     results = Path(args.results)
@@ -37,6 +43,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     first = f"run cells first, e.g. a one-minute smoke run: `python -m bench run --max-steps 20 --seeds 0 --methods mv-unet,lf-net --results {results}`"
     if not (results / store.METRICS).is_file() and not store.cell_folders(results):
         raise UsageError(f"no results table {results / store.METRICS}; {first}")
+    audit = Path(args.stop_audit) if args.stop_audit else None
+    if audit is not None and not (audit / store.STOP_AUDIT / stop_audit.CSV).is_file():
+        raise UsageError(
+            f"--stop-audit {audit}: no {audit / store.STOP_AUDIT / stop_audit.CSV}; "
+            f"give a folder `python -m bench audit-stops RULE LONG` wrote into (e.g. docs/audit/mnist-5k/rule)"
+        )
     check_damage([], results)  # a damaged cell is refused before anything is written: its file, what is wrong, the repair
     # Every folder the report writes into, checked before anything is written.
     check_out(out, "the report folder", "choose another with --out")
@@ -46,7 +58,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if table.empty:
         raise UsageError(f"the results table {results / store.METRICS} is empty; {first}")
     out.mkdir(parents=True, exist_ok=True)
-    written = render.render(results, out)
+    written = render.render(results, out, audit)
     for path in written:
         print(path)
     print(f"{len(written)} files written to {out}/")

@@ -157,10 +157,12 @@ def read_inputs(results_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     return store.read_collected(results_dir, store.METRICS), store.read_summary(results_dir)
 
 
-def render(results_dir: Path, out_dir: Path) -> list[Path]:
+def render(results_dir: Path, out_dir: Path, audit: Path | None = None) -> list[Path]:
     """Write every table and figure for `<results_dir>`'s collected results into `out_dir`; return the written paths (sorted).
 
     Reads only the collected tables (see the module docstring). An empty results table writes nothing and returns [].
+    `audit`: the folder whose stop audit flags the methods (`stop_audit.failures`; default `results_dir`), named atop
+    each table when it is another.
     """
     results_dir, out_dir = Path(results_dir), Path(out_dir)
     table, summary = read_inputs(results_dir)
@@ -173,8 +175,9 @@ def render(results_dir: Path, out_dir: Path) -> list[Path]:
         summary,
         out_dir,
         outcomes=store.training_outcomes(store.records(results_dir)),
+        note="" if audit is None else f"stop-audit flags from {Path(audit) / store.STOP_AUDIT} (another run of the same rule)",
         samples=samples_note(table),
-        audit=stop_audit.failures(results_dir),
+        audit=stop_audit.failures(results_dir, None if audit is None else Path(audit)),
         cells=cells,
         cases=table,
     )

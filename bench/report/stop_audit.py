@@ -425,21 +425,32 @@ def write(rule: Path, long: Path, command: str, replay_rule: dict) -> Path:
 AUDITED_BUDGETS = ("plateau", "plateau-1127")  # the stopping rules a comparison rests on (quick's stops are its 80-step cap)
 
 
-def failures(results: Path) -> dict[tuple[str, str, str], dict[str, str]]:
+def failures(results: Path, audit: Path | None = None) -> dict[tuple[str, str, str], dict[str, str]]:
     """The flags the report puts on the methods of a results folder trained under a stopping rule (AUDITED_BUDGETS) that
     its stop audit does not pass: {(dataset, raters, noise): {method: "stop audit: fails" or "stop not audited"}}. A
-    method passes only through `<results>/stop_audit/` (`bench audit-stops`); other budgets get no flag."""
-    path = results / store.STOP_AUDIT / CSV
+    method passes only through `<audit>/stop_audit/` (`bench audit-stops`); other budgets get no flag.
+    `audit`: the rule's results folder whose audit gives the verdicts (default: `results` itself), so that a rerun under
+    the same rule takes the verdicts of the audited run; a method whose cells there trained under another budget record
+    (another rule, cap or evaluation interval) than here is not audited."""
+    audit = results if audit is None else audit
+    path = audit / store.STOP_AUDIT / CSV
     verdict: dict = {}
     if path.is_file():
         table = files.read_table(path, dtype={"noise": str})  # a damaged file: one line naming it (files.UnreadableFile)
         verdict = {(r.dataset, r.raters, r.noise, r.method): r.verdict for r in table.drop_duplicates(GROUP).itertuples()}
+    audited = None if audit == results else {key(r): r.config.get("budget") for r in store.records(audit)}
     out: dict = {}
     for r in store.records(results):
-        if (r.config.get("budget") or {}).get("name") in AUDITED_BUDGETS:
-            k = r.keys
-            said = verdict.get((k["dataset"], k["raters"], k["noise"], k["method"]))
+        budget = r.config.get("budget") or {}
+        if budget.get("name") in AUDITED_BUDGETS:
+            said = verdict.get(key(r)) if audited is None or audited.get(key(r)) == budget else None
             if said != "passes":
                 flag = "stop audit: fails" if said == "fails" else "stop not audited"
-                out.setdefault((k["dataset"], k["raters"], k["noise"]), {})[k["method"]] = flag
+                out.setdefault(key(r)[:3], {})[key(r)[3]] = flag
     return out
+
+
+def key(record: store.CellRecord) -> tuple[str, str, str, str]:
+    """A cell record's (dataset, raters, noise, method): what a verdict is kept under."""
+    k = record.keys
+    return k["dataset"], k["raters"], k["noise"], k["method"]
