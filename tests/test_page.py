@@ -44,9 +44,9 @@ def write_page(results: Path, out: Path) -> tuple[str, str, list[Path]]:
 
 @pytest.fixture(scope="module")
 def plateau(tmp_path_factory):
-    """mnist-5k under lfnet at the plateau (MV-UNet flagged empty in every seed), rendered."""
+    """mnist-5k under lfnet at the plateau (MV-UNet flagged empty in every seed, STAPLE-UNet failing its stop audit), rendered."""
     results = tmp_path_factory.mktemp("page") / "results"
-    make_results(results, MEANS)
+    make_results(results, MEANS, fails=("staple-unet",))
     record_run(results, flags={"mv-unet": "empty"})
     return write_page(results, results.parent / "paper")
 
@@ -134,6 +134,15 @@ def test_a_degenerate_method_is_flagged_and_a_stand_in_has_no_delta(plateau):
     table1 = md[md.index("### mnist-5k, raters `lfnet`: verdict") :]
     row = next(line for line in table1.splitlines() if line.startswith("| LF-Net |"))
     assert row.split(" | ")[4].startswith("-0.25 ["), row  # measured − paper with its interval
+
+
+def test_a_method_failing_its_stop_audit_is_flagged_in_the_headline_every_table_and_its_note(plateau):
+    md, _, _ = plateau
+    assert "- Not shown at their best, by the stop audit of " in md and ": STAPLE-UNet [stop audit: fails] (bench audit-stops)" in md
+    start = md.index("### mnist-5k, raters `lfnet`: verdict")
+    table1 = md[start : md.index("\n## ", start)]
+    assert re.search(r"\| STAPLE-UNet \[stop audit: fails\] \| 90\.49 ± 0\.45 \|", table1)
+    assert "| LF-Net | 99.25 ± 0.17 |" in table1 and table1.count("[stop audit: fails]: trained longer") == 1
 
 
 def test_each_column_has_its_rank_plot_and_tau_with_an_interval(plateau):
@@ -256,7 +265,8 @@ def test_no_printed_interval_leaves_the_metrics_range_or_has_zero_width(tmp_path
             write_cell(tmp_path, method, seed, np.full(20, mean - 0.002 * seed) + np.linspace(-0.004, 0.004, 20))
     store.collect(tmp_path)
     md, _, _ = write_page(tmp_path, tmp_path / "paper")
-    row = next(line for line in md.splitlines() if line.startswith("| MV-UNet | 57.62 ± 0.44 | 48.50 ± 40.31 (2) |"))
+    # no stop audit in this folder: every row of a plateau run is flagged as not audited
+    row = next(line for line in md.splitlines() if line.startswith("| MV-UNet [stop not audited] | 57.62 ± 0.44 | 48.50 ± 40.31 (2) |"))
     assert row.split(" | ")[3] == "not estimable with 2 seeds (df 1)" and row.split(" | ")[4].startswith("-9.12 not estimable"), row
     claims = md[md.index("## Claims of the text") : md.index("## Numbers of the text")]  # its evidence is bench/reproduce/claims.py's
     assert "not estimable with 2/2 seeds" in claims and INTERVAL.search(claims)
@@ -264,7 +274,7 @@ def test_no_printed_interval_leaves_the_metrics_range_or_has_zero_width(tmp_path
     assert found and "nan" not in md.lower()
     for low, high in found:
         assert -100 <= float(low) < float(high) <= 100, (low, high)  # DSC points (values and differences) or bAHD
-    lf = next(line for line in md.splitlines() if line.startswith("| LF-Net |") and "(2) |" in line)
+    lf = next(line for line in md.splitlines() if line.startswith("| LF-Net [stop not audited] |") and "(2) |" in line)
     assert "| [97.63, 100.00] (n 2, df 1) | -0.35 [-1.69, +0.99] (n 2, df 1) |" in lf, lf  # clipped at 100 %, n and df shown
     average = next(line for line in md.splitlines() if line.startswith("| *Average* | 47.10 |"))
     assert "| -0.60 no interval: a pool statistic, no seeds |" in average  # was a zero-width interval
@@ -295,9 +305,9 @@ def test_a_field_run_gets_the_set_metrics_section_and_a_run_without_samples_none
                                  0, 0, 0, 0, 0, np.nan, np.nan, m if metric != "dice_personal" else 1))  # fmt: skip
     table = pd.DataFrame(rows, columns=store.COLUMNS)
     cells = pd.DataFrame(columns=[*store.KEYS, "budget", "flag", *tables.OPTIONS])
-    blocks = page.set_metrics_blocks(SimpleNamespace(table=table), cells)
+    blocks = page.set_metrics_blocks(SimpleNamespace(table=table, stops={}), cells)
     assert blocks[0] == ("h", 2, "Set metrics against the rater set") and ("h", 3, "lidc, raters `real`") in blocks
     (_, header, body), *_ = [b for b in blocks if b[0] == "table"]
     assert header[1] == "GED ↓ (M = 16)" and [r[0] for r in body] == ["MV-UNet", "Prob. U-Net"]
     one = table.assign(n_samples=1)
-    assert page.set_metrics_blocks(SimpleNamespace(table=one), cells) == []
+    assert page.set_metrics_blocks(SimpleNamespace(table=one, stops={}), cells) == []

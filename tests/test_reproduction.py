@@ -10,6 +10,7 @@ import pytest
 
 from bench import files, store, study
 from bench.evaluate.long_table import COLUMNS
+from bench.report import stop_audit
 from bench.report.rows import display
 from bench.reproduce import assessment, page
 from bench.reproduce import verdicts as verdicts_module
@@ -42,13 +43,19 @@ def write_cell(results, method: str, seed: int, dsc: np.ndarray, budget: str = "
     files.write_table(folder / "metrics.parquet", pd.DataFrame(rows, columns=COLUMNS))
 
 
-def make_results(results, means: dict[str, float], budget: str = "plateau", n_cases: int = 20, seeds: int = 3, options=None) -> None:
-    """Three seeds per method; case values spread around the method's mean, the same spread for every method."""
+def make_results(results, means: dict[str, float], budget: str = "plateau", n_cases: int = 20, seeds: int = 3, options=None,
+                 fails: tuple[str, ...] = ()) -> None:  # fmt: skip
+    """Three seeds per method; case values spread around the method's mean, the same spread for every method; a stop audit
+    that every method passes but those of `fails`."""
     spread = np.linspace(-0.004, 0.004, n_cases)
     for method, mean in means.items():
         for seed in range(seeds):
             write_cell(results, method, seed, np.clip(mean + spread + 0.001 * (seed - 1), 0, 1), budget, options=options)
     store.collect(results)
+    verdicts = [{"dataset": "mnist-5k", "raters": "lfnet", "noise": "protocol", "method": m, "verdict": "fails" if m in fails else "passes"}
+                for m in means]  # fmt: skip
+    (results / store.STOP_AUDIT).mkdir(exist_ok=True)
+    pd.DataFrame(verdicts).to_csv(results / store.STOP_AUDIT / stop_audit.CSV, index=False)
 
 
 def entries(assessment, table_id: str = "table1", column: int = 0) -> dict[str, Entry]:

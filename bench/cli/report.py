@@ -62,15 +62,16 @@ def cmd_report(args: argparse.Namespace) -> int:
     for path in written:
         print(path)
     print(f"{len(written)} files written to {out}/")
-    write_reproduction(results, data_root(args.data_root).absolute(), results / store.PAPER)
+    write_reproduction(results, data_root(args.data_root).absolute(), results / store.PAPER, audit)
     return 0
 
 
-def write_reproduction(results: Path, root: Path, out: Path) -> None:
-    """The reproduction report (bench/reproduce/assessment.py) in OUT/REPRODUCTION.md and .html, when any cell measures a paper value."""
+def write_reproduction(results: Path, root: Path, out: Path, audit: Path | None = None) -> None:
+    """The reproduction report (bench/reproduce/assessment.py) in OUT/REPRODUCTION.md and .html, when any cell measures a paper
+    value; `audit`: the folder whose stop audit flags the methods (default: `results`)."""
     from bench.reproduce import assessment, page
 
-    found = assessment.assess(results, root)
+    found = assessment.assess(results, root, audit=audit)
     if not any(t.groups for t in found.tables):
         print(f"no cell of this results folder measures a number of {found.study.citation}: no reproduction report")
         return

@@ -58,7 +58,7 @@ SHARED_NOTE = (f"{SHARED}: the best mean of the column and every row the seed-aw
                "not tell apart from it; no row of that column is bold. Bold: a best resolved from every other row")  # fmt: skip
 
 #: The note under a table with a flagged row.
-FLAG_NOTE = "[empty k/n], [full k/n]: in k of n seeds the method predicted an empty (full) mask on most validation cases where the raters' majority did not; its mean measures nothing and is never bold. [stop audit: fails]: trained longer (bench audit-stops) a test metric moved by more than its seed sd, so this row is not the method at its best and is never bold"  # fmt: skip
+FLAG_NOTE = "[empty k/n], [full k/n]: in k of n seeds the method predicted an empty (full) mask on most validation cases where the raters' majority did not; its mean measures nothing and is never bold. [stop audit: fails]: trained longer (bench audit-stops) a test metric moved by more than its seed sd, so this row is not the method at its best and is never bold. [stop not audited]: no finished audit of this method's stop, so whether it reached its best is not known; never bold"  # fmt: skip
 
 
 def markdown_rows(table: Table) -> tuple[list[str], list[list[str]]]:

@@ -23,7 +23,7 @@ from scipy import stats as scipy_stats
 from bench import store, study
 from bench.evaluate.long_table import pooled_areas, select
 from bench.evaluate.metrics import higher_is_better
-from bench.report import stats
+from bench.report import stats, stop_audit
 from bench.report.rows import table_of
 from bench.report.tables import OPTIONS  # the run options that make a cell a pipeline check (config.json)
 from bench.reproduce.claims import assess_claim
@@ -59,6 +59,8 @@ class Assessment:
     selection: pd.DataFrame  # the selection reading (docs/decisions.md), see `assess_selection`
     protocol: str = ""  # under which protocol every verdict stands, see `protocol_note`
     logs: pd.DataFrame = field(default_factory=pd.DataFrame)  # the collected training logs, for the selection and the page's curves
+    stops: dict = field(default_factory=dict)  # {(dataset, raters, noise): {method: flag}}: bench.report.stop_audit.failures
+    audit: Path | None = None  # the folder whose stop audit gave `stops`
 
 
 # --------------------------------------------------------------------------- reading the results folder
@@ -93,7 +95,8 @@ def per_seed(table: pd.DataFrame, column: Column, reference: str) -> pd.DataFram
 # --------------------------------------------------------------------------- assessing
 
 
-def assess(results: Path, data_root: Path, paper: Study | None = None) -> Assessment:
+def assess(results: Path, data_root: Path, paper: Study | None = None, audit: Path | None = None) -> Assessment:
+    """`audit`: the folder whose stop audit flags the methods (`stop_audit.failures`; default `results`)."""
     paper = paper or study.current()
     table = store.read_collected(results, store.METRICS)
     if not set(store.COLUMNS) <= set(table.columns):  # nothing collected yet (or a table from elsewhere): nothing measured
@@ -107,7 +110,7 @@ def assess(results: Path, data_root: Path, paper: Study | None = None) -> Assess
     logs = store.read_collected(results, store.TRAIN_LOGS)
     selection = assess_selection(logs, table, cells)
     return Assessment(paper, results, budget, tables, claims, values, assess_readings(table, cells, paper), table, selection,
-                      protocol_note(budgets), logs)  # fmt: skip
+                      protocol_note(budgets), logs, stop_audit.failures(results, audit), audit or results)  # fmt: skip
 
 
 def protocol_note(budgets: list[str]) -> str:

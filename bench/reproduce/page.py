@@ -23,10 +23,10 @@ import pandas as pd
 
 from bench import files, study
 from bench.evaluate.long_table import mean_sd, select
-from bench.report import tables
 from bench.report.intervals import difference_range, interval, value_range
 from bench.report.ranking import SCHEMES
 from bench.report.rows import display
+from bench.report.table_text import FLAG_NOTE
 from bench.report.tables import MIN_SEEDS
 from bench.reproduce.assessment import Assessment
 from bench.reproduce.page_figures import N_BOOT, TEST, ColumnRanking, column_name, figure_files, rank_columns, tau_text
@@ -37,6 +37,7 @@ from bench.reproduce.page_sections import (
     measured_text,
     numbers_blocks,
     readings_blocks,
+    row_flags,
     selection_blocks,
     set_metrics_blocks,
     versus,
@@ -115,7 +116,7 @@ def page(a: Assessment, figs: dict, out_dir: Path, cells: pd.DataFrame, ranks: d
     shown: set[Path] = set()  # a figure is embedded once, under the first table that shows its group
     for t in a.tables:
         if any(g.entries for g in t.groups):  # a table with no cells at all is named in the headline and under Datasets
-            blocks += table_blocks(t, figs, out_dir, shown, cells, ranks, a.logs)
+            blocks += table_blocks(t, figs, out_dir, shown, cells, ranks, a.logs, a.stops)
     blocks += set_metrics_blocks(a, cells)
     blocks += datasets_blocks(a)
     blocks += claims_blocks(a)
@@ -154,7 +155,10 @@ def headline(a: Assessment) -> list[str]:
     """The headline as sentences (the page's list at its top; `bench report` prints them): the protocol, one line of
     numbers per paper table that was measured (`table_line`), the tables not run, the claims' verdicts."""
     lines = [f"Every verdict stands {a.protocol}"] if a.protocol else []
-    lines += [line for t in a.tables if (line := table_line(t))]
+    lines += [line for t in a.tables if (line := table_line(t, a.stops))]
+    flagged = {f"{display(m)} [{flag}]" for group in a.stops.values() for m, flag in group.items()}
+    if flagged:
+        lines.append(f"Not shown at their best, by the stop audit of {a.audit}: {', '.join(sorted(flagged))} (bench audit-stops)")
     absent = [t for t in a.tables if not any(g.entries for g in t.groups)]
     if absent:
         datasets = list(dict.fromkeys(d for t in absent for d in t.not_run))
@@ -172,10 +176,11 @@ def headline(a: Assessment) -> list[str]:
     return lines
 
 
-def table_line(t: TableReport) -> str:
+def table_line(t: TableReport, stops: dict | None = None) -> str:
     """One paper table's headline, "" where nothing of it was measured: its first measured column under the setting
     identified as the paper's, the reference method's value (the best measured one's where it did not run) with its
-    interval against the paper's, its verdict, the best method measured here; then the table's verdict counts."""
+    interval against the paper's, its verdict, the best method measured here; then the table's verdict counts. A value
+    whose method's stop audit does not pass (`stops`, `Assessment.stops`) carries its flag."""
     for g in t.groups:
         if not is_paper_setting(g):
             continue
@@ -192,13 +197,17 @@ def table_line(t: TableReport) -> str:
             against = (f" vs paper {mean_sd(*e.paper, digits(column.metric))}: **{e.verdict}**{stand_in}" if e.paper
                        else ", not a row of the paper's table: no verdict")  # fmt: skip
             flag = f" [{g.degenerate[e.method]}: its mean measures nothing]" if e.method in g.degenerate else ""
+            stop = (stops or {}).get((g.dataset, g.raters, "protocol"), {}).get(e.method)
+            flag += f" [{stop}]" if stop else ""
             text = (f"**{t.table.label}** ({column.dataset} {column_name(column)}, on {g.dataset} `{g.raters}`): "
                     f"{value_text(e, column.metric)}{flag}{against}")  # fmt: skip
             best = next((x for x in trained if x.method == r.get("winner")), None)
             if best is not None and best is not e:
                 test = r.get("test") or {}
                 p = test.get("p_holm", math.nan)
-                text += f"; best here {display(best.method)} {best.measured.mean:.{digits(column.metric)}f}"
+                best_stop = (stops or {}).get((g.dataset, g.raters, "protocol"), {}).get(best.method)
+                text += f"; best here {display(best.method)}" + (f" [{best_stop}]" if best_stop else "")
+                text += f" {best.measured.mean:.{digits(column.metric)}f}"
                 text += "" if math.isnan(p) else f" (Holm p {p:.2g} against {display(test['reference_method'])})"
             elif best is e:
                 text += "; the best measured here"
@@ -253,17 +262,19 @@ def has_curves(logs: pd.DataFrame, dataset: str, raters: str) -> bool:
 
 
 def table_blocks(t: TableReport, figs: dict, out_dir: Path, shown: set[Path], cells: pd.DataFrame, ranks: dict,
-                 logs: pd.DataFrame | None = None) -> list[Block]:  # fmt: skip
+                 logs: pd.DataFrame | None = None, stops: dict | None = None) -> list[Block]:  # fmt: skip
     """A paper table's section: its not-run values in one line, then per rater setting its group line and per column the
-    measured rows, the ranking line, the significance map's summary and the ranking schemes; the setting's figures in one
-    row of figures at its end (the learning curves only where `logs`, the training logs, hold a curve)."""
+    measured rows (flagged as the report's tables flag them: `row_flags`, `stops` the stop audit's flags), the ranking line,
+    the significance map's summary and the ranking schemes; the setting's figures in one row of figures at its end (the
+    learning curves only where `logs`, the training logs, hold a curve)."""
+    stops = stops or {}
     logs = pd.DataFrame() if logs is None else logs
     blocks: list[Block] = [("h", 2, f"{t.table.label}: {t.table.title} (line {t.table.line})")]
     if line := not_run_line(t):
         blocks.append(("p", line))
     for g in t.groups:
         blocks += [("h", 3, f"{g.dataset}, raters `{g.raters}`: {g.kind}"), ("p", group_line(g))]
-        flags = tables.degenerate_flags(cells, g.dataset, g.raters, "protocol")
+        flags = row_flags(stops, cells, g.dataset, g.raters)
         gallery: list[tuple[Path, str]] = []
         for j, rows in sorted(g.entries.items()):
             column = t.table.columns[j]
@@ -286,6 +297,8 @@ def table_blocks(t: TableReport, figs: dict, out_dir: Path, shown: set[Path], ce
             else:
                 blocks += [("p", ranking_line(g.ranking.get(j, {}), r)), *pairs]
             gallery += [*figs.get(("ranks", *key), []), *figs.get(("significance", *key), [])]
+        if flags:
+            blocks.append(("p", FLAG_NOTE + "."))
         kinds = ("boxplot", "curves", "fused") if has_curves(logs, g.dataset, g.raters) else ("boxplot", "fused")
         paths = [shown_ for kind in kinds for shown_ in figs.get((kind, g.dataset, g.raters), [])]
         if any(path in shown for path, _ in paths):
