@@ -175,9 +175,9 @@ def render(results_dir: Path, out_dir: Path, audit: Path | None = None) -> list[
         summary,
         out_dir,
         outcomes=store.training_outcomes(store.records(results_dir)),
-        note="" if audit is None else f"stop-audit flags from {Path(audit) / store.STOP_AUDIT} (another run of the same rule)",
+        note="" if audit is None else f"stop-audit flags from {audit / store.STOP_AUDIT} (another run of the same rule)",
         samples=samples_note(table),
-        audit=stop_audit.failures(results_dir, None if audit is None else Path(audit)),
+        audit=stop_audit.failures(results_dir, audit),
         cells=cells,
         cases=table,
     )

@@ -319,6 +319,15 @@ def run_text(seeds_of: dict[str, int], cells: pd.DataFrame | None) -> str:
     return f"Run: budget {', '.join(budgets) or 'not recorded'}; seeds per method: {seeds}; {check}"
 
 
+def row_flags(outcomes: pd.DataFrame | None, audit: dict | None, dataset: str, raters: str, noise: str) -> dict[str, str]:
+    """{method: flag} of a group's rows, put after a method's name: its degenerate predictions (`degenerate_flags` of
+    `outcomes`) and its stop audit's verdict where it does not pass (`audit`: `stop_audit.failures`)."""
+    flags = degenerate_flags(outcomes, dataset, raters, noise)
+    for method, flag in (audit or {}).get((dataset, raters, noise), {}).items():
+        flags[method] = " · ".join(f for f in (flags.get(method), flag) if f)
+    return flags
+
+
 def write_tables(summary: pd.DataFrame, out_dir: Path, note: str = "", outcomes: pd.DataFrame | None = None,
                  samples: dict[tuple, tuple[str, set[str]]] | None = None, audit: dict[tuple, dict[str, str]] | None = None,
                  cells: pd.DataFrame | None = None, cases: pd.DataFrame | None = None) -> list[Path]:  # fmt: skip
@@ -348,9 +357,7 @@ def write_tables(summary: pd.DataFrame, out_dir: Path, note: str = "", outcomes:
     for (dataset, raters, noise), part in summary.groupby(["dataset", "raters", "noise"], sort=True):
         here = None if cells is None else select(cells, dataset=dataset, raters=raters, noise=noise)
         group_cases = None if cases is None else by_group.get((dataset, raters, noise), cases.iloc[:0])
-        flags = degenerate_flags(outcomes, dataset, raters, noise)
-        for method, flag in (audit or {}).get((dataset, raters, noise), {}).items():
-            flags[method] = " · ".join(f for f in (flags.get(method), flag) if f)
+        flags = row_flags(outcomes, audit, dataset, raters, noise)
         line, apart = (samples or {}).get((dataset, raters, noise), ("", set()))
         set_names = [m.name for m in metrics.of_kind("set")]
         part = part[~(part["method"].isin(apart) & part["metric"].isin(set_names))]  # compared only at one M

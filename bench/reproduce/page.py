@@ -23,6 +23,7 @@ import pandas as pd
 
 from bench import files, study
 from bench.evaluate.long_table import mean_sd, select
+from bench.report import tables
 from bench.report.intervals import difference_range, interval, value_range
 from bench.report.ranking import SCHEMES
 from bench.report.rows import display
@@ -37,7 +38,6 @@ from bench.reproduce.page_sections import (
     measured_text,
     numbers_blocks,
     readings_blocks,
-    row_flags,
     selection_blocks,
     set_metrics_blocks,
     versus,
@@ -197,17 +197,16 @@ def table_line(t: TableReport, stops: dict | None = None) -> str:
             against = (f" vs paper {mean_sd(*e.paper, digits(column.metric))}: **{e.verdict}**{stand_in}" if e.paper
                        else ", not a row of the paper's table: no verdict")  # fmt: skip
             flag = f" [{g.degenerate[e.method]}: its mean measures nothing]" if e.method in g.degenerate else ""
-            stop = (stops or {}).get((g.dataset, g.raters, "protocol"), {}).get(e.method)
-            flag += f" [{stop}]" if stop else ""
+            stopped = (stops or {}).get((g.dataset, g.raters, "protocol"), {})  # {method: stop-audit flag}
+            flag += f" [{stopped[e.method]}]" if e.method in stopped else ""
             text = (f"**{t.table.label}** ({column.dataset} {column_name(column)}, on {g.dataset} `{g.raters}`): "
                     f"{value_text(e, column.metric)}{flag}{against}")  # fmt: skip
             best = next((x for x in trained if x.method == r.get("winner")), None)
             if best is not None and best is not e:
                 test = r.get("test") or {}
                 p = test.get("p_holm", math.nan)
-                best_stop = (stops or {}).get((g.dataset, g.raters, "protocol"), {}).get(best.method)
-                text += f"; best here {display(best.method)}" + (f" [{best_stop}]" if best_stop else "")
-                text += f" {best.measured.mean:.{digits(column.metric)}f}"
+                best_flag = f" [{stopped[best.method]}]" if best.method in stopped else ""
+                text += f"; best here {display(best.method)}{best_flag} {best.measured.mean:.{digits(column.metric)}f}"
                 text += "" if math.isnan(p) else f" (Holm p {p:.2g} against {display(test['reference_method'])})"
             elif best is e:
                 text += "; the best measured here"
@@ -264,17 +263,16 @@ def has_curves(logs: pd.DataFrame, dataset: str, raters: str) -> bool:
 def table_blocks(t: TableReport, figs: dict, out_dir: Path, shown: set[Path], cells: pd.DataFrame, ranks: dict,
                  logs: pd.DataFrame | None = None, stops: dict | None = None) -> list[Block]:  # fmt: skip
     """A paper table's section: its not-run values in one line, then per rater setting its group line and per column the
-    measured rows (flagged as the report's tables flag them: `row_flags`, `stops` the stop audit's flags), the ranking line,
+    measured rows (flagged as the report's tables flag them: `tables.row_flags`, `stops` the stop audit's flags), the ranking line,
     the significance map's summary and the ranking schemes; the setting's figures in one row of figures at its end (the
     learning curves only where `logs`, the training logs, hold a curve)."""
-    stops = stops or {}
     logs = pd.DataFrame() if logs is None else logs
     blocks: list[Block] = [("h", 2, f"{t.table.label}: {t.table.title} (line {t.table.line})")]
     if line := not_run_line(t):
         blocks.append(("p", line))
     for g in t.groups:
         blocks += [("h", 3, f"{g.dataset}, raters `{g.raters}`: {g.kind}"), ("p", group_line(g))]
-        flags = row_flags(stops, cells, g.dataset, g.raters)
+        flags = tables.row_flags(cells, stops, g.dataset, g.raters, "protocol")
         gallery: list[tuple[Path, str]] = []
         for j, rows in sorted(g.entries.items()):
             column = t.table.columns[j]

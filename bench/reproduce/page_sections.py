@@ -20,16 +20,6 @@ from bench.reproduce.page_format import Block, plural
 from bench.reproduce.verdicts import Entry, scale
 
 
-def row_flags(stops: dict, cells: pd.DataFrame, dataset: str, raters: str) -> dict[str, str]:
-    """{method: flag} of a rater setting's rows, as the report's tables put them after a method's name: its degenerate
-    predictions (`tables.degenerate_flags`) and its stop audit's verdict where it does not pass (`stops`:
-    `Assessment.stops`)."""
-    flags = tables.degenerate_flags(cells, dataset, raters, "protocol")
-    for method, flag in stops.get((dataset, raters, "protocol"), {}).items():
-        flags[method] = " · ".join(f for f in (flags.get(method), flag) if f)
-    return flags
-
-
 def set_metrics_blocks(a: Assessment, cells: pd.DataFrame) -> list[Block]:
     """The field's metrics (GED, its unbiased form, Dice_match, Dice_max, Dice_soft, Dice_personal against the rater set,
     each with its M) of every rater setting where a method with samples or per-rater outputs ran: the report's set-metrics
@@ -42,7 +32,7 @@ def set_metrics_blocks(a: Assessment, cells: pd.DataFrame) -> list[Block]:
     blocks: list[Block] = []
     for dataset, raters in protocol[["dataset", "raters"]].drop_duplicates().sort_values(["dataset", "raters"]).itertuples(index=False):
         here = select(cells, dataset=dataset, raters=raters, noise="protocol")
-        flags = row_flags(a.stops, cells, dataset, raters)
+        flags = tables.row_flags(cells, a.stops, dataset, raters, "protocol")
         table = tables.set_metrics_table(summary, protocol, dataset, raters, "protocol", flags, here)
         if table is None:
             continue
