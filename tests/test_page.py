@@ -138,7 +138,7 @@ def test_a_degenerate_method_is_flagged_and_a_stand_in_has_no_delta(plateau):
 
 def test_a_method_failing_its_stop_audit_is_flagged_in_the_headline_every_table_and_its_note(plateau):
     md, _, _ = plateau
-    assert "- Not shown at their best, by the stop audit of " in md and ": STAPLE-UNet [stop audit: fails] (bench audit-stops)" in md
+    assert "- Not shown to be at their best by the stop audit of " in md and ": STAPLE-UNet [stop audit: fails] (bench audit-stops)" in md
     start = md.index("### mnist-5k, raters `lfnet`: verdict")
     table1 = md[start : md.index("\n## ", start)]
     assert re.search(r"\| STAPLE-UNet \[stop audit: fails\] \| 90\.49 ± 0\.45 \|", table1)

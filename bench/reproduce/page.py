@@ -158,7 +158,7 @@ def headline(a: Assessment) -> list[str]:
     lines += [line for t in a.tables if (line := table_line(t, a.stops))]
     flagged = {f"{display(m)} [{flag}]" for group in a.stops.values() for m, flag in group.items()}
     if flagged:
-        lines.append(f"Not shown at their best, by the stop audit of {a.audit}: {', '.join(sorted(flagged))} (bench audit-stops)")
+        lines.append(f"Not shown to be at their best by the stop audit of {a.audit}: {', '.join(sorted(flagged))} (bench audit-stops)")
     absent = [t for t in a.tables if not any(g.entries for g in t.groups)]
     if absent:
         datasets = list(dict.fromkeys(d for t in absent for d in t.not_run))
