@@ -55,6 +55,7 @@ class Method(nn.Module):
     # Latent draws per image that the consensus (`predict_proba`) averages; 0: a read-out without draws. A method that
     # draws takes `predict_proba(images, ids)` and seeds its draws per image from `ids` (methods/latent.py::per_image).
     consensus_draws: int = 0
+    consensus_estimator: str = "mc"  # how those draws are drawn: methods/latent.py::consensus_normal
     # The stage whose weights alone decide `predict_proba`, where that is not the last (D-Persona's "prior": its personas
     # stage trains only per-rater heads): the logged GT diagnostic and the selection reading follow it.
     consensus_stage: ClassVar[str | None] = None

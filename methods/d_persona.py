@@ -55,8 +55,10 @@ from methods.base import DataSpec, Method, Stage, StepContext
 from methods.kit import drawn_targets, masked_mean, prior_consensus, prior_samples
 from methods.latent import (
     CONSENSUS_DRAWS,
+    CONSENSUS_ESTIMATOR,
     Fcomb,
     GaussianEncoder,
+    check_consensus,
     draw,
     image_normal,
     kl_diagonal,
@@ -146,10 +148,13 @@ class DPersona(Method):
         bank_train: int = 100  # stage 2's prior draws per image in training (official test_step default)
         bank_test: int = 500  # ... at test (official test.sh)
         consensus_draws: int = CONSENSUS_DRAWS  # prior draws per image averaged by the consensus
+        consensus_estimator: str = CONSENSUS_ESTIMATOR  # how they are drawn: "mc" or "rqmc" (latent.consensus_normal)
 
     def __init__(self, cfg: Config, spec: DataSpec):
         super().__init__(cfg, spec)
         self.consensus_draws = cfg.consensus_draws
+        self.consensus_estimator = cfg.consensus_estimator
+        check_consensus("d-persona", cfg.consensus_draws, cfg.consensus_estimator)
         self.net = UNet(spec.in_channels, spec.n_classes)
         self.net.head = nn.Identity()
         self.prior = GaussianEncoder(spec.in_channels, cfg.latent_dim, ENCODER_CHANNELS)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from methods.latent import image_normal
+from methods.latent import consensus_normal, image_normal
 
 
 def masked_mean(values: torch.Tensor, mask: torch.Tensor | None = None, dim: int | None = None, scale: float = 1.0) -> torch.Tensor:
@@ -85,14 +85,14 @@ def prior_samples(method: torch.nn.Module, images: torch.Tensor, n_samples: int,
 
 
 def prior_consensus(method: torch.nn.Module, images: torch.Tensor, ids: torch.Tensor | None, group: int = 16) -> torch.Tensor:
-    """Mean softmax over `method.consensus_draws` prior draws per image, each image's from its id (B, L, H, W): the
-    consensus of a prior-sampling method. ids None: 0..B−1, for a look outside the harness (then the batch matters).
+    """Mean softmax over `method.consensus_draws` prior draws per image, each image's from its id and drawn as
+    `method.consensus_estimator` says (`latent.consensus_normal`) (B, L, H, W): the consensus of a prior-sampling method. ids None: 0..B−1, for a look outside the harness (then the batch matters).
     Decoded `group` draws at a time, so memory stays that of 16 draws."""
     if ids is None:
         ids = torch.arange(len(images))
     mu, log_sigma = method.prior(images)
     features = method.net(images)
-    eps = image_normal(ids, (method.consensus_draws, mu.shape[1]), mu.device)  # (B, M, D)
+    eps = consensus_normal(ids, method.consensus_draws, mu.shape[1], mu.device, method.consensus_estimator)  # (B, M, D)
     total = 0
     for part in eps.split(group, dim=1):
         z = mu[:, None] + torch.exp(log_sigma)[:, None] * part

@@ -20,11 +20,16 @@ import math
 import numpy as np
 import torch
 import torch.nn.functional as F
+from scipy.special import ndtri
+from scipy.stats import qmc
 from torch import nn
 
-# The draws a sampling method's consensus (its `predict_proba`) averages per image: with fresh draws per image, 64 keep
-# two read-outs with different draw seeds within 0.5 DSC points of each other on mnist-5k (docs/methods.md#samples).
+# The draws a sampling method's consensus (its `predict_proba`) averages per image, and how they are drawn: `mc`,
+# independent normal draws, or `rqmc`, scrambled Sobol points through the normal quantile (`consensus_normal`). Set by
+# the rule declared in docs/decisions.md (the consensus read-out's draws) from what it measured (docs/methods.md#samples).
 CONSENSUS_DRAWS = 64
+CONSENSUS_ESTIMATORS = ("mc", "rqmc")
+CONSENSUS_ESTIMATOR = "mc"
 
 
 def truncated_normal_(tensor: torch.Tensor, std: float) -> torch.Tensor:
@@ -64,6 +69,38 @@ def per_image(ids: torch.Tensor, draw_one, device: torch.device):
 def image_normal(ids: torch.Tensor, shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
     """Standard-normal draws (B, *shape) float32, per image from its id (`per_image`)."""
     return per_image(ids, lambda rng: rng.standard_normal(shape, dtype=np.float32), device)
+
+
+def image_sobol_normal(ids: torch.Tensor, n: int, d: int, device: torch.device) -> torch.Tensor:
+    """Per image, the first n points (n a power of 2) of a d-dimensional Sobol sequence Owen-scrambled from the image's id
+    (`per_image`), through the normal quantile: (B, n, d) float32. Each point is a standard-normal draw; their mean of a
+    smooth function has a smaller error than n independent draws' (randomised quasi-Monte Carlo)."""
+    if n < 1 or n & (n - 1):
+        raise ValueError(f"an rqmc read-out takes a power of 2 of draws, not {n}: set consensus_draws to 64, 256, 1024, ...")
+
+    def points(rng: np.random.Generator) -> np.ndarray:
+        u = qmc.Sobol(d, scramble=True, rng=rng).random_base2(n.bit_length() - 1)
+        return ndtri(np.clip(u, 1e-12, 1 - 1e-12)).astype(np.float32)  # a scrambled point is in (0, 1) but for rounding
+
+    return per_image(ids, points, device)
+
+
+def check_consensus(method: str, draws: int, estimator: str) -> None:
+    """A method's consensus read-out settings, checked when it is built rather than after it trained."""
+    if estimator not in CONSENSUS_ESTIMATORS:
+        raise ValueError(f"{method}: consensus_estimator must be one of {CONSENSUS_ESTIMATORS}, not {estimator!r}")
+    if draws < 1 or (estimator == "rqmc" and draws & (draws - 1)):
+        raise ValueError(f"{method}: consensus_draws must be {'a power of 2' if estimator == 'rqmc' else '≥ 1'}, not {draws}")
+
+
+def consensus_normal(ids: torch.Tensor, n: int, d: int, device: torch.device, estimator: str) -> torch.Tensor:
+    """The n standard-normal latent offsets (B, n, d) a consensus averages per image: `mc` (`image_normal`) or `rqmc`
+    (`image_sobol_normal`)."""
+    if estimator == "mc":
+        return image_normal(ids, (n, d), device)
+    if estimator == "rqmc":
+        return image_sobol_normal(ids, n, d, device)
+    raise ValueError(f"consensus_estimator must be one of {CONSENSUS_ESTIMATORS}, not {estimator!r}")
 
 
 class GaussianEncoder(nn.Module):

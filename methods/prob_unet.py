@@ -42,7 +42,7 @@ from torch import nn
 
 from methods.base import DataSpec, Method, Stage, StepContext
 from methods.kit import drawn_targets, masked_mean, prior_consensus, prior_samples
-from methods.latent import CONSENSUS_DRAWS, Fcomb, GaussianEncoder, draw, kl_diagonal, one_hot_masks
+from methods.latent import CONSENSUS_DRAWS, CONSENSUS_ESTIMATOR, Fcomb, GaussianEncoder, check_consensus, draw, kl_diagonal, one_hot_masks
 from methods.registry import register_method
 from methods.unet import UNet
 
@@ -63,10 +63,13 @@ class ProbabilisticUNet(Method):
         latent_dim: int = 6  # the paper's and KO's 6
         beta: float = 1.0  # weight of KL(q ‖ p); KO's and the paper's 1
         consensus_draws: int = CONSENSUS_DRAWS  # prior draws per image averaged by the consensus
+        consensus_estimator: str = CONSENSUS_ESTIMATOR  # how they are drawn: "mc" or "rqmc" (latent.consensus_normal)
 
     def __init__(self, cfg: Config, spec: DataSpec):
         super().__init__(cfg, spec)
         self.consensus_draws = cfg.consensus_draws
+        self.consensus_estimator = cfg.consensus_estimator
+        check_consensus("prob-unet", cfg.consensus_draws, cfg.consensus_estimator)
         self.net = UNet(spec.in_channels, spec.n_classes)
         self.net.head = nn.Identity()  # Fcomb replaces the single output head
         self.prior = GaussianEncoder(spec.in_channels, cfg.latent_dim)

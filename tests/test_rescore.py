@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 import shutil
 
+import numpy as np
 import pandas as pd
+import torch
 
 from bench import cli, files
 from bench.evaluate.long_table import SUMS
+from methods.registry import get_entry
 
 TINY = ["--max-steps", "2", "--train-size", "32", "--test-size", "12", "--no-progress", "--backend", "sequential"]
 
@@ -65,3 +68,47 @@ def test_rescore_moves_old_cells_and_adds_every_reference_without_training(tmp_p
         cli.main(["run", "--methods", "mv-unet", "--seeds", "0", "--raters", "morpho", *same, "--dry-run", "--results", str(results)]) == 0
     )
     assert "done" in capsys.readouterr().out
+
+
+def test_reread_reads_a_samplers_consensus_again_from_its_weights_where_its_read_out_changed(tmp_path, capsys, monkeypatch):
+    """A Prob. U-Net cell read with other draws than its method gives now is read again from its checkpoint (new
+    probabilities, the draw-seed-1 read-out beside them, the old read-out kept in the manifest), once; a cell whose
+    weights are gone is named with the checkpoint it lacks; without --reread nothing is read again."""
+    results = tmp_path / "r"
+    assert cli.main(["run", "--methods", "prob-unet,mv-unet", "--seeds", "0", "--results", str(results), *TINY]) == 0
+    cell = results / "runs" / "mnist-5k" / "lfnet" / "protocol" / "prob-unet" / "seed-0"
+    before = np.load(cell / "predictions.npz")["probs"]
+    assert files.read_json(cell / "manifest.json")["consensus"]["draws"] == 64
+    weights = cell / "checkpoints" / "stage-0-train.pt"  # two steps leave the output blind to z: let the latent count
+    state = torch.load(weights, weights_only=True)
+    state["fcomb.layers.0.weight"][:, -6:] *= 300
+    torch.save(state, weights)
+
+    assert cli.main(["rescore", "--results", str(results), "--reread", "--no-progress"]) == 0  # already at today's read-out
+    assert np.array_equal(np.load(cell / "predictions.npz")["probs"], before)
+
+    monkeypatch.setitem(get_entry("prob-unet").overrides, "consensus_estimator", "rqmc")  # today's read-out changes
+    assert cli.main(["rescore", "--results", str(results), "--no-progress"]) == 0  # a plain rescore reads nothing again
+    assert np.array_equal(np.load(cell / "predictions.npz")["probs"], before)
+    assert cli.main(["rescore", "--results", str(results), "--reread", "--no-progress"]) == 0
+    after = np.load(cell / "predictions.npz")["probs"]
+    info, config = files.read_json(cell / "manifest.json"), files.read_json(cell / "config.json")
+    assert not np.array_equal(after, before) and after.shape == before.shape
+    assert info["consensus"]["estimator"] == "rqmc" and info["consensus"]["reread"]["had"]["estimator"] == "mc"
+    assert config["method_config"]["consensus_estimator"] == "rqmc"
+    table = pd.read_parquet(results / "metrics.parquet")
+    dsc = table[(table["method"] == "prob-unet") & (table["reference"] == "gt") & (table["metric"] == "dsc")]
+    assert np.isclose(dsc["value"].mean() * 100, info["consensus"]["dsc"], atol=0.01)  # the rows score the new read-out
+    mtime = (cell / "predictions.npz").stat().st_mtime_ns
+    assert cli.main(["rescore", "--results", str(results), "--reread", "--no-progress"]) == 0
+    assert (cell / "predictions.npz").stat().st_mtime_ns == mtime  # read once
+
+    monkeypatch.setitem(get_entry("prob-unet").overrides, "consensus_draws", 128)
+    shutil.rmtree(cell / "checkpoints")  # a kept cell: no weights
+    capsys.readouterr()
+    assert cli.main(["rescore", "--results", str(results), "--reread", "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert (
+        "failed: mnist-5k/lfnet/protocol/prob-unet/seed-0" in err and "no weights" in err and "--methods prob-unet --seeds 0 --force" in err
+    )
+    assert np.array_equal(np.load(cell / "predictions.npz")["probs"], after)  # nothing written

@@ -22,6 +22,10 @@ def add_parser(verbs) -> None:
     )
     p.add_argument("--results", default="results", help="results folder (default: results)")
     p.add_argument("--data-root", help="folder holding the datasets (default: $BENCH_DATA, else ./data)")
+    p.add_argument("--reread", action="store_true",
+                   help="first read a sampler's consensus again from its weights where the read-out its method gives now "
+                        "(prior draws, estimator: methods/latent.py) differs from the one it was read with (needs the "
+                        "cell's checkpoints; as slow as the cell's own read-out)")  # fmt: skip
     p.add_argument("--no-progress", action="store_true", help="print one line per cell instead of a progress bar")
     p.set_defaults(func=cmd_rescore)
 
@@ -40,7 +44,7 @@ def cmd_rescore(args: argparse.Namespace) -> int:
         print(f"moved {old.relative_to(results)} -> {new.relative_to(results)}")
     for old, why in left:
         print(f"left {old.relative_to(results)}: {why}", file=sys.stderr)
-    outcomes = rescore.rescore_all(results, data_root(args.data_root).absolute(), progress=not args.no_progress)
+    outcomes = rescore.rescore_all(results, data_root(args.data_root).absolute(), progress=not args.no_progress, reread=args.reread)
     failed = [(cell, why, damaged) for cell, why, damaged in outcomes if why]
     for cell, why, _ in failed:
         print(f"failed: {cell}: {why}", file=sys.stderr)
