@@ -27,9 +27,11 @@ from torch import nn
 # The draws a sampling method's consensus (its `predict_proba`) averages per image, and how they are drawn: `mc`,
 # independent normal draws, or `rqmc`, scrambled Sobol points through the normal quantile (`consensus_normal`). Set by
 # the rule declared in docs/decisions.md (the consensus read-out's draws) from what it measured (docs/methods.md#samples).
+# On mnist-5k's worst-read Prob. U-Net cell, 64 `rqmc` points read within 0.10 points of each other and 0.13 of 256;
+# 64 `mc` draws 0.67 apart.
 CONSENSUS_DRAWS = 64
 CONSENSUS_ESTIMATORS = ("mc", "rqmc")
-CONSENSUS_ESTIMATOR = "mc"
+CONSENSUS_ESTIMATOR = "rqmc"
 
 
 def truncated_normal_(tensor: torch.Tensor, std: float) -> torch.Tensor:

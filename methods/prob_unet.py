@@ -20,7 +20,9 @@ Implemented:
   prior, posterior and Fcomb) is another; at 1e-5 beside a pixel-summed CE neither moves the fit, and the budgets give
   no other method weight decay, so we leave both out (docs/methods.md#prob-u-net).
 - Test: M samples, z drawn from the prior (`predict_samples`); the consensus (`predict_proba`) is the mean of the
-  softmax over `consensus_draws` (64) prior draws, drawn afresh per image from its read-out id, argmax the hard label.
+  softmax over `consensus_draws` (64) prior draws, drawn afresh per image from its read-out id as a scrambled Sobol set
+  (`consensus_estimator` "rqmc": each point a prior draw, their mean the same consensus with a smaller error; chosen by
+  the rule in docs/decisions.md, "mc" gives independent draws), argmax the hard label.
   The draws of an image never depend on its batch, and no set of draws is shared by every image: a faithful sampler of
   a pool whose pixels carry 2 or 3 of 5 votes sits on the 0.5 threshold, and one shared set of offsets moved the
   consensus DSC of one trained model between 0.1 and 89.6 (docs/methods.md#samples).
