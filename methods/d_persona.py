@@ -24,7 +24,8 @@ Implemented:
   against rater r over the foreground classes, mean over raters with a valid mask.
 - Test: samples are stage 1's prior draws (`predict_samples`); per-rater outputs are stage 2's heads over a bank of
   500 prior draws (`predict_raters`); the consensus is the mean softmax over `consensus_draws` (64) prior draws, a
-  scrambled Sobol set as Prob. U-Net's (`consensus_estimator`, `predict_proba`). Every read-out draws afresh per image from the image's read-out id (methods/latent.py::per_image).
+  scrambled Sobol set as Prob. U-Net's (`consensus_estimator`, `predict_proba`). Every read-out draws afresh per image
+  from the image's read-out id (methods/latent.py::per_image).
 - Initialisation: prior and posterior nets He-normal with small biases, Fcomb orthogonal (the official code's
   `init_weights` and `init_weights_orthogonal_normal`, inherited from the Prob. U-Net code).
 

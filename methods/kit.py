@@ -86,7 +86,8 @@ def prior_samples(method: torch.nn.Module, images: torch.Tensor, n_samples: int,
 
 def prior_consensus(method: torch.nn.Module, images: torch.Tensor, ids: torch.Tensor | None, group: int = 16) -> torch.Tensor:
     """Mean softmax over `method.consensus_draws` prior draws per image, each image's from its id and drawn as
-    `method.consensus_estimator` says (`latent.consensus_normal`) (B, L, H, W): the consensus of a prior-sampling method. ids None: 0..B−1, for a look outside the harness (then the batch matters).
+    `method.consensus_estimator` says (`latent.consensus_normal`) (B, L, H, W): the consensus of a prior-sampling
+    method. ids None: 0..B−1, for a look outside the harness (then the batch matters).
     Decoded `group` draws at a time, so memory stays that of 16 draws."""
     if ids is None:
         ids = torch.arange(len(images))

@@ -96,13 +96,9 @@ def check_consensus(method: str, draws: int, estimator: str) -> None:
 
 
 def consensus_normal(ids: torch.Tensor, n: int, d: int, device: torch.device, estimator: str) -> torch.Tensor:
-    """The n standard-normal latent offsets (B, n, d) a consensus averages per image: `mc` (`image_normal`) or `rqmc`
-    (`image_sobol_normal`)."""
-    if estimator == "mc":
-        return image_normal(ids, (n, d), device)
-    if estimator == "rqmc":
-        return image_sobol_normal(ids, n, d, device)
-    raise ValueError(f"consensus_estimator must be one of {CONSENSUS_ESTIMATORS}, not {estimator!r}")
+    """The n standard-normal latent offsets (B, n, d) a consensus averages per image: `rqmc` (`image_sobol_normal`), else
+    `mc` (`image_normal`); the method checked its estimator when it was built (`check_consensus`)."""
+    return image_sobol_normal(ids, n, d, device) if estimator == "rqmc" else image_normal(ids, (n, d), device)
 
 
 class GaussianEncoder(nn.Module):

@@ -223,8 +223,9 @@ def readout_spread(method: methods.Method, probs: np.ndarray, test: RaterData, d
     other = harness.predict_proba(method, test.images, device=device, precision=precision, seed=seed, draw_seed=1)
     ref = test.gt if test.gt is not None else reference_mask(test, "majority")
     a, b = (float(dice(p.argmax(1) > 0, ref > 0).mean()) * 100 for p in (probs, other))
-    return {"draws": method.consensus_draws, "estimator": method.consensus_estimator, "reference": "gt" if test.gt is not None else "majority", "dsc": round(a, 4),
-            "dsc_other_draws": round(b, 4), "sd": round(abs(a - b) / 2**0.5, 4)}  # fmt: skip
+    return {"draws": method.consensus_draws, "estimator": method.consensus_estimator,
+            "reference": "gt" if test.gt is not None else "majority", "dsc": round(a, 4), "dsc_other_draws": round(b, 4),
+            "sd": round(abs(a - b) / 2**0.5, 4)}  # fmt: skip
 
 
 def split(data: RaterData, gt: bool = False) -> harness.Split:
