@@ -73,7 +73,8 @@ def test_rescore_moves_old_cells_and_adds_every_reference_without_training(tmp_p
 def test_reread_reads_a_samplers_consensus_again_from_its_weights_where_its_read_out_changed(tmp_path, capsys, monkeypatch):
     """A Prob. U-Net cell read with other draws than its method gives now is read again from its checkpoint (new
     probabilities, the draw-seed-1 read-out beside them, the old read-out kept in the manifest), once; a cell whose
-    weights are gone is named with the checkpoint it lacks; without --reread nothing is read again."""
+    weights are gone is named with its checkpoints folder and the run that retrains it; without --reread nothing is read
+    again."""
     results = tmp_path / "r"
     assert cli.main(["run", "--methods", "prob-unet,mv-unet", "--seeds", "0", "--results", str(results), *TINY]) == 0
     cell = results / "runs" / "mnist-5k" / "lfnet" / "protocol" / "prob-unet" / "seed-0"

@@ -97,7 +97,8 @@ def readout_now(cell) -> dict:
 
 def reread_cell(results: Path, folder: Path, info: dict, data_root: Path) -> bool:
     """Read a finished sampler's consensus again from its weights where the read-out its method gives now (number of
-    prior draws, estimator) differs from the one it was read with, then score it again; False where it already was.
+    prior draws, estimator) differs from the one it was read with, then score it again; False where it already was, or
+    where its method draws no consensus.
 
     Same precision and threads as its training; the consensus record (`manifest.json` → `consensus`, with the draw-seed-1
     read-out beside it) says what it was read with before. The predictions are written first: a re-read killed before
@@ -105,7 +106,9 @@ def reread_cell(results: Path, folder: Path, info: dict, data_root: Path) -> boo
     Raises FileNotFoundError naming the folder where the cell's weights are gone (kept cells keep none).
     """
     cell, config = store.cell_of(info), store.read_config(folder)
-    had = {"consensus_draws": 0, "consensus_estimator": "mc", **{k: v for k, v in config["method_config"].items() if k in READOUT}}
+    if "consensus_draws" not in config.get("method_config", {}):
+        return False  # a method whose consensus draws nothing
+    had = {"consensus_estimator": "mc", **{k: v for k, v in config["method_config"].items() if k in READOUT}}
     now = readout_now(cell)
     if had == now:
         return False
@@ -160,8 +163,7 @@ def rescore_all(results: Path, data_root: Path, progress: bool = True, reread: b
                 out.append((str(cell), str(found), True))
             else:
                 try:
-                    drawing = reread and "consensus_draws" in store.read_config(folder).get("method_config", {})
-                    if not (drawing and reread_cell(results, folder, info, data_root)):
+                    if not (reread and reread_cell(results, folder, info, data_root)):
                         rescore_cell(results, folder, info, data_root)
                     left = store.damage(folder)  # rescoring rewrote the scores; another file may still be damaged
                     out.append((str(cell), str(left) if left else "", left is not None))
