@@ -59,13 +59,13 @@ from methods.latent import (
     CONSENSUS_ESTIMATOR,
     Fcomb,
     GaussianEncoder,
-    check_consensus,
     draw,
     image_normal,
     kl_diagonal,
     norm_penalty,
     one_hot_masks,
     soft_dice_loss,
+    validate_consensus,
 )
 from methods.registry import register_method
 from methods.unet import UNet
@@ -155,7 +155,7 @@ class DPersona(Method):
         super().__init__(cfg, spec)
         self.consensus_draws = cfg.consensus_draws
         self.consensus_estimator = cfg.consensus_estimator
-        check_consensus("d-persona", cfg.consensus_draws, cfg.consensus_estimator)
+        validate_consensus("d-persona", cfg.consensus_draws, cfg.consensus_estimator)
         self.net = UNet(spec.in_channels, spec.n_classes)
         self.net.head = nn.Identity()
         self.prior = GaussianEncoder(spec.in_channels, cfg.latent_dim, ENCODER_CHANNELS)

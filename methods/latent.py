@@ -87,7 +87,7 @@ def image_sobol_normal(ids: torch.Tensor, n: int, d: int, device: torch.device) 
     return per_image(ids, points, device)
 
 
-def check_consensus(method: str, draws: int, estimator: str) -> None:
+def validate_consensus(method: str, draws: int, estimator: str) -> None:
     """A method's consensus read-out settings, checked when it is built rather than after it trained."""
     if estimator not in CONSENSUS_ESTIMATORS:
         raise ValueError(f"{method}: consensus_estimator must be one of {CONSENSUS_ESTIMATORS}, not {estimator!r}")
@@ -97,7 +97,7 @@ def check_consensus(method: str, draws: int, estimator: str) -> None:
 
 def consensus_normal(ids: torch.Tensor, n: int, d: int, device: torch.device, estimator: str) -> torch.Tensor:
     """The n standard-normal latent offsets (B, n, d) a consensus averages per image: `rqmc` (`image_sobol_normal`), else
-    `mc` (`image_normal`); the method checked its estimator when it was built (`check_consensus`)."""
+    `mc` (`image_normal`); the method checked its estimator when it was built (`validate_consensus`)."""
     return image_sobol_normal(ids, n, d, device) if estimator == "rqmc" else image_normal(ids, (n, d), device)
 
 

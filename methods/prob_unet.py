@@ -44,7 +44,16 @@ from torch import nn
 
 from methods.base import DataSpec, Method, Stage, StepContext
 from methods.kit import drawn_targets, masked_mean, prior_consensus, prior_samples
-from methods.latent import CONSENSUS_DRAWS, CONSENSUS_ESTIMATOR, Fcomb, GaussianEncoder, check_consensus, draw, kl_diagonal, one_hot_masks
+from methods.latent import (
+    CONSENSUS_DRAWS,
+    CONSENSUS_ESTIMATOR,
+    Fcomb,
+    GaussianEncoder,
+    draw,
+    kl_diagonal,
+    one_hot_masks,
+    validate_consensus,
+)
 from methods.registry import register_method
 from methods.unet import UNet
 
@@ -71,7 +80,7 @@ class ProbabilisticUNet(Method):
         super().__init__(cfg, spec)
         self.consensus_draws = cfg.consensus_draws
         self.consensus_estimator = cfg.consensus_estimator
-        check_consensus("prob-unet", cfg.consensus_draws, cfg.consensus_estimator)
+        validate_consensus("prob-unet", cfg.consensus_draws, cfg.consensus_estimator)
         self.net = UNet(spec.in_channels, spec.n_classes)
         self.net.head = nn.Identity()  # Fcomb replaces the single output head
         self.prior = GaussianEncoder(spec.in_channels, cfg.latent_dim)

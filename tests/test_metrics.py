@@ -308,7 +308,8 @@ def test_float_masks_rejected_and_01_ints_accepted():
 
 def test_one_strict_dice_and_one_input_check_module():
     """`dice` is defined once (labels/overlap.py, listed in bench.evaluate.pixel) and is strict: a class map is not a
-    mask. Every input check of labels/ and bench/evaluate/ lives in labels/checks.py."""
+    mask. Every input check of labels/, bench/evaluate/ and methods/ lives in labels/checks.py; a method's Config is
+    validated where the method is built (`validate_…`), not here."""
     import ast
 
     from bench.evaluate import pixel
