@@ -393,6 +393,16 @@ register_variant(
 )
 register_variant("lf-net-no-ce", "lf-net", "LF-Net ablation ‡: L_sl + λ·L_rcl, no L_ce (Table IV)", display="‡", use_ce=False)
 # Declared readings of what the paper leaves open (run beside lf-net, the code's reading, and †).
+# The soft-label network's input read as §III-D1's f(X; Θ1): the image beside the raters, under each L_sl mask (the
+# 2×2 of docs/decisions.md, "LF-Net's four readings under the paper's recipe").
+register_variant(
+    "lf-net-sll-image", "lf-net", "LF-Net reading: the soft-label network sees the image beside the raters", "variant",
+    display="SLL sees image", sll_sees_image=True,
+)  # fmt: skip
+register_variant(
+    "lf-net-sll-image-no-tv-sl", "lf-net", "LF-Net reading: the SLL sees the image, and L_sl covers every pixel (†)", "variant",
+    display="SLL sees image, †", sll_sees_image=True, sl_tv=False,
+)  # fmt: skip
 register_variant(
     "lf-net-rcn-image", "lf-net", "LF-Net reading: the RCN sees the image beside P2", "variant", display="RCN sees image",
     rcn_sees_image=True,

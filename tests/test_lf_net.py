@@ -31,6 +31,8 @@ VARIANTS = [
     "lf-net-cm",
     "lf-net-sll-mv",
     "lf-net-sll-staple",
+    "lf-net-sll-image",
+    "lf-net-sll-image-no-tv-sl",
     "lf-net-rcn-image",
     "lf-net-rcn-shared",
 ]
@@ -220,6 +222,8 @@ EXPECTED = {
     "lf-net-cm": dict(ce="tv", sl="tv", rcl="cm", sll="sll", sll_tv=True),
     "lf-net-sll-mv": dict(ce="tv", sl="tv", rcl="rcn", sll="mv", sll_tv=None),
     "lf-net-sll-staple": dict(ce="tv", sl="tv", rcl="rcn", sll="staple", sll_tv=None),
+    "lf-net-sll-image": dict(ce="tv", sl="tv", rcl="rcn", sll="sll", sll_tv=True),
+    "lf-net-sll-image-no-tv-sl": dict(ce="tv", sl="all", rcl="rcn", sll="sll", sll_tv=True),
     "lf-net-rcn-image": dict(ce="tv", sl="tv", rcl="rcn-image", sll="sll", sll_tv=True),
     "lf-net-rcn-shared": dict(ce="tv", sl="tv", rcl="shared", sll="sll", sll_tv=True),
 }
@@ -231,7 +235,8 @@ def test_every_variant_is_registered_in_its_group():
     assert {n for n in method_names() if n.startswith("lf-net")} == set(VARIANTS)
     assert get_entry("lf-net").group == "main"
     readings = [n for n in method_names() if rows.table_of(n) == "readings"]  # the study says where they are shown
-    assert readings == ["lf-net-rcn-image", "lf-net-rcn-shared"] and all(get_entry(n).group == "variant" for n in readings)
+    assert readings == ["lf-net-sll-image", "lf-net-sll-image-no-tv-sl", "lf-net-rcn-image", "lf-net-rcn-shared"]
+    assert all(get_entry(n).group == "variant" for n in readings)
     assert all(get_entry(n).group == "ablation" for n in VARIANTS if n != "lf-net" and n not in readings)
     assert lf.LFNet.needs_consistent_raters
 
@@ -348,6 +353,25 @@ def test_sll_input_is_one_hot_per_rater_with_missing_raters_zero():
     assert x.flatten().tolist() == [0, 0, 1, 0, 0, 0]  # rater 0 says class 2; rater 1 missing
     assert build("lf-net", DataSpec(1, 3, 2)).sll.encoders[0][0].in_channels == 6
     assert build("lf-net", DataSpec(1, 3, 2), sll_sees_image=True).sll.encoders[0][0].in_channels == 7
+
+
+@pytest.mark.parametrize("name", ["lf-net", "lf-net-no-tv-sl", "lf-net-sll-image", "lf-net-sll-image-no-tv-sl"])
+def test_the_image_reaches_the_soft_label_and_l_sl_only_in_the_image_readings(name):
+    """The 2×2 of docs/decisions.md: the image readings' SLL (and so q̂1 and L_sl) moves with the image, the raters-only
+    readings' does not; the raters reach every reading's SLL."""
+    images, raters = blob_raters(2, 5, 16)
+    torch.manual_seed(0)
+    m = build(name, DataSpec(1, 2, 5)).eval()
+    batch = batch_of(images, raters, **m.prepare(raters, np.ones((2, 5), bool)))
+    other = {**batch, "images": batch["images"] + 1.0}
+    flipped = {**batch, "raters": 1 - batch["raters"]}
+    with torch.no_grad():
+        sl = {k: m.loss(b, ctx("segmentation"))["sl"].item() for k, b in (("same", batch), ("flipped", flipped))}
+        target = {k: m.soft_target(b, b["raters"][:, 0]) for k, b in (("same", batch), ("image", other), ("raters", flipped))}
+    sees_image = get_entry(name).overrides.get("sll_sees_image", False)
+    assert sees_image == ("sll-image" in name)
+    assert (not torch.equal(target["same"], target["image"])) == sees_image
+    assert not torch.equal(target["same"], target["raters"]) and sl["same"] != sl["flipped"]
 
 
 def test_prediction_uses_the_segmentation_network_only():

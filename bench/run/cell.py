@@ -31,7 +31,7 @@ from bench.run.resolve import RunOptions, build_method, is_oracle, option_record
 from bench.run.split_cache import DataKey, data_fingerprint, fused_test_references, load_splits, training_subset
 from bench.store import Cell
 from bench.train import hardware, harness, steps
-from bench.train.budget import Schedule
+from bench.train.budget import Schedule, curve_steps
 from datasets import DatasetSpec, RaterData, Splits, get_dataset, oracle_view
 from labels.fusion import vote_targets
 
@@ -243,6 +243,31 @@ def gt_selected(method: methods.Method, best: dict, test: RaterData, device: tor
     return {"gt_best_step": int(best["step"]), "val_gt_dsc": float(best["dsc"]), "test_gt_dsc": round(float(test_dsc.mean()) * 100, 4)}
 
 
+def test_curve(folder: Path, stage: str, steps: frozenset[int], test: RaterData, device: torch.device, precision: str, seed: int
+               ) -> harness.Curve:  # fmt: skip
+    """The cell's test curve (`budget.curve_steps`): at each step of `steps` in `stage`, the test split's foreground
+    counts per case (tp, fp, fn) against GT, else the raters' majority vote, appended to the cell's folder. The same
+    read-out as the cell's own prediction, so the last point of a fixed-length stage is the cell's result."""
+    reference = "gt" if test.gt is not None else "majority"
+    truth = reference_mask(test, reference) > 0
+
+    def score(method: methods.Method, stage: str, step: int, epoch: int) -> None:
+        pred = harness.predict_proba(method, test.images, device=device, precision=precision, seed=seed).argmax(1) > 0
+        counts = {k: (a & b).sum((1, 2)) for k, a, b in (("tp", pred, truth), ("fp", pred, ~truth), ("fn", ~pred, truth))}
+        rows = pd.DataFrame({"stage": stage, "step": step, "epoch": epoch, "reference": reference, "case_id": test.case_ids, **counts})
+        store.append_curve(folder, rows)
+
+    return harness.Curve(stage, steps, score)
+
+
+def validation_agreement(probs: np.ndarray, val: RaterData) -> dict:
+    """A GT-free agreement of the final weights with the validation raters: mean per-image foreground DSC (%) of the
+    prediction (probs (N, L, H, W)) against their majority vote and (binary data) their STAPLE label (≥ 0.5)."""
+    pred = probs.argmax(1) > 0
+    names = ("majority", "staple") if val.n_classes == 2 else ("majority",)
+    return {f"{name}_dsc": round(float(dice(pred, reference_mask(val, name) > 0).mean()) * 100, 4) for name in names}
+
+
 def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
     if opts.announce:
         print(f"started {cell} (process {os.getpid()})", file=sys.stderr, flush=True)
@@ -274,14 +299,21 @@ def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
         store.write_manifest(out, manifest)
         t0 = time.time()
         train, val = data.train, data.val
+        decides = method.consensus_stage or method.stages[-1].name  # the stage whose weights predict
+        curve = test_curve(out, decides, curve_steps(schedules[decides], train.n), data.test, device, precision, cell.seed)
+        if curve.steps:
+            manifest["test_curve"] = {"stage": decides, "steps": sorted(curve.steps), "selects": False}
+            store.write_manifest(out, manifest)
         fitted = harness.fit(
             method, split(train), schedules, harness.Runtime(cell.seed, device, precision, engine), val=split(val, gt=True),
             out=harness.Output(out / store.CHECKPOINTS, log_path=out / store.TRAIN_LOG, progress=opts.progress,
-                               desc=f"{cell.method} seed {cell.seed}", announce=opts.announce),
+                               desc=f"{cell.method} seed {cell.seed}", announce=opts.announce, curve=curve if curve.steps else None),
         )  # fmt: skip
         manifest["stages"] = fitted.stages
         t1 = time.time()
-        manifest["degenerate"] = degenerate(harness.predict_proba(method, val.images, device=device, precision=precision, seed=cell.seed), val)
+        val_probs = harness.predict_proba(method, val.images, device=device, precision=precision, seed=cell.seed)
+        manifest["degenerate"] = degenerate(val_probs, val)
+        manifest["validation_raters"] = validation_agreement(val_probs, val)
         if val.gt is not None:  # a diagnostic of the method's learned fused label, if it has one (GT read after training only)
             teacher = harness.teacher_diagnostic(
                 method, val.images, val.raters, val.rater_valid, val.gt, device=device, precision=precision

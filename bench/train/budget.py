@@ -221,6 +221,21 @@ BUDGETS = {
 }
 
 
+CURVE_POINTS = 30  # at most this many points on a stage's test curve
+
+
+def curve_steps(schedule: Schedule, n_train: int) -> frozenset[int]:
+    """The steps at which a stage of fixed length scores the test split (its test curve, a diagnostic that never selects):
+    the end of every epoch, of every ⌈E / CURVE_POINTS⌉-th where the stage has E > CURVE_POINTS epochs, and its last step.
+    None for a stage the stopping rule ends (its length is the rule's)."""
+    if schedule.early_stopping:
+        return frozenset()
+    per_epoch = math.ceil(n_train / schedule.batch_size)
+    epochs = math.ceil(schedule.max_steps / per_epoch)
+    every = math.ceil(epochs / CURVE_POINTS)
+    return frozenset({e * per_epoch for e in range(every, epochs + 1, every) if e * per_epoch < schedule.max_steps} | {schedule.max_steps})
+
+
 def make_optimiser(schedule: Schedule, params: list, capturable: bool = False) -> torch.optim.Optimizer:
     """The optimiser `schedule` names, over `params` (parameters, or groups of them; `capturable`: its step counts and bias
     corrections on the device, for CUDA graphs)."""

@@ -10,6 +10,7 @@ import dataclasses
 import math
 import sys
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,10 +111,22 @@ class Runtime:
 
 
 @dataclass(frozen=True)
+class Curve:
+    """Declared steps of one stage at which the cell scores its held-out split, `score(method, stage, step, epoch)` (epoch:
+    the epochs completed): how the result moves along the one trajectory it trains. A diagnostic: the harness selects and
+    restores nothing by it, and the scoring runs in eval mode without touching the training generators."""
+
+    stage: str
+    steps: frozenset[int]
+    score: Callable[[Method, str, int, int], None]
+
+
+@dataclass(frozen=True)
 class Output:
     """What a fit leaves and shows: mid-stage checkpoints in `checkpoint_dir` (at most every `checkpoint_seconds`), the
     training log, a bar per stage ("<desc> <stage>", only where `progress` and stderr is a terminal, so logs get no cursor
-    escapes) or, with `announce`, one line per finished stage (parallel workers, whose bars would interleave)."""
+    escapes) or, with `announce`, one line per finished stage (parallel workers, whose bars would interleave); `curve`:
+    the test curve the cell keeps along the trajectory (`Curve`), or None."""
 
     checkpoint_dir: Path | None = None
     checkpoint_seconds: float = 60.0
@@ -121,6 +134,7 @@ class Output:
     progress: bool = True
     desc: str = ""
     announce: bool = False
+    curve: Curve | None = None
 
 
 @dataclass
@@ -228,6 +242,9 @@ class StageRun:
                 sums[key] = sums.get(key, 0) + value.detach().float()
             n_sum += 1
             bar.update()
+            if out.curve is not None and stage.name == out.curve.stage and self.step in out.curve.steps:
+                with evaluating(self.method):
+                    out.curve.score(self.method, stage.name, self.step, self.epoch)
             if self.step % sched.eval_every and self.step < sched.max_steps:
                 continue
             row = {"stage": stage.name, "event": "eval", "step": self.step, "epoch": self.epoch, "seconds": self.seconds()}
