@@ -56,7 +56,8 @@ CHECKPOINTS = "checkpoints"  # a cell's stage weights (`checkpoint_path`)
 PREDICTIONS = "predictions.npz"  # a cell's test probabilities (`write_predictions`)
 METRICS = "metrics.parquet"  # a cell's long rows; at the top, every finished cell's (`collect`)
 CALIBRATION_BINS = "calibration.parquet"  # reliability bins, per cell and collected
-TEST_CURVE, TEST_CURVE_PART = "test_curve.parquet", "test_curve.csv"  # a cell's test counts along its trajectory, appended
+TEST_CURVE, READINGS = "test_curve.parquet", "readings.parquet"  # a cell's test counts along its trajectory; its other readings
+PARTS = "readings"  # ... one file a point or reading while it trains, joined when it finishes
 SUMMARY = "summary.csv"  # mean ± std over seeds (`collect`)
 TRAIN_LOGS = "train_logs.parquet"  # every cell's training log (`collect`)
 COLLECTED = (METRICS, SUMMARY, CALIBRATION_BINS, TRAIN_LOGS)  # the tables `collect` writes at the top
@@ -329,32 +330,31 @@ def read_predictions(folder: Path) -> tuple[np.ndarray, np.ndarray, dict[str, np
 
 
 def write_predictions(path: Path, probs: np.ndarray, case_ids: np.ndarray, outputs: dict[str, np.ndarray] | None = None) -> None:
-    """Test probabilities (N, L, H, W) quantised to uint8 (1/255 steps), enough to re-score any threshold, and the
-    method's samples and per-rater outputs (class indices, uint8) where it has them."""
+    """Test probabilities (N, L, H, W) in uint8 (1/255 steps), and the samples and per-rater outputs (class indices)."""
     with atomic(path) as tmp:
         np.savez_compressed(tmp, probs=np.round(probs * 255).astype(np.uint8), case_ids=case_ids, **(outputs or {}))
 
 
-def append_curve(folder: Path, rows: pd.DataFrame) -> None:
-    """Append one point of a cell's test curve: per test case, its stage, step, epoch and counts (tp, fp, fn) vs `reference`."""
-    rows.to_csv(folder / TEST_CURVE_PART, mode="a", header=not (folder / TEST_CURVE_PART).is_file(), index=False)
+def write_part(folder: Path, name: str, rows: pd.DataFrame) -> None:
+    """One point of a cell's test curve (`curve-<step>`) or one reading (its name), rewritten alike by a resumed run."""
+    (folder / PARTS).mkdir(exist_ok=True)
+    write_table(folder / PARTS / f"{name}.parquet", rows)
 
 
-def finish_curve(folder: Path) -> None:
-    """The test curve as one table, each (stage, step, case) once: a resumed run scores the points after its last checkpoint
-    again (the same weights, the same counts), and a kill mid-line leaves a short row."""
-    if (part := folder / TEST_CURVE_PART).is_file():
-        rows = pd.read_csv(part, dtype={"case_id": str}, on_bad_lines="skip").dropna()
-        rows = rows.astype(dict.fromkeys(["step", "epoch", "tp", "fp", "fn"], int)).drop_duplicates(["stage", "step", "case_id"], keep="last")
-        write_table(folder / TEST_CURVE, rows.sort_values(["stage", "step"], kind="stable").reset_index(drop=True))
-        part.unlink()
+def join_parts(folder: Path) -> None:
+    """A finishing cell's parts joined into its test curve and readings tables (none where it kept none)."""
+    parts = sorted((folder / PARTS).glob("*.parquet"))  # none where the folder is not there
+    for table, curve in ((TEST_CURVE, True), (READINGS, False)):
+        if chosen := [read_table(p) for p in parts if p.stem.startswith("curve-") == curve]:
+            write_table(folder / table, pd.concat(chosen, ignore_index=True))
+    shutil.rmtree(folder / PARTS, ignore_errors=True)
 
 
 def finish_cell(folder: Path, manifest: dict, rows: pd.DataFrame, bins: pd.DataFrame) -> None:
-    """Write a cell's manifest, reliability bins, test curve and, last, its metrics (which mark it done)."""
+    """Write a cell's manifest, reliability bins, test curve and readings and, last, its metrics (which mark it done)."""
     write_manifest(folder, manifest)
     write_table(folder / CALIBRATION_BINS, bins)
-    finish_curve(folder)
+    join_parts(folder)
     write_table(folder / METRICS, rows)
 
 

@@ -11,7 +11,7 @@ import functools
 import os
 from pathlib import Path
 
-BUDGET_NAMES = ("quick", "plateau", "plateau-1127", "long", "paper", "paper-rcl15")  # bench.train.budget.BUDGETS (a test keeps them equal)
+BUDGET_NAMES = ("quick", "plateau", "plateau-1127", "long", "trajectory", "paper", "paper-rcl15")  # bench.train.budget.BUDGETS (a test keeps them equal)
 DEFAULT_SAMPLES = 16  # bench.evaluate.scoring.DEFAULT_SAMPLES (the same test keeps them equal)
 
 
@@ -68,10 +68,11 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         choices=BUDGET_NAMES,
         help="quick (laptop CPU, early stopping), plateau (early stopping, cap 5,000 steps a stage: the recommended comparison), "
         "plateau-1127 (the stopping rule plateau replaced on 2026-11-28, for its audit's folders), long (every stage 4,000 steps or --max-steps, lowest validation loss restored: the stop audit, bench audit-stops), "
-        "paper (the paper's fixed epochs), paper-rcl15 (paper, other reading of MNIST's 'RCN epoch 15')",
+        "trajectory (every stage 8,000 steps or --max-steps, read many ways: the rule's stop, fixed steps, the lowest validation loss, "
+        "the GT-free selection (the result) and the GT-best), paper (the paper's fixed epochs), paper-rcl15 (paper, other reading of MNIST's 'RCN epoch 15')",
     )
     p.add_argument("--max-steps", type=int, help="cap every stage at N steps (smoke runs; the budget's stopping rule still applies); "
-                   "with --budget long, every stage's length, above its 4,000 too")  # fmt: skip
+                   "with --budget long or trajectory, every stage's length, above its own too")  # fmt: skip
     p.add_argument("--threads", type=int, default=1, help="torch threads per cell on CPU (default 1; results depend on it)")
     p.add_argument("--train-size", type=int, help="use N training images (overrides the budget's cap)")
     p.add_argument("--test-size", type=int, help="score only the first N test images (smoke runs)")

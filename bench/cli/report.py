@@ -30,6 +30,11 @@ def add_parser(verbs) -> None:
         "--data-root",
         help="folder holding the datasets, for the reproduction report's figures and hints (default: $BENCH_DATA, else ./data)",
     )
+    p.add_argument(
+        "--reading",
+        help="report the cells' reading NAME instead of their result (the budget's primary reading): rule, min-val-loss, selection, "
+        "gt-best (an upper bound), last or step-N, where the cells scored it; written to RESULTS/views/NAME/ (default: the result)",
+    )
     p.set_defaults(func=cmd_report)
 
 
@@ -50,6 +55,8 @@ def cmd_report(args: argparse.Namespace) -> int:
             f"give a folder `python -m bench audit-stops RULE LONG` wrote into (e.g. docs/audit/mnist-5k/rule)"
         )
     check_damage([], results)  # a damaged cell is refused before anything is written: its file, what is wrong, the repair
+    if args.reading:
+        results, out = reading_view(results, args.reading, args.out)
     # Every folder the report writes into, checked before anything is written.
     check_out(out, "the report folder", "choose another with --out")
     check_out(results / store.PAPER, "the reproduction report's folder", f"make {results} writable, or report from a writable copy of it")
@@ -64,6 +71,20 @@ def cmd_report(args: argparse.Namespace) -> int:
     print(f"{len(written)} files written to {out}/")
     write_reproduction(results, data_root(args.data_root).absolute(), results / store.PAPER, audit)
     return 0
+
+
+def reading_view(results: Path, name: str, out: str | None) -> tuple[Path, Path]:
+    """The results folder of reading `name` (`bench.report.views.view`) and its report folder (`--out`, else its report/)."""
+    from bench import store
+    from bench.report import views
+
+    held = views.readings_of(results)
+    if name not in held:
+        known = ", ".join(f"{k} ({n} cells)" for k, n in sorted(held.items())) or "none"
+        raise UsageError(f"--reading {name}: no finished cell of {results} holds it; its cells hold: {known}")
+    folder, kept, left = views.view(results, name)
+    print(f"reading {name}: {kept} cells" + (f" ({left} without it left out)" if left else "") + f", in {folder}")
+    return folder, Path(out) if out else folder / store.REPORT
 
 
 def write_reproduction(results: Path, root: Path, out: Path, audit: Path | None = None) -> None:

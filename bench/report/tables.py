@@ -281,12 +281,16 @@ MIN_SEEDS = 3
 
 
 def run_records(results: Path) -> pd.DataFrame:
-    """One row per finished cell of `results`: its keys, budget and `OPTIONS` (None where not set), from config.json."""
+    """One row per finished cell of `results`: its keys, budget, reading (`views.own_reading`) and `OPTIONS` (None where not
+    set), from config.json and the manifest."""
+    from bench.report.views import own_reading
+
     rows = []
     for r in store.records(results):
         options = r.config.get("options") or {}
-        rows.append({**r.keys, "budget": r.config.get("budget", {}).get("name", ""), **{k: options.get(k) for k in OPTIONS}})
-    return pd.DataFrame(rows, columns=[*store.KEYS, "budget", *OPTIONS])
+        budget = r.config.get("budget", {}).get("name", "")
+        rows.append({**r.keys, "budget": budget, "reading": own_reading(r), **{k: options.get(k) for k in OPTIONS}})
+    return pd.DataFrame(rows, columns=[*store.KEYS, "budget", "reading", *OPTIONS])
 
 
 def run_line(table: Table, cells: pd.DataFrame | None) -> str:
@@ -316,7 +320,9 @@ def run_text(seeds_of: dict[str, int], cells: pd.DataFrame | None) -> str:
     quick = ["budget quick"] if "quick" in budgets else []
     reasons = quick + options + reasons
     check = f"pipeline check, not a verdict: {', '.join(reasons)}" if reasons else "not a pipeline check"
-    return f"Run: budget {', '.join(budgets) or 'not recorded'}; seeds per method: {seeds}; {check}"
+    readings = sorted(set(cells["reading"].dropna()) - {""}) if "reading" in cells else []
+    read = f"; reading {', '.join(readings)}" if readings else ""
+    return f"Run: budget {', '.join(budgets) or 'not recorded'}; seeds per method: {seeds}; {check}{read}"
 
 
 def row_flags(outcomes: pd.DataFrame | None, audit: dict | None, dataset: str, raters: str, noise: str) -> dict[str, str]:

@@ -121,7 +121,9 @@ def protocol_note(budgets: list[str]) -> str:
         return f"under the paper's own recipe (budget {', '.join(budgets)})"
     ours = ", ".join(b for b in budgets if not b.startswith("paper"))
     ran = " and the paper's recipe" if any(b.startswith("paper") for b in budgets) else "; the paper's recipe (`--budget paper`) not run"
-    return f"under this benchmark's {ours} protocol (the stopping rule on the raters' validation loss){ran}"
+    rule = all(b in ("quick", "plateau", "plateau-1127") for b in budgets if not b.startswith("paper"))
+    how = "the stopping rule on the raters' validation loss" if rule else "fixed lengths read without GT"
+    return f"under this benchmark's {ours} protocol ({how}){ran}"
 
 
 SELECTION_COLUMNS = ["dataset", "raters", "noise", "method", "seeds", "rule_step", "rule_dsc", "rule_sd", "gt_step", "gt_dsc", "gt_sd",
@@ -226,7 +228,7 @@ def assess_readings(table: pd.DataFrame, cells: pd.DataFrame, paper: Study) -> l
 
 
 def teacher_value(teacher: dict, where: str) -> float:
-    """A manifest's mean teacher foreground probability outside the selected pixels (`bench.train.harness.teacher_diagnostic`);
+    """A manifest's mean teacher foreground probability outside the selected pixels (`bench.train.teacher.teacher_diagnostic`);
     manifests written before its keys lost the name of LF-Net's selection carry `p_fg_outside_tv_…`."""
     return teacher.get(f"p_fg_outside_{where}", teacher.get(f"p_fg_outside_tv_{where}"))
 

@@ -24,14 +24,15 @@ import torch
 
 import methods
 from bench import store
-from bench.evaluate.long_table import CALIBRATION, COLUMNS, with_keys
 from bench.evaluate.pixel import dice
-from bench.evaluate.scoring import reference_mask, score_predictions
+from bench.evaluate.scoring import reference_mask
+from bench.run.readings import Scorer, held_readings, trajectory
 from bench.run.resolve import RunOptions, build_method, is_oracle, option_record, stage_schedules, trained_method
 from bench.run.split_cache import DataKey, data_fingerprint, fused_test_references, load_splits, training_subset
 from bench.store import Cell
 from bench.train import hardware, harness, steps
-from bench.train.budget import Schedule, curve_steps
+from bench.train.budget import Schedule, curve_steps, reading_steps
+from bench.train.teacher import teacher_diagnostic
 from datasets import DatasetSpec, RaterData, Splits, get_dataset, oracle_view
 from labels.fusion import vote_targets
 
@@ -170,18 +171,6 @@ def degenerate(probs: np.ndarray, val: RaterData) -> dict:
     }
 
 
-def score_cell(cell: Cell, probs: np.ndarray, test: RaterData, fused: dict | None = None, outputs: dict | None = None,
-               empty: str = "one") -> tuple[pd.DataFrame, pd.DataFrame]:  # fmt: skip
-    """The cell's long rows and reliability bins against every reference (bench.evaluate.scoring), with its KEYS.
-
-    fused: the test split's cached majority and STAPLE references (`bench.run.split_cache.fused_test_references`), cut to its
-    cases; outputs: the method's samples and per-rater outputs (`harness.predict_outputs`); empty: the empty-pair rule.
-    """
-    rows, bins = score_predictions(probs, test, empty=empty, fused=fused, outputs=outputs)
-    keys = cell.record()
-    return with_keys(rows, keys, COLUMNS), with_keys(bins, keys, CALIBRATION)
-
-
 def run_cell(cell: Cell, opts: RunOptions, wait: bool = False) -> dict:
     """Train, predict and score one cell under its claim.
 
@@ -228,9 +217,16 @@ def readout_spread(method: methods.Method, probs: np.ndarray, test: RaterData, d
             "sd": round(abs(a - b) / 2**0.5, 4)}  # fmt: skip
 
 
-def split(data: RaterData, gt: bool = False) -> harness.Split:
-    """A split as training sees it: its ground truth only where `gt` (the validation split's logged diagnostic)."""
-    return harness.Split(data.images, data.raters, data.rater_valid, data.gt if gt else None)
+def split(data: RaterData, val: bool = False) -> harness.Split:
+    """A split as training sees it; the validation split (`val`) with its ground truth (the logged diagnostic and the GT-best
+    reading) and the raters' fused label the GT-free selection agrees with (`selection_label`)."""
+    return harness.Split(data.images, data.raters, data.rater_valid, data.gt if val else None, selection_label(data) if val else None)
+
+
+def selection_label(data: RaterData) -> np.ndarray:
+    """The raters' fused label the `selection` reading agrees with (docs/decisions.md): STAPLE ≥ 0.5 on binary data,
+    else the majority vote (STAPLE here fuses binary labels only). (N, H, W) class indices."""
+    return reference_mask(data, "staple" if data.n_classes == 2 else "majority")
 
 
 def gt_selected(method: methods.Method, best: dict, test: RaterData, device: torch.device, precision: str, seed: int) -> dict:
@@ -241,23 +237,6 @@ def gt_selected(method: methods.Method, best: dict, test: RaterData, device: tor
     probs = harness.predict_proba(method, test.images, device=device, precision=precision, seed=seed)
     test_dsc = dice(probs.argmax(1) > 0, test.gt > 0)
     return {"gt_best_step": int(best["step"]), "val_gt_dsc": float(best["dsc"]), "test_gt_dsc": round(float(test_dsc.mean()) * 100, 4)}
-
-
-def test_curve(folder: Path, stage: str, steps: frozenset[int], test: RaterData, device: torch.device, precision: str, seed: int
-               ) -> harness.Curve:  # fmt: skip
-    """The cell's test curve (`budget.curve_steps`): at each step of `steps` in `stage`, the test split's foreground
-    counts per case (tp, fp, fn) against GT, else the raters' majority vote, appended to the cell's folder. The same
-    read-out as the cell's own prediction, so the last point of a fixed-length stage is the cell's result."""
-    reference = "gt" if test.gt is not None else "majority"
-    truth = reference_mask(test, reference) > 0
-
-    def score(method: methods.Method, stage: str, step: int, epoch: int) -> None:
-        pred = harness.predict_proba(method, test.images, device=device, precision=precision, seed=seed).argmax(1) > 0
-        counts = {k: (a & b).sum((1, 2)) for k, a, b in (("tp", pred, truth), ("fp", pred, ~truth), ("fn", ~pred, truth))}
-        rows = pd.DataFrame({"stage": stage, "step": step, "epoch": epoch, "reference": reference, "case_id": test.case_ids, **counts})
-        store.append_curve(folder, rows)
-
-    return harness.Curve(stage, steps, score)
 
 
 def validation_agreement(probs: np.ndarray, val: RaterData) -> dict:
@@ -299,40 +278,46 @@ def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
         store.write_manifest(out, manifest)
         t0 = time.time()
         train, val = data.train, data.val
-        decides = method.consensus_stage or method.stages[-1].name  # the stage whose weights predict
-        curve = test_curve(out, decides, curve_steps(schedules[decides], train.n), data.test, device, precision, cell.seed)
-        if curve.steps:
-            manifest["test_curve"] = {"stage": decides, "steps": sorted(curve.steps), "selects": False}
-            store.write_manifest(out, manifest)
+        fused = fused_test_references(DataKey.of_cell(cell, opts.data_root))
+        scorer = Scorer(cell, data.test, {k: v[: data.test.n] for k, v in fused.items()}, device, precision, opts.samples, opts.empty_pair)
+        decides, budget = method.consensus_stage or method.stages[-1].name, opts.budget  # the stage whose weights predict
+        curve = curve_steps(schedules[decides], train.n, budget.paper_lines) if budget.readings else frozenset()
+        fixed = reading_steps(schedules[decides]) if budget.readings and not budget.paper_lines else frozenset()
+        manifest["reading"] = budget.primary
+        if curve:
+            manifest["test_curve"] = {"stage": decides, "steps": sorted(curve), "selects": False}
+        store.write_manifest(out, manifest)
         fitted = harness.fit(
-            method, split(train), schedules, harness.Runtime(cell.seed, device, precision, engine), val=split(val, gt=True),
+            method, split(train), schedules, harness.Runtime(cell.seed, device, precision, engine), val=split(val, val=True),
             out=harness.Output(out / store.CHECKPOINTS, log_path=out / store.TRAIN_LOG, progress=opts.progress,
-                               desc=f"{cell.method} seed {cell.seed}", announce=opts.announce, curve=curve if curve.steps else None),
+                               desc=f"{cell.method} seed {cell.seed}", announce=opts.announce,
+                               curve=trajectory(scorer, out, decides, curve, fixed)),
         )  # fmt: skip
         manifest["stages"] = fitted.stages
+        if budget.primary in fitted.readings:  # the cell's result: its budget's primary reading (`trajectory`: the selection)
+            method.load_state_dict(fitted.readings[budget.primary]["state"])
         t1 = time.time()
         val_probs = harness.predict_proba(method, val.images, device=device, precision=precision, seed=cell.seed)
         manifest["degenerate"] = degenerate(val_probs, val)
         manifest["validation_raters"] = validation_agreement(val_probs, val)
         if val.gt is not None:  # a diagnostic of the method's learned fused label, if it has one (GT read after training only)
-            teacher = harness.teacher_diagnostic(
+            teacher = teacher_diagnostic(
                 method, val.images, val.raters, val.rater_valid, val.gt, device=device, precision=precision
             )
             if teacher is not None:
                 manifest["teacher"] = teacher
-        probs = harness.predict_proba(method, data.test.images, device=device, precision=precision, seed=cell.seed)
+        probs, outputs, rows, bins = scorer.read(method)
         if method.consensus_draws:
             manifest["consensus"] = readout_spread(method, probs, data.test, device, precision, cell.seed)
-        outputs = harness.predict_outputs(
-            method, data.test.images, n_samples=opts.samples, seed=cell.seed, device=device, precision=precision
-        )
         store.write_predictions(out / store.PREDICTIONS, probs, data.test.case_ids, outputs)
-        fused = fused_test_references(DataKey.of_cell(cell, opts.data_root))
-        rows, bins = score_cell(cell, probs, data.test, {k: v[: data.test.n] for k, v in fused.items()}, outputs, opts.empty_pair)
         if "samples" in outputs:
             manifest["samples"] = opts.samples
-        if fitted.gt_best and data.test.gt is not None:  # last: it loads other weights into the method
+        if fitted.gt_best and data.test.gt is not None:  # it loads other weights into the method
             manifest["selection"] = gt_selected(method, fitted.gt_best, data.test, device, precision, cell.seed)
+        if budget.readings:  # last: each loads its weights into the method
+            reached = fitted.stages[decides]["step"]
+            fixed_read = {f"step-{n}": {"step": n, "score": None} for n in sorted(fixed) if n <= reached}
+            manifest["readings"] = {**fixed_read, **held_readings(scorer, out, method, fitted.readings, budget.primary)}
         manifest.update(status="done", train_seconds=round(t1 - t0, 2), predict_seconds=round(time.time() - t1, 2),
                         seconds=round(time.time() - manifest["started"], 2))  # fmt: skip
         store.finish_cell(out, manifest, rows, bins)

@@ -22,7 +22,8 @@ import methods
 from bench import store
 from bench.files import UnreadableFile
 from bench.run import resolve, split_cache
-from bench.run.cell import readout_spread, score_cell
+from bench.run.cell import readout_spread
+from bench.run.readings import score_cell
 from bench.train import harness
 from datasets import DataError, get_dataset
 

@@ -16,6 +16,10 @@ A method's `Stage` says *what* it trains; a budget says *how*: a `Schedule` per 
   factor, LF-Net's soft-label cross-entropy, never plateaus).
 - ``long``: the stop audit (`bench audit-stops`): every stage a fixed 4,000 steps with the same optimiser,
   learning rate, batch size and data as ``plateau``, ending on its lowest validation loss as the rule does.
+- ``trajectory``: one trajectory per cell, read many ways (docs/decisions.md, "Readings along one trajectory"): every
+  stage a fixed horizon (8,000 steps, or ``--max-steps``) with the same optimiser, learning rate, batch size and data as
+  ``plateau``; the rule is replayed on the way (its stop is the ``rule`` reading) and the cell's result is its primary
+  reading, the GT-free ``selection``; earlier stages end on their lowest validation loss.
 - ``paper``: the paper's fixed epochs and the last weights (the paper states no model selection).
   LF-Net: Adam lr 1e-4, 10 + 70 epochs (MNIST: 10 + 15, "RCN epoch 15" read as the length of stage
   2), the paper's batch size. Competitors: "we apply the default training strategies for other
@@ -67,6 +71,7 @@ class Schedule:
     smooth: int = 1  # evaluations averaged for the stopping decision
     min_evals: int = 0  # evaluations before the rule may stop a stage
     restore: bool = False  # a fixed-length stage that still restores its lowest validation loss (budget `long`)
+    rule_cap: int = 0  # a fixed-length stage replays the stopping rule with this cap (its `rule` reading); 0: none
     weight_decay: float = 0.0
     augment: str = "none"  # "flip": random horizontal and vertical flips of image and raters together, p = 0.5 each
     source: str = ""  # where these settings come from
@@ -100,6 +105,9 @@ class Budget:
     # The study's stage reading (`stage_reading`) as a method config field over the stage's full epochs, instead of as the
     # stage's length (paper-rcl15: MNIST stage 2 keeps its 70 epochs, L_rcl active only in the first 15).
     reading_as_config: bool = False
+    primary: str = "rule"  # the reading that is a cell's result (bench/train/readings.py); the others are scored beside it
+    rule_cap: int = 0  # fixed-length stages replay the stopping rule up to this cap (`Schedule.rule_cap`)
+    readings: bool = True  # score the held readings and the fixed steps on the test split beside the result
     description: str = ""
 
     def train_size(self, dataset: DatasetSpec) -> int | None:
@@ -121,7 +129,7 @@ class Budget:
         if not self.paper_lines:
             return Schedule(
                 "adam", self.lr, self.batch_size(dataset), self.max_steps, self.early_stopping, self.eval_every, self.patience,
-                self.min_delta, self.patience_ratio, self.smooth, self.min_evals, restore=self.fixed_length,
+                self.min_delta, self.patience_ratio, self.smooth, self.min_evals, restore=self.fixed_length, rule_cap=self.rule_cap,
                 source=f"{self.name} budget: Adam lr {self.lr:g}, batch {self.batch_size(dataset)}",
             )  # fmt: skip
         line = paper_stage(method, stage)
@@ -159,6 +167,8 @@ class Budget:
             "fixed_length",
             "capped_data",
             "reading_as_config",
+            "primary",
+            "rule_cap",
         )
         return {k: getattr(self, k) for k in keys}
 
@@ -190,7 +200,7 @@ def stage_reading(method: str, dataset: DatasetSpec) -> dict:
 
 
 QUICK = Budget(
-    "quick", early_stopping=True, max_steps=80, capped_data=True,
+    "quick", early_stopping=True, max_steps=80, capped_data=True, readings=False,
     description="laptop CPU default: the stopping rule on a validation subset (128 images; 32 on large images), cap 80 steps per stage",
 )  # fmt: skip
 PLATEAU = Budget(
@@ -202,10 +212,14 @@ PLATEAU_1127 = Budget(
     description="the rule of 2026-11-27 (a 1 % fall of the smoothed level within 5 evaluations), kept for its audit's folders",
 )  # fmt: skip
 LONG = Budget(
-    "long", early_stopping=False, fixed_length=True, max_steps=4_000,
+    "long", early_stopping=False, fixed_length=True, max_steps=4_000, primary="min-val-loss", rule_cap=5_000,
     description="the stop audit: every stage 4,000 steps on all images, the lowest validation loss restored (bench audit-stops)",
 )  # fmt: skip
-PAPER_BUDGET = Budget("paper", early_stopping=False, description="the paper's fixed epochs; competitors as their official code")
+TRAJECTORY = Budget(
+    "trajectory", early_stopping=False, fixed_length=True, max_steps=8_000, primary="selection", rule_cap=5_000,
+    description="one trajectory read many ways: every stage 8,000 steps on all images, the rule replayed, the GT-free selection kept",
+)  # fmt: skip
+PAPER_BUDGET = Budget("paper", early_stopping=False, primary="last", description="the paper's fixed epochs; competitors as their official code")
 BUDGETS = {
     b.name: b
     for b in (
@@ -213,27 +227,38 @@ BUDGETS = {
         PLATEAU,
         PLATEAU_1127,
         LONG,
+        TRAJECTORY,
         PAPER_BUDGET,
         Budget(
-            "paper-rcl15", early_stopping=False, reading_as_config=True, description="paper, MNIST RCN: L_rcl in the first 15 of 70 epochs"
-        ),
+            "paper-rcl15", early_stopping=False, reading_as_config=True, primary="last",
+            description="paper, MNIST RCN: L_rcl in the first 15 of 70 epochs",
+        ),  # fmt: skip
     )
 }
 
 
-CURVE_POINTS = 30  # at most this many points on a stage's test curve
+CURVE_POINTS = 30  # at most this many points on a paper stage's test curve
+CURVE_EVERY = 250  # a stage of any other budget scores its test curve every this many steps
+FIRST_READING = 250  # the fixed-step readings: FIRST_READING × 2^k
 
 
-def curve_steps(schedule: Schedule, n_train: int) -> frozenset[int]:
-    """The steps at which a stage of fixed length scores the test split (its test curve, a diagnostic that never selects):
-    the end of every epoch, of every ⌈E / CURVE_POINTS⌉-th where the stage has E > CURVE_POINTS epochs, and its last step.
-    None for a stage the stopping rule ends (its length is the rule's)."""
-    if schedule.early_stopping:
-        return frozenset()
-    per_epoch = math.ceil(n_train / schedule.batch_size)
-    epochs = math.ceil(schedule.max_steps / per_epoch)
-    every = math.ceil(epochs / CURVE_POINTS)
-    return frozenset({e * per_epoch for e in range(every, epochs + 1, every) if e * per_epoch < schedule.max_steps} | {schedule.max_steps})
+def curve_steps(schedule: Schedule, n_train: int, paper: bool) -> frozenset[int]:
+    """The steps at which a stage scores the test split's counts (its test curve, a diagnostic that never selects). A
+    paper stage (`paper`): the end of every epoch, of every ⌈E / CURVE_POINTS⌉-th where it has E > CURVE_POINTS epochs,
+    and its last step. Any other: every CURVE_EVERY steps up to its cap, and the last step of a fixed length."""
+    if paper:
+        per_epoch = math.ceil(n_train / schedule.batch_size)
+        epochs = math.ceil(schedule.max_steps / per_epoch)
+        every = math.ceil(epochs / CURVE_POINTS)
+        ends = {e * per_epoch for e in range(every, epochs + 1, every) if e * per_epoch < schedule.max_steps}
+        return frozenset(ends | {schedule.max_steps})
+    last = set() if schedule.early_stopping else {schedule.max_steps}
+    return frozenset(set(range(CURVE_EVERY, schedule.max_steps + 1, CURVE_EVERY)) | last)
+
+
+def reading_steps(schedule: Schedule) -> frozenset[int]:
+    """The fixed-step readings of a stage (`step-N`, scored in full): FIRST_READING × 2^k up to its cap or length."""
+    return frozenset(FIRST_READING * 2**k for k in range(32) if FIRST_READING * 2**k <= schedule.max_steps)
 
 
 def make_optimiser(schedule: Schedule, params: list, capturable: bool = False) -> torch.optim.Optimizer:

@@ -10,7 +10,6 @@ import dataclasses
 import math
 import sys
 import time
-from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,9 +22,9 @@ from bench import store
 from bench.train.budget import Schedule
 from bench.train.checkpoints import append_log, logged_stops, resume, save_checkpoint, trim_log
 from bench.train.hardware import autocast, autocast_dtype, make_batch, to_tensors
+from bench.train.readings import Curve, Held, agreement, snapshot
 from bench.train.steps import make_step
 from bench.train.stopping import StopState
-from labels.overlap import dice
 from methods.base import Method, StepContext
 from methods.latent import per_image
 
@@ -77,26 +76,31 @@ def diagnostic_dsc(method: Method, images: torch.Tensor, gt: np.ndarray, device,
                    ) -> float:  # fmt: skip
     """Mean per-image DSC (%) of the foreground (any class but 0) against ground truth: logged, never used to select.
     `probs` (N, L, H, W): the consensus already read by the validation pass (`validate`); None reads it here."""
-    if probs is None:
-        draws = method.consensus_draws
-        try:
-            method.consensus_draws = min(draws, DIAGNOSTIC_DRAWS)
-            with evaluating(method):
-                probs = probabilities(method, images, device, dtype, readout_ids(seed, "consensus", len(images)))
-        finally:
-            method.consensus_draws = draws
-    return float(np.mean(dice(probs.argmax(1) > 0, gt > 0)) * 100)
+    return agreement(validation_consensus(method, images, device, dtype, seed) if probs is None else probs, gt)
+
+
+def validation_consensus(method: Method, images: torch.Tensor, device, dtype, seed: int) -> np.ndarray:
+    """The consensus (N, L, H, W) of the validation images, a drawing one from at most DIAGNOSTIC_DRAWS draws."""
+    draws = method.consensus_draws
+    try:
+        method.consensus_draws = min(draws, DIAGNOSTIC_DRAWS)
+        with evaluating(method):
+            return probabilities(method, images, device, dtype, readout_ids(seed, "consensus", len(images)))
+    finally:
+        method.consensus_draws = draws
 
 
 @dataclass(frozen=True)
 class Split:
     """One split as `fit` sees it: images (N, C, H, W) float32, raters (N, R, H, W) uint8 class indices, rater_valid (N, R)
-    bool; `gt` (N, H, W) only on the validation split, for the logged diagnostic (never trained on, never restored)."""
+    bool; on the validation split only, `gt` (N, H, W) for the logged diagnostic and the GT-best reading (never trained
+    on, never restored) and `fused` (N, H, W), the raters' fused label the GT-free selection agrees with."""
 
     images: np.ndarray
     raters: np.ndarray
     rater_valid: np.ndarray
     gt: np.ndarray | None = None
+    fused: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -108,17 +112,6 @@ class Runtime:
     device: torch.device
     precision: str = "auto"
     engine: str = "eager"
-
-
-@dataclass(frozen=True)
-class Curve:
-    """Declared steps of one stage at which the cell scores its held-out split, `score(method, stage, step, epoch)` (epoch:
-    the epochs completed): how the result moves along the one trajectory it trains. A diagnostic: the harness selects and
-    restores nothing by it, and the scoring runs in eval mode without touching the training generators."""
-
-    stage: str
-    steps: frozenset[int]
-    score: Callable[[Method, str, int, int], None]
 
 
 @dataclass(frozen=True)
@@ -139,12 +132,18 @@ class Output:
 
 @dataclass
 class Fitted:
-    """What `fit` returns: each stage's stop record by stage name, and the evaluation with the highest validation GT DSC
-    of the stage that decides the consensus (the last, or `Method.consensus_stage`) ({"dsc", "step", "state"}; {} without
-    GT, or when a run resumed after that stage) for the selection reading, never restored (docs/decisions.md)."""
+    """What `fit` returns: each stage's stop record by stage name, and the readings held by the stage that decides the
+    consensus (the last, or `Method.consensus_stage`): name → {"step", "score", "state"} (`bench.train.readings`; {} when a
+    run resumed after that stage), never restored by the harness."""
 
     stages: dict[str, dict]
-    gt_best: dict
+    readings: dict[str, dict]
+
+    @property
+    def gt_best(self) -> dict:
+        """The GT-best reading as {"dsc", "step", "state"} ({} without GT): the selection reading of docs/decisions.md."""
+        r = self.readings.get("gt-best")
+        return {"dsc": r["score"], "step": r["step"], "state": r["state"]} if r else {}
 
 
 def fit(method: Method, train: Split, schedules: dict[str, Schedule], run: Runtime, val: Split | None = None,
@@ -155,7 +154,8 @@ def fit(method: Method, train: Split, schedules: dict[str, Schedule], run: Runti
     ground truth) is logged; with early stopping the stage ends after `patience` evaluations without an improvement
     (`StopState`), not before `min_evals`, or at `max_steps`; it then ends on the weights with the lowest validation loss,
     as a `long` stage of fixed length does (`Schedule.restore_best`). `val.gt`, where given, only adds the logged
-    diagnostic `diagnostic_gt_dsc` (and `Fitted.gt_best`) to the stage that decides the consensus.
+    diagnostic `diagnostic_gt_dsc` (and the GT-best reading) to the stage that decides the consensus, and `val.fused` its
+    agreement with the raters' fused label `val_rater_dsc` (and the selection reading); that stage holds its readings.
 
     Each stage gets a fresh optimiser and its own generators seeded by (seed, stage index). A mid-stage checkpoint (at an
     evaluation, at most every `out.checkpoint_seconds`) holds the weights, optimiser, best weights, stopping state and
@@ -185,13 +185,13 @@ def fit(method: Method, train: Split, schedules: dict[str, Schedule], run: Runti
     fitted = Fitted(logged_stops(out.log_path), {})  # stages a resumed run finished before
     for k in range(first, len(stages)):
         stage = StageRun(method, k, stages[k], schedules[stages[k].name], len(train.images), run, dtype, partial if k == first else None)
-        diagnostic = val.gt if val is not None and k == decides else None
-        r = fitted.stages[stages[k].name] = stage.train(data, val_data, diagnostic, out, progress)
+        reads = (val.gt, val.fused) if val is not None and k == decides else None  # only the deciding stage holds readings
+        r = fitted.stages[stages[k].name] = stage.train(data, val_data, reads, out, progress)
         if out.announce:  # a worker without bars: one line a stage, so a parallel sweep shows its cells moving
             line = f"{out.desc} {stages[k].name}: {store.stop_kind(r)} at step {r['step']} ({r['seconds']:.0f} s)"
             print(line, file=sys.stderr, flush=True)
-        if diagnostic is not None and stage.gt_best:
-            fitted.gt_best = stage.gt_best
+        if reads is not None:
+            fitted.readings = stage.held.readings
     method.eval()
     return fitted
 
@@ -211,14 +211,14 @@ class StageRun:
         self.order = torch.Generator().manual_seed(seed * 1000 + k)  # batch order
         self.gen = torch.Generator(device=device).manual_seed(seed * 1000 + k)  # the method's randomness
         self.stop, self.step, self.epoch, self.offset, elapsed, self.best_state = StopState(), 0, 0, 0, 0.0, None
-        self.gt_best: dict = {}  # the evaluation with the highest validation GT DSC: dsc, step, state (the selection reading)
+        self.held, self.rule_stop = Held(), {}  # the readings held (deciding stage); where a replayed rule stopped
         self.epoch_order = None  # state of `order` before the current epoch's permutation was drawn
         if partial is not None:
             self.optimiser.load_state_dict(partial["optimiser"])
             self.order.set_state(partial["order"])
             self.gen.set_state(partial["gen"])
             self.stop, self.best_state = StopState.restore(partial["stop"]), partial["best"]
-            self.gt_best = partial.get("gt_best") or {}
+            self.held, self.rule_stop = Held.restore(partial), partial.get("rule_stop") or {}
             self.step, self.epoch, self.offset, elapsed = partial["step"], partial["epoch"], partial["offset"], partial["seconds"]
         self.n, self.perm = n, None
         if self.offset:  # resumed mid-epoch: `order` is back at the epoch's start, so this draws the same permutation
@@ -230,8 +230,9 @@ class StageRun:
         perm = torch.randperm(self.n, generator=self.order)  # sliced on the device; pinned on CUDA: the upload needs no sync
         self.perm = (perm.pin_memory() if self.device.type == "cuda" else perm).to(self.device, non_blocking=True)
 
-    def train(self, data, val_data, val_gt, out: Output, progress: bool) -> dict:
-        """Steps until the stopping rule or the cap; returns the stop record (also logged)."""
+    def train(self, data, val_data, reads: tuple | None, out: Output, progress: bool) -> dict:
+        """Steps until the stopping rule or the cap; returns the stop record (also logged). reads: the validation split's
+        (gt, fused) where this stage holds the readings, else None."""
         sched, stage, log_path, checkpoint_dir = self.sched, self.stage, out.log_path, out.checkpoint_dir
         title = f"{out.desc} {stage.name}".strip()
         bar = tqdm(total=sched.max_steps, initial=self.step, desc=title, leave=False, disable=not progress, unit="step")
@@ -255,7 +256,7 @@ class StageRun:
                 append_log(log_path, row)  # the log shows the non-finite value
                 raise NonFiniteLoss(f"non-finite loss ({row['train_loss']}) in stage {stage.name!r} before step {self.step}")
             if val_data is not None:
-                row.update(self.evaluate(val_data, val_gt))
+                row.update(self.evaluate(val_data, reads))
             if sched.early_stopping:
                 kind = self.stop.ends(self.step, sched.max_steps, sched.patience, sched.min_evals, sched.patience_ratio)
             elif self.step >= sched.max_steps:
@@ -267,6 +268,10 @@ class StageRun:
                 save_checkpoint(self.method, self.k, stage.name, checkpoint_dir, partial=self.state())
                 saved = time.perf_counter()
         bar.close()
+        if reads is not None:
+            self.held.keep("last", self.step, math.nan, snapshot(self.method))
+            if self.best_state is not None:
+                self.held.keep("rule" if sched.early_stopping else "min-val-loss", self.stop.best_step, -self.stop.best, self.best_state)
         restored = sched.restore_best and self.best_state is not None
         if restored:
             self.method.load_state_dict(self.best_state)
@@ -277,6 +282,8 @@ class StageRun:
         }  # fmt: skip
         if val_data is not None:
             record["best_val_loss"] = self.stop.best
+        if self.rule_stop:
+            record.update(self.rule_stop)
         append_log(log_path, record)
         save_checkpoint(self.method, self.k, stage.name, checkpoint_dir)
         return record
@@ -293,21 +300,33 @@ class StageRun:
             self.epoch += 1
         return parts
 
-    def evaluate(self, val_data: dict[str, torch.Tensor], val_gt: np.ndarray | None) -> dict:
-        """The validation loss parts (`val_*`), the stopping rule's update, and the GT diagnostic where `val_gt` is given."""
+    def evaluate(self, val_data: dict[str, torch.Tensor], reads: tuple | None) -> dict:
+        """The validation loss parts (`val_*`) and the stopping rule's update (replayed in a fixed-length stage with a
+        `rule_cap`); where this stage holds the readings (reads: the validation (gt, fused), either None), the GT
+        diagnostic and the agreement with the raters' fused label, each offered to its reading."""
+        gt, fused = reads or (None, None)
         parts, probs = validate(self.method, val_data, self.stage.name, self.epoch, self.step, self.seed, self.device, self.dtype,
-                                consensus=val_gt is not None)  # fmt: skip
+                                consensus=gt is not None or fused is not None)  # fmt: skip
         out = {f"val_{key}": v for key, v in parts.items()}
-        if val_gt is not None:
-            dsc = diagnostic_dsc(self.method, val_data["images"], val_gt, self.device, self.dtype, self.seed, probs)
-            out["diagnostic_gt_dsc"] = round(dsc, 4)
-            if out["diagnostic_gt_dsc"] > self.gt_best.get("dsc", -math.inf):  # kept for the selection reading only, never restored
-                state = {key: t.detach().clone() for key, t in self.method.state_dict().items()}
-                self.gt_best = {"dsc": out["diagnostic_gt_dsc"], "step": self.step, "state": state}
+        if (gt is not None or fused is not None) and probs is None:
+            probs = validation_consensus(self.method, val_data["images"], self.device, self.dtype, self.seed)
+        if gt is not None:
+            out["diagnostic_gt_dsc"] = round(agreement(probs, gt), 4)
+            self.held.offer("gt-best", self.step, out["diagnostic_gt_dsc"], self.method)  # an upper bound, never restored
+        if fused is not None:
+            out["val_rater_dsc"] = round(agreement(probs, fused), 4)
+            self.held.select(out["val_rater_dsc"], self.step, self.method)
         if not math.isfinite(parts["loss"]):
             raise NonFiniteLoss(f"non-finite validation loss ({parts['loss']}) in stage {self.stage.name!r} at step {self.step}")
-        if self.stop.update(parts["loss"], self.step, self.sched.min_delta, self.sched.smooth) and self.sched.restore_best:
-            self.best_state = {key: t.detach().clone() for key, t in self.method.state_dict().items()}
+        sched = self.sched
+        if self.stop.update(parts["loss"], self.step, sched.min_delta, sched.smooth):
+            self.best_state = snapshot(self.method)
+        if sched.rule_cap and not sched.early_stopping and not self.rule_stop:  # where the rule would have stopped this stage
+            how = self.stop.ends(self.step, sched.rule_cap, sched.patience, sched.min_evals, sched.patience_ratio)
+            if how:
+                self.rule_stop = {"rule_stop": self.step, "rule_how": how, "rule_restored": self.stop.best_step}
+                if reads is not None:
+                    self.held.keep("rule", self.stop.best_step, -self.stop.best, self.best_state)
         out["best"] = int(self.stop.best_step == self.step)
         return out
 
@@ -319,7 +338,8 @@ class StageRun:
         return {
             "optimiser": self.optimiser.state_dict(), "order": self.order.get_state() if self.perm is None else self.epoch_order,
             "gen": self.gen.get_state(), "stop": dataclasses.asdict(self.stop), "step": self.step, "epoch": self.epoch,
-            "offset": self.offset, "best": self.best_state, "gt_best": self.gt_best, "seconds": time.perf_counter() - self.started,
+            "offset": self.offset, "best": self.best_state, "held": self.held.saved(), "rule_stop": self.rule_stop,
+            "seconds": time.perf_counter() - self.started,
         }  # fmt: skip
 
 
@@ -400,43 +420,6 @@ def predict_outputs(
         bar.update(len(x))
     bar.close()
     return {key: torch.cat(parts).numpy() for key, parts in out.items() if parts}
-
-
-@torch.inference_mode()
-def teacher_diagnostic(method: Method, images: np.ndarray, raters: np.ndarray, rater_valid: np.ndarray, gt: np.ndarray, *,
-                       device: torch.device, precision: str = "auto", batch_size: int = 256) -> dict | None:  # fmt: skip
-    """Where a method's learned fused label (`Method.teacher`) stands on the pixels it does not trust the vote on.
-
-    Mean teacher probability of foreground (class > 0) on the pixels outside its selected set (`p_fg_outside_gt_fg`,
-    `…_gt_bg`: split by what GT says there), and the same inside; GT is read only here, after training, as a
-    diagnostic. images (N, C, H, W), raters (N, R, H, W), rater_valid (N, R), gt (N, H, W).
-    Returns None for a method without a teacher.
-    """
-    method.to(device=device, memory_format=torch.channels_last).eval()
-    dtype = autocast_dtype(device, precision)
-    sums = np.zeros((2, 2))  # [inside TV?][GT foreground?] sum of p(fg)
-    counts = np.zeros((2, 2))
-    for start in range(0, len(images), batch_size):
-        part = slice(start, start + batch_size)
-        x = torch.from_numpy(images[part]).to(device).contiguous(memory_format=torch.channels_last)
-        with autocast(device, dtype):
-            out = method.teacher(x, torch.from_numpy(raters[part]).long().to(device), torch.from_numpy(rater_valid[part]).to(device))
-        if out is None:
-            return None
-        probs, selected = out
-        fg = (1 - probs.float()[:, 0]).cpu().numpy()
-        inside, truth = selected.cpu().numpy().astype(bool), gt[part] > 0
-        for a in (0, 1):
-            for b in (0, 1):
-                where = (inside == a) & (truth == b)
-                sums[a, b] += fg[where].sum()
-                counts[a, b] += where.sum()
-    mean = np.divide(sums, counts, out=np.full_like(sums, np.nan), where=counts > 0)
-    return {
-        "p_fg_outside_gt_fg": float(mean[0, 1]), "p_fg_outside_gt_bg": float(mean[0, 0]),
-        "p_fg_inside_gt_fg": float(mean[1, 1]), "p_fg_inside_gt_bg": float(mean[1, 0]),
-        "pixels_outside_gt_fg": int(counts[0, 1]), "pixels_outside_gt_bg": int(counts[0, 0]),
-    }  # fmt: skip
 
 
 @torch.inference_mode()
