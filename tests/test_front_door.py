@@ -98,8 +98,22 @@ def test_a_dry_run_estimates_the_time_from_earlier_cells(tmp_path):
     lines = out.stdout.strip().splitlines()
     assert lines[:2] == ["done    mnist-5k/lfnet/protocol/mv-unet/seed-0", "to run  mnist-5k/lfnet/protocol/mv-unet/seed-1"]
     assert "3 of 4 cells would run" in lines
-    assert lines[-1].startswith("estimate: about 30 s for 1 of them") and lines[-1].endswith("; the others have none")
+    folder = next(line for line in lines if line.startswith("estimate: about 30 s for 1 of them"))
+    measured = [line.split(":")[0].strip() for line in lines if line.startswith("  ")]
+    assert folder.endswith("; the others below") and measured == ["lf-net on mnist-5k"]  # mv-unet's seed 1: from its seed 0
+    assert lines[-1].startswith("estimate: about ") and "for 2 cell(s), one after another at --threads 1, from step costs" in lines[-1]
     assert plan.estimate([CELL], results) == (30.0, 1) and plan.estimate([], results) == (0, 0)
+
+
+def test_a_dry_run_of_the_paper_recipe_estimates_each_cell_from_step_costs_measured_here(tmp_path):
+    """A paper-budget sweep with no earlier cell: each method's stages, their fixed steps and the seconds a step measured
+    now, and the sweep's time (issue: it printed "estimate: none")."""
+    out = run_bench("run", "--budget", "paper", "--methods", "mv-unet", "--seeds", "0,1", "--train-size", "16", "--dry-run",
+                    "--results", str(tmp_path / "r"))  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    line = next(x for x in out.stdout.splitlines() if x.startswith("  mv-unet on mnist-5k: "))
+    assert "a cell (train 150 steps × " in line and line.endswith("s), 2 cell(s)")  # 150 epochs of one batch of 16
+    assert out.stdout.splitlines()[-1].startswith("estimate: about ") and "measuring step costs 1/1: mv-unet on mnist-5k" in out.stderr
 
 
 def test_list_datasets_says_which_are_found_under_the_data_root(tmp_path):
@@ -142,7 +156,7 @@ def test_a_sweep_file_takes_the_flags_keys_and_is_kept_with_its_results(tmp_path
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ('budget = "fast"', "budget = 'fast': expected one of quick, plateau, plateau-1127, long, paper, paper-rcl15"),
+        ('budget = "fast"', "budget = 'fast': expected one of quick, plateau, plateau-1127, long, trajectory, paper, paper-rcl15"),
         ("sedes = [0]", "unknown key 'sedes' (did you mean seeds?); keys are the run flags' names: methods, dataset, seeds"),
         ('max_steps = "ten"', "max_steps = 'ten': expected a whole number"),
         ("seeds = [0", "cannot read it as TOML"),

@@ -1,5 +1,6 @@
 """`python -m bench audit-stops RULE LONG`: does training longer change what the stopping rule's run scores?
-(bench/report/stop_audit.py)."""
+(bench/report/stop_audit.py); `python -m bench audit-stops FOLDER`: the same question from one run read along its
+trajectory (bench/report/trajectory_audit.py)."""
 
 from __future__ import annotations
 
@@ -18,10 +19,13 @@ def add_parser(verbs) -> None:
         "where each stopped and the validation loss restored; per method, DSC, GED and Dice_match of each, their difference "
         "and whether it is within the larger of the seed sd and 1 DSC point / 0.01 GED / 1 Dice_match point. Writes "
         "RULE/stop_audit/ (stop_audit.md, stop_audit.csv, validation_curves.png: both runs' validation curves); `bench report` of RULE then flags every method that fails. "
-        "A cell whose long run is still training (or not started) is listed with where both runs stand.",
+        "A cell whose long run is still training (or not started) is listed with where both runs stand. "
+        "With one folder of `--budget trajectory` cells: the audit from one run, each method's test metrics at each reading, a signed "
+        "verdict from the rule's stop to the horizon and its cause, the rankings under each reading (FOLDER/stop_audit/trajectory_audit.md).",
     )  # fmt: skip
-    p.add_argument("rule", metavar="RULE", help="results folder of the stopping rule's run (e.g. --budget plateau)")
-    p.add_argument("long", metavar="LONG", help="results folder of the same cells under --budget long (finished or still training)")
+    p.add_argument("rule", metavar="RULE", help="results folder of the stopping rule's run (e.g. --budget plateau), or of one trajectory run")
+    p.add_argument("long", metavar="LONG", nargs="?",
+                   help="results folder of the same cells under --budget long (finished or still training); none: RULE is one trajectory run")  # fmt: skip
     p.add_argument("--replay", metavar="BUDGET", help="the budget whose stopping rule is replayed on LONG's validation curves "
                    "(default: the rule RULE's cells trained under)")  # fmt: skip
     p.set_defaults(func=cmd_audit)
@@ -31,6 +35,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from bench import files, store
     from bench.report import stop_audit
 
+    if args.long is None:
+        return one_run(Path(args.rule))
     rule, long = Path(args.rule), Path(args.long)
     if rule.resolve() == long.resolve():
         raise UsageError(f"RULE and LONG are the same folder {rule}; give the rule's run and the long run")
@@ -60,4 +66,24 @@ def cmd_audit(args: argparse.Namespace) -> int:
     out = stop_audit.write(rule, long, command, replay)
     print((out / stop_audit.MARKDOWN).read_text())
     print(f"written: {out / stop_audit.MARKDOWN}, {out / stop_audit.CSV}", file=sys.stderr)
+    return 0
+
+
+def one_run(folder: Path) -> int:
+    """The audit from one folder of trajectories (bench/report/trajectory_audit.py)."""
+    from bench import files, store
+    from bench.report import trajectory_audit
+
+    records = store.records(folder) if folder.is_dir() else []
+    if not any((r.folder / store.READINGS).is_file() for r in records):
+        raise UsageError(
+            f"{folder} holds no finished cell read along its trajectory; train one with `python -m bench run --budget trajectory "
+            f"--results {folder}`, or give two folders (RULE LONG) for the two-run audit"
+        )
+    problem = files.unwritable(folder)
+    if problem:
+        raise UsageError(f"cannot write the audit into {folder}: {problem}")
+    written = trajectory_audit.write(folder, f"python -m bench audit-stops {folder}")
+    print(written[0].read_text())
+    print("written: " + ", ".join(str(p) for p in written), file=sys.stderr)
     return 0

@@ -138,17 +138,39 @@ def dry_run(cells: list, args: argparse.Namespace, results: Path) -> int:
     print(f"{len(todo)} of {len(cells)} cells would run")
     seconds, known = plan.estimate(todo, results)
     if todo and known:
-        took = f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
         print(
-            f"estimate: about {took} for {known} of them, one after another (the median of this folder's "
-            f"earlier cells of each method; parallel workers share the CPUs){'' if known == len(todo) else '; the others have none'}"
+            f"estimate: about {duration(seconds)} for {known} of them, one after another (the median of this folder's "
+            f"earlier cells of each method; parallel workers share the CPUs){'' if known == len(todo) else '; the others below'}"
         )
-    elif todo:
-        print(
-            "estimate: none (no earlier cell of these methods here); on a 2-core CPU with native bf16 the embedded default took "
-            "about 11 min and a smoke run (--max-steps 20 --seeds 0, two methods) half a minute"
-        )
+    unknown = [c for c in todo if not plan.estimate([c], results)[1]]
+    if unknown and args.device == "cuda":
+        print(f"estimate: none for {len(unknown)} cell(s) (no earlier cell of their methods here; step costs are measured on the CPU)")
+    elif unknown:
+        step_cost_estimate(unknown, run_options(args, results, data_root(args.data_root).absolute(), args.force))
     return 0
+
+
+def duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
+
+
+def step_cost_estimate(cells: list, opts) -> None:
+    """The time of cells no earlier cell here measured, from step costs measured now (`bench.run.costs`)."""
+    from bench.run import costs
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        measured = costs.measured(cells, opts, say=lambda line: print(line, file=sys.stderr, flush=True))
+    bound = " at most (a stopping rule ends a stage at or before its cap)" if opts.budget.early_stopping else ""
+    total = 0.0
+    for (dataset, method), stages in measured.items():
+        cell = sum(steps * s for steps, s in stages.values())
+        n = sum(1 for c in cells if (c.dataset, c.method) == (dataset, method))
+        total += n * cell
+        parts = ", ".join(f"{stage} {steps:,} steps × {s:.3f} s" for stage, (steps, s) in stages.items())
+        print(f"  {method} on {dataset}: {duration(cell)} a cell{bound} ({parts}), {n} cell(s)")
+    print(f"estimate: about {duration(total)} for {len(cells)} cell(s), one after another at --threads {opts.threads}, from step costs "
+          f"measured here ({costs.STEPS} steps of each stage; training steps only; parallel workers share the CPUs)")
 
 
 LISTS = ("methods", "seeds", "noise_levels")  # the flags that take a comma list: a TOML list, or the flag's text

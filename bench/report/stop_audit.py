@@ -229,7 +229,7 @@ def headline(summary: pd.DataFrame) -> pd.DataFrame:
 
 def audit(rows: tuple[pd.DataFrame, pd.DataFrame], logs: dict[str, pd.DataFrame], replay_rule: dict) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(metrics, stages, evidence): per method and checked metric the rule's and the long run's means, difference,
-    tolerance, whether it is within and, for DSC, the checkpoints' `spread` (not judged); per method and stage where
+    tolerance, whether it is within and, for DSC, the checkpoints' `spread` (not judged); per method and stage, where
     each run stopped, and where `replay_rule` stops on the long run's curves (`replay_step`, `replay_restored`;
     `replay_same`: in every seed it restores what the long run restored); per method both runs' `areas` and `heads`
     (suffixes _rule, _long). Only the cells (method, seed) both folders hold, so both means and the rule's sd are over
@@ -259,13 +259,15 @@ def audit(rows: tuple[pd.DataFrame, pd.DataFrame], logs: dict[str, pd.DataFrame]
 
 def mark_twins(st: pd.DataFrame, tw: pd.DataFrame) -> pd.DataFrame:
     """The stage table `st` (stages in training order per GROUP) with `twins`' columns and `twin`: the first stage's runs
-    are twins. `replay_same` (the replay restores the long run's weights) then needs the first stage to be twins as well:
-    runs that are not one run up to the stop do not hold the same weights whatever steps they restore."""
+    are twins. `replay_same` (the replay restores the long run's weights) then needs the first stage to be twins and
+    every earlier stage to be the same as well: runs that are not one run up to the stop, or a stage that starts from
+    other weights, do not hold the same weights whatever steps they restore."""
     st = st.merge(tw, on=[*GROUP, "stage"], how="left")
     st["shared"] = st["shared"].fillna(0)
     first = st.groupby(GROUP, sort=False)["stage"].transform("first") == st["stage"]
     st["twin"] = first & (st["shared"] > 0) & (st["twin_diff"] <= TWIN_TOLERANCE)
-    st["replay_same"] = st["replay_same"].fillna(False).astype(bool) & st.groupby(GROUP, sort=False)["twin"].transform("first")
+    same = st["replay_same"].fillna(False).astype(bool) & st.groupby(GROUP, sort=False)["twin"].transform("first")
+    st["replay_same"] = same.astype(int).groupby([st[k] for k in GROUP], sort=False).cummin().astype(bool)  # and every earlier stage
     return st
 
 
@@ -357,10 +359,10 @@ def to_markdown(metrics: pd.DataFrame, st: pd.DataFrame, verdict: pd.DataFrame, 
                f"{r.replay_step:.0f} ({r.replay_how}), {r.replay_restored:.0f}" + (" = long" if r.replay_same else ""),
                f"{r.shared:.0f}, {r.twin_diff:.1g}" if r.shared else "0"]
               for r in st.itertuples()]  # fmt: skip
-    moved = []
+    moved, mixed = [], {r.method for r in verdict.itertuples() if " / " in r.trained}  # seeds trained on other CPUs or precisions
     for r in metrics.itertuples():
         k = CHECKED[r.metric][2]
-        sd = "–" if math.isnan(r.sd_rule) else f"{r.sd_rule * k:.2f}"
+        sd = "–" if math.isnan(r.sd_rule) else f"{r.sd_rule * k:.2f}" + (" ‡" if r.method in mixed else "")
         moved.append([display(r.method), r.metric, f"{r.mean_rule * k:.3f} ({sd}, {r.n_seeds_rule:.0f})", f"{r.mean_long * k:.3f} ({r.n_seeds_long:.0f})",
                       f"{r.diff * k:+.3f}", f"{r.tolerance * k:.3f}", "yes" if r.within else "**no**",
                       "–" if pd.isna(getattr(r, "spread", math.nan)) else f"{r.spread * k:.2f}"])  # fmt: skip
@@ -382,7 +384,7 @@ def to_markdown(metrics: pd.DataFrame, st: pd.DataFrame, verdict: pd.DataFrame, 
         "\n## Test metrics\n", "Spread (not judged): how far one evaluation's validation DSC against GT sits from the next in the long run, "
         "from the step the rule's run restored on (the sd of their difference ÷ √2, mean over seeds). Each run restored one "
         "checkpoint, so a DSC move within about twice the spread can be which checkpoint each restored, not how long it trained; "
-        "the seed sd a second seed measures includes it.\n",
+        "the seed sd a second seed measures includes it. ‡: a seed sd pooled over seeds trained on other CPUs or precisions.\n",
         markdown_table(["method", "metric", "rule (sd, seeds)", "long (seeds)", "long − rule", "tolerance", "within", "spread"], moved),
         "\nWhat a move in DSC is made of (not judged): the consensus's precision, recall and predicted ÷ reference area, against "
         "DSC's reference, pooled over cases and seeds.\n",

@@ -1,0 +1,226 @@
+"""The stop audit from one run (docs/decisions.md, "Readings along one trajectory"): `python -m bench audit-stops FOLDER`.
+
+FOLDER holds cells trained to a fixed horizon (`--budget trajectory`) that read themselves along the way
+(bench/run/readings.py). Per method: the test metrics at each reading; a signed verdict of the move from the rule's stop
+(`rule`) to the horizon (`last`), improves, stable or degrades beyond its tolerance (the larger of the checkpoint-to-
+checkpoint spread and the seed sd; GED: 5 % of its value), and the cause it sees (the rule stopped early, or the method's
+own loss leaves GT); the ranking under each reading, with Kendall's τ between readings and every rank reversal; and a
+figure of each method's test DSC along its trajectory. Writes `FOLDER/stop_audit/trajectory_audit.md`, `.csv` and
+`test_curves.png`/`.pdf`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from scipy.stats import kendalltau
+
+from bench import store
+from bench.files import read_table, write_table
+from bench.report.plots import save
+from bench.report.rows import display, registry_order
+from bench.report.stop_logs import GROUP, setup
+from bench.report.table_text import markdown_table
+from bench.report.views import own_reading
+
+MARKDOWN, CSV, FIGURE = "trajectory_audit.md", "trajectory_audit.csv", "test_curves"
+CHECKED = {"dsc": None, "ged": "raters", "dice_match": "raters"}  # metric: reference (None: gt, else the majority)
+SCALE = {"dsc": 100, "ged": 1, "dice_match": 100}
+GED_TOLERANCE = 0.05  # GED's tolerance: this share of its value at the rule's stop
+SHOWN = ("rule", "min-val-loss", "selection", "last", "gt-best")  # the held readings, in the tables' order
+
+
+def cell_readings(record: store.CellRecord) -> pd.DataFrame:
+    """One cell's long rows at every reading it holds (its result's rows as its own reading), with `reading` and
+    `reading_step`."""
+    steps = {k: v.get("step") for k, v in (record.manifest.get("readings") or {}).items()}
+    own = own_reading(record)
+    frames = [read_table(record.folder / store.METRICS).assign(reading=own, reading_step=steps.get(own, math.nan))]
+    if (record.folder / store.READINGS).is_file():
+        frames.append(read_table(record.folder / store.READINGS))
+    return pd.concat(frames, ignore_index=True)
+
+
+def reading_values(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per cell (GROUP, seed), reading and checked metric: the mean over cases (first structure; DSC against GT where the
+    dataset has it, else the majority), the reading's step, and DSC's pooled precision, recall and area."""
+    out = []
+    structure = rows["structure"].iloc[0]
+    for metric, reference in CHECKED.items():
+        refs = [reference] if reference else [r for r in ("gt", "majority") if r in set(rows["reference"])][:1]
+        part = rows[(rows["metric"] == metric) & rows["reference"].isin(refs) & (rows["structure"] == structure)]
+        for key, g in part.groupby([*GROUP, "seed", "reading"], sort=False):
+            row = {**dict(zip([*GROUP, "seed", "reading"], key)), "metric": metric, "value": g["value"].mean(), "step": g["reading_step"].iloc[0]}
+            if metric == "dsc":
+                tp, fp, fn = g["tp"].sum(), g["fp"].sum(), g["fn"].sum()
+                row.update(precision=tp / max(tp + fp, 1), recall=tp / max(tp + fn, 1), area=(tp + fp) / max(tp + fn, 1))
+            out.append(row)
+    return pd.DataFrame(out)
+
+
+def spread(record: store.CellRecord) -> float:
+    """The checkpoint-to-checkpoint spread of one cell (DSC units, 0–1): the sd of successive differences of the logged
+    validation DSC against GT over the second half of the stage that logs it, ÷ √2; NaN without it."""
+    log = read_table(record.folder / store.TRAIN_LOG)
+    if "diagnostic_gt_dsc" not in log:
+        return math.nan
+    evals = log[(log["event"] == "eval") & log["diagnostic_gt_dsc"].notna()]
+    if evals.empty:
+        return math.nan
+    evals = evals[evals["stage"] == evals["stage"].iloc[-1]].sort_values("step")
+    late = evals[evals["step"] > evals["step"].max() / 2]["diagnostic_gt_dsc"] / 100
+    return float(late.diff().std() / math.sqrt(2)) if len(late) > 2 else math.nan
+
+
+def verdict(rule: float, last: float, tolerance: float, higher: bool) -> str:
+    """improves / stable / degrades: the move from the rule's stop to the horizon against its tolerance, signed so that
+    "improves" is better whichever way the metric points."""
+    if math.isnan(rule) or math.isnan(last):
+        return "no rule stop" if math.isnan(rule) else "—"
+    gain = (last - rule) if higher else (rule - last)
+    return "improves" if gain > tolerance else "degrades" if gain < -tolerance else "stable"
+
+
+def judge(at: pd.DataFrame, metric: str, spread: float, drifts: bool) -> dict:
+    """One method's verdict on one metric: at (seed × reading) its values; `spread` the checkpoint-to-checkpoint spread
+    (DSC units); `drifts`: its validation loss still fell after the rule's stop. The move from `rule` to `last` (means over
+    seeds) against the larger of the spread (GED: GED_TOLERANCE × its value at the rule) and the seed sd."""
+    rule = at["rule"].mean() if "rule" in at else math.nan
+    last = at["last"].mean() if "last" in at else math.nan
+    seed_sd = at["rule"].std() if "rule" in at and at["rule"].count() > 1 else 0.0
+    base = GED_TOLERANCE * rule if metric == "ged" else spread
+    tolerance = max(0.0 if math.isnan(base) else base, 0.0 if math.isnan(seed_sd) else seed_sd)
+    said = verdict(rule, last, tolerance, higher=metric != "ged")
+    cause = {"improves": "the rule stopped early", "degrades": "its own loss leaves GT" if drifts else "it drifts past its loss minimum"}
+    return {"seeds": at.shape[0], "rule": rule, "last": last, "diff": last - rule, "tolerance": tolerance, "seed_sd": seed_sd,
+            "verdict": said, "cause": cause.get(said, "")}  # fmt: skip
+
+
+def audit(results: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(values, verdicts, cells): per cell, reading and metric the values (`reading_values`); per GROUP and metric the
+    verdict, its tolerance and cause; per cell its setup, spread, the rule's stop and restored step, the lowest validation
+    loss's step, the horizon and seconds."""
+    records = store.records(results)
+    if not records:
+        raise ValueError(f"no finished cell in {results}")
+    values = pd.concat([reading_values(cell_readings(r)) for r in records], ignore_index=True)
+    cells = []
+    for r in records:
+        stage = list(r.manifest.get("stages", {}).values())[-1] if r.manifest.get("stages") else {}
+        read = r.manifest.get("readings") or {}
+        cells.append({**r.keys, "setup": setup(r.manifest), "spread": spread(r), "rule_stop": stage.get("rule_stop", stage.get("step") if stage.get("stop") != "fixed" else math.nan),
+                      "rule_restored": (read.get("rule") or {}).get("step", math.nan), "min_val_step": (read.get("min-val-loss") or {}).get("step", math.nan),
+                      "horizon": stage.get("step", math.nan), "primary": own_reading(r), "primary_step": (read.get(own_reading(r)) or {}).get("step", math.nan),
+                      "seconds": r.manifest.get("train_seconds", math.nan)})  # fmt: skip
+    cells = pd.DataFrame(cells)
+    rows = []
+    for key, part in values.groupby([*GROUP, "metric"], sort=False):
+        group, metric = dict(zip(GROUP, key[:4])), key[4]
+        mine = cells.merge(pd.DataFrame([group]), on=GROUP)
+        at = part.pivot_table(index="seed", columns="reading", values="value")
+        drifts = bool((mine["min_val_step"] > mine["rule_restored"]).all())  # the validation loss still fell after the rule's stop
+        rows.append({**group, "metric": metric, **judge(at, metric, mine["spread"].mean(), drifts), "mixed": mine["setup"].nunique() > 1})
+    return values, pd.DataFrame(rows), cells
+
+
+def rankings(values: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """The methods' DSC ranks under each held reading (rank 1 best; mean over seeds), Kendall's τ between every pair of
+    readings over the methods both rank, and every pair of methods whose order a reading reverses against the rule's."""
+    dsc = values[(values["metric"] == "dsc") & values["reading"].isin(SHOWN)]
+    means = dsc.groupby(["method", "reading"])["value"].mean().unstack()
+    ranks = means.rank(ascending=False, method="min")
+    lines = []
+    for a, b in itertools.combinations([r for r in SHOWN if r in ranks], 2):
+        both = ranks[[a, b]].dropna()
+        if len(both) > 2:
+            tau = kendalltau(both[a], both[b]).statistic
+            lines.append(f"τ({a}, {b}) = {tau:.2f} over {len(both)} methods")
+    for reading in [r for r in SHOWN if r in means and r != "rule" and "rule" in means]:
+        for m, n in itertools.combinations(means.index, 2):
+            before, after = means.loc[m, "rule"] - means.loc[n, "rule"], means.loc[m, reading] - means.loc[n, reading]
+            if before * after < 0:
+                first, second = (m, n) if after > 0 else (n, m)
+                lines.append(f"{reading} reverses the rule's order: {display(first)} ahead of {display(second)}")
+    return ranks, lines
+
+
+def curves(results: Path, cells: pd.DataFrame, values: pd.DataFrame) -> Figure:
+    """One panel per method: the test DSC (per-case counts of `test_curve.parquet`, mean over seeds) against steps, a grey
+    line where the rule stopped, a dot at the rule's reading and a star at the primary reading (each at its own step and
+    test DSC, mean over seeds)."""
+    frames = []
+    for r in store.records(results):
+        if (r.folder / store.TEST_CURVE).is_file():
+            c = read_table(r.folder / store.TEST_CURVE)
+            c = c.assign(dsc=np.where(c["tp"] + c["fp"] + c["fn"] > 0, 2 * c["tp"] / (2 * c["tp"] + c["fp"] + c["fn"]).clip(lower=1), 1.0))
+            frames.append(c.groupby("step", as_index=False)["dsc"].mean().assign(method=r.keys["method"], seed=r.keys["seed"]))
+    data = pd.concat(frames) if frames else pd.DataFrame(columns=["method", "seed", "step", "dsc"])
+    methods = registry_order(data["method"].unique())
+    cols = max(1, min(4, len(methods)))
+    fig = Figure(figsize=(3.2 * cols, 2.6 * max(1, -(-len(methods) // cols)) + 0.4), layout="constrained")
+    for ax, method in zip(fig.subplots(max(1, -(-len(methods) // cols)), cols, squeeze=False).flat, methods):
+        mean = data[data["method"] == method].groupby("step")["dsc"].mean() * 100
+        ax.plot(mean.index, mean.values, "-", color="C0", linewidth=1)
+        mine = cells[cells["method"] == method]
+        for x in mine["rule_stop"].dropna():
+            ax.axvline(x, color="0.5", linestyle=":", linewidth=1)
+        read = values[(values["method"] == method) & (values["metric"] == "dsc")].groupby("reading")[["step", "value"]].mean()
+        for reading, marker in (("rule", "o"), (mine["primary"].iloc[0] if len(mine) else "", "*")):
+            if reading in read.index:
+                ax.plot([read.loc[reading, "step"]], [read.loc[reading, "value"] * 100], marker, color="C3" if marker == "*" else "C1",
+                        markersize=7 if marker == "*" else 4)
+        ax.set_title(display(method), fontsize=9)
+        ax.set_xscale("log")
+        ax.set_xlabel("step", fontsize=8)
+        ax.set_ylabel("test DSC (%)", fontsize=8)
+    fig.suptitle("Test DSC along each trajectory\n(dotted: the rule's stop; dot: the rule's reading; star: the primary)\n"
+                 "a diagnostic, never a selection", fontsize=8)  # fmt: skip
+    return fig
+
+
+def write(results: Path, command: str) -> list[Path]:
+    """trajectory_audit.md, .csv and the test-curve figure in `<results>/stop_audit/`."""
+    values, verdicts, cells = audit(results)
+    out = results / store.STOP_AUDIT
+    out.mkdir(parents=True, exist_ok=True)
+    write_table(out / CSV, verdicts)
+    written = [out / CSV, *save(curves(results, cells, values), out / FIGURE)]
+    ranks, lines = rankings(values)
+    table = []
+    for r in verdicts.itertuples():
+        k = SCALE[r.metric]
+        sd = f"{r.seed_sd * k:.2f}" + (" ‡" if r.mixed else "")
+        num = lambda v, k=k, sign="": "—" if math.isnan(v) else f"{v * k:{sign}.3f}"  # noqa: E731
+        table.append([display(r.method), r.metric, r.seeds, num(r.rule), num(r.last), num(r.diff, sign="+"), num(r.tolerance),
+                      sd, f"**{r.verdict}**" if r.verdict != "stable" else r.verdict, r.cause or "—"])  # fmt: skip
+    dsc = values[values["metric"] == "dsc"].groupby(["method", "reading"]).agg(
+        value=("value", "mean"), step=("step", "mean"), precision=("precision", "mean"), recall=("recall", "mean"), area=("area", "mean"))
+    read = [[display(m), reading, f"{g.step:.0f}" if not math.isnan(g.step) else "—", f"{g.value * 100:.2f}", f"{g.precision:.2f} / {g.recall:.2f} / {g.area:.2f}"]
+            for (m, reading), g in dsc.iterrows()]  # fmt: skip
+    stages = [[display(c.method), c.seed, c.setup, f"{c.horizon:.0f}", "—" if math.isnan(c.rule_stop) else f"{c.rule_stop:.0f}",
+               "—" if math.isnan(c.rule_restored) else f"{c.rule_restored:.0f}", "—" if math.isnan(c.min_val_step) else f"{c.min_val_step:.0f}",
+               f"{c.primary} at {c.primary_step:.0f}" if not math.isnan(c.primary_step) else c.primary,
+               f"{c.seconds / 3600:.2f}", "—" if math.isnan(c.rule_stop) else f"{c.seconds / 3600 * 5 * c.rule_stop / c.horizon:.2f}"]
+              for c in cells.itertuples()]  # fmt: skip
+    text = "\n".join([
+        f"# Stop audit from one run\n\nMade by `{command}`. Each cell trained once to its horizon and was read along the way "
+        "(docs/decisions.md, \"Readings along one trajectory\"). A metric's verdict is the move from the rule's stop (`rule`) to "
+        "the horizon (`last`): improves, stable or degrades beyond the larger of the checkpoint-to-checkpoint spread and the "
+        f"seed sd (GED: {GED_TOLERANCE:.0%} of its value). ‡: a seed sd over seeds trained on other CPUs or precisions.\n",
+        markdown_table(["method", "metric", "seeds", "rule", "last", "last − rule", "tolerance", "seed sd", "verdict", "cause"], table),
+        "\n## Each reading\n", "Test DSC, its step (mean over seeds) and the consensus's precision / recall / area.\n",
+        markdown_table(["method", "reading", "step", "DSC", "precision / recall / area"], read),
+        "\n## Rankings\n", markdown_table(["method", *ranks.columns], [[display(m), *(f"{v:.0f}" for v in row)] for m, row in ranks.iterrows()]),
+        "", *[f"- {line}" for line in lines],
+        "\n## Cells\n", "Where the rule stopped and what it restored, the lowest validation loss, the primary reading; hours of this "
+        "run and of the two-run design it replaces (a rule run and a long run 4 × its stop, at this run's cost a step).\n",
+        markdown_table(["method", "seed", "trained", "horizon", "rule stop", "rule restored", "min val loss", "primary", "hours", "two-run hours"], stages),
+        f"\n![test DSC along each trajectory]({FIGURE}.png)\n",
+    ])  # fmt: skip
+    (out / MARKDOWN).write_text(text)
+    return [out / MARKDOWN, *written]

@@ -1,0 +1,174 @@
+"""One trajectory, many readings (docs/decisions.md, "Readings along one trajectory"; bench/train/readings.py,
+bench/run/readings.py, bench/report/trajectory_audit.py, bench/report/views.py) and the paper recipe's test curve."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from test_protocol import CPU, RUN, Scripted, tiny
+
+import methods
+from bench import cli, files, store
+from bench.report import stop_audit, trajectory_audit
+from bench.train import budget, harness
+from bench.train.budget import Schedule
+from methods.base import DataSpec
+
+
+def curve_dsc(curve: pd.DataFrame) -> pd.Series:
+    """Mean per-case DSC of a test curve (its counts), per step; an empty pair reads 1, as the long table's DSC."""
+    denominator = 2 * curve["tp"] + curve["fp"] + curve["fn"]
+    return curve.assign(dsc=np.where(denominator > 0, 2 * curve["tp"] / denominator.clip(lower=1), 1.0)).groupby("step")["dsc"].mean()
+
+
+def gt_dsc(rows: pd.DataFrame) -> float:
+    return rows[(rows["metric"] == "dsc") & (rows["reference"] == "gt")]["value"].mean()
+
+
+def test_readings_land_at_the_declared_steps_of_a_tiny_run(tmp_path, monkeypatch):
+    """A trajectory cell scores its fixed steps (250 × 2^k, here 2 × 2^k) and the readings its stage held into
+    readings.parquet, its test curve every CURVE_EVERY steps, and keeps its primary reading (the selection) as its result;
+    `bench report --reading` reports any of them, and `bench audit-stops FOLDER` audits the folder from this one run."""
+    monkeypatch.setattr(budget, "FIRST_READING", 2)
+    monkeypatch.setattr(budget, "CURVE_EVERY", 4)
+    results = tmp_path / "r"
+    args = ["run", "--budget", "trajectory", "--methods", "mv-unet", "--seeds", "0", "--max-steps", "8", "--train-size", "32",
+            "--test-size", "16", "--no-progress", "--results", str(results)]  # fmt: skip
+    assert cli.main(args) == 0
+    folder = next(results.glob("runs/**/mv-unet/seed-0"))
+    manifest = files.read_json(folder / store.MANIFEST)
+    readings = pd.read_parquet(folder / store.READINGS)
+    held = {"min-val-loss", "gt-best", "last"}  # the rule's stop lies past this horizon; the selection is the result
+    assert manifest["reading"] == "selection" and set(manifest["readings"]) == {"step-2", "step-4", "step-8", "selection", *held}
+    assert set(readings["reading"]) == {"step-2", "step-4", "step-8", *held}
+    steps = readings.groupby("reading")["reading_step"].first()
+    assert steps[["step-2", "step-4", "step-8", "last"]].tolist() == [2, 4, 8, 8]
+    assert not readings["reference"].str.startswith("rater:").any() and {"gt", "staple", "raters"} <= set(readings["reference"])
+    curve = pd.read_parquet(folder / store.TEST_CURVE)
+    assert sorted(set(curve["step"])) == [4, 8] and len(curve) == 2 * 16
+    assert curve_dsc(curve)[8] == pytest.approx(gt_dsc(readings[readings["reading"] == "last"]))
+    assert not (folder / store.PARTS).exists()
+
+    assert cli.main(["report", "--results", str(results), "--reading", "step-4"]) == 0
+    view = results / "views" / "step-4"
+    shown = pd.read_parquet(next(view.glob("runs/**/seed-0")) / store.METRICS)
+    assert gt_dsc(shown) == pytest.approx(gt_dsc(readings[readings["reading"] == "step-4"]))
+    assert "reading step-4" in (view / "report").joinpath("table1_mnist-5k_lfnet_protocol_gt_foreground.md").read_text()
+    assert cli.main(["report", "--results", str(results), "--reading", "rule"]) == 2  # the rule's stop lies past this horizon
+
+    assert cli.main(["audit-stops", str(results)]) == 0
+    text = (results / store.STOP_AUDIT / trajectory_audit.MARKDOWN).read_text()
+    assert "| MV-UNet | dsc | 1 | — |" in text and "no rule stop" in text and "selection at" in text
+
+
+def test_the_selection_never_reads_gt():
+    """Shuffled ground truth leaves the GT-free selection (its step, score and weights) and every other reading but the
+    GT-best as they were; the GT-best moves with it."""
+    data, val = tiny(16, seed=0), tiny(8, seed=1)
+    fused = (val[1].sum(1) >= 2).astype(np.uint8)
+    gt = (np.random.default_rng(5).random(fused.shape) > np.linspace(0.1, 0.9, len(fused))[:, None, None]).astype(np.uint8)
+    shuffled = np.random.default_rng(6).permutation(gt.ravel()).reshape(gt.shape)  # its pixels shuffled across images
+    fitted = []
+    for g in (gt, shuffled):
+        torch.manual_seed(0)
+        m = methods.build_method("mv-unet", DataSpec(1, 2, 3))
+        sched = {"train": Schedule("adam", 1e-2, 4, 24, False, eval_every=2)}
+        fitted.append(harness.fit(m, harness.Split(*data), sched, RUN, val=harness.Split(*val, gt=g, fused=fused), out=harness.Output(progress=False)))
+    a, b = (f.readings for f in fitted)
+    assert set(a) == set(b) == {"selection", "gt-best", "min-val-loss", "last"}
+    for name in ("selection", "min-val-loss", "last"):
+        assert (a[name]["step"], a[name]["score"]) == (b[name]["step"], b[name]["score"]) or np.isnan(a[name]["score"])
+        for key, value in a[name]["state"].items():
+            assert torch.equal(value, b[name]["state"][key]), (name, key)
+    assert a["gt-best"]["score"] != b["gt-best"]["score"]
+
+
+def test_the_selection_holds_the_best_window_of_agreement():
+    """The selection reads the mean of the last three evaluations' agreement and holds the newest weights of the best
+    window; a later single high evaluation inside a lower window does not win."""
+    from bench.train.readings import Held
+
+    held, weights = Held(), []
+    for step, value in enumerate([50.0, 60.0, 70.0, 65.0, 40.0, 90.0, 30.0, 20.0]):
+        m = torch.nn.Linear(1, 1)
+        torch.nn.init.constant_(m.weight, step)
+        weights.append(m)
+        held.select(value, step, m)
+    # windows: 50, 55, 60, 65, 58.3, 65, 53.3, 46.7: the first 65 (steps 1-3) holds, ties keep the earlier
+    assert held.readings["selection"]["step"] == 3 and held.readings["selection"]["score"] == pytest.approx(65.0)
+    assert held.readings["selection"]["state"]["weight"].item() == 3
+
+
+def test_a_fixed_length_stage_holds_the_weights_the_rule_would_have_restored(tmp_path):
+    """The rule replayed in a fixed-length stage holds the weights an early-stopping run of the same seed restores (its
+    prefix), and logs where it would have stopped; the stage itself goes on to its length."""
+    curve = [float(v) for v in np.linspace(5.0, 1.0, 12)] + [1.2, 0.99, 1.3] + [1.1] * 40
+    early = Schedule("adam", 0.1, 4, 200, True, eval_every=2, patience=3, patience_ratio=0.5, smooth=3, min_evals=4)
+    fixed = dataclasses.replace(early, early_stopping=False, restore=True, max_steps=110, rule_cap=200)
+    runs = {}
+    for name, sched in (("early", early), ("fixed", fixed)):
+        m = Scripted(curve)
+        torch.manual_seed(0)
+        m.net.reset_parameters()
+        runs[name] = (m, harness.fit(m, harness.Split(*tiny()), {"train": sched}, RUN, val=harness.Split(*tiny(), fused=tiny()[1][:, 0]),
+                                     out=harness.Output(log_path=tmp_path / f"{name}.csv", progress=False)))  # fmt: skip
+    (early_m, early_fit), (_, fixed_fit) = runs["early"], runs["fixed"]
+    stop = early_fit.stages["train"]
+    assert fixed_fit.stages["train"]["step"] == 110 and fixed_fit.stages["train"]["rule_stop"] == stop["step"]
+    assert fixed_fit.readings["rule"]["step"] == stop["restored_step"] == fixed_fit.stages["train"]["rule_restored"] == 28
+    assert torch.equal(fixed_fit.readings["rule"]["state"]["net.weight"], early_m.state_dict()["net.weight"])
+    assert early_fit.readings["rule"]["step"] == 28 and "min-val-loss" not in early_fit.readings
+
+
+@pytest.mark.parametrize(
+    ("metric", "rule", "last", "drifts", "expected"),
+    [
+        ("dsc", [0.80, 0.82], [0.90, 0.91], False, ("improves", "the rule stopped early")),  # a curve still rising at the stop
+        ("dsc", [0.80, 0.82], [0.805, 0.815], False, ("stable", "")),  # flat: within the seed sd
+        ("dsc", [0.86, 0.85], [0.76, 0.75], True, ("degrades", "its own loss leaves GT")),  # QMV-UNet's drift
+        ("dsc", [0.86, 0.85], [0.76, 0.75], False, ("degrades", "it drifts past its loss minimum")),
+        ("ged", [0.50, 0.50], [0.52, 0.52], False, ("stable", "")),  # within 5 % of GED
+        ("ged", [0.50, 0.50], [0.56, 0.56], False, ("degrades", "it drifts past its loss minimum")),  # GED up: worse
+        ("ged", [0.50, 0.50], [0.44, 0.44], False, ("improves", "the rule stopped early")),
+    ],
+)
+def test_the_signed_verdict_on_synthetic_curves(metric, rule, last, drifts, expected):
+    at = pd.DataFrame({"rule": rule, "last": last, "step-250": [0.5, 0.5]}, index=pd.Index([0, 1], name="seed"))
+    judged = trajectory_audit.judge(at, metric, spread=0.005, drifts=drifts)
+    assert (judged["verdict"], judged["cause"]) == expected
+    assert judged["tolerance"] == pytest.approx(max(0.025 if metric == "ged" else 0.005, np.std(rule, ddof=1)))
+
+
+def test_the_stage_display_says_equal_only_where_every_earlier_stage_restored_the_same_step():
+    """A later stage's replay that restores the long run's step starts from other weights where an earlier stage did not:
+    it is not "= long" (LF-Net's first stage: the rule restored 5,000, the long run 19,900)."""
+    st = pd.DataFrame({
+        "dataset": "d", "raters": "r", "noise": "n", "method": ["lf-net", "lf-net", "mv-unet"], "stage": ["soft_label", "segmentation", "train"],
+        "replay_same": [False, True, True],
+    })  # fmt: skip
+    tw = pd.DataFrame({"dataset": "d", "raters": "r", "noise": "n", "method": ["lf-net", "lf-net", "mv-unet"], "stage": ["soft_label", "segmentation", "train"],
+                       "shared": [250, 250, 40], "twin_diff": [0.0, 0.9, 0.0]})  # fmt: skip
+    marked = stop_audit.mark_twins(st, tw)
+    assert marked["replay_same"].tolist() == [False, False, True]
+
+
+def test_the_paper_recipe_keeps_a_test_curve_that_never_selects(tmp_path):
+    """Under `--budget paper` a cell scores the test split at the end of every epoch of the stage that predicts and keeps
+    the counts; its result is its last weights, which the curve's last point equals."""
+    results = tmp_path / "r"
+    args = ["run", "--budget", "paper", "--methods", "mv-unet", "--seeds", "0", "--max-steps", "3", "--train-size", "8",
+            "--test-size", "16", "--no-progress", "--results", str(results)]  # fmt: skip
+    assert cli.main(args) == 0
+    folder = next(results.glob("runs/**/mv-unet/seed-0"))
+    manifest = files.read_json(folder / store.MANIFEST)
+    assert manifest["test_curve"] == {"stage": "train", "steps": [1, 2, 3], "selects": False} and manifest["reading"] == "last"
+    curve = pd.read_parquet(folder / store.TEST_CURVE)
+    assert sorted(set(curve["step"])) == [1, 2, 3] and curve.groupby("step")["epoch"].first().tolist() == [1, 2, 3]
+    metrics = pd.read_parquet(folder / store.METRICS)
+    assert curve_dsc(curve)[3] == pytest.approx(gt_dsc(metrics))
+    assert manifest["stages"]["train"]["restored_step"] == 3  # the last weights: nothing restored, nothing selected
+    assert set(manifest["readings"]) >= {"selection", "gt-best", "min-val-loss"}  # scored beside, never the result
