@@ -94,3 +94,23 @@ def test_differences_without_cell_records_say_so(tmp_path):
         files.write_table(tmp_path / name / store.METRICS, pd.DataFrame({"dataset": ["toy"]}))
     (line,) = compare.differences(tmp_path / "a", tmp_path / "b")
     assert line.startswith("no cell records (config.json, manifest.json) in A") and "options and machines not compared" in line
+
+
+def test_compare_shows_how_the_ordering_moves_with_the_protocol(tmp_path):
+    """The protocol table: each method's DSC under A and B and its GT-selected weights' test DSC, ranks under each and
+    Kendall's τ between them; a reversal of two methods' order between A and B shows in the ranks and τ."""
+    a, b = tmp_path / "plateau", tmp_path / "paper"
+    spread = np.linspace(-0.01, 0.01, 20)
+    for folder, means in ((a, {"mv-unet": 0.6, "qmv-unet": 0.85, "lf-net": 0.8}), (b, {"mv-unet": 0.6, "qmv-unet": 0.8, "lf-net": 0.9})):
+        for method, mean in means.items():
+            for seed in range(3):
+                write_cell(folder, method, seed, np.clip(mean + spread, 0, 1), budget=folder.name)
+                cell = store.cell_dir(folder, store.Cell("mnist-5k", "lfnet", "protocol", method, seed))
+                manifest = files.read_json(cell / "manifest.json")
+                files.write_json(cell / "manifest.json", {**manifest, "selection": {"test_gt_dsc": 100 * mean + 1}})
+        store.collect(folder)
+    table = compare.compare_tables(*(store.read_collected(f, store.METRICS) for f in (a, b)), ["dsc"])
+    text = compare.protocols(a, b, table, "plateau", "paper")
+    assert "| LF-Net | 80.00 (2) | 90.00 (1) | 81.00 (2) | 91.00 (1) |" in text
+    assert "| QMV-UNet | 85.00 (1) | 80.00 (2) | 86.00 (1) | 81.00 (2) |" in text
+    assert "- τ(plateau, paper) = 0.33 over 3 methods" in text and "- τ(plateau, plateau, GT-selected) = 1.00 over 3 methods" in text

@@ -73,17 +73,14 @@ def test_power_command_on_a_results_folder_and_on_defaults(tmp_path, capsys):
     assert "metrics.parquet not found" in capsys.readouterr().err
 
 
-def test_unequal_seed_sds_are_simulated_and_the_rate_is_said():
-    """One method's trainings 6× as spread as the other's (3 seeds): the Welch–Satterthwaite degrees of freedom run
-    liberal (6.4 % in 20,000 simulations, docs/methods.md#statistics); at 5 seeds the rate is back within α. `bench
-    power` simulates the most unequal pair of a folder's methods and prints its rate with "within" or "ABOVE"."""
+def test_unequal_seed_sds_are_simulated_and_held_within_alpha():
+    """One method's trainings 6× as spread as the other's: at 3 seeds the Welch–Satterthwaite df ran liberal (6.4 % in
+    20,000 simulations); the test's df (`stats.seed_df`) holds α at 3 and at 5 seeds."""
     rng = np.random.default_rng(8)
     comp = power.Components(sd_seed=0.005, sd_case=0.15, sd_resid=0.05)
-    three = power.rejection_rate(power.simulate(comp, 3, 1000, 3000, rng, sd_seed_other=0.03)["p"])
-    five = power.rejection_rate(power.simulate(comp, 5, 1000, 3000, rng, sd_seed_other=0.03)["p"])
-    assert three[0] <= 0.075 + three[1], three  # the documented excess, not more
-    assert five[0] <= stats.ALPHA + five[1], five
-    assert three[0] > five[0]  # the excess comes from few seeds
+    for seeds in (3, 5):
+        rate, margin = power.rejection_rate(power.simulate(comp, seeds, 1000, 3000, rng, sd_seed_other=0.03)["p"])
+        assert rate <= stats.ALPHA + margin, (seeds, rate)
 
 
 def test_power_command_prints_the_rate_under_each_methods_own_seed_sd(tmp_path, capsys):

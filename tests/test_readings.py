@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from test_protocol import CPU, RUN, Scripted, tiny
+from test_protocol import RUN, Scripted, tiny
 
 import methods
 from bench import cli, files, store

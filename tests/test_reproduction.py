@@ -422,3 +422,26 @@ def test_value_verdicts_are_monotone_in_precision_and_say_when_the_paper_rules_t
     assert verdicts_module.paper_half_width(wide[1]) > tol
     assert verdicts_module.value_verdict(wide, measured(0.0, 57.62), tol) == verdicts_module.UNATTAINABLE
     assert verdicts_module.value_verdict(wide, measured(0.0, 50.0), tol) == "not reproduced"  # outside stays decidable
+
+
+def test_one_measurement_gets_one_tolerance_in_every_table_it_appears_in():
+    """LF-Net's RIGA disc and cup appear in Table III and in Table IV; each table's own column spread gave one
+    measurement two tolerances (disc 0.665 and 0.45, cup 1.5 and 1.06), so one value could read "reproduced" in one and
+    "inconclusive" in the other. Every column of one dataset, metric and structure now reads the tolerance of the first
+    table that has it (`study_tolerance`), whichever table shows it."""
+    from bench.reproduce.verdicts import column_tolerance, study_tolerance
+
+    used: dict[tuple, set] = {}
+    own: dict[tuple, set] = {}
+    for t in PAPER.tables:
+        for j, c in enumerate(t.columns):
+            value = t.value("lf-net", j)
+            if value is None:
+                continue
+            key = (c.dataset, c.metric, c.structure)
+            used.setdefault(key, set()).add(study_tolerance(c, PAPER, value[0]))
+            own.setdefault(key, set()).add(column_tolerance(t, j, c.metric, value[0]))
+    for structure in ("disc", "cup"):
+        key = ("riga", "soft_dice", structure)
+        assert len(own[key]) == 2 and len(used[key]) == 1, (key, own[key], used[key])
+    assert all(len(v) == 1 for v in used.values()), used

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats as sps
 
 from bench.report import significance, stats
 
@@ -74,3 +75,39 @@ def test_the_figure_colours_each_cell_by_direction_and_resolution():
     image = fig.axes[0].images[0].get_array()
     assert image[0, 2] == significance.BETTER and image[2, 0] == significance.WORSE and image[1, 1] == significance.SELF
     assert fig._suptitle.get_text() == "pipeline check, not a verdict: budget quick"
+
+
+def holm_rows(p: np.ndarray) -> np.ndarray:
+    """Holm's adjustment of each row of p (sims, m), as `stats.holm` does one family."""
+    order = np.argsort(p, axis=1)
+    ranked = np.take_along_axis(p, order, axis=1) * (p.shape[1] - np.arange(p.shape[1]))
+    adjusted = np.minimum(np.maximum.accumulate(ranked, axis=1), 1.0)
+    out = np.empty_like(adjusted)
+    np.put_along_axis(out, order, adjusted, axis=1)
+    return out
+
+
+@pytest.mark.parametrize(("seeds", "unequal"), [(2, False), (2, True), (3, False), (3, True)])
+def test_the_maps_family_wise_error_under_six_identical_methods_is_at_most_alpha(seeds, unequal):
+    """Six methods identical in mean (a global null): the share of maps with any resolved cell (every pair by the
+    seed-aware test, Holm over the 15 pairs, as `significance_map`) is at most 5 % (99 % Monte Carlo margin). With the
+    Welch–Satterthwaite df it was 16.4 % and 19.7 % at 2 seeds and 7.0–7.7 % at 3 seeds with unequal seed sds; the
+    first draws are checked against `significance_map` itself."""
+    from test_stats import null_draws
+
+    rng = np.random.default_rng(12 + seeds + 10 * unequal)
+    sds = (0.005, 0.01, 0.02, 0.03, 0.04, 0.06) if unequal else (0.02,) * 6
+    draws = null_draws(seeds, 40, 4000, sds, rng)
+    pairs = [(i, j) for i in range(6) for j in range(i + 1, 6)]
+    tests = [stats.seed_case_test(draws[i], draws[j]) for i, j in pairs]
+    adjusted = holm_rows(np.stack([t["p"] for t in tests], axis=1))
+    for k in range(3):
+        values = {f"m{i}": draws[i][k] for i in range(6)}
+        sig = significance.significance_map(column(values), list(values), True)
+        assert [sig.p_holm.loc[f"m{i}", f"m{j}"] for i, j in pairs] == pytest.approx(adjusted[k].tolist(), rel=1e-9)
+    margin = 2.33 * np.sqrt(stats.ALPHA * 0.95 / len(adjusted))
+    rate = np.mean((adjusted < stats.ALPHA).any(axis=1))
+    assert rate <= stats.ALPHA + margin, rate
+    if seeds == 2:  # the old df on the same draws: the simulation sees its failure
+        welch = [2 * sps.t.sf(np.abs(t["diff"] / t["se"]), stats.welch_df(t["var_ref"], t["var_other"], t["var_case"], 2, 2, 40)) for t in tests]
+        assert np.mean((holm_rows(np.stack(welch, axis=1)) < stats.ALPHA).any(axis=1)) > stats.ALPHA + margin

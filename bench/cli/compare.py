@@ -68,7 +68,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if table.empty:
         raise UsageError(f"{args.a} and {args.b} share no method with values under one dataset, rater setting, noise level and reference")
     runs, diff = compare.run_lines(a, b, *tables, table), compare.differences(a, b)
-    written = compare.write(table, out, *names, header=compare.header(a, b, runs, args.references, diff), run="\n".join(runs))
+    written = compare.write(table, out, *names, header=compare.header(a, b, runs, args.references, diff), run="\n".join(runs),
+                            extra=compare.protocols(a, b, table, *names))  # fmt: skip
     print(f"{names[1]} (B) against {names[0]} (A)")
     print("\n".join(runs))
     shown = diff[:SHOWN]

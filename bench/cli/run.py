@@ -160,7 +160,12 @@ def step_cost_estimate(cells: list, opts) -> None:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        measured = costs.measured(cells, opts, say=lambda line: print(line, file=sys.stderr, flush=True))
+        measured, missing = costs.measured(cells, opts, say=lambda line: print(line, file=sys.stderr, flush=True))
+    for dataset, why in missing.items():
+        print(f"estimate: none for the {dataset} cells ({why})")
+    cells = [c for c in cells if c.dataset not in missing]
+    if not cells:
+        return
     bound = " at most (a stopping rule ends a stage at or before its cap)" if opts.budget.early_stopping else ""
     total = 0.0
     for (dataset, method), stages in measured.items():

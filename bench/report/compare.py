@@ -120,16 +120,50 @@ def difference_figure(part: pd.DataFrame, title: str, name_a: str, name_b: str) 
     return fig
 
 
-def write(table: pd.DataFrame, out: Path, name_a: str, name_b: str, header: list[str] | None = None, run: str = "") -> list[Path]:
-    """compare.csv, compare.md (`header` lines first) and one difference figure per group, structure and metric into
-    `out`; `run` (both sides' run lines, `run_lines`) is each figure's footer."""
+def protocols(a: Path, b: Path, table: pd.DataFrame, name_a: str, name_b: str) -> str:
+    """How the ordering of the methods moves with the protocol: per group and method both folders ran, DSC against the
+    main reference (first structure, mean over seeds) under A and under B, and the test DSC of each side's GT-selected
+    weights (`manifest.json` → `selection`, an upper bound; where the cells kept it), each column's ranks (1 best) and
+    Kendall's τ between every two columns over the methods both rank. Markdown; "" without DSC rows."""
+    from scipy.stats import kendalltau
+
+    rows = table[(table["metric"] == "dsc") & (table["structure"] == table.groupby(GROUP)["structure"].transform("first"))]
+    if rows.empty:
+        return ""
+    selected = {}
+    for side, folder in (("a", a), ("b", b)):
+        for r in store.records(folder):
+            if (r.manifest.get("selection") or {}).get("test_gt_dsc") is not None:
+                selected.setdefault((side, *(r.keys[k] for k in GROUP[:3]), r.keys["method"]), []).append(r.manifest["selection"]["test_gt_dsc"])
+    out = []
+    for group, part in rows.groupby(GROUP, sort=False):
+        frame = part.set_index("method")[["mean_a", "mean_b"]].rename(columns={"mean_a": name_a, "mean_b": name_b})
+        for side, name in (("a", name_a), ("b", name_b)):
+            frame[f"{name}, GT-selected"] = [np.mean(selected.get((side, *group[:3], m), [np.nan])) for m in frame.index]
+        frame = frame.dropna(axis=1, how="all").loc[registry_order(frame.index)]
+        ranks = frame.rank(ascending=False, method="min")
+        cells = [[display(m), *(f"{v:.2f} ({ranks.loc[m, c]:.0f})" if not np.isnan(v) else "–" for c, v in row.items())] for m, row in frame.iterrows()]
+        taus = []
+        for x, y in ((x, y) for i, x in enumerate(frame.columns) for y in frame.columns[i + 1 :]):
+            both = ranks[[x, y]].dropna()
+            if len(both) > 2:
+                taus.append(f"τ({x}, {y}) = {kendalltau(both[x], both[y]).statistic:.2f} over {len(both)} methods")
+        out += [f"\n## Protocols: {group[0]} {group[1]} noise {group[2]}, DSC (%) against {group[3]} (rank)\n",
+                markdown_table(["method", *frame.columns], cells), "", *(f"- {t}" for t in taus)]  # fmt: skip
+    return "\n".join(out) + "\n"
+
+
+def write(table: pd.DataFrame, out: Path, name_a: str, name_b: str, header: list[str] | None = None, run: str = "",
+          extra: str = "") -> list[Path]:  # fmt: skip
+    """compare.csv, compare.md (`header` lines first, `extra` last) and one difference figure per group, structure and
+    metric into `out`; `run` (both sides' run lines, `run_lines`) is each figure's footer."""
     from bench import files
 
     out.mkdir(parents=True, exist_ok=True)
     written = [out / "compare.csv", out / "compare.md"]
     files.write_table(written[0], table)
     head = "".join(f"{line}\n" for line in header or [])
-    files.write_text(written[1], f"# {name_b} (B) against {name_a} (A)\n\n{head}\n" + to_markdown(table, name_a, name_b))
+    files.write_text(written[1], f"# {name_b} (B) against {name_a} (A)\n\n{head}\n" + to_markdown(table, name_a, name_b) + extra)
     for group, part in table.groupby([*GROUP, "structure", "metric"], sort=False):
         title = f"{group[0]} {group[1]} noise {group[2]}, {group[4]}, {metrics.get(group[-1]).short} against {group[3]}"
         stem = "diff_" + "_".join(str(g).replace("/", "-") for g in group)

@@ -15,7 +15,9 @@ Each resample therefore
    identical methods (3 seeds, seed sd 2 points, 1,000 cases) it put one at rank 1 in ≥ 95 % of
    resamples in a quarter of the columns. The t draw mirrors the seed terms of the paired test
    (bench/report/stats.py) and brings that rate under 5 % (tests/test_ranking.py simulates it). A
-   method with one seed has no seed spread to draw: its rank reflects the cases only.
+   method with one seed has no seed spread to draw, so it is not ranked (`rankable`): with its one
+   training held fixed, two identical methods, 3 seeds against 1, put one at rank 1 in ≥ 95 % of
+   resamples in 27 % of columns.
 
 Ranks are 1 = best; ties (two methods with identical values) are broken at random, so two
 indistinguishable methods share ranks 1 and 2 instead of both claiming rank 1.
@@ -107,8 +109,20 @@ def ranks(scores: np.ndarray, higher_is_better: bool, rng: np.random.Generator) 
     return np.argsort(order, axis=-1) + 1  # the inverse permutation: where each method landed
 
 
+def rankable(rows: pd.DataFrame, methods: list[str]) -> tuple[list[str], list[str]]:
+    """(`methods` with two or more seeds in `rows`, those with fewer). A method with one seed has no seed level to
+    resample: the bootstrap would hold its one training fixed and rank it as if it had no training variance (two identical
+    methods, 3 seeds against 1, put one at rank 1 in ≥ 95 % of resamples in 27 % of columns), so it is not ranked."""
+    seeds = rows.groupby("method")["seed"].nunique()
+    return [m for m in methods if seeds.get(m, 0) >= 2], [m for m in methods if seeds.get(m, 0) < 2]
+
+
 def rank_distribution(rows: pd.DataFrame, methods: list[str], higher_is_better: bool, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
-    """The share of resamples in which each method takes each rank: index `methods`, columns 1 … K, rows sum to 1."""
+    """The share of resamples in which each method takes each rank: index `methods`, columns 1 … K, rows sum to 1. Every
+    method needs two or more seeds (`rankable`)."""
+    few = rankable(rows, methods)[1]
+    if few:
+        raise ValueError(f"cannot rank {few}: fewer than two seeds, no seed level to resample; rank the methods `rankable` keeps")
     scores = bootstrap_scores(rows, methods, n_boot, seed)
     r = ranks(scores, higher_is_better, np.random.default_rng(seed + 1))
     shares = (r[:, :, None] == np.arange(1, len(methods) + 1)).mean(axis=0)  # (K, K): method × rank

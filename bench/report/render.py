@@ -190,7 +190,22 @@ def render(results_dir: Path, out_dir: Path, audit: Path | None = None) -> list[
         collected = store.read_collected(results_dir, name)
         if not collected.empty:
             written += writer(collected, out_dir, cells=cells)
+    written += write_test_curves(results_dir, out_dir, cells)
     return sorted(written)
+
+
+def write_test_curves(results_dir: Path, out_dir: Path, cells: pd.DataFrame) -> list[Path]:
+    """Per dataset × raters × noise whose cells kept a test curve: each method's test DSC along its trajectory, against
+    the epoch where every cell ran the paper's recipe, else the step (`trajectory_audit.curves`)."""
+    from bench.report.trajectory_audit import curves, test_curves
+
+    written, data = [], test_curves(results_dir)
+    for (dataset, raters, noise), part in data.groupby(["dataset", "raters", "noise"], sort=True):
+        here = cells[(cells["dataset"] == dataset) & (cells["raters"] == raters) & (cells["noise"] == noise)]
+        by = "epoch" if len(here) and here["budget"].str.startswith("paper").all() else "step"
+        fig = caveat(curves(part, by=by), run_of(cells, seeds_shown(part), dataset, raters, noise))
+        written += save(fig, out_dir / f"test_curve_{slug(dataset, raters, noise)}")
+    return written
 
 
 def write_tests(tests: pd.DataFrame, out_dir: Path) -> Path:

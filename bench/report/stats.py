@@ -13,8 +13,13 @@ where s² is the sample variance of a method's per-seed means over the cases (ho
 differ, test-case noise included), S its number of seeds, and s²_d the sample variance over the C cases of the paired
 per-case difference of seed-averaged values (how much the difference depends on which cases were drawn). The first two
 terms are Welch's, with the seed as the unit; the third adds the test cases as a second unit of replication. Δ / √Var
-is referred to Student's t with the Welch–Satterthwaite degrees of freedom of the three terms; the 95 % interval is
-Δ ± t·√Var. The residual (seed × case) variance enters both the seed and the case terms, so V overstates Var(Δ) by up
+is referred to Student's t with `seed_df` degrees of freedom (docs/methods.md#statistics): the smallest
+Welch–Satterthwaite df of the three terms over the seed variances' joint confidence region (each seed variance at its
+one-sided SEED_DF_LEVEL limits, the case term as estimated), and never fewer than the smaller method's S − 1. The plain
+Welch–Satterthwaite df, estimated from the same one- or two-df seed variances, jumps towards the case count whenever
+those come out small by chance, and the test then rejected up to 12 times too often at Holm's levels (0.0033, 0.001);
+the region's df stays at S − 1 wherever the seed terms can matter and grows only where even their upper limits are
+small beside the case term. The 95 % interval is Δ ± t·√Var. The residual (seed × case) variance enters both the seed and the case terms, so V overstates Var(Δ) by up
 to 2× where the residual dominates (few cases, little seed spread): the test errs on the safe side, at a cost in power
 that docs/methods.md#statistics states; with one seed of either method the training variance is unknown and there is no
 p-value. `bench power` proves the error rate by simulation.
@@ -46,6 +51,7 @@ from bench.evaluate.long_table import GROUP, select
 from methods.registry import PARAM_SEP
 
 ALPHA = 0.05  # two-sided, of each Holm-adjusted comparison
+SEED_DF_LEVEL = 0.10  # each seed variance's one-sided confidence limits that `seed_df` ranges over
 POWER = 0.80  # of the "seeds needed" estimates
 MAX_SEEDS = 50  # the most seeds a "seeds needed" estimate considers
 
@@ -60,6 +66,27 @@ def default_exclude() -> tuple[str, ...]:
     """The study's Oracle is trained on ground truth: an upper bound, not a competitor, so by default it is left out of
     the comparisons (it would only enlarge the Holm family)."""
     return (study.current().oracle,)
+
+
+def welch_df(var_ref, var_other, var_case, s_ref: int, s_other: int, c: int):
+    """The Welch–Satterthwaite degrees of freedom of the three variance terms (arrays or floats)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (var_ref + var_other + var_case) ** 2 / (var_ref**2 / (s_ref - 1) + var_other**2 / (s_other - 1) + var_case**2 / (c - 1))
+
+
+def seed_df(var_ref, var_other, var_case, s_ref: int, s_other: int, c: int, level: float = SEED_DF_LEVEL):
+    """The degrees of freedom the test refers Δ / √Var to: the smallest `welch_df` over the four corners of the seed
+    variances' confidence region (each term × (S − 1) / χ²_{S−1} at its `level` and 1 − `level` quantiles), the case
+    term as estimated (C − 1 df), and at least min(S) − 1. Where the seed terms could dominate Var, one of them at its
+    upper limit and the other at its lower makes the smaller S − 1 the df; where even their upper limits are small
+    beside the case term, the df stays near the case count. Proven by simulation at 0.05, 0.01, 0.0033 and 0.001
+    (tests/test_stats.py, docs/methods.md#statistics)."""
+    corners = []
+    for s, var in ((s_ref, var_ref), (s_other, var_other)):
+        high, low = (s - 1) / stats.chi2.ppf(level, s - 1), (s - 1) / stats.chi2.ppf(1 - level, s - 1)
+        corners.append((var * high, var * low))
+    low = np.minimum.reduce([welch_df(a, b, var_case, s_ref, s_other, c) for a in corners[0] for b in corners[1]])
+    return np.maximum(low, min(s_ref, s_other) - 1)
 
 
 def seed_case_test(ref: np.ndarray, other: np.ndarray, alpha: float = ALPHA) -> dict[str, np.ndarray]:
@@ -83,8 +110,8 @@ def seed_case_test(ref: np.ndarray, other: np.ndarray, alpha: float = ALPHA) -> 
     var_other = seeds_other.var(-1, ddof=1) / s_other
     var_case = np.var(np.nanmean(ref, -2) - np.nanmean(other, -2), -1, ddof=1) / c
     var = var_ref + var_other + var_case
+    df = seed_df(var_ref, var_other, var_case, s_ref, s_other, c)
     with np.errstate(divide="ignore", invalid="ignore"):
-        df = var**2 / (var_ref**2 / (s_ref - 1) + var_other**2 / (s_other - 1) + var_case**2 / (c - 1))
         se = np.sqrt(var)
         t = diff / se
     df = np.where(var > 0, df, np.nan)
@@ -100,14 +127,15 @@ def seeds_needed(var_seed_ref: float, var_seed_other: float, var_case: float, n_
     up to MAX_SEEDS does (the case term alone is too wide: more test cases are needed), NaN if unknown.
 
     var_seed_* are the variances of one seed's mean (s² of the module docstring, not divided by S); var_case is the case
-    term s²_d / C, held at its measured value. Power from the t approximation: (t_{1−α/2} + t_{power})·se(S) ≤ |gap|.
+    term s²_d / C, held at its measured value. Power from the t approximation: (t_{1−α/2} + t_{power})·se(S) ≤ |gap|,
+    with the test's own degrees of freedom (`seed_df`, the seed variances taken as measured with S seeds).
     """
     if any(math.isnan(v) for v in (var_seed_ref, var_seed_other, var_case, gap)) or gap == 0:
         return math.nan
     for s in range(2, MAX_SEEDS + 1):
         a, b = var_seed_ref / s, var_seed_other / s
         var = a + b + var_case
-        df = var**2 / ((a**2 + b**2) / (s - 1) + var_case**2 / (n_cases - 1)) if var > 0 else math.inf
+        df = float(seed_df(a, b, var_case, s, s, n_cases)) if var > 0 else math.inf
         if (stats.t.ppf(1 - alpha / 2, df) + stats.t.ppf(power, df)) * math.sqrt(var) <= abs(gap):
             return float(s)
     return math.inf

@@ -149,37 +149,49 @@ def rankings(values: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     return ranks, lines
 
 
-def curves(results: Path, cells: pd.DataFrame, values: pd.DataFrame) -> Figure:
-    """One panel per method: the test DSC (per-case counts of `test_curve.parquet`, mean over seeds) against steps, a grey
-    line where the rule stopped, a dot at the rule's reading and a star at the primary reading (each at its own step and
-    test DSC, mean over seeds)."""
+def test_curves(results: Path) -> pd.DataFrame:
+    """Every finished cell's test curve (`test_curve.parquet`) as mean per-case DSC against its reference per step: columns
+    GROUP, seed, step, epoch, dsc (an empty pair reads 1, as the long table's DSC)."""
     frames = []
     for r in store.records(results):
         if (r.folder / store.TEST_CURVE).is_file():
             c = read_table(r.folder / store.TEST_CURVE)
-            c = c.assign(dsc=np.where(c["tp"] + c["fp"] + c["fn"] > 0, 2 * c["tp"] / (2 * c["tp"] + c["fp"] + c["fn"]).clip(lower=1), 1.0))
-            frames.append(c.groupby("step", as_index=False)["dsc"].mean().assign(method=r.keys["method"], seed=r.keys["seed"]))
-    data = pd.concat(frames) if frames else pd.DataFrame(columns=["method", "seed", "step", "dsc"])
+            both = 2 * c["tp"] + c["fp"] + c["fn"]
+            c = c.assign(dsc=np.where(both > 0, 2 * c["tp"] / both.clip(lower=1), 1.0))
+            frames.append(c.groupby("step", as_index=False).agg(epoch=("epoch", "first"), dsc=("dsc", "mean")).assign(**r.keys))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*GROUP, "seed", "step", "epoch", "dsc"])
+
+
+def curves(data: pd.DataFrame, cells: pd.DataFrame | None = None, values: pd.DataFrame | None = None, by: str = "step") -> Figure:
+    """One panel per method: its test DSC (`test_curves`, mean over seeds, each seed thin) against `by` (step, log scale, or
+    epoch); with `cells` and `values` (`audit`), a grey line where the rule stopped, a dot at the rule's reading and a star
+    at the primary reading (each at its own step and test DSC, mean over seeds)."""
     methods = registry_order(data["method"].unique())
     cols = max(1, min(4, len(methods)))
-    fig = Figure(figsize=(3.2 * cols, 2.6 * max(1, -(-len(methods) // cols)) + 0.4), layout="constrained")
-    for ax, method in zip(fig.subplots(max(1, -(-len(methods) // cols)), cols, squeeze=False).flat, methods):
-        mean = data[data["method"] == method].groupby("step")["dsc"].mean() * 100
-        ax.plot(mean.index, mean.values, "-", color="C0", linewidth=1)
-        mine = cells[cells["method"] == method]
-        for x in mine["rule_stop"].dropna():
-            ax.axvline(x, color="0.5", linestyle=":", linewidth=1)
-        read = values[(values["method"] == method) & (values["metric"] == "dsc")].groupby("reading")[["step", "value"]].mean()
-        for reading, marker in (("rule", "o"), (mine["primary"].iloc[0] if len(mine) else "", "*")):
-            if reading in read.index:
-                ax.plot([read.loc[reading, "step"]], [read.loc[reading, "value"] * 100], marker, color="C3" if marker == "*" else "C1",
-                        markersize=7 if marker == "*" else 4)
+    rows = max(1, -(-len(methods) // cols))
+    fig = Figure(figsize=(max(4.8, 3.2 * cols), 2.6 * rows + 0.6), layout="constrained")
+    for ax, method in zip(fig.subplots(rows, cols, squeeze=False).flat, methods):
+        mine = data[data["method"] == method]
+        for _, seed in mine.groupby("seed"):
+            ax.plot(seed[by], seed["dsc"] * 100, "-", color="C0", linewidth=0.5, alpha=0.4)
+        mean = mine.groupby(by)["dsc"].mean() * 100
+        ax.plot(mean.index, mean.values, "-", color="C0", linewidth=1.2)
+        if cells is not None and values is not None:
+            here = cells[cells["method"] == method]
+            for x in here["rule_stop"].dropna():
+                ax.axvline(x, color="0.5", linestyle=":", linewidth=1)
+            read = values[(values["method"] == method) & (values["metric"] == "dsc")].groupby("reading")[["step", "value"]].mean()
+            for reading, marker in (("rule", "o"), (here["primary"].iloc[0] if len(here) else "", "*")):
+                if reading in read.index:
+                    ax.plot([read.loc[reading, "step"]], [read.loc[reading, "value"] * 100], marker, color="C3" if marker == "*" else "C1",
+                            markersize=7 if marker == "*" else 4)  # fmt: skip
         ax.set_title(display(method), fontsize=9)
-        ax.set_xscale("log")
-        ax.set_xlabel("step", fontsize=8)
+        if by == "step":
+            ax.set_xscale("log")
+        ax.set_xlabel("epoch of the stage that predicts" if by == "epoch" else by, fontsize=8)
         ax.set_ylabel("test DSC (%)", fontsize=8)
-    fig.suptitle("Test DSC along each trajectory\n(dotted: the rule's stop; dot: the rule's reading; star: the primary)\n"
-                 "a diagnostic, never a selection", fontsize=8)  # fmt: skip
+    marks = "\n(dotted: the rule's stop; dot: the rule's reading; star: the primary)" if cells is not None else ""
+    fig.suptitle(f"Test DSC along each trajectory{marks}\na diagnostic, never a selection", fontsize=8)
     return fig
 
 
@@ -189,7 +201,7 @@ def write(results: Path, command: str) -> list[Path]:
     out = results / store.STOP_AUDIT
     out.mkdir(parents=True, exist_ok=True)
     write_table(out / CSV, verdicts)
-    written = [out / CSV, *save(curves(results, cells, values), out / FIGURE)]
+    written = [out / CSV, *save(curves(test_curves(results), cells, values), out / FIGURE)]
     ranks, lines = rankings(values)
     table = []
     for r in verdicts.itertuples():

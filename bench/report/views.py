@@ -16,14 +16,16 @@ from pathlib import Path
 
 from bench import store
 from bench.files import read_table, write_json, write_table
+from bench.train.budget import BUDGETS
 
 VIEWS = "views"  # under a results folder: one folder a reading
-OWN = {"long": "min-val-loss", "paper": "last", "paper-rcl15": "last"}  # a cell's result by budget, where its manifest does not say
 
 
 def own_reading(record: store.CellRecord) -> str:
-    """The reading a cell's metrics.parquet holds: its manifest's `reading`, else its budget's (`rule` for the rule's)."""
-    return record.manifest.get("reading") or OWN.get((record.config.get("budget") or {}).get("name", ""), "rule")
+    """The reading a cell's metrics.parquet holds: its manifest's `reading`, else its budget's primary (a cell from before
+    readings were kept; `rule` for a budget no longer defined)."""
+    budget = BUDGETS.get((record.config.get("budget") or {}).get("name", ""))
+    return record.manifest.get("reading") or (budget.primary if budget else "rule")
 
 
 def readings_of(results: Path) -> Counter:

@@ -33,7 +33,6 @@ from bench.reproduce.verdicts import (
     Group,
     Measured,
     TableReport,
-    column_tolerance,
     group_for,
     judge,
     measure,
@@ -273,7 +272,7 @@ def column_entries(t: Table, j: int, part: pd.DataFrame, column: Column, group: 
         if paper_value is None or mine is None:
             entry.verdict = "no paper value" if paper_value is None else "not run"
         else:
-            judge(entry, column_tolerance(t, j, column.metric, paper_value[0]))
+            judge(entry, study_tolerance(column, study.current(), paper_value[0]))  # one tolerance per measurement, whatever table
             if group.kind != "verdict":  # the interval is shown, the verdict is the group's
                 entry.verdict = group.kind
         out.append(entry)

@@ -67,18 +67,17 @@ def rank_columns(a: Assessment, cells: pd.DataFrame) -> dict[tuple, ColumnRankin
             for j, entries in g.entries.items():
                 column = t.table.columns[j]
                 trained = [e for e in entries if e.measured and e.measured.n and e.method not in ("average", a.study.oracle)]
-                if len(trained) < 2:
-                    continue
                 reference = measured_reference(column, g.dataset)
                 rows = column_rows(a.table, column, g.dataset, g.raters, reference)
-                methods = [e.method for e in trained]
-                shares = ranking.rank_distribution(rows, methods, higher_is_better(column.metric), N_BOOT, seed=0)
-                paper = {e.method: e.paper[0] for e in trained if e.paper}
+                seeded, _ = ranking.rankable(rows, [e.method for e in trained])  # one seed: no seed level, no seed-aware test
+                if len(seeded) < 2:
+                    continue
+                shares = ranking.rank_distribution(rows, seeded, higher_is_better(column.metric), N_BOOT, seed=0)
+                paper = {e.method: e.paper[0] for e in trained if e.paper and e.method in seeded}
                 tau = ranking.kendall_interval(rows, paper, N_BOOT, seed=0) if len(paper) >= 3 else (math.nan,) * 3
                 warning = pipeline_line(cells, g.dataset, g.raters, g)
-                seeds = {m: rows.loc[rows["method"] == m, "seed"].nunique() for m in methods}
+                seeds = {e.method: rows.loc[rows["method"] == e.method, "seed"].nunique() for e in trained}
                 r = ColumnRanking(t.table.id, column, g.dataset, g.raters, reference, shares, tau, len(paper), warning, seeds)
-                seeded = [m for m in methods if seeds[m] >= 2]  # a method with one seed has no seed-aware test
                 if len(seeded) >= 2:
                     higher = higher_is_better(column.metric)
                     seeded = ranking.mean_then_rank(rows, seeded, higher).sort_values(kind="stable").index.tolist()  # best first
@@ -181,8 +180,15 @@ def rank_plot(r: ColumnRanking, fig_dir: Path) -> Shown:
                "cases drawn with replacement, the same for every method, and each method's seed level from its own t "
                "(bench/report/ranking.py). Circle area: "
                "the share of resamples at that rank; cross: the median rank; line: the central 95 % of ranks; methods "
-               "ordered by mean rank." + (f" {tau_text(r)}." if r.n_tau >= 3 else "") + (f" **{_sentence(r.warning)}**" if r.warning else ""))  # fmt: skip
+               "ordered by mean rank." + (f" {tau_text(r)}." if r.n_tau >= 3 else "") + unranked(r)
+               + (f" **{_sentence(r.warning)}**" if r.warning else ""))  # fmt: skip
     return path, caption
+
+
+def unranked(r: ColumnRanking) -> str:
+    """" Not ranked: X (1 seed) …", the column's methods with one seed (no seed level to resample), or ""."""
+    left = [f"{display(m)} ({n} seed)" for m, n in r.seeds.items() if n < 2]
+    return f" Not ranked (one seed, no seed level to resample): {', '.join(left)}." if left else ""
 
 
 def significance_plot(r: ColumnRanking, fig_dir: Path) -> Shown:
