@@ -73,8 +73,10 @@ def test_the_page_opens_with_the_headline_numbers_then_the_run_contents_and_rule
     assert "> **Pipeline check" not in md  # verdict grade: no banner
     first = next(line for line in headline.splitlines() if line.startswith("- **Table I**"))
     assert first.startswith("- **Table I** (mnist dsc, on mnist-5k `lfnet`): LF-Net 99.00 [98.75, 99.25] (n 3, df 2) vs paper 99.25 ± 0.17: "
-                            "**reproduced**; the best measured here. Values: 3 reproduced, 5 not reproduced, 46 not run."), first  # fmt: skip
-    assert "(a stand-in: no comparison)" in next(line for line in headline.splitlines() if line.startswith("- **Table IV**"))
+                            "Δ -0.25 [-0.74, +0.24]: **reproduced**; the best measured here. Values: 3 reproduced, 5 not reproduced, 46 not run."), first  # fmt: skip
+    stand_in = next(line for line in headline.splitlines() if line.startswith("- **Table IV**"))
+    assert "(a stand-in for choledoch: no comparison with the paper's value)" in stand_in and "vs paper" not in stand_in
+    assert "best measured here" not in stand_in  # LF-Net is the only row measured in that column: "best" of one says nothing
     assert "- Not run: Table II (DSC (%) and bAHD on LIDC-IDRI), Table III (" in headline
     assert "- Claims of the text: holds 2 (`mv-label-under-segments`, `staple-label-beats-averaging`)" in headline
     assert md.index("## Contents") < md.index("**How verdicts are given**") < md.index("## Table I") < md.index("## Datasets")

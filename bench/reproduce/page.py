@@ -179,7 +179,8 @@ def headline(a: Assessment) -> list[str]:
 def table_line(t: TableReport, stops: dict | None = None) -> str:
     """One paper table's headline, "" where nothing of it was measured: its first measured column under the setting
     identified as the paper's, the reference method's value (the best measured one's where it did not run) with its
-    interval against the paper's, its verdict, the best method measured here; then the table's verdict counts. A value
+    interval, the paper's value and the Δ interval the verdict reads (none beside a stand-in's: another dataset's), its
+    verdict, the best method measured here (among two or more); then the table's verdict counts. A value
     whose method's stop audit does not pass (`stops`, `Assessment.stops`) carries its flag."""
     for g in t.groups:
         if not is_paper_setting(g):
@@ -193,9 +194,12 @@ def table_line(t: TableReport, stops: dict | None = None) -> str:
             e = next((e for e in trained if e.method == reference), None) or next(
                 (e for e in trained if e.method == r.get("winner")), trained[0]
             )
-            stand_in = " (a stand-in: no comparison)" if is_stand_in(g) else ""
-            against = (f" vs paper {mean_sd(*e.paper, digits(column.metric))}: **{e.verdict}**{stand_in}" if e.paper
-                       else ", not a row of the paper's table: no verdict")  # fmt: skip
+            if is_stand_in(g):  # another dataset's paper value beside this one would read as a comparison
+                against = f": **{e.verdict}** (a stand-in for {column.dataset}: no comparison with the paper's value)"
+            elif e.paper:
+                against = f" vs paper {mean_sd(*e.paper, digits(column.metric))}: Δ {delta_text(e, column.metric)}: **{e.verdict}**"
+            else:
+                against = ", not a row of the paper's table: no verdict"
             flag = f" [{g.degenerate[e.method]}: its mean measures nothing]" if e.method in g.degenerate else ""
             stopped = (stops or {}).get((g.dataset, g.raters, "protocol"), {})  # {method: stop-audit flag}
             flag += f" [{stopped[e.method]}]" if e.method in stopped else ""
@@ -208,11 +212,21 @@ def table_line(t: TableReport, stops: dict | None = None) -> str:
                 best_flag = f" [{stopped[best.method]}]" if best.method in stopped else ""
                 text += f"; best here {display(best.method)}{best_flag} {best.measured.mean:.{digits(column.metric)}f}"
                 text += "" if math.isnan(p) else f" (Holm p {p:.2g} against {display(test['reference_method'])})"
-            elif best is e:
+            elif best is e and len(trained) > 1:
                 text += "; the best measured here"
             counts = table_counts(t)
             return text + ". Values: " + ", ".join(f"{counts[v]} {v}" for v in VALUE_VERDICTS if counts[v]) + "."
     return ""
+
+
+def delta_text(e: Entry, metric: str) -> str:
+    """ "−14.31 [−17.06, −11.56]": measured − paper with the 95 % interval the verdict reads (`Entry.delta`), or the
+    difference alone where there is none (one seed)."""
+    d = digits(metric)
+    diff, low, high = e.delta if e.delta else (e.measured.mean - e.paper[0], math.nan, math.nan)
+    if math.isnan(low):
+        return f"{diff:+.{d}f} (no interval with 1 seed)"
+    return f"{diff:+.{d}f} [{low:+.{d}f}, {high:+.{d}f}]"
 
 
 def value_text(e: Entry, metric: str) -> str:

@@ -42,7 +42,7 @@ class ColumnRanking:
     dataset: str
     raters: str
     reference: str  # what the measurements are scored against
-    shares: pd.DataFrame  # method × rank -> share of resamples (`ranking.rank_distribution`)
+    shares: pd.DataFrame | None  # method × rank -> share of resamples (`ranking.rank_distribution`); None with < 2 rankable
     tau: tuple[float, float, float]  # Kendall τ with the paper's order and its 95 % interval; NaN with < 3 paper values
     n_tau: int  # methods with a paper value behind τ
     warning: str  # "pipeline check, not a verdict: …" (`pipeline_line`), "" for a verdict-grade group
@@ -69,10 +69,10 @@ def rank_columns(a: Assessment, cells: pd.DataFrame) -> dict[tuple, ColumnRankin
                 trained = [e for e in entries if e.measured and e.measured.n and e.method not in ("average", a.study.oracle)]
                 reference = measured_reference(column, g.dataset)
                 rows = column_rows(a.table, column, g.dataset, g.raters, reference)
-                seeded, _ = ranking.rankable(rows, [e.method for e in trained])  # one seed: no seed level, no seed-aware test
-                if len(seeded) < 2:
+                if len(trained) < 2:
                     continue
-                shares = ranking.rank_distribution(rows, seeded, higher_is_better(column.metric), N_BOOT, seed=0)
+                seeded, _ = ranking.rankable(rows, [e.method for e in trained])  # one seed: no seed level, no seed-aware test
+                shares = ranking.rank_distribution(rows, seeded, higher_is_better(column.metric), N_BOOT, seed=0) if len(seeded) >= 2 else None
                 paper = {e.method: e.paper[0] for e in trained if e.paper and e.method in seeded}
                 tau = ranking.kendall_interval(rows, paper, N_BOOT, seed=0) if len(paper) >= 3 else (math.nan,) * 3
                 warning = pipeline_line(cells, g.dataset, g.raters, g)
@@ -127,7 +127,8 @@ def figure_files(
                        "predicted probability map.")  # fmt: skip
             out[("fused", dataset, raters)] = [(path, caption)]
     for key, r in ranks.items():
-        out[("ranks", *key)] = [rank_plot(r, fig_dir)]
+        if r.shares is not None:
+            out[("ranks", *key)] = [rank_plot(r, fig_dir)]
         if r.significance is not None:
             out[("significance", *key)] = [significance_plot(r, fig_dir)]
     return out

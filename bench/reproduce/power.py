@@ -8,7 +8,8 @@ The simulated value of method m, trained with seed s, on test case c is
 so two trainings of one method differ by u (seed), cases differ by v, shared by every method (the comparison is
 paired), and e is the rest (seed × case). Under the null both methods share μ; a difference δ adds δ to one of
 them. Each method may have its own sd_seed (`simulate`'s sd_seed_other): the test's Welch–Satterthwaite degrees of
-freedom run slightly liberal when two methods' seed sds differ widely at few seeds, and `bench power` shows it. Each
+freedom (`stats.seed_df`) are chosen so that the rate holds at Holm's levels too, and `bench power` checks every pair of
+a folder's methods under their own seed sds (`pair_rates`). Each
 simulated pair of (seeds × cases) matrices is judged by the very function the reports use,
 `bench.report.stats.seed_case_test`, and, for contrast, by the paper's per-case Wilcoxon on seed-averaged values.
 """
@@ -101,6 +102,22 @@ def simulate(comp: Components, seeds: int, cases: int, sims: int, rng: np.random
         if with_wilcoxon:
             out["p_wilcoxon"].append(scipy_stats.wilcoxon(a.mean(1), b.mean(1), axis=-1).pvalue)
     return {k: np.concatenate(v) for k, v in out.items() if v}
+
+
+def pair_rates(per_method: pd.DataFrame, comp: Components, seeds: int, cases: int, sims: int, rng: np.random.Generator,
+               levels: tuple[float, ...], say=lambda line: None) -> pd.DataFrame:  # fmt: skip
+    """The test's false-positive rate under the null for every pair of methods, each simulated with its own seed sd
+    (`per_method`: method, sd_seed; the case and residual sds pooled in `comp`): one row a pair, a column `rate_<level>`
+    and `margin_<level>` per level (`rejection_rate`). `say` is called once a pair (progress)."""
+    rows, pairs = [], [(a, b) for i, a in enumerate(per_method.itertuples()) for b in list(per_method.itertuples())[i + 1 :]]
+    for k, (a, b) in enumerate(pairs):
+        say(f"pair {k + 1}/{len(pairs)}: {a.method} vs {b.method}")
+        sim = simulate(Components(a.sd_seed, comp.sd_case, comp.sd_resid), seeds, cases, sims, rng, sd_seed_other=b.sd_seed)
+        row = {"a": a.method, "b": b.method, "sd_a": a.sd_seed, "sd_b": b.sd_seed}
+        for level in levels:
+            row[f"rate_{level:g}"], row[f"margin_{level:g}"] = rejection_rate(sim["p"], level)
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def rejection_rate(p: np.ndarray, alpha: float = stats.ALPHA) -> tuple[float, float]:

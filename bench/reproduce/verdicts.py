@@ -53,6 +53,8 @@ def tolerance(metric: str, paper_mean: float, column: list[float]) -> float:
     return max(TOLERANCE_SHARE * abs(paper_mean), TOLERANCE_FLOOR * spread if math.isfinite(spread) else 0.0)
 
 
+REPRODUCE_POWER_TEXT = "80 %"  # REPRODUCE_POWER, as VALUE_RULE says it
+
 #: The verdict of a value that no measurement could reproduce: the paper's own precision alone (its 95 % half-width from
 #: its sd over PAPER_RUNS runs) already uses the whole tolerance.
 UNATTAINABLE = "unattainable with the paper's stated precision"
@@ -64,7 +66,9 @@ VALUE_RULE = (
     "at 2.5 % each (stricter than the usual 5 % TOST, which reads a 90 % interval). The interval adds the two sides' "
     "95 % half-widths in quadrature, each from its own t (Banerjee's conservative interval): the measured mean's over its "
     f"seeds and the paper's, its sd over the {PAPER_RUNS} runs it states at least (the most conservative reading), so "
-    "it never widens as the measured sd falls; one seed gives no interval (inconclusive). Where the paper's half-width "
+    "it never widens as the measured sd falls; one seed gives no interval (inconclusive). An inconclusive value that a "
+    "faithful rerun with the seeds at hand (its true mean the paper's, its seed sd the measured one) would reproduce less "
+    f"than half the time says the seeds that would reach {REPRODUCE_POWER_TEXT} (**inconclusive: needs N seeds**). Where the paper's half-width "
     f"alone reaches the tolerance no measurement can be reproduced: such a value is **{UNATTAINABLE}** unless its "
     "interval lies outside. The tolerance is stated before any number: "
     f"{TOLERANCE_POINTS:g} points for DSC, soft DSC and soft IoU (%), or a quarter of the spread of the paper's column "
@@ -124,10 +128,34 @@ class Entry:
 
 
 def judge(entry: Entry, tol: float) -> Entry:
-    """Set a measured entry's Δ interval, tolerance and `VALUE_RULE` verdict."""
+    """Set a measured entry's Δ interval, tolerance and `VALUE_RULE` verdict; an inconclusive value that a faithful rerun
+    with the seeds at hand would reproduce less than half the time says how many seeds would reach REPRODUCE_POWER."""
     entry.delta, entry.tolerance = difference_interval(entry.paper, entry.measured), tol
     entry.verdict = value_verdict(entry.paper, entry.measured, tol)
+    m = entry.measured
+    if entry.verdict == "inconclusive" and m.n >= 2 and m.sd > 0 and reproduce_chance(entry.paper, m.sd, m.n, tol) < 0.5:
+        need = seeds_to_reproduce(entry.paper, m.sd, tol)
+        entry.verdict = f"inconclusive: needs {need} seeds" if need else f"inconclusive: needs more than {MAX_RERUN_SEEDS} seeds"
     return entry
+
+
+REPRODUCE_POWER = 0.80  # the chance of "reproduced" a faithful rerun's seed count is chosen for
+MAX_RERUN_SEEDS = 50
+
+
+def reproduce_chance(paper: tuple[float, float], sd: float, seeds: int, tol: float, sims: int = 4000) -> float:
+    """The chance that a faithful rerun reads "reproduced" (`VALUE_RULE`): its true mean the paper's, its seeds spread
+    by `sd` (the measured seed sd, paper units), `seeds` of them, the paper's own half-width as stated. By simulation on
+    fixed numbers, so one value always reads the same."""
+    draws = np.random.default_rng(0).standard_normal((sims, seeds)) * sd
+    half_m = scipy_stats.t.ppf(0.975, seeds - 1) * draws.std(1, ddof=1) / math.sqrt(seeds)
+    return float(np.mean(np.abs(draws.mean(1)) + np.hypot(half_m, paper_half_width(paper[1])) <= tol))
+
+
+def seeds_to_reproduce(paper: tuple[float, float], sd: float, tol: float) -> int | None:
+    """The fewest seeds (2 … MAX_RERUN_SEEDS) at which a faithful rerun reads "reproduced" with REPRODUCE_POWER; None
+    where no count does (the paper's own half-width leaves no room)."""
+    return next((s for s in range(2, MAX_RERUN_SEEDS + 1) if reproduce_chance(paper, sd, s, tol, 2000) >= REPRODUCE_POWER), None)
 
 
 @dataclass
