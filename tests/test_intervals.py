@@ -45,7 +45,7 @@ def test_compare_prints_n_and_df_and_no_interval_wider_than_dsc(tmp_path):
     rows = {line.split(" | ")[0].strip("| "): line for line in text.splitlines() if line.startswith("| ") and "±" in line}
     assert "not estimable with 2/2 seeds (df 1" in rows["LF-Net"]
     assert "no interval with 1/2 seeds" in rows["MH-UNet"]
-    assert "| +2.00 [-1.04, +5.04] (n 2/2, df 2) |" in rows["MV-UNet"]
+    assert "| +2.00 [-6.74, +10.74] (n 2/2, df 1.01) |" in rows["MV-UNet"]  # 2 seeds: the df of one seed term (stats.seed_df)
     for low, high in re.findall(r"\[([-+\d.]+), ([-+\d.]+)\]", text):
         assert -100 <= float(low) < float(high) <= 100
     fig = compare.difference_figure(table, "t", "a", "b")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import importlib.util
 import os
 from pathlib import Path
 
@@ -131,7 +132,8 @@ def typed_action(cls: type) -> type:
 
 
 def check_run_options(args: argparse.Namespace) -> None:
-    """The numeric run options are ≥ 1 and --scheduler goes with --backend dask."""
+    """The numeric run options are ≥ 1, --scheduler goes with --backend dask, dask is installed where it is asked for,
+    and --results names a folder: each refused before anything is written."""
     for flag, value in (
         ("--max-steps", args.max_steps),
         ("--threads", args.threads),
@@ -144,6 +146,10 @@ def check_run_options(args: argparse.Namespace) -> None:
             raise UsageError(f"{flag} must be ≥ 1, got {value}")
     if args.scheduler and args.backend != "dask":
         raise UsageError("--scheduler needs --backend dask")
+    if args.backend == "dask" and importlib.util.find_spec("distributed") is None:
+        raise UsageError("--backend dask needs dask.distributed, which is not installed here: pip install -e '.[dask]'")
+    if not str(args.results).strip():
+        raise UsageError("--results '': give the results folder a name, e.g. --results results (an empty one would write into the current folder)")
     if args.n_jobs is not None and args.backend == "sequential":
         raise UsageError(f"--n-jobs {args.n_jobs} has no effect with --backend sequential (one cell at a time in this process); "
                          "drop --n-jobs, or use --backend loky")  # fmt: skip

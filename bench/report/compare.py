@@ -130,6 +130,8 @@ def protocols(a: Path, b: Path, table: pd.DataFrame, name_a: str, name_b: str) -
     rows = table[(table["metric"] == "dsc") & (table["structure"] == table.groupby(GROUP)["structure"].transform("first"))]
     if rows.empty:
         return ""
+    if name_a == name_b:  # two folders of one name: the columns need two
+        name_a, name_b = f"A ({name_a})", f"B ({name_b})"
     selected = {}
     for side, folder in (("a", a), ("b", b)):
         for r in store.records(folder):

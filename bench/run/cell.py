@@ -296,6 +296,9 @@ def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
         manifest["stages"] = fitted.stages
         if budget.primary in fitted.readings:  # the cell's result: its budget's primary reading (`trajectory`: the selection)
             method.load_state_dict(fitted.readings[budget.primary]["state"])
+        else:  # resumed after that stage ended (no reading held): the cell's result is the weights it ended on
+            ended = schedules[decides]
+            manifest["reading"] = "rule" if ended.early_stopping else "min-val-loss" if ended.restore_best else "last"
         t1 = time.time()
         val_probs = harness.predict_proba(method, val.images, device=device, precision=precision, seed=cell.seed)
         manifest["degenerate"] = degenerate(val_probs, val)

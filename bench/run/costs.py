@@ -1,8 +1,9 @@
 """What a sweep's cells would cost on this machine, measured before they run (`bench run --dry-run`): a few training steps
 of each stage of each method, at the cell's batch size, precision and threads, times the steps its budget gives it.
 
-The estimate counts training steps only (evaluations, the test curve and the readings add about a tenth on mnist-5k);
-under a stopping rule the budget's cap bounds a stage, so the estimate is an upper bound there.
+The estimate counts training steps only (evaluations, the test curve and the readings add about a tenth on mnist-5k). It
+is made for budgets of fixed length (paper, long, trajectory): under a stopping rule a stage's length is known only once
+it stops.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from bench.run.cell import cell_data
 from bench.run.resolve import RunOptions, build_method, stage_schedules, trained_method
 from bench.train.hardware import autocast_dtype, to_tensors
 from bench.train.steps import make_step
-from datasets import DataError
 from methods.base import StepContext
 
 STEPS = 3  # timed steps a stage, after one warm-up step
@@ -55,18 +55,11 @@ def stage_costs(cell: Cell, opts: RunOptions) -> dict[str, tuple[int, float]]:
     return out
 
 
-def measured(cells: list[Cell], opts: RunOptions, say=print) -> tuple[dict[tuple[str, str], dict[str, tuple[int, float]]], dict[str, str]]:
-    """`stage_costs` once per (dataset, method) of `cells`, with a line each as it goes (a paper baseline takes seconds);
-    and, per dataset whose files cannot be read here, why (its cells are not measured: the run itself refuses them)."""
+def measured(cells: list[Cell], opts: RunOptions, say=print) -> dict[tuple[str, str], dict[str, tuple[int, float]]]:
+    """`stage_costs` once per (dataset, method) of `cells`, with a line each as it goes (a paper baseline takes seconds)."""
     out: dict[tuple[str, str], dict[str, tuple[int, float]]] = {}
-    missing: dict[str, str] = {}
     todo = list(dict.fromkeys((c.dataset, c.method) for c in cells))
     for i, key in enumerate(todo):
-        if key[0] in missing:
-            continue
         say(f"measuring step costs {i + 1}/{len(todo)}: {key[1]} on {key[0]}")
-        try:
-            out[key] = stage_costs(next(c for c in cells if (c.dataset, c.method) == key), opts)
-        except DataError as e:
-            missing[key[0]] = str(e)
-    return out, missing
+        out[key] = stage_costs(next(c for c in cells if (c.dataset, c.method) == key), opts)
+    return out

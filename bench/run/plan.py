@@ -255,17 +255,17 @@ def mismatched(cells: list[Cell], opts: RunOptions) -> list[tuple[Cell, str]]:
     for cell in cells:
         if store.is_done(opts.results, cell) and not opts.force:
             config = store.read_config(store.cell_dir(opts.results, cell))
-            diff = option_change(config.get("options", want), want) or schedule_change(cell, opts, config)
+            diff = option_change(config.get("options") or {}, want) or schedule_change(cell, opts, config)
             if diff:
                 out.append((cell, diff))
     return out
 
 
 def option_change(had: dict, want: dict) -> str:
-    """The run options a finished cell recorded that differ from `want`, with both values ("" if none); an option a cell
-    from before it existed did not record counts as its default."""
-    default = {f.name: f.default for f in dataclasses.fields(RunOptions)}
-    return ", ".join(f"{k} {had.get(k, default.get(k))} (now {want[k]})" for k in want if had.get(k, default.get(k)) != want[k])
+    """The run options a finished cell recorded that differ from `want`, with both values ("" if none). An option it did
+    not record is a difference too: a config.json emptied or cut by hand would otherwise pass as any run's cell (every
+    cell kept in docs/ records them all)."""
+    return ", ".join(f"{k} {had[k] if k in had else 'not recorded'} (now {want[k]})" for k in want if k not in had or had[k] != want[k])
 
 
 def schedule_change(cell: Cell, opts: RunOptions, config: dict) -> str:
@@ -299,25 +299,33 @@ def execute(
     retrain_damaged(damaged, opts)
     pending = [c for c in cells if opts.force or not store.is_done(results, c)]
     backend, n_jobs = sweep.resolve_backend(backend, n_jobs, len(pending), opts.device)
-    keys = list(dict.fromkeys(DataKey.of_cell(c, opts.data_root) for c in pending))
-    # A missing dataset fails here, once; parallel workers then read the decoded splits from the cache. The adapters'
-    # warnings (an incomplete download) are shown only if the run goes ahead, so a refusal stays one line.
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        for key in keys if backend != "sequential" else keys[:1]:  # sequential: the others load in turn
-            splits = load_splits(key)
-            check_sizes(splits, key.dataset, opts)
-            check_compatible({c.method for c in pending if c.dataset == key.dataset}, key.dataset, splits.train, opts.budget)
-            sparse = (splits.raters_info or {}).get("warning")
-            if sparse and not any(str(w.message) == sparse for w in caught):  # loaded from the cache: the loader did not warn
-                print(f"note: {sparse}", file=sys.stderr)
-    # Shown once the checks passed, so a refusal stays one line.
-    for message, note in dict.fromkeys((str(w.message), issubclass(w.category, Note)) for w in caught):
+    said = data_checks(pending, opts, every=backend != "sequential")  # sequential: the others load in turn
+    for message, note in said:  # shown once the checks passed, so a refusal stays one line
         print(f"{'note' if note else 'warning'}: {message}", file=sys.stderr)
     outcomes = sweep.run_sweep(cells, opts, backend, n_jobs, scheduler) if cells else []
     if cells:
         store.collect(results)
     return outcomes
+
+
+def data_checks(cells: list[Cell], opts: RunOptions, every: bool = True) -> list[tuple[str, bool]]:
+    """Load each data setting of `cells` (only the first unless `every`) and check it as the run needs it (sizes, every
+    method buildable on it): a missing dataset, data root or noise level fails here, once, as `DataError` or `PlanError`,
+    and parallel workers then read the decoded splits from the cache. Returns the adapters' warnings and notes
+    (message, is a note), for the caller to show once everything passed: a refusal stays one line. The run and the dry run
+    both call it."""
+    keys = list(dict.fromkeys(DataKey.of_cell(c, opts.data_root) for c in cells))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sparse = []
+        for key in keys if every else keys[:1]:
+            splits = load_splits(key)
+            check_sizes(splits, key.dataset, opts)
+            check_compatible({c.method for c in cells if c.dataset == key.dataset}, key.dataset, splits.train, opts.budget)
+            sparse.append((splits.raters_info or {}).get("warning"))
+    said = [(str(w.message), issubclass(w.category, Note)) for w in caught]
+    said += [(m, True) for m in sparse if m and not any(m == text for text, _ in said)]  # from the cache: the loader did not warn
+    return list(dict.fromkeys(said))
 
 
 def check_compatible(names: set[str], dataset: str, train, budget) -> None:

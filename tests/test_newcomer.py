@@ -1,0 +1,62 @@
+"""The newcomer's failing cases of issue 76, each as it was met: a finished cell whose config.json records no options,
+a dry run that listed cells the run refuses, `--backend dask` without dask.distributed, and an empty `--results`."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pandas as pd
+import pytest
+
+from bench import files, store
+from bench.cli import main
+from bench.identity import Cell
+
+CELL = Cell("mnist-5k", "lfnet", "protocol", "mv-unet", 0)
+
+
+def run(capsys, *argv) -> tuple[int, str]:
+    code = main(list(argv))
+    return code, capsys.readouterr().err
+
+
+def test_a_cell_whose_config_records_no_options_is_not_taken_as_done(tmp_path, capsys):
+    """A `config.json` of `{}` (emptied by hand) passed as any run's cell: a 20-step quick cell was shown as a plateau
+    result. Its options are now "not recorded", a mismatch the run and the dry run refuse."""
+    folder = store.open_cell(tmp_path, CELL)
+    files.write_json(folder / store.CONFIG, {})
+    store.write_manifest(folder, {"cell": CELL.record(), "status": "done"})
+    files.write_table(folder / store.METRICS, pd.DataFrame({"value": [0.5]}))
+    code, err = run(capsys, "run", "--budget", "plateau", "--methods", "mv-unet", "--seeds", "0", "--dry-run", "--results", str(tmp_path))
+    assert code == 2 and "ran with other options" in err and "budget not recorded (now plateau)" in err, err
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--dataset", "lidc"], "lidc: "),  # the dataset's files are not under the data root
+        (["--data-root", "/nonexistent/data", "--dataset", "ms-lesion"], "/nonexistent/data"),
+        (["--noise-levels", "0.95"], "0.95"),  # beyond what the lfnet pool reaches
+    ],
+    ids=["missing-dataset", "missing-data-root", "unreachable-noise-level"],
+)
+def test_a_dry_run_refuses_the_data_the_run_refuses(tmp_path, capsys, argv, said):
+    """"33 of 33 cells would run", exit 0, where the real run refused: the dry run now loads the data it lists."""
+    code, err = run(capsys, "run", "--methods", "mv-unet", "--seeds", "0", "--dry-run", "--results", str(tmp_path / "r"), *argv)
+    assert code == 2 and said in err and err.startswith("error: ") and err.count("\n") == 1, err
+    assert not (tmp_path / "r").exists()
+
+
+def test_dask_without_distributed_is_refused_before_anything_is_written(tmp_path, capsys, monkeypatch):
+    """It exited 1 with "worker lost … rerun to resume" and wrote empty tables; now exit 2 naming the extra."""
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "distributed" else real(name, *a))
+    code, err = run(capsys, "run", "--methods", "mv-unet", "--seeds", "0", "--max-steps", "2", "--backend", "dask", "--results", str(tmp_path / "r"))
+    assert code == 2 and "pip install -e '.[dask]'" in err and not (tmp_path / "r").exists(), err
+
+
+def test_an_empty_results_folder_name_is_refused(tmp_path, capsys, monkeypatch):
+    """`--results ''` wrote into the current folder (the repository root)."""
+    monkeypatch.chdir(tmp_path)
+    code, err = run(capsys, "run", "--methods", "mv-unet", "--seeds", "0", "--max-steps", "2", "--results", "")
+    assert code == 2 and "--results ''" in err and list(tmp_path.iterdir()) == [], err
