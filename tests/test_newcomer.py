@@ -60,3 +60,13 @@ def test_an_empty_results_folder_name_is_refused(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     code, err = run(capsys, "run", "--methods", "mv-unet", "--seeds", "0", "--max-steps", "2", "--results", "")
     assert code == 2 and "--results ''" in err and list(tmp_path.iterdir()) == [], err
+
+
+def test_the_help_texts_the_newcomer_read(capsys):
+    """`bench power --help` printed "80 %% power"; `bench paper --help` had no description."""
+    for verb in ("power", "paper"):
+        with pytest.raises(SystemExit):
+            main([verb, "--help"])
+    out = capsys.readouterr().out
+    assert "%%" not in out and "80 % power" in out.replace("\n", " ")
+    assert "Run each recipe of paper_figures/recipes/" in out.replace("\n", " ")

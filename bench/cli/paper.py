@@ -12,7 +12,10 @@ from bench.cli.report import write_reproduction
 
 def add_parser(verbs) -> None:
     p = verbs.add_parser(
-        "paper", allow_abbrev=False, help="run the sweeps behind the paper's tables and figures (resuming) and render them"
+        "paper", allow_abbrev=False, help="run the sweeps behind the paper's tables and figures (resuming) and render them",
+        description="Run each recipe of paper_figures/recipes/ (the sweep behind one of the paper's tables or figures), "
+        "skipping finished cells, render it into OUT/BUDGET/RECIPE/ with a README saying what was run, then write "
+        "RESULTS/paper/REPRODUCTION.md and .html with a verdict for each number of the paper the results measure.",
     )
     p.add_argument("--only", help="comma list of recipe names (default: every recipe)")
     p.add_argument("--recipes", help="folder of recipe files (default: paper_figures/recipes)")

@@ -22,7 +22,7 @@ def add_parser(verbs) -> None:
         help="false-positive rate and power of the verdicts' paired test, by simulation from a results folder or defaults",
         description="Estimate the variance components (between seeds, between cases, residual) of a results folder, or take "
         "the stated defaults, and print by simulation the seed-aware test's false-positive rate under the null, the "
-        "smallest difference it detects with 80 %% power, and the seeds per method a given difference needs.",
+        "smallest difference it detects with 80 % power, and the seeds per method a given difference needs.",
     )
     p.add_argument("--results", help="results folder to estimate the components from (default: the stated defaults)")
     p.add_argument("--metric", default="dsc", help="metric of the column (default: dsc)")
