@@ -21,16 +21,6 @@ def null_draws(seeds, cases, sims, sds, rng):
     return [case + rng.normal(0, sd, (sims, seeds, 1)) + rng.normal(0, 0.05, (sims, seeds, cases)) for sd in sds]
 
 
-def holm_rows(p):
-    """Holm's adjustment of each row of p (sims, m)."""
-    order = np.argsort(p, axis=1)
-    ranked = np.take_along_axis(p, order, axis=1) * (p.shape[1] - np.arange(p.shape[1]))
-    adjusted = np.minimum(np.maximum.accumulate(ranked, axis=1), 1.0)
-    out = np.empty_like(adjusted)
-    np.put_along_axis(out, order, adjusted, axis=1)
-    return out
-
-
 levels = (0.05, 0.01, 0.0033, 0.001)
 rng = np.random.default_rng(2026)
 print("| seeds | seed sds | test | " + " | ".join(f"{a:g}" for a in levels) + " |")
@@ -70,12 +60,12 @@ for seeds in (2, 3, 5):
             draws = null_draws(seeds, 200, 2500, sds, rng)
             pairs = [(i, j) for i in range(6) for j in range(i + 1, 6)]
             tests = [stats.seed_case_test(draws[i], draws[j]) for i, j in pairs]
-            new.append((holm_rows(np.stack([t["p"] for t in tests], 1)) < 0.05).any(1))
+            new.append((stats.holm_rows(np.stack([t["p"] for t in tests], 1)) < 0.05).any(1))
             w = [
                 2 * sps.t.sf(np.abs(t["diff"] / t["se"]), stats.welch_df(t["var_ref"], t["var_other"], t["var_case"], seeds, seeds, 200))
                 for t in tests
             ]
-            old.append((holm_rows(np.stack(w, 1)) < 0.05).any(1))
+            old.append((stats.holm_rows(np.stack(w, 1)) < 0.05).any(1))
         print(
             f"| {seeds} | {'0.5–6 (six sds)' if unequal else 'all 2'} | {np.mean(np.concatenate(old)) * 100:.1f} % | {np.mean(np.concatenate(new)) * 100:.1f} % |",
             flush=True,

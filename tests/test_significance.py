@@ -77,16 +77,6 @@ def test_the_figure_colours_each_cell_by_direction_and_resolution():
     assert fig._suptitle.get_text() == "pipeline check, not a verdict: budget quick"
 
 
-def holm_rows(p: np.ndarray) -> np.ndarray:
-    """Holm's adjustment of each row of p (sims, m), as `stats.holm` does one family."""
-    order = np.argsort(p, axis=1)
-    ranked = np.take_along_axis(p, order, axis=1) * (p.shape[1] - np.arange(p.shape[1]))
-    adjusted = np.minimum(np.maximum.accumulate(ranked, axis=1), 1.0)
-    out = np.empty_like(adjusted)
-    np.put_along_axis(out, order, adjusted, axis=1)
-    return out
-
-
 @pytest.mark.parametrize(("seeds", "unequal"), [(2, False), (2, True), (3, False), (3, True)])
 def test_the_maps_family_wise_error_under_six_identical_methods_is_at_most_alpha(seeds, unequal):
     """Six methods identical in mean (a global null): the share of maps with any resolved cell (every pair by the
@@ -100,7 +90,8 @@ def test_the_maps_family_wise_error_under_six_identical_methods_is_at_most_alpha
     draws = null_draws(seeds, 40, 4000, sds, rng)
     pairs = [(i, j) for i in range(6) for j in range(i + 1, 6)]
     tests = [stats.seed_case_test(draws[i], draws[j]) for i, j in pairs]
-    adjusted = holm_rows(np.stack([t["p"] for t in tests], axis=1))
+    adjusted = stats.holm_rows(np.stack([t["p"] for t in tests], axis=1))
+    np.testing.assert_allclose(adjusted[:50], [stats.holm(row) for row in np.stack([t["p"] for t in tests], axis=1)[:50]])
     for k in range(3):
         values = {f"m{i}": draws[i][k] for i in range(6)}
         sig = significance.significance_map(column(values), list(values), True)
@@ -115,8 +106,8 @@ def test_the_maps_family_wise_error_under_six_identical_methods_is_at_most_alpha
     for (i, j), t in zip(pairs, tests):
         p[best == i, j], p[best == j, i] = t["p"][best == i], t["p"][best == j]
     others = np.stack([row[~np.isnan(row)] for row in p])  # (sims, 5)
-    bold = np.mean((holm_rows(others) < stats.ALPHA).all(axis=1))
+    bold = np.mean((stats.holm_rows(others) < stats.ALPHA).all(axis=1))
     assert bold <= stats.ALPHA + margin, bold
     if seeds == 2:  # the old df on the same draws: the simulation sees its failure
         welch = [2 * sps.t.sf(np.abs(t["diff"] / t["se"]), stats.welch_df(t["var_ref"], t["var_other"], t["var_case"], 2, 2, 40)) for t in tests]
-        assert np.mean((holm_rows(np.stack(welch, axis=1)) < stats.ALPHA).any(axis=1)) > stats.ALPHA + margin
+        assert np.mean((stats.holm_rows(np.stack(welch, axis=1)) < stats.ALPHA).any(axis=1)) > stats.ALPHA + margin

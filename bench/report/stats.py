@@ -265,6 +265,17 @@ def family_tests(part: pd.DataFrame, reference_method: str, higher_is_better: bo
     return holm_family(part, family_pairs(set(part["method"]), reference_method, extra), higher_is_better)
 
 
+def holm_rows(p: np.ndarray) -> np.ndarray:
+    """Holm's adjustment of each row of p (..., m) at once (no NaN): what `holm` does to one family, for simulations of
+    many families (tests/test_significance.py, scripts/calibrate_stats.py)."""
+    order = np.argsort(p, axis=-1)
+    ranked = np.take_along_axis(p, order, axis=-1) * (p.shape[-1] - np.arange(p.shape[-1]))
+    adjusted = np.minimum(np.maximum.accumulate(ranked, axis=-1), 1.0)
+    out = np.empty_like(adjusted)
+    np.put_along_axis(out, order, adjusted, axis=-1)
+    return out
+
+
 def holm_family(part: pd.DataFrame, pairs: Sequence[tuple[str, str]], higher_is_better: bool = True) -> list[dict]:
     """The seed-aware test (`compare_models`) of each (a, b) of `pairs` on one column's long rows `part` (one group, metric
     and structure), Holm-adjusted over `pairs`: one dict per pair, reference_method a (a positive diff favours a), method b,
