@@ -112,7 +112,7 @@ def subparsers(parser):
 def test_every_parser_refuses_abbreviations():
     parser = cli.build_parser()
     verbs = subparsers(parser)
-    assert set(verbs) == {"list", "run", "raters", "report", "compare", "paper", "rescore", "perf", "power", "audit-stops", "check"}
+    assert set(verbs) == {"list", "run", "raters", "report", "compare", "export", "paper", "rescore", "perf", "power", "audit-stops", "check"}
     assert not parser.allow_abbrev and not any(p.allow_abbrev for p in verbs.values())
 
 

@@ -70,3 +70,21 @@ def test_the_help_texts_the_newcomer_read(capsys):
     out = capsys.readouterr().out
     assert "%%" not in out and "80 % power" in out.replace("\n", " ")
     assert "Run each recipe of paper_figures/recipes/" in out.replace("\n", " ")
+
+
+def test_export_writes_one_tidy_row_per_case_with_the_cells_options(tmp_path, capsys):
+    """`bench export`: the per-case numbers sat in parquet files; now one table with each cell's options, documented."""
+    from bench.cli import export
+
+    results = tmp_path / "r"
+    assert main(["run", "--methods", "mv-unet", "--seeds", "0", "--max-steps", "2", "--test-size", "8", "--no-progress",
+                 "--results", str(results)]) == 0  # fmt: skip
+    assert main(["export", "--results", str(results)]) == 0
+    table = pd.read_csv(results / "export.csv")
+    long = pd.read_parquet(next(results.glob("runs/**/seed-0")) / store.METRICS)
+    assert len(table) == len(long) and table["case"].nunique() == 8 and set(table["reading"]) == {"rule"}
+    assert (table["budget"] == "quick").all() and (table["max_steps"] == 2).all() and (table["samples"] == 16).all()
+    for column in ("dataset", "reference", "case", "structure", "metric", "value", "tp", "n_samples", "reading", "budget", "precision"):
+        assert column in table and f"{column}" in export.__doc__, column
+    assert main(["export", "--results", str(results), "--format", "parquet", "--out", str(tmp_path / "x.csv")]) == 2
+    assert "a parquet file ends in .parquet" in capsys.readouterr().err
