@@ -30,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="python -m bench",
         description="Benchmark of segmentation from noisy multi-rater labels (LF-Net and baselines). "
-        "Start with `python -m bench run --max-steps 20 --seeds 0 --methods mv-unet,lf-net` (a one-minute smoke run), "
+        "Start with `python -m bench run --max-steps 20 --seeds 0 --methods mv-unet,lf-net` (a smoke run, about 30 s), "
         "then `python -m bench run` (every method on the embedded mnist-5k, three seeds). `python -m bench VERB --help` for a verb.",
     )
     verbs = parser.add_subparsers(dest="verb", parser_class=Parser)

@@ -45,7 +45,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     results = Path(args.results)
     out = Path(args.out) if args.out else results / store.REPORT  # beside the results, not in the source tree
-    first = f"run cells first, e.g. a one-minute smoke run: `python -m bench run --max-steps 20 --seeds 0 --methods mv-unet,lf-net --results {results}`"
+    first = f"run cells first, e.g. a smoke run (about 30 s): `python -m bench run --max-steps 20 --seeds 0 --methods mv-unet,lf-net --results {results}`"
     if not (results / store.METRICS).is_file() and not store.cell_folders(results):
         raise UsageError(f"no results table {results / store.METRICS}; {first}")
     audit = Path(args.stop_audit) if args.stop_audit else None

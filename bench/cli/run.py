@@ -149,7 +149,7 @@ def dry_run(cells: list, args: argparse.Namespace, results: Path) -> int:
     if unknown and (args.device == "cuda" or opts.budget.early_stopping):
         why = "step costs are measured on the CPU" if args.device == "cuda" else "a stopping rule's length is known once it stops"
         print(f"estimate: none for {len(unknown)} cell(s) (no earlier cell of their methods here; {why}); on a 2-core CPU with "
-              "native bf16 the embedded default took about 11 min and a smoke run (--max-steps 20 --seeds 0, two methods) half a minute")
+              "native bf16 the embedded default took about 11 min and a smoke run (--max-steps 20 --seeds 0, two methods) about 30 s")
     elif unknown:  # a fixed length (paper, long, trajectory): its steps are known, so their cost can be measured
         step_cost_estimate(unknown, opts)
     return 0

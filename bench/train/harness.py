@@ -162,6 +162,7 @@ def fit(method: Method, train: Split, schedules: dict[str, Schedule], run: Runti
     generator states, so a killed run resumes exactly as an uninterrupted one would have gone on.
     """
     progress = out.progress and sys.stderr.isatty()
+    lines = out.announce or (out.progress and not progress)  # a log, or a parallel worker: lines instead of a bar
     method.to(device=run.device, memory_format=torch.channels_last)
     dtype = autocast_dtype(run.device, run.precision)
 
@@ -181,12 +182,15 @@ def fit(method: Method, train: Split, schedules: dict[str, Schedule], run: Runti
     if val_data is None and any(schedules[s.name].early_stopping for s in stages):
         raise ValueError("early stopping needs a validation split (val=...)")
     first, partial = resume(method, stages, out.checkpoint_dir)
+    if lines and (first or partial) and first < len(stages):
+        where = f"{stages[first].name} at step {partial['step']}" if partial else f"{stages[first].name}, after {stages[first - 1].name}"
+        print(f"{out.desc}: resuming {where} from its checkpoint", file=sys.stderr, flush=True)
     trim_log(out.log_path, {s.name for s in stages[:first]}, (stages[first].name, partial["step"]) if partial else None)
     fitted = Fitted(logged_stops(out.log_path), {})  # stages a resumed run finished before
     for k in range(first, len(stages)):
         stage = StageRun(method, k, stages[k], schedules[stages[k].name], len(train.images), run, dtype, partial if k == first else None)
         reads = (val.gt, val.fused) if val is not None and k == decides else None  # only the deciding stage holds readings
-        r = fitted.stages[stages[k].name] = stage.train(data, val_data, reads, out, progress)
+        r = fitted.stages[stages[k].name] = stage.train(data, val_data, reads, out, progress, lines)
         if out.announce:  # a worker without bars: one line a stage, so a parallel sweep shows its cells moving
             line = f"{out.desc} {stages[k].name}: {store.stop_kind(r)} at step {r['step']} ({r['seconds']:.0f} s)"
             print(line, file=sys.stderr, flush=True)
@@ -194,6 +198,9 @@ def fit(method: Method, train: Split, schedules: dict[str, Schedule], run: Runti
             fitted.readings = stage.held.readings
     method.eval()
     return fitted
+
+
+LINE_SECONDS = 60.0  # the least time between two progress lines of a stage shown without a bar
 
 
 class StageRun:
@@ -230,14 +237,16 @@ class StageRun:
         perm = torch.randperm(self.n, generator=self.order)  # sliced on the device; pinned on CUDA: the upload needs no sync
         self.perm = (perm.pin_memory() if self.device.type == "cuda" else perm).to(self.device, non_blocking=True)
 
-    def train(self, data, val_data, reads: tuple | None, out: Output, progress: bool) -> dict:
+    def train(self, data, val_data, reads: tuple | None, out: Output, progress: bool, lines: bool = False) -> dict:
         """Steps until the stopping rule or the cap; returns the stop record (also logged). reads: the validation split's
-        (gt, fused) where this stage holds the readings, else None."""
+        (gt, fused) where this stage holds the readings, else None; `lines`: a line at an evaluation at most every
+        LINE_SECONDS (step, losses, time to the stage's cap or end) where no bar is shown."""
         sched, stage, log_path, checkpoint_dir = self.sched, self.stage, out.log_path, out.checkpoint_dir
         title = f"{out.desc} {stage.name}".strip()
         bar = tqdm(total=sched.max_steps, initial=self.step, desc=title, leave=False, disable=not progress, unit="step")
         sums: dict[str, torch.Tensor] = {}
         n_sum, saved, kind = 0, time.perf_counter(), ""
+        said = time.perf_counter()
         while not kind:
             for key, value in self.train_step(data).items():  # summed on the device: no per-step host sync
                 sums[key] = sums.get(key, 0) + value.detach().float()
@@ -264,6 +273,12 @@ class StageRun:
             reason = {"plateau": f"{self.stop.bad} evaluations without a new low (last at evaluation {self.stop.improved_at})",
                       "cap": "reached the budget's step cap", "fixed": sched.source}.get(kind, "")  # fmt: skip
             append_log(log_path, row)
+            if lines and not kind and time.perf_counter() - said >= LINE_SECONDS:
+                said = time.perf_counter()
+                left = (sched.max_steps - self.step) * self.seconds() / max(self.step, 1)  # at the stage's mean rate so far
+                val = f", validation loss {row['val_loss']:.4g}" if "val_loss" in row else ""
+                print(f"{title}: step {self.step:,}/{sched.max_steps:,} (epoch {self.epoch}), loss {row['train_loss']:.4g}{val}, "
+                      f"about {left / 60:.0f} min to the {'cap' if sched.early_stopping else 'end'}", file=sys.stderr, flush=True)  # fmt: skip
             if checkpoint_dir is not None and not kind and time.perf_counter() - saved >= out.checkpoint_seconds:
                 save_checkpoint(self.method, self.k, stage.name, checkpoint_dir, partial=self.state())
                 saved = time.perf_counter()
