@@ -32,7 +32,7 @@ def test_a_flag_without_a_verb_names_the_verb():
     assert out.returncode == 2
     assert out.stderr.strip() == (
         "error: --seeds needs a verb first: `python -m bench run --seeds 0 --dry-run` "
-        "(verbs: list, run, raters, report, compare, paper, rescore, perf, power, audit-stops, check)"
+        "(verbs: list, run, raters, report, compare, export, paper, rescore, perf, power, audit-stops, check)"
     )
 
 
