@@ -58,6 +58,7 @@ def test_readings_land_at_the_declared_steps_of_a_tiny_run(tmp_path, monkeypatch
     shown = pd.read_parquet(next(view.glob("runs/**/seed-0")) / store.METRICS)
     assert gt_dsc(shown) == pytest.approx(gt_dsc(readings[readings["reading"] == "step-4"]))
     assert "reading step-4" in (view / "report").joinpath("table1_mnist-5k_lfnet_protocol_gt_foreground.md").read_text()
+    assert "| reading | `step-4` (the weights each cell's numbers are read from" in (view / "paper" / "REPRODUCTION.md").read_text()
     assert cli.main(["report", "--results", str(results), "--reading", "rule"]) == 2  # the rule's stop lies past this horizon
 
     assert cli.main(["audit-stops", str(results)]) == 0

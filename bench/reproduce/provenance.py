@@ -16,6 +16,7 @@ import pandas as pd
 from bench import store
 from bench.evaluate.long_table import select
 from bench.report.tables import OPTIONS
+from bench.report.views import own_reading
 from bench.reproduce.assessment import Assessment, cell_info, span
 from bench.reproduce.page_format import Block, plural
 from bench.reproduce.verdicts import Group, pipeline_reasons
@@ -29,17 +30,17 @@ def is_stand_in(g: Group) -> bool:
 
 def provenance(results: Path) -> pd.DataFrame:
     """One row per finished cell: `bench.reproduce.assessment.cell_info`'s columns (keys, budget, input, flag, run options, split
-    sizes) and, from its manifest.json, the machine (cpu, device, precision, engine, threads) and software (python, torch,
-    numpy, commit)."""
+    sizes) and, from its manifest.json, the machine (cpu, device, precision, engine, threads), software (python, torch,
+    numpy, commit) and the reading its numbers are read from (`bench.report.views.own_reading`)."""
     cells = cell_info(results)
     machine = [
         {**info["cell"], "cpu": info.get("cpu", ""), "device": info.get("device", ""), "precision": info.get("precision", ""),
          "engine": info.get("engine", ""), "threads": info.get("threads"), "python": info.get("versions", {}).get("python", ""),
          "torch": info.get("versions", {}).get("torch", ""), "numpy": info.get("versions", {}).get("numpy", ""),
-         "commit": (info.get("git_commit") or "")[:10]}
-        for info in (r.manifest for r in store.records(results))
+         "commit": (info.get("git_commit") or "")[:10], "reading": own_reading(r)}
+        for r in store.records(results) for info in (r.manifest,)
     ]  # fmt: skip
-    columns = ["cpu", "device", "precision", "engine", "threads", "python", "torch", "numpy", "commit"]
+    columns = ["cpu", "device", "precision", "engine", "threads", "python", "torch", "numpy", "commit", "reading"]
     return cells.merge(pd.DataFrame(machine, columns=[*store.KEYS, *columns]), on=store.KEYS, how="left")
 
 
@@ -120,6 +121,8 @@ def banner(a: Assessment, cells: pd.DataFrame) -> list[list[str]]:
         ["verdict grade?", "; ".join(f"no, a pipeline check: {d} `{r}`: {reason}" for (d, r), part in cells.groupby(["dataset", "raters"], sort=True)
                             if (reason := ", ".join(pipeline_reasons(part)))) or "yes, every rater setting"],
         ["budget", (f"`{a.budget}`: {a.protocol}" if a.protocol else f"`{a.budget}`") if a.budget else "–"],
+        ["reading", ", ".join(f"`{r}`" for r in sorted(set(cells["reading"]))) + " (the weights each cell's numbers are read from: "
+                    "docs/decisions.md, \"Readings along one trajectory\"; `bench report --reading NAME` for another)"],
         ["cells", f"{len(cells)} finished: {plural(cells['method'].nunique(), 'method')}, "
                   f"{plural(len(cells[['dataset', 'raters']].drop_duplicates()), 'rater setting')}"],
         ["seeds", seeds_text(cells)],
