@@ -52,7 +52,9 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise UsageError(f"no finished cell in {results}; run `python -m bench run --results {results}` first")
     out = Path(args.out) if args.out else results / f"export.{args.format}"
     if out.suffix != f".{args.format}":
-        raise UsageError(f"--out {out}: a {args.format} file ends in .{args.format}; name it so, or give --format {out.suffix[1:] or 'csv'}")
+        raise UsageError(
+            f"--out {out}: a {args.format} file ends in .{args.format}; name it so, or give --format {out.suffix[1:] or 'csv'}"
+        )
     check_out(out.parent, "the export's folder", "choose another with --out")
     frames = []
     for r in records:

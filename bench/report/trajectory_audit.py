@@ -55,7 +55,12 @@ def reading_values(rows: pd.DataFrame) -> pd.DataFrame:
         refs = [reference] if reference else [r for r in ("gt", "majority") if r in set(rows["reference"])][:1]
         part = rows[(rows["metric"] == metric) & rows["reference"].isin(refs) & (rows["structure"] == structure)]
         for key, g in part.groupby([*GROUP, "seed", "reading"], sort=False):
-            row = {**dict(zip([*GROUP, "seed", "reading"], key)), "metric": metric, "value": g["value"].mean(), "step": g["reading_step"].iloc[0]}
+            row = {
+                **dict(zip([*GROUP, "seed", "reading"], key)),
+                "metric": metric,
+                "value": g["value"].mean(),
+                "step": g["reading_step"].iloc[0],
+            }
             if metric == "dsc":
                 tp, fp, fn = g["tp"].sum(), g["fp"].sum(), g["fn"].sum()
                 row.update(precision=tp / max(tp + fp, 1), recall=tp / max(tp + fn, 1), area=(tp + fp) / max(tp + fn, 1))
@@ -97,8 +102,16 @@ def judge(at: pd.DataFrame, metric: str, spread: float, drifts: bool) -> dict:
     tolerance = max(0.0 if math.isnan(base) else base, 0.0 if math.isnan(seed_sd) else seed_sd)
     said = verdict(rule, last, tolerance, higher=metric != "ged")
     cause = {"improves": "the rule stopped early", "degrades": "its own loss leaves GT" if drifts else "it drifts past its loss minimum"}
-    return {"seeds": at.shape[0], "rule": rule, "last": last, "diff": last - rule, "tolerance": tolerance, "seed_sd": seed_sd,
-            "verdict": said, "cause": cause.get(said, "")}  # fmt: skip
+    return {
+        "seeds": at.shape[0],
+        "rule": rule,
+        "last": last,
+        "diff": last - rule,
+        "tolerance": tolerance,
+        "seed_sd": seed_sd,
+        "verdict": said,
+        "cause": cause.get(said, ""),
+    }
 
 
 def audit(results: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -113,10 +126,20 @@ def audit(results: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     for r in records:
         stage = list(r.manifest.get("stages", {}).values())[-1] if r.manifest.get("stages") else {}
         read = r.manifest.get("readings") or {}
-        cells.append({**r.keys, "setup": setup(r.manifest), "spread": spread(r), "rule_stop": stage.get("rule_stop", stage.get("step") if stage.get("stop") != "fixed" else math.nan),
-                      "rule_restored": (read.get("rule") or {}).get("step", math.nan), "min_val_step": (read.get("min-val-loss") or {}).get("step", math.nan),
-                      "horizon": stage.get("step", math.nan), "primary": own_reading(r), "primary_step": (read.get(own_reading(r)) or {}).get("step", math.nan),
-                      "seconds": r.manifest.get("train_seconds", math.nan)})  # fmt: skip
+        cells.append(
+            {
+                **r.keys,
+                "setup": setup(r.manifest),
+                "spread": spread(r),
+                "rule_stop": stage.get("rule_stop", stage.get("step") if stage.get("stop") != "fixed" else math.nan),
+                "rule_restored": (read.get("rule") or {}).get("step", math.nan),
+                "min_val_step": (read.get("min-val-loss") or {}).get("step", math.nan),
+                "horizon": stage.get("step", math.nan),
+                "primary": own_reading(r),
+                "primary_step": (read.get(own_reading(r)) or {}).get("step", math.nan),
+                "seconds": r.manifest.get("train_seconds", math.nan),
+            }
+        )
     cells = pd.DataFrame(cells)
     rows = []
     for key, part in values.groupby([*GROUP, "metric"], sort=False):
@@ -183,8 +206,13 @@ def curves(data: pd.DataFrame, cells: pd.DataFrame | None = None, values: pd.Dat
             read = values[(values["method"] == method) & (values["metric"] == "dsc")].groupby("reading")[["step", "value"]].mean()
             for reading, marker in (("rule", "o"), (here["primary"].iloc[0] if len(here) else "", "*")):
                 if reading in read.index:
-                    ax.plot([read.loc[reading, "step"]], [read.loc[reading, "value"] * 100], marker, color="C3" if marker == "*" else "C1",
-                            markersize=7 if marker == "*" else 4)  # fmt: skip
+                    ax.plot(
+                        [read.loc[reading, "step"]],
+                        [read.loc[reading, "value"] * 100],
+                        marker,
+                        color="C3" if marker == "*" else "C1",
+                        markersize=7 if marker == "*" else 4,
+                    )
         ax.set_title(display(method), fontsize=9)
         if by == "step":
             ax.set_xscale("log")
@@ -208,31 +236,79 @@ def write(results: Path, command: str) -> list[Path]:
         k = SCALE[r.metric]
         sd = f"{r.seed_sd * k:.2f}" + (" ‡" if r.mixed else "")
         num = lambda v, k=k, sign="": "—" if math.isnan(v) else f"{v * k:{sign}.3f}"  # noqa: E731
-        table.append([display(r.method), r.metric, r.seeds, num(r.rule), num(r.last), num(r.diff, sign="+"), num(r.tolerance),
-                      sd, f"**{r.verdict}**" if r.verdict != "stable" else r.verdict, r.cause or "—"])  # fmt: skip
-    dsc = values[values["metric"] == "dsc"].groupby(["method", "reading"]).agg(
-        value=("value", "mean"), step=("step", "mean"), precision=("precision", "mean"), recall=("recall", "mean"), area=("area", "mean"))
-    read = [[display(m), reading, f"{g.step:.0f}" if not math.isnan(g.step) else "—", f"{g.value * 100:.2f}", f"{g.precision:.2f} / {g.recall:.2f} / {g.area:.2f}"]
-            for (m, reading), g in dsc.iterrows()]  # fmt: skip
-    stages = [[display(c.method), c.seed, c.setup, f"{c.horizon:.0f}", "—" if math.isnan(c.rule_stop) else f"{c.rule_stop:.0f}",
-               "—" if math.isnan(c.rule_restored) else f"{c.rule_restored:.0f}", "—" if math.isnan(c.min_val_step) else f"{c.min_val_step:.0f}",
-               f"{c.primary} at {c.primary_step:.0f}" if not math.isnan(c.primary_step) else c.primary,
-               f"{c.seconds / 3600:.2f}", "—" if math.isnan(c.rule_stop) else f"{c.seconds / 3600 * 5 * c.rule_stop / c.horizon:.2f}"]
-              for c in cells.itertuples()]  # fmt: skip
-    text = "\n".join([
-        f"# Stop audit from one run\n\nMade by `{command}`. Each cell trained once to its horizon and was read along the way "
-        "(docs/decisions.md, \"Readings along one trajectory\"). A metric's verdict is the move from the rule's stop (`rule`) to "
-        "the horizon (`last`): improves, stable or degrades beyond the larger of the checkpoint-to-checkpoint spread and the "
-        f"seed sd (GED: {GED_TOLERANCE:.0%} of its value). ‡: a seed sd over seeds trained on other CPUs or precisions.\n",
-        markdown_table(["method", "metric", "seeds", "rule", "last", "last − rule", "tolerance", "seed sd", "verdict", "cause"], table),
-        "\n## Each reading\n", "Test DSC, its step (mean over seeds) and the consensus's precision / recall / area.\n",
-        markdown_table(["method", "reading", "step", "DSC", "precision / recall / area"], read),
-        "\n## Rankings\n", markdown_table(["method", *ranks.columns], [[display(m), *(f"{v:.0f}" for v in row)] for m, row in ranks.iterrows()]),
-        "", *[f"- {line}" for line in lines],
-        "\n## Cells\n", "Where the rule stopped and what it restored, the lowest validation loss, the primary reading; hours of this "
-        "run and of the two-run design it replaces (a rule run and a long run 4 × its stop, at this run's cost a step).\n",
-        markdown_table(["method", "seed", "trained", "horizon", "rule stop", "rule restored", "min val loss", "primary", "hours", "two-run hours"], stages),
-        f"\n![test DSC along each trajectory]({FIGURE}.png)\n",
-    ])  # fmt: skip
+        table.append(
+            [
+                display(r.method),
+                r.metric,
+                r.seeds,
+                num(r.rule),
+                num(r.last),
+                num(r.diff, sign="+"),
+                num(r.tolerance),
+                sd,
+                f"**{r.verdict}**" if r.verdict != "stable" else r.verdict,
+                r.cause or "—",
+            ]
+        )
+    dsc = (
+        values[values["metric"] == "dsc"]
+        .groupby(["method", "reading"])
+        .agg(
+            value=("value", "mean"),
+            step=("step", "mean"),
+            precision=("precision", "mean"),
+            recall=("recall", "mean"),
+            area=("area", "mean"),
+        )
+    )
+    read = [
+        [
+            display(m),
+            reading,
+            f"{g.step:.0f}" if not math.isnan(g.step) else "—",
+            f"{g.value * 100:.2f}",
+            f"{g.precision:.2f} / {g.recall:.2f} / {g.area:.2f}",
+        ]
+        for (m, reading), g in dsc.iterrows()
+    ]
+    stages = [
+        [
+            display(c.method),
+            c.seed,
+            c.setup,
+            f"{c.horizon:.0f}",
+            "—" if math.isnan(c.rule_stop) else f"{c.rule_stop:.0f}",
+            "—" if math.isnan(c.rule_restored) else f"{c.rule_restored:.0f}",
+            "—" if math.isnan(c.min_val_step) else f"{c.min_val_step:.0f}",
+            f"{c.primary} at {c.primary_step:.0f}" if not math.isnan(c.primary_step) else c.primary,
+            f"{c.seconds / 3600:.2f}",
+            "—" if math.isnan(c.rule_stop) else f"{c.seconds / 3600 * 5 * c.rule_stop / c.horizon:.2f}",
+        ]
+        for c in cells.itertuples()
+    ]
+    text = "\n".join(
+        [
+            f"# Stop audit from one run\n\nMade by `{command}`. Each cell trained once to its horizon and was read along the way "
+            "(docs/decisions.md, \"Readings along one trajectory\"). A metric's verdict is the move from the rule's stop (`rule`) to "
+            "the horizon (`last`): improves, stable or degrades beyond the larger of the checkpoint-to-checkpoint spread and the "
+            f"seed sd (GED: {GED_TOLERANCE:.0%} of its value). ‡: a seed sd over seeds trained on other CPUs or precisions.\n",
+            markdown_table(["method", "metric", "seeds", "rule", "last", "last − rule", "tolerance", "seed sd", "verdict", "cause"], table),
+            "\n## Each reading\n",
+            "Test DSC, its step (mean over seeds) and the consensus's precision / recall / area.\n",
+            markdown_table(["method", "reading", "step", "DSC", "precision / recall / area"], read),
+            "\n## Rankings\n",
+            markdown_table(["method", *ranks.columns], [[display(m), *(f"{v:.0f}" for v in row)] for m, row in ranks.iterrows()]),
+            "",
+            *[f"- {line}" for line in lines],
+            "\n## Cells\n",
+            "Where the rule stopped and what it restored, the lowest validation loss, the primary reading; hours of this "
+            "run and of the two-run design it replaces (a rule run and a long run 4 × its stop, at this run's cost a step).\n",
+            markdown_table(
+                ["method", "seed", "trained", "horizon", "rule stop", "rule restored", "min val loss", "primary", "hours", "two-run hours"],
+                stages,
+            ),
+            f"\n![test DSC along each trajectory]({FIGURE}.png)\n",
+        ]
+    )
     (out / MARKDOWN).write_text(text)
     return [out / MARKDOWN, *written]

@@ -27,8 +27,9 @@ from bench.train.readings import Curve
 from datasets import RaterData
 
 
-def score_cell(cell: Cell, probs: np.ndarray, test: RaterData, fused: dict | None = None, outputs: dict | None = None,
-               empty: str = "one") -> tuple[pd.DataFrame, pd.DataFrame]:  # fmt: skip
+def score_cell(
+    cell: Cell, probs: np.ndarray, test: RaterData, fused: dict | None = None, outputs: dict | None = None, empty: str = "one"
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The cell's long rows and reliability bins against every reference (bench.evaluate.scoring), with its KEYS.
 
     fused: the test split's cached majority and STAPLE references (`bench.run.split_cache.fused_test_references`), cut to its

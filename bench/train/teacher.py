@@ -10,8 +10,17 @@ from methods.base import Method
 
 
 @torch.inference_mode()
-def teacher_diagnostic(method: Method, images: np.ndarray, raters: np.ndarray, rater_valid: np.ndarray, gt: np.ndarray, *,
-                       device: torch.device, precision: str = "auto", batch_size: int = 256) -> dict | None:  # fmt: skip
+def teacher_diagnostic(
+    method: Method,
+    images: np.ndarray,
+    raters: np.ndarray,
+    rater_valid: np.ndarray,
+    gt: np.ndarray,
+    *,
+    device: torch.device,
+    precision: str = "auto",
+    batch_size: int = 256,
+) -> dict | None:
     """Where a method's learned fused label (`Method.teacher`) stands on the pixels it does not trust the vote on.
 
     Mean teacher probability of foreground (class > 0) on the pixels outside its selected set (`p_fg_outside_gt_fg`,
@@ -40,7 +49,10 @@ def teacher_diagnostic(method: Method, images: np.ndarray, raters: np.ndarray, r
                 counts[a, b] += where.sum()
     mean = np.divide(sums, counts, out=np.full_like(sums, np.nan), where=counts > 0)
     return {
-        "p_fg_outside_gt_fg": float(mean[0, 1]), "p_fg_outside_gt_bg": float(mean[0, 0]),
-        "p_fg_inside_gt_fg": float(mean[1, 1]), "p_fg_inside_gt_bg": float(mean[1, 0]),
-        "pixels_outside_gt_fg": int(counts[0, 1]), "pixels_outside_gt_bg": int(counts[0, 0]),
-    }  # fmt: skip
+        "p_fg_outside_gt_fg": float(mean[0, 1]),
+        "p_fg_outside_gt_bg": float(mean[0, 0]),
+        "p_fg_inside_gt_fg": float(mean[1, 1]),
+        "p_fg_inside_gt_bg": float(mean[1, 0]),
+        "pixels_outside_gt_fg": int(counts[0, 1]),
+        "pixels_outside_gt_bg": int(counts[0, 0]),
+    }
