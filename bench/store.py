@@ -52,7 +52,7 @@ from bench.identity import Cell, cell_of, retrain_command
 CONFIG = "config.json"  # a cell's: what decides its result besides its identity (bench.run.cell.cell_config)
 MANIFEST = "manifest.json"  # a cell's provenance, status and measurements beside the result
 TRAIN_LOG = "train_log.csv"  # a cell's evaluations and stage stops (bench.train.checkpoints)
-CHECKPOINTS = "checkpoints"  # a cell's stage weights (`checkpoint_path`)
+CHECKPOINTS, RESULT_WEIGHTS = "checkpoints", "result.pt"  # a cell's stage weights (`checkpoint_path`); its result's, if others
 PREDICTIONS = "predictions.npz"  # a cell's test probabilities (`write_predictions`)
 METRICS = "metrics.parquet"  # a cell's long rows; at the top, every finished cell's (`collect`)
 CALIBRATION_BINS = "calibration.parquet"  # reliability bins, per cell and collected

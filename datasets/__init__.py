@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from datasets.adapters import choledoch, cm_folder, lidc, mnist, ms_lesion, riga
+from datasets.adapters import choledoch, cm_folder, folder, lidc, mnist, ms_lesion, riga
 from datasets.contract import DataError, DatasetCard, RaterData, RaterSetting, Splits, oracle_view
 from datasets.settings import PROTOCOL, check_level, check_setting, refuse_noise_level
 
@@ -94,6 +94,9 @@ def checked_loader(spec: DatasetSpec, load: Loader) -> Loader:
         level = check_level(card.name, noise)
         if spec.fixed_raters:
             refuse_noise_level(card.name, level, spec.fixed_raters)
+        elif setting.style in NO_KNOB:  # a dataset's raters from files beside simulated ones (a folder:PATH with GT)
+            others = ", ".join(s for s in spec.rater_styles if s not in NO_KNOB)
+            refuse_noise_level(card.name, level, f"reads {setting.style} raters from files (--raters {others} simulates raters instead)")
         if card.layout and Path(data_root).is_file():
             raise DataError(f"{card.name}: the data root {data_root} is a file; point --data-root at the folder that holds {card.layout}")
         with warnings.catch_warnings(record=True) as held:
@@ -128,6 +131,7 @@ def check_images(name: str, splits: Splits, chunk: int = 64) -> None:
 
 
 REAL = {"fixed_raters": "has real raters", "rater_styles": ("real",)}
+NO_KNOB = ("real", "files")  # rater styles read from files: no noise level but the protocol
 
 DATASETS: dict[str, DatasetSpec] = {
     "mnist-5k": DatasetSpec(
@@ -174,10 +178,59 @@ DATASETS: dict[str, DatasetSpec] = {
 }
 
 
-def get_dataset(name: str) -> DatasetSpec:
+def get_dataset(name: str, data_root: Path | None = None) -> DatasetSpec:
+    """The registered dataset `name`; "folder:PATH" registers your own folder first (`register_folder`), as does a
+    "folder-<name>" with the `data_root` it was registered from (a worker process's cell)."""
+    if name.startswith(folder.PREFIX):
+        return register_folder(Path(name[len(folder.PREFIX) :]))
+    if name not in DATASETS and name.startswith(FOLDER) and data_root is not None and (Path(data_root) / "dataset.json").is_file():
+        register_folder(Path(data_root))
     if name not in DATASETS:
-        raise DataError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}")
+        hint = "; give your own folder as folder:PATH" if name.startswith(FOLDER) else ""
+        raise DataError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}, folder:PATH{hint}")
     return DATASETS[name]
 
 
-__all__ = ["DATASETS", "DataError", "DatasetCard", "DatasetSpec", "RaterData", "RaterSetting", "Splits", "get_dataset", "oracle_view"]
+FOLDER = "folder-"  # the registered name of a folder:PATH dataset: folder-<its dataset.json name>
+SMALL = 64 * 64  # images up to this many pixels train in MNIST's batches (128 paper, 32 quick), larger ones in 2s
+
+
+def register_folder(path: Path) -> DatasetSpec:
+    """Register the multi-rater folder at `path` (datasets/adapters/folder.py) as "folder-<name>" and return its spec.
+
+    Its card, rater styles and reference come from its dataset.json and folders: ground truth (labelsTr/gt/, and
+    labelsTs/gt/ where imagesTs/ exists) makes it scored against GT and offers simulated morpho raters on a binary task;
+    without it the reference is the raters' majority. Its data root is `path` itself.
+    """
+    layout = folder.read_layout(Path(path).absolute())
+    first = next(iter(sorted((layout.root / "imagesTr").glob(f"*_0000{layout.ending}"))), None)
+    size = folder.slices(folder.read_file(first)[0], layout.axis, first, image=True).shape[1:3] if first else (0, 0)
+    batches = (128, 32) if size[0] * size[1] <= SMALL else (2, 2)
+    test_gt = layout.has_gt and (not (layout.root / "imagesTs").is_dir() or (layout.root / "labelsTs" / folder.GT).is_dir())
+    styles = folder.styles(layout)
+    spec = DatasetSpec(
+        folder.card(layout),
+        folder.load_folder,
+        *batches,
+        None,
+        32,
+        reference="gt" if test_gt else "majority",
+        structures=tuple(layout.structures),
+        rater_styles=styles,
+        fixed_raters="" if len(styles) > 1 else "reads its raters from files",
+    )
+    DATASETS[spec.card.name] = spec  # the folder last given under this name (a results folder records each cell's root)
+    return spec
+
+
+def dataset_root(name: str, data_root: Path) -> tuple[str, Path]:
+    """A --dataset as given and the data root -> (the registered name, the data root its cells read): "folder:PATH" -> its
+    "folder-<name>" and PATH; any other name as it is."""
+    if not name.startswith(folder.PREFIX):
+        return name, data_root
+    spec = register_folder(Path(name[len(folder.PREFIX) :]))
+    return spec.card.name, Path(spec.card.source)
+
+
+__all__ = ["DATASETS", "DataError", "DatasetCard", "DatasetSpec", "RaterData", "RaterSetting", "Splits", "dataset_root"]
+__all__ += ["get_dataset", "oracle_view", "register_folder"]

@@ -191,6 +191,24 @@ def check_mask_values(mask: np.ndarray, path) -> None:
     raise DataError(f"{path}: mask values {{{shown}}}, expected 0/1, 0/255 or 0/128/255; is this a rater mask?")
 
 
+def read_tif(path: Path) -> np.ndarray:
+    """One TIFF as an array, with tifffile (or Pillow where tifffile is not installed): the readers of cm-folder and folder:PATH."""
+    try:
+        import tifffile
+    except ImportError:  # pragma: no cover - tifffile comes with scikit-image
+        tifffile = None
+    try:
+        if tifffile is not None:
+            return np.asarray(tifffile.imread(path))
+        from PIL import Image
+
+        with Image.open(path) as image:
+            return np.asarray(image)
+    except (OSError, ValueError, EOFError, IndexError) as e:
+        reason = (str(e).splitlines() or [type(e).__name__])[0] or type(e).__name__
+        raise DataError(f"{path}: unreadable or truncated TIFF ({reason}); copy it again") from None
+
+
 def check_not_constant(array: np.ndarray, path, what: str = "image") -> None:
     """Refuse an input whose every value is the same: a zero-filled or blanked file, not an image."""
     if array.size and array.min() == array.max():

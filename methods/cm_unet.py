@@ -148,7 +148,10 @@ def confusion_loss(
 
 
 @register_method(
-    "cm-unet", "U-Net plus per-rater pixel-wise confusion matrices with a trace regulariser (Zhang et al. 2020)", display="CM-UNet"
+    "cm-unet",
+    "U-Net plus per-rater pixel-wise confusion matrices with a trace regulariser (Zhang et al. 2020)",
+    group="main",
+    display="CM-UNet",
 )
 class ConfusionMatrixUNet(Method):
     """CM-UNet (Zhang, Tanno et al., NeurIPS 2020): pixel-wise (default) or global confusion matrices.

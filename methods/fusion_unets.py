@@ -15,7 +15,7 @@ from methods.registry import register_method, register_variant
 from methods.unet import UNet
 
 
-@register_method("mv-unet", "U-Net on the per-pixel majority vote of the raters (ablation row S)", display="MV-UNet")
+@register_method("mv-unet", "U-Net on the per-pixel majority vote of the raters (ablation row S)", group="main", display="MV-UNet")
 class FusedLabelUNet(Method):
     """A U-Net trained on one label fused from the raters (LF-Net paper §IV-B, baselines 1–3 and QMV).
 

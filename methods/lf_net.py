@@ -172,8 +172,11 @@ def confusion_rater_term(
 
 
 @register_method(
-    "lf-net", "LF-Net: soft-label network, then a U-Net on TV-masked MV + soft labels + rater characteristics net", display="LF-Net"
-)  # fmt: skip
+    "lf-net",
+    "LF-Net: soft-label network, then a U-Net on TV-masked MV + soft labels + rater characteristics net",
+    group="main",
+    display="LF-Net",
+)
 class LFNet(Method):
     """LF-Net (Li et al., arXiv 2410.16057) and its ablations; see the module docstring for every decision.
 

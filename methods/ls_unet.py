@@ -32,7 +32,9 @@ from methods.registry import register_method
 from methods.unet import UNet
 
 
-@register_method("ls-unet", "U-Net trained on one valid rater per image, drawn anew at every step (label sampling)", display="LS-UNet")
+@register_method(
+    "ls-unet", "U-Net trained on one valid rater per image, drawn anew at every step (label sampling)", group="main", display="LS-UNet"
+)
 class LabelSamplingUNet(Method):
     """LS-UNet (Jensen et al., MICCAI 2019): CE against one uniformly drawn valid rater per image and step.
 

@@ -60,7 +60,9 @@ class HeadWeights(nn.Module):
         return torch.softmax(self.logits.float(), dim=0)
 
 
-@register_method("mh-unet", "Shared U-Net with one output head per rater; prediction = mean of the heads (Doctor Net)", display="MH-UNet")
+@register_method(
+    "mh-unet", "Shared U-Net with one output head per rater; prediction = mean of the heads (Doctor Net)", group="main", display="MH-UNet"
+)
 class MultiHeadUNet(Method):
     """MH-UNet (Guan et al., AAAI 2018): per-rater heads on a shared U-Net, averaged at test time.
 

@@ -164,6 +164,7 @@ def frozen_bn_stats(module: nn.Module):
 @register_method(
     "mr-net",
     "MR-Net (Ji et al. CVPR 2021): rater-conditioned coarse net, multi-rater reconstruction, uncertainty attention",
+    group="main",
     display="MR-Net",
 )
 class MRNet(Method):

@@ -13,7 +13,8 @@ from methods.base import DataSpec, Method
 class MethodEntry:
     """A registered name: a Method class plus config overrides (a variant is one such line), its group and label.
 
-    `group` decides `--methods all` ("main"), `--methods field` (the field's sampling methods) and `--methods ablation`; `display` is the label in
+    `group` decides `--methods all` ("main"), `--methods field` (the field's sampling methods) and `--methods ablation`;
+    a method registered without one joins none ("variant": it runs only where named); `display` is the label in
     tables and figures; rows follow registration order. Where a paper shows a row apart (its text's
     substitutions, its readings, the full model's ablation row) is the study's business (bench/report/rows.py).
     """
@@ -21,7 +22,7 @@ class MethodEntry:
     name: str
     cls: type[Method]
     summary: str
-    group: str = "main"  # "main" (--methods all), "field" (--methods field), "variant" (run by name only) or "ablation"
+    group: str = "variant"  # "main" (--methods all), "field" (--methods field), "variant" (run by name only) or "ablation"
     overrides: dict = field(default_factory=dict)
     display: str = ""
 
@@ -43,8 +44,9 @@ def _add(entry: MethodEntry) -> None:
     _ENTRIES[entry.name] = entry
 
 
-def register_method(name: str, summary: str, group: str = "main", *, display: str = "", **overrides):
-    """Class decorator: register `cls` under `name` (shown as `display`), optionally with config overrides."""
+def register_method(name: str, summary: str, group: str = "variant", *, display: str = "", **overrides):
+    """Class decorator: register `cls` under `name` (shown as `display`), optionally with config overrides; in no group
+    unless given one ("variant": run only by name; the paper's methods say group="main" to join `--methods all`)."""
 
     def decorate(cls: type[Method]) -> type[Method]:
         _add(MethodEntry(name, cls, summary, group, overrides, display or name))

@@ -22,7 +22,8 @@ def test_tiny_sweep_writes_cells_table_and_summary_then_skips_on_rerun(tmp_path)
     assert first.returncode == 0, first.stderr
     assert "mv-unet" in first.stdout and "average" in first.stdout and "DSC (%)" in first.stdout
     table = pd.read_parquet(results / "metrics.parquet")
-    hard = {(ref, m) for ref in ("gt", "majority", "staple", *(f"rater:{r}" for r in RATERS)) for m in ("dsc", "bahd")}
+    hard_metrics = ("dsc", "bahd", "hd95", "assd", "nsd")
+    hard = {(ref, m) for ref in ("gt", "majority", "staple", *(f"rater:{r}" for r in RATERS)) for m in hard_metrics}
     every = hard | {("gt", "ece"), ("rater-mean", "soft_dice"), ("rater-mean", "soft_iou"), ("rater-mean", "ece"),
                     ("raters", "ged"), ("raters", "ged_unbiased"), ("raters", "ged_floor"), ("raters", "dice_match"),
                     ("raters", "dice_max"), ("raters", "dice_soft"), ("raters", "dice_personal"), ("raters", "dice_personal_match"),

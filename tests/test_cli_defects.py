@@ -112,7 +112,7 @@ def subparsers(parser):
 def test_every_parser_refuses_abbreviations():
     parser = cli.build_parser()
     verbs = subparsers(parser)
-    assert set(verbs) == {"list", "run", "raters", "report", "compare", "export", "paper", "rescore", "perf", "power", "audit-stops", "check"}
+    assert set(verbs) == {"list", "run", "raters", "report", "compare", "export", "predict", "paper", "rescore", "perf", "power", "audit-stops", "check"}
     assert not parser.allow_abbrev and not any(p.allow_abbrev for p in verbs.values())
 
 
@@ -216,7 +216,7 @@ def test_report_defaults_to_results_report(tmp_path, monkeypatch, capsys):
     files.write_table(results / "metrics.parquet", pd.DataFrame({"value": [0.5]}))
     files.write_table(results / "summary.csv", pd.DataFrame({"dataset": ["toy"]}))
     drawn = []
-    monkeypatch.setattr(render, "render", lambda res, out, audit: drawn.append((res, out)) or [])
+    monkeypatch.setattr(render, "render", lambda res, out, audit, *_: drawn.append((res, out)) or [])
     assert run_main(["report", "--results", str(results)], capsys)[0] == 0
     assert drawn == [(results, results / "report")] and (results / "report").is_dir()
     assert run_main(["report", "--results", str(results), "--out", str(tmp_path / "figs")], capsys)[0] == 0

@@ -32,7 +32,7 @@ def test_a_flag_without_a_verb_names_the_verb():
     assert out.returncode == 2
     assert out.stderr.strip() == (
         "error: --seeds needs a verb first: `python -m bench run --seeds 0 --dry-run` "
-        "(verbs: list, run, raters, report, compare, export, paper, rescore, perf, power, audit-stops, check)"
+        "(verbs: list, run, raters, report, compare, export, predict, paper, rescore, perf, power, audit-stops, check)"
     )
 
 
@@ -271,6 +271,14 @@ def test_the_readmes_method_example_registers_and_trains(tmp_path, monkeypatch):
                           out=harness.Output(progress=False)).stages  # fmt: skip
     assert list(records) == ["train"] and methods.get_entry("my-net").display == "My-Net"
     assert method.predict_proba(torch.from_numpy(images)).shape == (8, 2, 16, 16)
+    # Issue 76: its Config declares the smoothing's range, so `--set` refuses a value outside it in one line, before any
+    # cell; and a method registered without a group runs only by name: not in `--methods all` (group main).
+    out = run_bench("run", "--methods", "my-net", "--set", "my-net.smoothing=5", "--results", str(tmp_path / "r"))
+    assert out.returncode == 2 and out.stderr.strip() == "error: my-net.smoothing=5: outside its range 0.0..1.0", out.stderr
+    assert not (tmp_path / "r").exists()
+    assert "my-net" in methods.method_names() and "my-net" not in methods.method_names("main")
+    assert "my-net" not in plan.resolve_methods("all")
+    assert "from methods import my_net  # noqa: F401" in section and "`methods/__init__.py`" in section
 
 
 def test_cells_left_running_by_an_interrupt_are_marked_unless_still_claimed(tmp_path):

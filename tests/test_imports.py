@@ -132,7 +132,7 @@ def test_each_adapter_stands_alone():
     graph = project_graph()
     wing = "datasets.adapters."
     adapters = {m.split(".")[2] for m in graph if m.startswith(wing)}
-    assert {"mnist", "riga", "ms_lesion", "choledoch", "lidc", "cm_folder"} <= adapters
+    assert {"mnist", "riga", "ms_lesion", "choledoch", "lidc", "cm_folder", "folder"} <= adapters
     crossing = [f"{me} -> {dep}" for me, deps in sorted(graph.items()) if me.startswith(wing)
                 for dep in sorted(deps) if dep.startswith(wing) and dep.split(".")[2] != me.split(".")[2]]  # fmt: skip
     assert crossing == []

@@ -52,7 +52,7 @@ def test_a_registered_metric_is_scored_tabled_and_tested(toy_metric, tiny_data):
 def test_the_readme_metric_table_lists_every_metric():
     text = (REPO / "README.md").read_text()
     section = text[text.index("| metric | reference |") :].split("\n\n")[0]
-    rows = re.findall(r"^\| `([a-z_]+)` \| (.+?) \| ([↑↓]) \|", section, re.M)
+    rows = re.findall(r"^\| `([a-z0-9_]+)` \| (.+?) \| ([↑↓]) \|", section, re.M)
     assert [name for name, _, _ in rows] == list(metrics.METRICS)
     for name, references, arrow in rows:
         m = metrics.get(name)

@@ -72,6 +72,31 @@ def test_the_help_texts_the_newcomer_read(capsys):
     assert "Run each recipe of paper_figures/recipes/" in out.replace("\n", " ")
 
 
+def test_every_verbs_help_has_a_description_and_prints_no_argparse_escape():
+    """The same two defects on every verb (issue 76, item 6): `compare --help` printed "95 %% interval" (a description is
+    not %-formatted, so its "%%" stays doubled), and `list`, `rescore` and `perf --help` said nothing of what they do."""
+    import argparse
+
+    from bench.cli import build_parser
+
+    verbs = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    for name, parser in verbs.items():
+        text = parser.format_help()
+        assert parser.description and parser.description.split()[0] in text, f"`{name} --help` has no description"
+        assert "%%" not in text and "%(" not in text, f"`{name} --help` prints an argparse escape"
+
+
+def test_results_readme_names_the_folder_compare_writes(tmp_path):
+    """results/README.md names compare's folder as `bench compare A B` makes it: compare_<A>_vs_<B>/ beside B."""
+    from conftest import REPO
+
+    from bench.cli.compare import default_out
+
+    a, b = tmp_path / "runs" / "base", tmp_path / "runs" / "bf16"
+    assert default_out(a, b) == tmp_path / "runs" / "compare_base_vs_bf16"  # beside B, named after both
+    assert "`compare_<A>_vs_<B>/` beside B (`bench compare A B`)" in (REPO / "results" / "README.md").read_text()
+
+
 def test_export_writes_one_tidy_row_per_case_with_the_cells_options(tmp_path, capsys):
     """`bench export`: the per-case numbers sat in parquet files; now one table with each cell's options, documented."""
     from bench.cli import export
@@ -116,3 +141,12 @@ def test_a_cell_without_a_bar_says_how_far_it_is_and_where_it_resumes(tmp_path, 
     monkeypatch.setattr(methods.get_entry("mv-unet").cls, "loss", real_loss)
     train_mv(data, val, None, patience=100, checkpoint_dir=tmp_path, checkpoint_seconds=0, desc="mv-unet seed 1", announce=True)
     assert "mv-unet seed 1: resuming train at step 6 from its checkpoint" in capsys.readouterr().err
+
+
+def test_the_printed_table_shows_the_oracle_once_when_it_is_asked_for_by_name():
+    from bench.cli.run import format_table
+
+    rows = [{"dataset": "d", "raters": "r", "noise": "protocol", "structure": "foreground", "reference": "gt", "method": m,
+             "metric": k, "mean": 0.9, "std": 0.01, "n_seeds": 1} for m in ("mv-unet", "oracle") for k in ("dsc", "bahd")]  # fmt: skip
+    lines = format_table(pd.DataFrame(rows), ["mv-unet", "oracle"]).splitlines()
+    assert [line.split()[0] for line in lines[3:]] == ["mv-unet", "oracle"]

@@ -16,7 +16,7 @@ import pytest
 from test_reproduction import make_results, write_cell
 
 from bench import files, store
-from bench.report import render, tables
+from bench.report import plots, render, tables
 from bench.reproduce import assessment, page, page_format, provenance
 
 MEANS = {"mv-unet": 0.5762, "staple-unet": 0.70, "cm-unet": 0.93, "lf-net": 0.99}
@@ -204,6 +204,15 @@ def test_a_pipeline_check_says_so_on_its_box_plot(tmp_path, monkeypatch):
     assert "| run options | --max-steps 10, --train-size none, --test-size none |" in md
     ranks = next(line for line in md.splitlines() if line.startswith("Figure: ") and "bootstrap resamples" in line)
     assert ranks.endswith("**Pipeline check, not a verdict: budget quick, step cap 10 (--max-steps).**")
+
+
+def test_the_box_plot_footer_states_the_budget_the_cells_ran_under(plateau):
+    """The page's box plots carry the run line of their cells (issue 76): the budget they ran under, not "not recorded"."""
+    _, _, written = plateau
+    (png,) = [p for p in (written[0].parent / "figures").glob("boxplot_dsc_*.png")]
+    footer = plots.saved_caption(png)
+    assert footer.startswith("Run: budget plateau; seeds per method: 3; not a pipeline check"), footer
+    assert "not recorded" not in footer
 
 
 def test_the_box_plot_draws_the_warning():

@@ -101,3 +101,33 @@ def test_power_command_checks_every_pair_at_005_and_at_holms_first_step(tmp_path
     rates = power.pair_rates(per_method, comp, 3, 100, 300, np.random.default_rng(0), (0.05, 0.001))
     assert [tuple(r) for r in rates[["a", "b"]].to_numpy()] == [("a", "b"), ("a", "c"), ("b", "c")]
     assert {"rate_0.05", "margin_0.05", "rate_0.001", "margin_0.001"} <= set(rates)
+
+
+def test_power_off_a_terminal_writes_progress_lines_to_stderr(capsys, monkeypatch):
+    """`bench power` simulates for minutes (issue 76): off a terminal (a log, a pipe) it writes plain progress lines to
+    stderr, one as it starts, one at most every LINE_SECONDS while it simulates and one when done, never a bar; the
+    results stay alone on stdout."""
+    assert main(["power", "--sims", "200", "--differences", "5"]) == 0
+    out, err = capsys.readouterr()
+    lines = err.splitlines()
+    assert len(lines) >= 2 and lines[0].startswith("power: simulating") and lines[-1].startswith("power: done"), err
+    assert "\r" not in err and "power: simulating" not in out and "stated defaults" in out
+    monkeypatch.setattr(power, "LINE_SECONDS", 0.0, raising=False)  # a line at every simulated block
+    assert main(["power", "--sims", "200", "--differences", "5"]) == 0
+    out, err = capsys.readouterr()
+    ticks = [line for line in err.splitlines() if "blocks simulated" in line and not line.startswith("power: done")]
+    assert any("null" in line for line in ticks) and any("difference of 5" in line for line in ticks), err
+
+
+def test_power_on_a_terminal_draws_a_bar_not_lines(capsys, monkeypatch):
+    import io
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    terminal = Terminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    assert main(["power", "--sims", "200", "--differences", "5"]) == 0
+    assert "\r" in terminal.getvalue() and "power: " not in terminal.getvalue()  # a tqdm bar, cleared when each step ends
+    assert "stated defaults" in capsys.readouterr().out

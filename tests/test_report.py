@@ -267,7 +267,8 @@ def test_render_every_reference_rater_heat_map_and_reliability(tmp_path):
         labels, header, cells = markdown_rows(path)
         assert f"against {reference}, foreground" in path.read_text().splitlines()[0]
         assert header == ["Methods", "DSC (%) ↑", "bAHD ↓"]
-        assert labels == ["*Average*", "MV-UNet", "LF-Net", "*Oracle*"]  # the Average row (raters vs GT) heads each table
+        average = ["*Average*"] if reference == "gt" else []  # the raters' Average DSC is against GT: only in the gt table
+        assert labels == [*average, "MV-UNet", "LF-Net", "*Oracle*"], reference
         for method, label in (("lf-net", "LF-Net"), ("mv-unet", "MV-UNet")):
             row = summary_mean(summary, dataset="toy", reference=reference, method=method, metric="dsc")
             assert cells[label][0].strip("*") == f"{row['mean'] * 100:.2f} ± {row['std'] * 100:.2f}", (reference, method)
@@ -277,6 +278,24 @@ def test_render_every_reference_rater_heat_map_and_reliability(tmp_path):
     tests = pd.read_csv(tmp_path / "out" / "paired_tests.csv")
     assert set(tests["reference"]) == {"gt", "majority", "staple", "raters", "rater-mean"}  # not against each rater alone
     assert set(tests.loc[tests["reference"] == "gt", "metric"]) == {"dsc", "bahd", "ece"}
+
+
+def test_the_average_row_is_the_raters_against_gt_and_only_in_the_gt_table(tmp_path):
+    """The Average row is the raters' mean DSC against GT on the training split (`store.rater_averages`, from each cell's
+    label statistics); no cell records the raters against the majority or STAPLE, so the tables against those references
+    carry no Average row rather than the GT value under their header (issue 76)."""
+    references = {r: ["dsc", "bahd"] for r in ("gt", "majority", "staple")}
+    long = rows_for("toy", "cm", "protocol", {"mv-unet": -0.20, "lf-net": 0.0}, ["foreground"], references, np.random.default_rng(2), 6, 2)
+    averages = pd.DataFrame({"dataset": ["toy"], "raters": ["cm"], "noise": ["protocol"], "dsc": [0.5]})
+    summary = long_table.summarise(pd.DataFrame(long, columns=long_table.COLUMNS), averages)
+    assert set(summary.loc[summary["method"] == rows.AVERAGE, "reference"]) == {"gt"}
+    tables.write_tables(summary, tmp_path)
+    for reference in ("gt", "majority", "staple"):
+        labels, _, cells = markdown_rows(tmp_path / f"table1_toy_cm_protocol_{reference}_foreground.md")
+        if reference == "gt":
+            assert labels == ["*Average*", "MV-UNet", "LF-Net"] and cells["*Average*"] == ["50.00", "N/A"]
+        else:
+            assert labels == ["MV-UNet", "LF-Net"], (reference, labels)
 
 
 def test_a_dataset_without_gt_gets_table2_with_the_rater_set_metrics(tmp_path):

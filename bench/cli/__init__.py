@@ -1,4 +1,4 @@
-"""Command line: `python -m bench list|run|raters|report|compare|export|paper|rescore|perf|power|audit-stops|check` (docs/architecture.md#who-owns-what).
+"""Command line: `python -m bench list|run|raters|report|compare|export|predict|paper|rescore|perf|power|audit-stops|check` (docs/architecture.md#who-owns-what).
 
 One module per verb (`add_parser` + its command); `options` holds what the verbs share. Bad input
 ends with one line on stderr and exit 2. Only argparse is loaded to parse, so `--help` is instant;
@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bench.cli import audit, check, compare, export, listing, paper, perf, power, raters, report, rescore, run
+from bench.cli import audit, check, compare, export, listing, paper, perf, power, predict, raters, report, rescore, run
 from bench.cli.options import UsageError
 
 
@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
         "then `python -m bench run` (every method on the embedded mnist-5k, three seeds). `python -m bench VERB --help` for a verb.",
     )
     verbs = parser.add_subparsers(dest="verb", parser_class=Parser)
-    for verb in (listing, run, raters, report, compare, export, paper, rescore, perf, power, audit, check):
+    for verb in (listing, run, raters, report, compare, export, predict, paper, rescore, perf, power, audit, check):
         verb.add_parser(verbs)
     return parser
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bench.cli.options import data_root
+from bench.cli.options import data_root, own_folder
 
 
 def add_parser(verbs) -> None:
@@ -24,7 +24,7 @@ def add_parser(verbs) -> None:
         "check what every cell needs of it. Prints counts, image sizes and rater validity per split and each problem; "
         "exit 2 on any problem.",
     )
-    p.add_argument("dataset", metavar="DATASET", help="dataset name (see `python -m bench list datasets`)")
+    p.add_argument("dataset", metavar="DATASET", help="dataset name (see `python -m bench list datasets`), or folder:PATH (your own data)")
     p.add_argument("--data-root", help="folder holding the datasets (default: $BENCH_DATA, else ./data)")
     p.add_argument("--raters", help="rater setting of a simulated dataset, e.g. lfnet or cm (default: the dataset's first)")
     p.set_defaults(func=cmd_check)
@@ -37,6 +37,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from datasets import DataError, get_dataset
     from datasets.contract import Note
 
+    own_folder(args)
     spec = get_dataset(args.dataset)  # an unknown name is refused in one line (exit 2)
     root = data_root(args.data_root)
     print(f"{spec.card.name}: {spec.card.title}")
@@ -48,7 +49,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             splits = spec.load(root, args.raters, cache=store.cache_dir())  # per-file caches (RIGA's masks); the splits afresh
         except DataError as e:
             splits = None
-            problems.append(str(e))
+            problems += getattr(e, "problems", [str(e)])  # a folder:PATH dataset names every problem it found
     for w in held:  # the adapter's warnings (an incomplete download) are problems; its notes (a sparse pool) are not
         (notes if issubclass(w.category, Note) else problems).append(str(w.message))
     if splits is not None:

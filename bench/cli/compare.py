@@ -12,7 +12,7 @@ def add_parser(verbs) -> None:
     p = verbs.add_parser(
         "compare", allow_abbrev=False, help="compare two results folders: each method both ran, B − A with the seed-aware test",
         description="Put two results folders side by side (the same methods under two settings, or two versions of a method): "
-        "for each method, dataset, rater setting and noise level both ran, B − A per metric of Table I with its 95 %% interval "
+        "for each method, dataset, rater setting and noise level both ran, B − A per metric of Table I with its 95 % interval "
         "and Holm-adjusted p of the seed-aware paired test, over the test cases both scored, against each dataset's main "
         "reference. Writes compare.md (headed by the options and machine facts that differ between A and B, and each side's "
         "budget, seeds and pipeline-check status), compare.csv and one difference figure per metric into --out; prints a "

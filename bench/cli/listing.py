@@ -10,7 +10,13 @@ from bench.cli.options import data_root
 
 
 def add_parser(verbs) -> None:
-    p = verbs.add_parser("list", allow_abbrev=False, help="list registered methods and datasets")
+    p = verbs.add_parser(
+        "list",
+        allow_abbrev=False,
+        help="list registered methods and datasets",
+        description="List the registered methods (name, group, summary; the group decides `--methods all`, `field` and "
+        "`ablation`) and the dataset cards, each with whether its files are found under the data root.",
+    )
     p.add_argument("what", nargs="?", choices=["methods", "datasets"])
     p.add_argument("--data-root", help="folder holding the datasets, to say which are found there (default: $BENCH_DATA, else ./data)")
     p.set_defaults(func=cmd_list)

@@ -61,6 +61,19 @@ def data_root(arg: str | None) -> Path:
     return Path(arg or os.environ.get("BENCH_DATA") or "data")
 
 
+def own_folder(args: argparse.Namespace) -> None:
+    """`--dataset folder:PATH` (your own data, README: Your own data) -> its registered name "folder-<name>", with PATH as
+    the data root every cell reads; other datasets are left as they are."""
+    from datasets import dataset_root
+
+    if not args.dataset.startswith("folder:"):
+        return
+    if args.data_root:
+        raise UsageError(f"--dataset {args.dataset} is its own data root; leave --data-root {args.data_root} out")
+    args.dataset, root = dataset_root(args.dataset, Path())
+    args.data_root = str(root)
+
+
 def add_run_options(p: argparse.ArgumentParser) -> None:
     """The options `run` and `paper` share: how cells train, on what, where results go, and which backend runs them."""
     p.add_argument(

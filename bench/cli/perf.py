@@ -27,7 +27,14 @@ def cmd_perf(args: argparse.Namespace) -> int:
 
 def add_parser(verbs) -> None:
     """Add the `perf` verb to the CLI's subparsers."""
-    p = verbs.add_parser("perf", allow_abbrev=False, help="time U-Net training (harness vs bare loop), one evaluation, metrics and STAPLE on this machine")
+    p = verbs.add_parser(
+        "perf",
+        allow_abbrev=False,
+        help="time U-Net training (harness vs bare loop), one evaluation, metrics and STAPLE on this machine",
+        description="Time U-Net training steps (the harness against a bare loop), one evaluation, the metrics and STAPLE on "
+        "this machine, set them against the matmul peak and copy bandwidth measured in the same run, and write them to --out "
+        "as JSON.",
+    )
     p.add_argument("--out", default="results/perf.json", help="JSON output (default: results/perf.json)")
     p.add_argument(
         "--steps",

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import sys
 from pathlib import Path
 
 from bench.cli.options import UsageError, parse_list
@@ -60,16 +59,20 @@ def cmd_power(args: argparse.Namespace) -> int:
             raise UsageError(f"{flag} {value}: at least 2 are needed to estimate a variance")
     unit = scale(args.metric)
     rng = np.random.default_rng(args.seed)
+    planned = list(groups(args))  # the results are read (and a damaged one refused) before any progress line
+    progress = power.Progress()  # minutes of simulation: a bar on a terminal, else a line at most every LINE_SECONDS
     print(f"seed-aware paired test (docs/methods.md#statistics), alpha {stats.ALPHA:g}, power {stats.POWER:.0%}, "
           f"{args.sims} simulations; values in {args.metric} units ×{unit:g}")  # fmt: skip
-    for title, comp, per_method, seeds, cases in groups(args):
+    for title, comp, per_method, seeds, cases in planned:
         seeds, cases = args.seeds or seeds, args.cases or cases
         print(f"\n{title}: {seeds} seeds × {cases} cases")
         print(f"  variance components (sd): seed {comp.sd_seed * unit:.3g}, case {comp.sd_case * unit:.3g}, "
               f"residual {comp.sd_resid * unit:.3g}" + (" (pooled: the mean of the methods' variances)" if len(per_method) else ""))  # fmt: skip
         if len(per_method):
             print("  seed sd per method: " + ", ".join(f"{r.method} {r.sd_seed * unit:.3g}" for r in per_method.itertuples()))
-        sim = power.simulate(comp, seeds, cases, args.sims, rng, with_wilcoxon=True)
+        where = title.split(",")[0]
+        with progress.phase(f"{where}: null draws", power.blocks(seeds, cases, args.sims)):
+            sim = power.simulate(comp, seeds, cases, args.sims, rng, with_wilcoxon=True, tick=progress.tick)
         rate, margin = power.rejection_rate(sim["p"])
         wilcoxon, _ = power.rejection_rate(sim["p_wilcoxon"])
         verdict = "within" if rate <= stats.ALPHA + margin else "ABOVE"
@@ -77,8 +80,9 @@ def cmd_power(args: argparse.Namespace) -> int:
               f"the paper's per-case Wilcoxon on the same draws: {wilcoxon:.1%}")  # fmt: skip
         if len(per_method) > 1:  # every pair under its own seed sds, at 0.05 and at Holm's first step over the map's pairs
             holm = stats.ALPHA / (len(per_method) * (len(per_method) - 1) // 2)
-            say = (lambda line: print(f"  {line}", file=sys.stderr, flush=True)) if sys.stderr.isatty() else (lambda line: None)
-            rates = power.pair_rates(per_method, comp, seeds, cases, args.sims, rng, (stats.ALPHA, holm), say)
+            n_pairs = len(per_method) * (len(per_method) - 1) // 2
+            with progress.phase(f"{where}: every pair", n_pairs * power.blocks(seeds, cases, args.sims)):
+                rates = power.pair_rates(per_method, comp, seeds, cases, args.sims, rng, (stats.ALPHA, holm), progress.say, progress.tick)
             for level in (stats.ALPHA, holm):
                 worst = rates.loc[rates[f"rate_{level:g}"].idxmax()]
                 rate, margin = worst[f"rate_{level:g}"], worst[f"margin_{level:g}"]
@@ -87,9 +91,13 @@ def cmd_power(args: argparse.Namespace) -> int:
                       + f": {worst.a} {worst.sd_a * unit:.3g} vs {worst.b} {worst.sd_b * unit:.3g}, false-positive rate {rate:.2%} "
                       f"({'within' if rate <= level + margin else 'ABOVE'} {level:.2g} + {margin:.2%})")  # fmt: skip
         print(f"  smallest difference found with {stats.POWER:.0%} power: {smallest(sim, args.metric, seeds)}")
-        needed = [power.seeds_for(comp, cases, d / unit, max(args.sims // 4, 100), rng) for d in differences]
+        needed = []
+        for d in differences:
+            with progress.phase(f"{where}: seeds for a difference of {d:g}"):
+                needed.append(power.seeds_for(comp, cases, d / unit, max(args.sims // 4, 100), rng, tick=progress.tick))
         print("  seeds per method for a difference of " + ", ".join(
             f"{d:g}: {n if n else '> 50'}" for d, n in zip(differences, needed)))  # fmt: skip
+    progress.close()
     return 0
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from bench.cli.options import UsageError, check_out, data_root
+from bench.cli.options import UsageError, check_out, data_root, parse_list
 
 
 def add_parser(verbs) -> None:
-    """Add `python -m bench report [--results DIR] [--out DIR] [--stop-audit RULE]` to the CLI's subparsers."""
+    """Add `python -m bench report [--results DIR] [--out DIR] [--stop-audit RULE] [--metrics NAMES]` to the CLI's subparsers."""
     p = verbs.add_parser(
         "report",
         allow_abbrev=False,
@@ -35,6 +35,14 @@ def add_parser(verbs) -> None:
         help="report the cells' reading NAME instead of their result (the budget's primary reading): rule, min-val-loss, selection, "
         "gt-best (an upper bound), last or step-N, where the cells scored it; written to RESULTS/views/NAME/ (default: the result)",
     )
+    p.add_argument(
+        "--metrics",
+        metavar="NAMES",
+        help="comma-separated hard metrics to add as columns of Tables I and II after their own, e.g. hd95,assd,nsd (HD95 and "
+        "ASSD in spacing units, NSD at the tolerance bench/evaluate/boundary.py states; any metric of kind hard in "
+        "bench/evaluate/metrics.py); each must be in the results table: `python -m bench rescore` scores cells run before "
+        "it existed. paired_tests.csv holds every metric of the table either way (default: the paper's columns only)",
+    )
     p.set_defaults(func=cmd_report)
 
 
@@ -54,6 +62,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             f"--stop-audit {audit}: no {audit / store.STOP_AUDIT / stop_audit.CSV}; "
             f"give a folder `python -m bench audit-stops RULE LONG` wrote into (e.g. docs/audit/mnist-5k/rule)"
         )
+    extra = hard_metrics(args.metrics) if args.metrics else ()
     check_damage([], results)  # a damaged cell is refused before anything is written: its file, what is wrong, the repair
     if args.reading:
         results, out = reading_view(results, args.reading, args.out)
@@ -64,13 +73,29 @@ def cmd_report(args: argparse.Namespace) -> int:
     table, *_ = [store.read_collected(results, name, rebuild_missing=True) for name in store.COLLECTED]
     if table.empty:
         raise UsageError(f"the results table {results / store.METRICS} is empty; {first}")
+    if missing := [m for m in extra if m not in set(table["metric"])]:
+        raise UsageError(
+            f"--metrics: no {', '.join(missing)} rows in {results / store.METRICS}, scored before these metrics existed; "
+            f"score its cells again from their predictions: `python -m bench rescore --results {results}`"
+        )
     out.mkdir(parents=True, exist_ok=True)
-    written = render.render(results, out, audit)
+    written = render.render(results, out, audit, extra)
     for path in written:
         print(path)
     print(f"{len(written)} files written to {out}/")
     write_reproduction(results, data_root(args.data_root).absolute(), results / store.PAPER, audit)
     return 0
+
+
+def hard_metrics(text: str) -> tuple[str, ...]:
+    """`--metrics NAMES`: the named metrics, each a registered metric of kind "hard" (bench/evaluate/metrics.py), or raise."""
+    from bench.evaluate import metrics
+
+    names = tuple(dict.fromkeys(name.strip() for name in parse_list(text, str, "--metrics")))
+    hard = [m.name for m in metrics.of_kind("hard")]
+    if unknown := [n for n in names if n not in hard]:
+        raise UsageError(f"--metrics {','.join(unknown)}: not a hard metric; choose from {', '.join(hard)}")
+    return names
 
 
 def reading_view(results: Path, name: str, out: str | None) -> tuple[Path, Path]:

@@ -19,6 +19,9 @@ def add_parser(verbs) -> None:
         "rescore",
         allow_abbrev=False,
         help="score finished cells again from their predictions (new metrics, old results folders), without training",
+        description="Score every finished cell of a results folder again from its saved predictions, without training: "
+        "fills in metrics added since the cell ran, moves cells of an older folder layout to the current one first, and "
+        "collects the folder's tables again.",
     )
     p.add_argument("--results", default="results", help="results folder (default: results)")
     p.add_argument("--data-root", help="folder holding the datasets (default: $BENCH_DATA, else ./data)")

@@ -9,7 +9,17 @@ import time
 import warnings
 from pathlib import Path
 
-from bench.cli.options import UsageError, add_run_options, check_run_options, data_root, mark_typed, parse_list, parse_sets, run_cells
+from bench.cli.options import (
+    UsageError,
+    add_run_options,
+    check_run_options,
+    data_root,
+    mark_typed,
+    own_folder,
+    parse_list,
+    parse_sets,
+    run_cells,
+)
 
 EXAMPLES = """examples:
   python -m bench run                                   every method on mnist-5k, 3 seeds, quick budget
@@ -39,7 +49,8 @@ def add_parser(verbs) -> None:
         "default: all)",
     )
     what.add_argument(
-        "--dataset", default="mnist-5k", help="dataset name (default: mnist-5k, embedded; see `python -m bench list datasets`)"
+        "--dataset", default="mnist-5k", help="dataset name (default: mnist-5k, embedded; see `python -m bench list datasets`), or "
+        "folder:PATH for your own multi-rater folder (README: Your own data)"
     )
     what.add_argument("--seeds", default="0,1,2", help="comma-separated training seeds (default: 0,1,2)")
     what.add_argument(
@@ -249,6 +260,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.config:
         sweep_file = apply_config(args, args.run_parser)
     check_run_options(args)
+    own_folder(args)
     seeds = parse_list(args.seeds, int, "--seeds")
     levels = parse_list(args.noise_levels, str, "--noise-levels")
     spec = SweepSpec.build(args.dataset, args.methods, seeds, levels, parse_sets(args.set), args.raters, args.network_input,
@@ -274,7 +286,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     summary = store.read_summary(results)
     shown = summary[
         (summary["dataset"] == spec.dataset) & (summary["raters"] == spec.raters.label) & summary["noise"].isin(spec.noise_levels)
-        & summary["method"].isin([*spec.methods, "average"]) & ((summary["reference"] == reference) | (summary["method"] == "average"))
+        & summary["method"].isin([*spec.methods, "average"]) & (summary["reference"] == reference)
         & summary["metric"].isin([m.name for m in metrics.in_table("table1")])
     ]  # fmt: skip
     print(format_table(shown, list(spec.methods), store.training_outcomes(store.records(results))))

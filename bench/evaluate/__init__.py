@@ -5,7 +5,8 @@
 - `bench.evaluate.scoring`: the references of a test split (gt, majority, STAPLE, each rater, the
   rater mean, the rater set) and `score_predictions`, which fills one cell's rows.
 - `bench.evaluate.metrics`: the metric descriptors (name, kind, function, direction, scale, tables).
-- `bench.evaluate.pixel`: single-mask metrics (DSC, bAHD, their counts); `bench.evaluate.multirater`: the
+- `bench.evaluate.pixel`: single-mask metrics (DSC, bAHD, their counts); `bench.evaluate.boundary`: HD95, ASSD and
+  NSD on the masks' surfaces; `bench.evaluate.multirater`: the
   metrics that read several raters or samples at once (GED, Dice_match, Dice_max, per-rater Dice), each
   with its empty-pair rule named; `bench.evaluate.calibration`: ECE and reliability bins. Dice itself and
   the soft DSC / IoU are `labels.overlap`'s.

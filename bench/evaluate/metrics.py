@@ -2,7 +2,7 @@
 
 Scoring (bench/evaluate/scoring.py), the report's tables and paired tests (bench/report/render.py), the
 printed table (bench/cli/run.py), the reproduction report and the README's metric table all read
-`METRICS`; adding a metric is one function (in bench/evaluate/pixel.py or multirater.py) and one
+`METRICS`; adding a metric is one function (in bench/evaluate/pixel.py, boundary.py or multirater.py) and one
 `register(Metric(...))` line (docs/architecture.md#a-metric shows a worked example).
 
 Each metric has a `kind`, which says what its function receives and which references it is
@@ -30,7 +30,7 @@ from functools import cached_property
 
 import numpy as np
 
-from bench.evaluate import calibration, multirater
+from bench.evaluate import boundary, calibration, multirater
 from bench.evaluate.pixel import score
 from labels.overlap import soft_dice_iou
 
@@ -48,6 +48,11 @@ class HardPair:
     def counts(self) -> dict[str, np.ndarray]:
         """`pixel.score` once per pair: dice, bahd, the counts and the directed sums."""
         return score(self.mask, self.ref, self.spacing)
+
+    @cached_property
+    def surface(self) -> dict[str, np.ndarray]:
+        """`boundary.surface_scores` once per pair: hd95, assd and nsd (at `boundary.NSD_TOLERANCE`)."""
+        return boundary.surface_scores(self.mask, self.ref, self.spacing)
 
 
 @dataclass
@@ -169,6 +174,54 @@ register(Metric("dsc", "hard", lambda p: p.counts["dice"], True, 100, 2, "DSC", 
 register(Metric("bahd", "hard", lambda p: p.counts["bahd"], False, 1, 3, "bAHD", "bAHD", ("table1", "table2"),
                 "balanced average Hausdorff distance in spacing units; both empty = 0; empty prediction = half the diagonal; "
                 "empty reference = NaN", ("gt", "majority", "staple", "rater:*")))  # fmt: skip
+register(
+    Metric(
+        "hd95",
+        "hard",
+        lambda p: p.surface["hd95"],
+        False,
+        1,
+        3,
+        "HD95",
+        "HD95",
+        (),
+        "95th percentile of both directed surface-distance sets pooled (4-neighbour surfaces, as medpy's hd95), spacing units; "
+        "both empty = 0; empty prediction = the image diagonal; empty reference = NaN",
+        ("gt", "majority", "staple", "rater:*"),
+    )
+)
+register(
+    Metric(
+        "assd",
+        "hard",
+        lambda p: p.surface["assd"],
+        False,
+        1,
+        3,
+        "ASSD",
+        "ASSD",
+        (),
+        "average symmetric surface distance: mean of both directed surface-distance sets pooled (as medpy 0.5's assd), "
+        "spacing units; both empty = 0; empty prediction = the image diagonal; empty reference = NaN",
+        ("gt", "majority", "staple", "rater:*"),
+    )
+)
+register(
+    Metric(
+        "nsd",
+        "hard",
+        lambda p: p.surface["nsd"],
+        True,
+        100,
+        2,
+        "NSD",
+        "NSD",
+        (),
+        f"normalised surface Dice (Nikolov et al.) at tolerance {boundary.NSD_TOLERANCE:g} spacing unit, over surface pixels "
+        "(not surfel areas); both empty = 1; one empty = 0",
+        ("gt", "majority", "staple", "rater:*"),
+    )
+)
 register(Metric("soft_dice", "soft", lambda p: p.soft[0], True, 100, 2, "soft DSC", "DSC^\\mathrm{soft}", ("table3", "ablation"),
                 "MR-Net's protocol: prediction and rater mean binarised at 0.1/0.3/0.5/0.7/0.9, Dice averaged; both empty = 1",
                 ("rater-mean",)))  # fmt: skip

@@ -10,7 +10,7 @@ References (the `reference` column of the long table):
 - `rater-mean`: the mean of the valid raters' structure masks, a soft target (soft DSC / IoU, ECE);
 - `raters`: the whole rater set, for the set metrics GED, Dice_match and Dice_max.
 
-Metrics per reference, by their kind (bench/evaluate/metrics.py): the `hard` ones (`dsc`, `bahd`, with
+Metrics per reference, by their kind (bench/evaluate/metrics.py): the `hard` ones (`dsc`, `bahd`, `hd95`, `assd`, `nsd`, with
 counts and directed sums) against every hard reference; the `soft` ones (`soft_dice` / `soft_iou`,
 MR-Net's thresholds) against `rater-mean`; the `set` ones (`ged`, `dice_match`, `dice_max`, `dice_soft`, `dice_personal`) against
 `raters`; the `calibration` one (`ece`) against `gt` and `rater-mean`. Training never reads any of this.

@@ -7,12 +7,12 @@ against every reference, for box plots and tests), `summary.csv` (mean ± std ov
 rater style, the noise level and, where it matters, the reference (`<d>_<raters>_<noise>_<ref>`):
 
 - `table1_<d>_<raters>_<noise>_<ref>_<structure>.{md,tex}`: Table I style, DSC (%) ↑ and bAHD ↓,
-  mean ± std over seeds, one file per headline reference (gt, majority, STAPLE); Average row first
-  (where the dataset has one), Oracle last; a method whose predictions were degenerate (manifest.json
+  mean ± std over seeds, one file per headline reference (gt, majority, STAPLE); Average row (the raters' DSC
+  against GT) first in the gt table (where the dataset has one), Oracle last; a method whose predictions were degenerate (manifest.json
   `degenerate.flag`) is marked `[empty 2/3]` and never bold. Bold only where the seed-aware test resolves the best
   from every other row (Holm-adjusted); unresolved leaders share the mark ≈ (bench/report/tables.py). A dataset without
   ground truth (LIDC) gets `table2_…` instead, with Table II's columns: DSC, bAHD, GED ↓ and Dice_match ↑ (against
-  the rater set).
+  the rater set). `bench report --metrics hd95,assd,nsd` adds those hard metrics' columns to both (`extra`).
 - `table3_<d>_<raters>_<noise>.{md,tex}`: Table III style, soft DSC / soft IoU (%) per structure
   against the rater mean, for datasets scored with soft metrics (RIGA).
 - `table4_…`: Table IV style ablation rows (S … ‡), when LF-Net ablation variants were run.
@@ -157,12 +157,12 @@ def read_inputs(results_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     return store.read_collected(results_dir, store.METRICS), store.read_summary(results_dir)
 
 
-def render(results_dir: Path, out_dir: Path, audit: Path | None = None) -> list[Path]:
+def render(results_dir: Path, out_dir: Path, audit: Path | None = None, extra: tuple[str, ...] = ()) -> list[Path]:
     """Write every table and figure for `<results_dir>`'s collected results into `out_dir`; return the written paths (sorted).
 
     Reads only the collected tables (see the module docstring). An empty results table writes nothing and returns [].
     `audit`: the folder whose stop audit flags the methods (`stop_audit.failures`; default `results_dir`), named atop
-    each table when it is another.
+    each table when it is another. `extra`: hard metrics added as columns of Tables I and II (`bench report --metrics`).
     """
     results_dir, out_dir = Path(results_dir), Path(out_dir)
     table, summary = read_inputs(results_dir)
@@ -180,6 +180,7 @@ def render(results_dir: Path, out_dir: Path, audit: Path | None = None) -> list[
         audit=stop_audit.failures(results_dir, audit),
         cells=cells,
         cases=table,
+        extra=extra,
     )
     tests = all_tests(table)
     written.append(write_tests(tests, out_dir))

@@ -81,7 +81,7 @@ def build_table(
     flags = flags or {}
     lookup = {(r["method"], r["structure"], r["metric"]): (r["mean"], r["std"]) for r in summary.to_dict("records")}
     has = {m for m, s, k in lookup if (s, k) in {(c.structure, c.metric) for c in columns}}
-    order = ([AVERAGE] if AVERAGE in has else []) + [m for m in methods if m in has] + ([oracle()] if oracle() in has else [])
+    order = ([AVERAGE] if AVERAGE in has else []) + [m for m in methods if m in has and m not in (AVERAGE, oracle())] + ([oracle()] if oracle() in has else [])
     table = Table(title, label_header, columns)
     seeds = summary[summary["method"] != AVERAGE].groupby("method")["n_seeds"].max() if "n_seeds" in summary else pd.Series(dtype=int)
     for method in order:
@@ -188,15 +188,17 @@ def method_flags(cells: pd.DataFrame) -> dict[str, str]:
     return out
 
 
-def group_tables(part: pd.DataFrame, group: tuple, flags: dict[str, str] | None = None, cases: pd.DataFrame | None = None
-                 ) -> list[tuple[str, Table]]:  # fmt: skip
+def group_tables(part: pd.DataFrame, group: tuple, flags: dict[str, str] | None = None, cases: pd.DataFrame | None = None,
+                 extra: tuple[str, ...] = ()) -> list[tuple[str, Table]]:  # fmt: skip
     """(file stem, table) for one dataset × raters × noise × headline reference of the summary.
 
-    `part` holds that reference's rows, the Average rows, and the rows against the rater set
+    `part` holds that reference's rows (the Average row among them where it is gt: the raters' DSC against GT, which
+    no cell records against the majority or STAPLE), and the rows against the rater set
     (GED, Dice_match) and the rater mean (soft DSC / IoU), which do not depend on the headline reference.
     Datasets without ground truth (real raters: LIDC, RIGA) get Table II's columns, DSC, bAHD, GED
     and Dice_match; a dataset scored with soft metrics (RIGA) gets Table III, soft DSC / IoU per structure. `flags`:
     `degenerate_flags` of the group; `cases`: the group's per-case long rows, for the bold's test (`build_table`).
+    `extra`: hard metrics (`bench report --metrics`) added as columns of Table I / II after its own, where scored.
     """
     dataset, raters, noise, reference = group
     out = []
@@ -208,7 +210,9 @@ def group_tables(part: pd.DataFrame, group: tuple, flags: dict[str, str] | None 
     if main or oracle() in methods_here:
         for structure in ordered_structures({s for s, k in pairs if k in ("dsc", "bahd")}):
             columns = table_columns("table2" if real else "table1", structure)
+            columns += [column(k, structure) for k in extra if (structure, k) in pairs and k not in {c.metric for c in columns}]
             kind = "DSC (%) ↑, bAHD ↓, GED ↓ and Dice_match (%) ↑" if real else "DSC (%) ↑ and bAHD ↓"
+            kind += "".join(f", {c.markdown}" for c in columns if c.metric in extra)
             table = build_table(part, columns, main, group_title(kind, group, structure), "Methods", "main", compete_all=False,
                                 flags=flags, cases=cases)  # fmt: skip
             out.append((f"{'table2' if real else 'table1'}_{base}_{slug(structure)}", table))
@@ -336,7 +340,8 @@ def row_flags(outcomes: pd.DataFrame | None, audit: dict | None, dataset: str, r
 
 def write_tables(summary: pd.DataFrame, out_dir: Path, note: str = "", outcomes: pd.DataFrame | None = None,
                  samples: dict[tuple, tuple[str, set[str]]] | None = None, audit: dict[tuple, dict[str, str]] | None = None,
-                 cells: pd.DataFrame | None = None, cases: pd.DataFrame | None = None) -> list[Path]:  # fmt: skip
+                 cells: pd.DataFrame | None = None, cases: pd.DataFrame | None = None,
+                 extra: tuple[str, ...] = ()) -> list[Path]:  # fmt: skip
     """Every table of the summary as Markdown and LaTeX, per headline reference, and the set-metrics table of each group
     where a method with samples or per-rater outputs ran (`set_metrics_table`); `note` (e.g. "quick stand-in: …") heads
     each file.
@@ -346,7 +351,7 @@ def write_tables(summary: pd.DataFrame, out_dir: Path, note: str = "", outcomes:
     are left out of the set-metric columns. `audit` (`stop_audit.failures`) flags the methods whose stop a `plateau` folder's audit does not pass.
     `cells` (`run_records` of the same results folder) gives each table's `run_line`. `cases`: the long table
     (metrics.parquet) of the same results, which the bold's test reads (`mark_best`) and the set-metrics table needs;
-    None: no bold and no set-metrics table.
+    None: no bold and no set-metrics table. `extra`: hard metrics added as columns of Tables I and II (`group_tables`).
     """
     written, markdown = [], []
 
@@ -367,10 +372,10 @@ def write_tables(summary: pd.DataFrame, out_dir: Path, note: str = "", outcomes:
         line, apart = (samples or {}).get((dataset, raters, noise), ("", set()))
         set_names = [m.name for m in metrics.of_kind("set")]
         part = part[~(part["method"].isin(apart) & part["metric"].isin(set_names))]  # compared only at one M
-        shared = part[part["reference"].isin(["raters", "rater-mean"]) | (part["method"] == AVERAGE)]
+        shared = part[part["reference"].isin(["raters", "rater-mean"]) & (part["method"] != AVERAGE)]
         for reference in [r for r in HEADLINE if r in set(part.loc[part["method"] != AVERAGE, "reference"])]:
-            rows = pd.concat([part[(part["reference"] == reference) & (part["method"] != AVERAGE)], shared])
-            for stem, table in group_tables(rows, (dataset, raters, noise, reference), flags, group_cases):
+            rows = pd.concat([part[part["reference"] == reference], shared])  # the Average row only where its reference (gt) is
+            for stem, table in group_tables(rows, (dataset, raters, noise, reference), flags, group_cases, extra):
                 if (out_dir / f"{stem}.md") in written:  # Table III does not depend on the headline reference
                     continue
                 if line and any(metrics.get(c.metric).kind == "set" for c in table.columns if c.metric in metrics.METRICS):

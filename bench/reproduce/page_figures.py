@@ -97,7 +97,8 @@ def figure_files(
     plot of each group column, each with its caption.
 
     Keys: ("boxplot" | "curves" | "fused", dataset, raters) and ("ranks" | "significance", table id, dataset, raters, column
-    index).
+    index). `cells` (`provenance`) gives the box plots' and learning curves' footer: the budget, seeds and pipeline-check
+    status their cells ran under (`render.run_of`).
     """
     fig_dir.mkdir(parents=True, exist_ok=True)
     results = assessment.results
@@ -107,13 +108,13 @@ def figure_files(
     table = assessment.table[assessment.table["noise"] == "protocol"]
     groups = table[["dataset", "raters"]].drop_duplicates().itertuples(index=False)
     checks = {(d, r): pipeline_line(cells, d, r) for d, r in groups}
-    for path in render.write_boxplots(table, render.all_tests(table), fig_dir, pipeline_checks=checks):
+    for path in render.write_boxplots(table, render.all_tests(table), fig_dir, pipeline_checks=checks, cells=cells):
         if path.suffix == ".png":
             dataset, raters = _group_of(path.stem, table, "boxplot_dsc_")
             out.setdefault(("boxplot", dataset, raters), []).append((path, boxplot_caption(path, table, dataset, raters, checks)))
     logs = assessment.logs
     if not logs.empty:
-        for path in render.write_learning_curves(logs[logs["noise"] == "protocol"], fig_dir):
+        for path in render.write_learning_curves(logs[logs["noise"] == "protocol"], fig_dir, cells=cells):
             if path.suffix == ".png":
                 diagnostic = not path.stem.startswith("learning")
                 dataset, raters = _group_of(path.stem, table, "diagnostic_gt_dsc_" if diagnostic else "learning_curves_")

@@ -17,15 +17,20 @@ simulated pair of (seeds × cases) matrices is judged by the very function the r
 from __future__ import annotations
 
 import math
+import sys
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
+from tqdm.auto import tqdm
 
 from bench.report import stats
 
-CHUNK = 20_000_000  # simulated values held at once (160 MB of float64)
+CHUNK = 20_000_000  # simulated values held at once (160 MB of float64): one block of `simulate`
+LINE_SECONDS = 15.0  # off a terminal, the least time between two progress lines (bench/train/harness.py's pattern)
 
 
 @dataclass(frozen=True)
@@ -79,17 +84,82 @@ def components_of(part: pd.DataFrame, exclude: tuple[str, ...] = ()) -> tuple[Co
     return Components(pooled["seed"], pooled["case"], pooled["resid"]), per_method
 
 
-def simulate(comp: Components, seeds: int, cases: int, sims: int, rng: np.random.Generator, with_wilcoxon: bool = False,
-             sd_seed_other: float | None = None) -> dict[str, np.ndarray]:  # fmt: skip
+class Progress:
+    """`bench power`'s progress on `stream` (stderr): a tqdm bar per `phase` on a terminal; off one (a log, a pipe) a plain
+    line as it starts, at most every LINE_SECONDS while it simulates (`tick`: one block of `simulate` done) and when done
+    (`close`), as bench/train/harness.py does off a terminal, so that a run of minutes is never silent."""
+
+    def __init__(self, stream=None):
+        self.stream = sys.stderr if stream is None else stream
+        self.bars = self.stream.isatty()
+        self.started = self.said = time.perf_counter()
+        self.name, self.detail, self.blocks, self.bar = "", "", 0, None
+        if not self.bars:
+            self.line(f"simulating; a progress line at most every {LINE_SECONDS:g} s")
+
+    def line(self, text: str) -> None:
+        print(f"power: {text}", file=self.stream, flush=True)
+        self.said = time.perf_counter()
+
+    @contextmanager
+    def phase(self, name: str, total: int | None = None):
+        """What is simulated until the block ends; `total`: its blocks where known (the bar's length)."""
+        self.name, self.detail = name, ""
+        self.bar = tqdm(total=total, desc=name, unit="block", leave=False, disable=not self.bars, file=self.stream)
+        try:
+            yield self
+        finally:
+            self.bar.close()
+            self.bar = None
+
+    def say(self, detail: str) -> None:
+        """Where the phase is (`pair_rates`: "pair 2/3: a vs c")."""
+        self.detail = detail
+        if self.bar is not None:
+            self.bar.set_postfix_str(detail, refresh=False)
+
+    def tick(self) -> None:
+        self.blocks += 1
+        if self.bar is not None:
+            self.bar.update()
+        if not self.bars and time.perf_counter() - self.said >= LINE_SECONDS:
+            where = f"{self.name}{f', {self.detail}' if self.detail else ''}"
+            self.line(f"{where}: {self.blocks} blocks simulated, {time.perf_counter() - self.started:.0f} s so far")
+
+    def close(self) -> None:
+        if not self.bars:
+            self.line(f"done: {self.blocks} blocks simulated in {time.perf_counter() - self.started:.0f} s")
+
+
+def blocks(seeds: int, cases: int, sims: int) -> int:
+    """How many blocks (calls of its `tick`) `simulate` draws `sims` simulations in."""
+    return -(-sims // _block_sims(seeds, cases))
+
+
+def _block_sims(seeds: int, cases: int) -> int:
+    return max(1, CHUNK // (2 * seeds * cases))
+
+
+def simulate(
+    comp: Components,
+    seeds: int,
+    cases: int,
+    sims: int,
+    rng: np.random.Generator,
+    with_wilcoxon: bool = False,
+    sd_seed_other: float | None = None,
+    tick=None,
+) -> dict[str, np.ndarray]:
     """`sims` null draws of two methods × `seeds` seeds × `cases` cases, each judged by `stats.seed_case_test`; the first
     method's seed sd is comp.sd_seed, the second's `sd_seed_other` (default: the same).
 
     Returns (sims,) arrays diff, se, df, p and, with `with_wilcoxon`, p_wilcoxon (the paper's test on the same draws).
     A difference δ is judged with the same draws by shifting diff (`power_at`): the test's variance terms do not
-    depend on the means, so the power curve comes from one simulation (common random numbers).
+    depend on the means, so the power curve comes from one simulation (common random numbers). `tick` (progress) is
+    called once a block of at most CHUNK values (`blocks`).
     """
     out: dict[str, list] = {"diff": [], "se": [], "df": [], "p": [], "p_wilcoxon": []}
-    step = max(1, CHUNK // (2 * seeds * cases))
+    step = _block_sims(seeds, cases)
     for start in range(0, sims, step):
         n = min(step, sims - start)
         case = rng.normal(0, comp.sd_case, (n, 1, cases))  # the same test cases for both methods: paired
@@ -101,18 +171,29 @@ def simulate(comp: Components, seeds: int, cases: int, sims: int, rng: np.random
             out[key].append(test[key])
         if with_wilcoxon:
             out["p_wilcoxon"].append(scipy_stats.wilcoxon(a.mean(1), b.mean(1), axis=-1).pvalue)
+        if tick is not None:
+            tick()
     return {k: np.concatenate(v) for k, v in out.items() if v}
 
 
-def pair_rates(per_method: pd.DataFrame, comp: Components, seeds: int, cases: int, sims: int, rng: np.random.Generator,
-               levels: tuple[float, ...], say=lambda line: None) -> pd.DataFrame:  # fmt: skip
+def pair_rates(
+    per_method: pd.DataFrame,
+    comp: Components,
+    seeds: int,
+    cases: int,
+    sims: int,
+    rng: np.random.Generator,
+    levels: tuple[float, ...],
+    say=lambda line: None,
+    tick=None,
+) -> pd.DataFrame:
     """The test's false-positive rate under the null for every pair of methods, each simulated with its own seed sd
     (`per_method`: method, sd_seed; the case and residual sds pooled in `comp`): one row a pair, a column `rate_<level>`
-    and `margin_<level>` per level (`rejection_rate`). `say` is called once a pair (progress)."""
+    and `margin_<level>` per level (`rejection_rate`). `say` is called once a pair, `tick` once a block (progress)."""
     rows, pairs = [], [(a, b) for i, a in enumerate(per_method.itertuples()) for b in list(per_method.itertuples())[i + 1 :]]
     for k, (a, b) in enumerate(pairs):
         say(f"pair {k + 1}/{len(pairs)}: {a.method} vs {b.method}")
-        sim = simulate(Components(a.sd_seed, comp.sd_case, comp.sd_resid), seeds, cases, sims, rng, sd_seed_other=b.sd_seed)
+        sim = simulate(Components(a.sd_seed, comp.sd_case, comp.sd_resid), seeds, cases, sims, rng, sd_seed_other=b.sd_seed, tick=tick)
         row = {"a": a.method, "b": b.method, "sd_a": a.sd_seed, "sd_b": b.sd_seed}
         for level in levels:
             row[f"rate_{level:g}"], row[f"margin_{level:g}"] = rejection_rate(sim["p"], level)
@@ -149,11 +230,12 @@ SEED_STEPS = (2, 3, 4, 5, 6, 7, 8, 10, 12, 15, 20, 25, 30, 40, 50)
 MIN_SEED_SIMS = 2000
 
 
-def seeds_for(comp: Components, cases: int, delta: float, sims: int, rng: np.random.Generator, power: float = stats.POWER
-              ) -> int | None:  # fmt: skip
+def seeds_for(
+    comp: Components, cases: int, delta: float, sims: int, rng: np.random.Generator, power: float = stats.POWER, tick=None
+) -> int | None:
     """The fewest seeds per method (from SEED_STEPS) at which a true difference `delta` is found with `power`, by
-    simulation (at least MIN_SEED_SIMS draws each); None if 50 seeds do not suffice."""
+    simulation (at least MIN_SEED_SIMS draws each); None if 50 seeds do not suffice. `tick`: `simulate`'s progress."""
     for seeds in SEED_STEPS:
-        if power_at(simulate(comp, seeds, cases, max(sims, MIN_SEED_SIMS), rng), delta) >= power:
+        if power_at(simulate(comp, seeds, cases, max(sims, MIN_SEED_SIMS), rng, tick=tick), delta) >= power:
             return seeds
     return None

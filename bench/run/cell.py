@@ -32,6 +32,7 @@ from bench.run.split_cache import DataKey, data_fingerprint, fused_test_referenc
 from bench.store import Cell
 from bench.train import hardware, harness, steps
 from bench.train.budget import Schedule, curve_steps, reading_steps
+from bench.train.checkpoints import save_result
 from bench.train.teacher import teacher_diagnostic
 from datasets import DatasetSpec, RaterData, Splits, get_dataset, oracle_view
 from labels.fusion import vote_targets
@@ -296,6 +297,8 @@ def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
         manifest["stages"] = fitted.stages
         if budget.primary in fitted.readings:  # the cell's result: its budget's primary reading (`trajectory`: the selection)
             method.load_state_dict(fitted.readings[budget.primary]["state"])
+            if budget.readings:  # other weights than training ended on: kept for `bench predict`
+                save_result(method, out / store.CHECKPOINTS / store.RESULT_WEIGHTS)
         else:  # resumed after that stage ended (no reading held): the cell's result is the weights it ended on
             ended = schedules[decides]
             manifest["reading"] = "rule" if ended.early_stopping else "min-val-loss" if ended.restore_best else "last"

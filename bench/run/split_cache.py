@@ -88,7 +88,7 @@ class DataKey:
     def of(cls, dataset: str, data_root: Path, raters: RaterSetting | str | None, level: str, cache: Path | None = None) -> DataKey:
         """The key of `dataset`'s data; `raters` a checked `RaterSetting` (taken as it is) or a label checked here, and
         `level` as given (checked into its canonical form: "0.450" and "0.45" are one key)."""
-        setting = get_dataset(dataset).setting(raters)
+        setting = get_dataset(dataset, data_root).setting(raters)  # a folder:PATH dataset registers from its root
         return cls(dataset, Path(data_root), setting, check_level(dataset, level), None if cache is None else Path(cache))
 
     @classmethod

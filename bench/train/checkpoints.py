@@ -23,16 +23,23 @@ def save_checkpoint(method: Method, k: int, name: str, checkpoint_dir: Path | No
     and the earlier stages' weights, which its own file holds too: a cell keeps one stage's weights on disk."""
     if checkpoint_dir is None:
         return
-    buffer = io.BytesIO()
-    torch.save(
-        {"model": method.state_dict(), **partial} if partial else method.state_dict(), buffer
-    )  # in memory first: a full disk then fails in a plain write
-    with atomic(checkpoint_path(checkpoint_dir, k, name, partial is not None)) as tmp:
-        tmp.write_bytes(buffer.getbuffer())
+    write_state({"model": method.state_dict(), **partial} if partial else method.state_dict(), checkpoint_path(checkpoint_dir, k, name, partial is not None))
     if partial is None:
         checkpoint_path(checkpoint_dir, k, name, partial=True).unlink(missing_ok=True)
         for earlier in earlier_checkpoints(checkpoint_dir, k):
             earlier.unlink(missing_ok=True)
+
+
+def save_result(method: Method, path: Path) -> None:
+    """The weights a cell's result is read from, where they are not its last stage's (`bench predict` reads them)."""
+    write_state(method.state_dict(), path)
+
+
+def write_state(state: dict, path: Path) -> None:
+    buffer = io.BytesIO()
+    torch.save(state, buffer)  # in memory first: a full disk then fails in a plain write
+    with atomic(path) as tmp:
+        tmp.write_bytes(buffer.getbuffer())
 
 
 def resume(method: Method, stages, checkpoint_dir: Path | None) -> tuple[int, dict | None]:

@@ -41,7 +41,17 @@ from pathlib import Path
 
 import numpy as np
 
-from datasets.contract import DataError, DatasetCard, RaterData, RaterSetting, Splits, centre_fit, check_mask_values, folder_problem
+from datasets.contract import (
+    DataError,
+    DatasetCard,
+    RaterData,
+    RaterSetting,
+    Splits,
+    centre_fit,
+    check_mask_values,
+    folder_problem,
+    read_tif,
+)
 from datasets.raters import RATER_NAMES
 from datasets.raters.pool import fixed_pool_info
 from datasets.settings import STYLE_NOTES
@@ -66,24 +76,6 @@ CARD = DatasetCard(
     layout="<data-root>/cm-folder/ holding train/, validate/ and test/ (any nesting), each with GT/, Gaussian/ and one folder per rater (Over/, Under/, Wrong/, optional Good/, Blank/) of <id>_<Kind>.tif",
     raters=STYLE_NOTES["files"],
 )
-
-
-def read_tif(path: Path) -> np.ndarray:
-    """One TIFF as an array, with tifffile (or Pillow where tifffile is not installed)."""
-    try:
-        import tifffile
-    except ImportError:  # pragma: no cover - tifffile comes with scikit-image
-        tifffile = None
-    try:
-        if tifffile is not None:
-            return np.asarray(tifffile.imread(path))
-        from PIL import Image
-
-        with Image.open(path) as image:
-            return np.asarray(image)
-    except (OSError, ValueError, EOFError, IndexError) as e:
-        reason = (str(e).splitlines() or [type(e).__name__])[0] or type(e).__name__
-        raise DataError(f"{path}: unreadable or truncated TIFF ({reason}); copy it again") from None
 
 
 def natural_key(case_id: str) -> tuple:

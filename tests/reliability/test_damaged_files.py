@@ -125,7 +125,7 @@ def no_figures(monkeypatch):
     from bench.report import compare, render
     from bench.reproduce import assessment
 
-    def read_only(results, out, audit=None):
+    def read_only(results, out, audit=None, extra=()):
         render.read_inputs(results)
         for name in (store.CALIBRATION_BINS, store.TRAIN_LOGS):
             store.read_collected(results, name)

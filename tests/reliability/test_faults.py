@@ -51,10 +51,11 @@ import pytest
 import torch
 from conftest import REFERENCE_METHODS, REPO, ROW_KEYS, SEEDS, ReferenceSweep, cell_folder, sorted_table, sweep_command
 
-# Rows per cell and test image: dsc and bahd against 8 hard references (gt, majority, staple, 5 raters), soft_dice,
-# soft_iou and ece against rater-mean, the 10 set metrics against raters (ged, ged_unbiased, ged_floor, dice_match,
-# dice_max, dice_soft, dice_personal, dice_personal_match, dice_between, dice_between_raters), ece against gt; one structure.
-N_CASES, N_ROWS = 24, 8 * 2 + 3 + 10 + 1
+# Rows per cell and test image: the 5 hard metrics (dsc, bahd, hd95, assd, nsd) against 8 hard references (gt, majority,
+# staple, 5 raters), soft_dice, soft_iou and ece against rater-mean, the 10 set metrics against raters (ged, ged_unbiased,
+# ged_floor, dice_match, dice_max, dice_soft, dice_personal, dice_personal_match, dice_between, dice_between_raters), ece
+# against gt; one structure.
+N_CASES, N_ROWS = 24, 8 * 5 + 3 + 10 + 1
 KILLED = REFERENCE_METHODS  # the kill campaign's sweep is the reference's: lf-net first, so its phases come early in a run
 # Concurrent writers (methods, --seeds): lf-net seed 0 in both; mv-unet seed 0 only in the first, lf-net seed 1 only in the second.
 SWEEP_1, SWEEP_2 = (["mv-unet", "lf-net"], (0,)), (["lf-net"], (0, 1))
