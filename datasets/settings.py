@@ -19,23 +19,36 @@ equals GT.
 
 **Settings.** A rater setting is a style, optionally with a network input other than the
 style's own (``"cm+clean"``). ``check_setting`` makes the checked `RaterSetting`; it runs once,
-in ``DatasetSpec.setting`` (datasets/__init__.py), and everything after it (the registry's
-checked loader, the adapters, bench's cells and cache keys) reads the setting's fields.
+in ``DatasetSpec.setting``, and everything after it (the registry's checked loader, the
+adapters, bench's cells and cache keys) reads the setting's fields.
 
 **Levels.** A noise level is a string: ``"protocol"`` (knob 1) or a target **Average DSC**
 of the rater pool, a decimal in (0, 1) such as ``"0.45"`` (``parse_level``). How a target
 becomes a knob value is datasets/raters/strength.py; when a pool is too degenerate to
-train on is datasets/raters/pool.py.
+train on is datasets/raters/pool.py; the flow from a level to a dataset's raters is
+datasets/raters/levels.py.
+
+**The spec.** ``DatasetSpec`` is what an adapter registers (its module's ``SPECS``; the registry,
+datasets/__init__.py, collects them): card, loader, rater styles and inputs, batch sizes. Its
+loader is always ``checked_loader``'s, the one place a setting and a level are checked before an
+adapter reads anything (re-exported by the registry, ``datasets.checked_loader``).
 """
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Sequence
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 
-from datasets.contract import DataError, RaterSetting
+import numpy as np
 
-__all__ = ["PROTOCOL", "STYLE_NOTES", "check_level", "check_setting", "level_target", "parse_level", "refuse_noise_level"]
+from datasets.contract import DataError, DatasetCard, RaterData, RaterSetting, Splits
+
+__all__ = ["NO_KNOB", "PROTOCOL", "REAL", "STYLE_NOTES", "DatasetSpec", "Loader", "check_images", "check_level", "check_setting"]
+__all__ += ["checked_loader", "level_target", "parse_level", "refuse_noise_level"]
 
 #: The level of the unscaled rules (every knob = 1).
 PROTOCOL = "protocol"
@@ -53,6 +66,7 @@ STYLE_NOTES = {
     "real": "real = the dataset's own human raters (no noise knob)",
     "files": "files = rater masks read from your files (no noise knob)",
 }
+NO_KNOB = ("real", "files")  # rater styles read from files: no noise level but the protocol
 
 
 def check_setting(
@@ -133,3 +147,121 @@ def refuse_noise_level(name: str, level: str, why: str = "has real raters") -> N
 def level_target(level: str) -> float | None:
     """The target Average DSC of a canonical level, or None for the protocol."""
     return None if level == PROTOCOL else float(level)
+
+
+#: An adapter's signature: (data_root, the checked rater setting, the canonical noise level, the cache folder or None)
+#: -> Splits. It reads the setting's fields and never checks them again: `checked_loader` did, before calling it.
+Loader = Callable[[Path, RaterSetting, str, Path | None], Splits]
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """A registered dataset: its card, loader, rater styles and the batch sizes of the two budgets.
+
+    An adapter module registers its datasets by declaring them: a module-level ``SPECS = (DatasetSpec(...), ...)``,
+    which the registry (datasets/__init__.py) collects from every module of datasets/adapters/.
+
+    ``load(data_root, raters=None, noise="protocol", cache=None) -> Splits``: ``raters`` is a rater setting
+    (`setting`: one of ``rater_styles``, None the first, with ``+<input>`` for one of ``inputs`` other than the
+    style's own, ``style_inputs``), handed to the adapter as a checked `RaterSetting`; ``noise`` is "protocol" (the unscaled rules)
+    or a target Average DSC of the training pool as a decimal string in (0, 1), e.g. "0.45"
+    (`parse_level`); ``cache`` is the folder an adapter may keep per-file caches in (RIGA's derived masks), None
+    for none. The loader is always the checked one (`checked_loader`).
+    """
+
+    card: DatasetCard
+    load: Loader
+    paper_batch_size: int  # the paper: 128 on MNIST, 2 elsewhere
+    quick_batch_size: int
+    quick_train_size: int | None  # training images used by the quick budget (None: all)
+    # Validation images the quick budget's stopping rule evaluates on. The large-image datasets take 32 (and the paper's
+    # batch of 2), so that the user's `--methods all --dataset lidc` (one seed) fits in 15 minutes on 2 CPU cores (README#budgets).
+    quick_val_size: int = 128
+    reference: str = "gt"  # evaluation reference: "gt" where the dataset has ground truth, else "majority"
+    soft_metrics: bool = False  # also score soft DSC / IoU against the rater mean; the paper's DSC here is the soft one (RIGA)
+    structures: tuple[str, ...] = ("foreground",)  # what its tables score: nested classes (RIGA's disc, cup) or the foreground
+    fixed_raters: str = ""  # why the raters cannot be re-simulated ("has real raters"); set: any level but "protocol" is refused
+    # Rater styles (datasets/settings.py STYLE_NOTES), the default first; every dataset names its own.
+    rater_styles: tuple[str, ...] = ()
+    # Network inputs a user may choose (empty: the dataset has one), and each style's own (its default).
+    inputs: tuple[str, ...] = ()
+    style_inputs: dict = field(default_factory=dict)
+    first_style: str = ""  # the style its cells had before styles were named in results paths (MNIST's disk morphology)
+    subset_of: str = ""  # a sample of another dataset's images (mnist-5k of mnist): a paper's number for that dataset applies
+    order: int = 100  # where the registry lists it (`bench list datasets`, "known: ..."): lowest first, ties by module name
+
+    def __post_init__(self) -> None:
+        if not self.rater_styles:
+            raise ValueError(f"{self.card.name}: DatasetSpec needs rater_styles (the default first)")
+        # Every caller (the CLI, sweeps, workers) gets the checked loader, not the bare adapter.
+        if not getattr(self.load, "checked", False):
+            object.__setattr__(self, "load", checked_loader(self, self.load))
+
+    def setting(self, label: RaterSetting | str | None = None, network_input: str | None = None) -> RaterSetting:
+        """The one place a rater setting is defaulted and checked (DataError for an unknown style or input): a label
+        ("cm+clean"), or a style with `network_input`; None -> the default style with its own input."""
+        return check_setting(self.card.name, label, self.rater_styles, self.inputs, self.style_inputs, network_input)
+
+
+def checked_loader(spec: DatasetSpec, load: Loader) -> Loader:
+    """`load` with the checks every adapter needs, so that bad input ends in one DataError and nothing else.
+
+    Before reading anything (the one check of what the adapter is given: the adapters do not check again): the rater
+    setting is one of `spec.rater_styles` (None: the first),
+    with an input the dataset offers (`spec.inputs`; passed on in its canonical form), the
+    noise level is "protocol" or a target Average DSC in (0, 1) (passed on in its canonical
+    form, e.g. "0.450" -> "0.45"), a dataset with `fixed_raters` gets no level but "protocol",
+    and the data root is not a file. During: the adapter's warnings (e.g. "found 6 of 21
+    scans") are held back and shown only if the load succeeds, so a failing load prints its one
+    error line alone. After: no image holds NaN or infinite values and the training images are
+    not all one constant (a backstop for what the adapters check file by file). `options` are an adapter's own keyword
+    options, passed on (choledoch's `size` and `test_fold`, ms-lesion's `gt_rater`: tests and studies of the adapter).
+    """
+
+    @functools.wraps(load)
+    def checked(
+        data_root: Path, raters: RaterSetting | str | None = None, noise: str = PROTOCOL, cache: Path | None = None, **options
+    ) -> Splits:
+        card = spec.card
+        setting = spec.setting(raters)
+        level = check_level(card.name, noise)
+        if spec.fixed_raters:
+            refuse_noise_level(card.name, level, spec.fixed_raters)
+        elif setting.style in NO_KNOB:  # a dataset's raters from files beside simulated ones (a folder:PATH with GT)
+            others = ", ".join(s for s in spec.rater_styles if s not in NO_KNOB)
+            refuse_noise_level(card.name, level, f"reads {setting.style} raters from files (--raters {others} simulates raters instead)")
+        if card.layout and Path(data_root).is_file():
+            raise DataError(f"{card.name}: the data root {data_root} is a file; point --data-root at the folder that holds {card.layout}")
+        with warnings.catch_warnings(record=True) as held:
+            splits = load(data_root, setting, level, cache, **options)
+        check_images(card.name, splits)
+        for w in held:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+        return splits
+
+    checked.checked = True
+    return checked
+
+
+def check_images(name: str, splits: Splits, chunk: int = 64) -> None:
+    """Raise DataError if an image holds NaN / inf, or if every training image is one constant value.
+
+    Reads the images in chunks of `chunk` so that a 10 GB split needs no second 10 GB for a mask.
+    """
+    train_range = [np.inf, -np.inf]
+    for part in ("train", "val", "test"):
+        data: RaterData = getattr(splits, part)
+        for start in range(0, data.n, chunk):
+            block = data.images[start : start + chunk]
+            lo, hi = float(block.min()), float(block.max())  # NaN propagates through min and max
+            if not (math.isfinite(lo) and math.isfinite(hi)):
+                bad = start + next(i for i, image in enumerate(block) if not np.isfinite(image).all())
+                raise DataError(f"{name}: image {data.case_ids[bad]} ({part}) holds NaN or infinite values; check its file")
+            if part == "train":
+                train_range = [min(train_range[0], lo), max(train_range[1], hi)]
+    if splits.train.n and train_range[0] == train_range[1]:
+        raise DataError(f"{name}: every training image is {train_range[0]:g} everywhere; the input files hold no images")
+
+
+#: The registration of a dataset with real raters: `DatasetSpec(..., **REAL)`.
+REAL = {"fixed_raters": "has real raters", "rater_styles": ("real",)}

@@ -1,7 +1,8 @@
 """Binary STAPLE label fusion (Warfield, Zou & Wells, IEEE TMI 23(7):903-921, 2004).
 
 Used by STAPLE-UNet (docs/methods.md#staple-unet): fuse the raters of each image with STAPLE, threshold the
-posterior at 0.5 and train the shared U-Net on the fused mask. Granularity (docs/methods.md#staple-granularity-and-degenerate-cases):
+posterior at 0.5 (`staple_mask`, the one hard STAPLE label: STAPLE-UNet's targets, the `staple` evaluation reference and
+the label statistics) and train the shared U-Net on the fused mask. Granularity (docs/methods.md#staple-granularity-and-degenerate-cases):
 STAPLE here is run **per 2-D image**, i.e. every image gets its own prior and its own sensitivity
 and specificity per rater; callers that want per-volume fusion must stack the slices themselves.
 
@@ -15,12 +16,15 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["MAX_RATERS", "staple"]
+__all__ = ["MAX_RATERS", "staple", "staple_mask"]
 
 #: Vote patterns are enumerated explicitly (2**R of them), so keep R small.
 MAX_RATERS = 16
 
 _EPS = 1e-12
+
+#: A pixel is foreground in the hard STAPLE label where its posterior is at least this.
+THRESHOLD = 0.5
 
 
 def staple(
@@ -171,6 +175,12 @@ def staple(
 
     out = np.take(W.astype(np.float32).ravel(), idx).reshape(n_img, height, width)
     return out[0] if single else out
+
+
+def staple_mask(raters: np.ndarray, valid: np.ndarray | None = None) -> np.ndarray:
+    """The hard STAPLE label: `staple`'s posterior of foreground at least `THRESHOLD` (0.5), as uint8 0/1 class indices,
+    (N, H, W) (or (H, W) for a single image). raters and valid as `staple`'s."""
+    return (staple(raters, valid) >= THRESHOLD).astype(np.uint8)
 
 
 def _em(

@@ -133,6 +133,11 @@ class Method(nn.Module):
         """
         return None
 
+    def has_own_fused_labels(self) -> bool:
+        """Whether `own_fused_labels` returns any, known without data: generic code (the reproduction page's fused-label
+        figure) asks this before it loads a split to draw them. False (the default): the method fuses nothing of its own."""
+        return False
+
     # What a value of 1 means in each mask `own_fused_labels` returns, for the figure's key ({title: meaning}).
     fused_label_keys: dict[str, str] = {}
 

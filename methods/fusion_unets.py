@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from labels.fusion import batch_votes, rater_mean, vote_targets
-from labels.staple import staple
+from labels.staple import staple_mask
 from methods.base import DataSpec, Method, Stage, StepContext
 from methods.kit import masked_cross_entropy, soft_cross_entropy
 from methods.registry import register_method, register_variant
@@ -52,7 +52,7 @@ class FusedLabelUNet(Method):
             return vote_targets(raters, rater_valid, self.spec.n_classes, self.beta)
         if self.cfg.fusion != "staple":
             return {}
-        return {"staple": (staple(raters, rater_valid) >= 0.5).astype(np.uint8)}
+        return {"staple": staple_mask(raters, rater_valid)}
 
     def loss(self, batch: dict[str, torch.Tensor], ctx: StepContext) -> dict[str, torch.Tensor]:
         return self.fused_loss(self.net(batch["images"]), batch)

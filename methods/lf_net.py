@@ -333,6 +333,9 @@ class LFNet(Method):
         probs = torch.softmax(self.sll_logits(images, raters, rater_valid).float() / temperature, dim=1)
         return probs, threshold_vote_mask(raters, rater_valid, self.spec.n_classes, self.beta)
 
+    def has_own_fused_labels(self) -> bool:
+        return self.cfg.soft_label == "sll"  # the SLL's soft label and the TV mask (`own_fused_labels`)
+
     fused_label_keys = {"TV": "the raters' vote is trusted (the most-voted class has ≥ β votes)"}
 
     def own_fused_labels(self, images: torch.Tensor, raters: torch.Tensor, rater_valid: torch.Tensor, temperature: float = 1.0

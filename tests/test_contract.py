@@ -20,7 +20,7 @@ def build(name, data, seed=0):
     """The method as a sweep builds it for a cell (registry defaults; ms-lesion has no paper overrides)."""
     if name == study.current().oracle:
         data = oracle_view(data)
-    return resolve.build_method(name, seed, get_dataset("ms-lesion"), data, BUDGETS["quick"]), data
+    return resolve.cell_method(name, seed, get_dataset("ms-lesion"), data, BUDGETS["quick"]), data
 
 
 def first_batch(method, data, n=4):
@@ -95,3 +95,14 @@ def test_validation_pass_gives_the_loss_and_the_consensus(name, tiny_data):
                 ids = harness.readout_ids(0, "consensus", len(batch["images"]))
                 consensus = method.predict_proba(batch["images"], ids) if method.consensus_draws else method.predict_proba(batch["images"])
                 torch.testing.assert_close(probs, consensus, rtol=0, atol=1e-6, msg=stage.name)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_method_says_without_data_whether_it_fuses_labels_of_its_own(name, tiny_data):
+    """`Method.has_own_fused_labels` (what the reproduction page asks before drawing the fused-label figure) is true exactly
+    where `own_fused_labels` returns labels."""
+    method, data = build(name, tiny_data)
+    batch = first_batch(method.eval(), data, n=2)
+    with torch.inference_mode():
+        own = method.own_fused_labels(batch["images"], batch["raters"].long(), batch["rater_valid"])
+    assert bool(own) == method.has_own_fused_labels()

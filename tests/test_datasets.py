@@ -124,3 +124,21 @@ def test_no_adapter_checks_a_setting_or_level_again():
                 if name in checks or name == "setting":
                     found.append(f"{path.name}:{node.lineno} calls {name}")
     assert found == []
+
+
+def test_every_adapter_runs_the_noise_level_flow_through_one_function():
+    """Level -> knob -> simulate -> pool is written once (datasets/raters/levels.py `simulate_level`): no adapter calls
+    the knob search (`choose_strength`, `strength_for_average`) or the pool's record (`pool_info`) itself, and every
+    registered dataset with simulated raters (and the folder's morpho raters) is loaded by a module that calls it."""
+    flow = {"choose_strength", "strength_for_average", "strength_for_target", "pool_info"}
+    found, callers = [], set()
+    for path in sorted((REPO / "datasets" / "adapters").rglob("*.py")):
+        module = ".".join(path.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call):
+                name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
+                found += [f"{path.name}:{node.lineno} calls {name}"] if name in flow else []
+                callers |= {module} if name == "simulate_level" else set()
+    assert found == []
+    simulated = {spec.load.__wrapped__.__module__ for spec in DATASETS.values() if not spec.fixed_raters}
+    assert simulated and simulated | {"datasets.adapters.folder"} <= callers, callers

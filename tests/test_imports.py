@@ -28,10 +28,10 @@ FLOORS = {
     ),
     "datasets": (
         ("contract", ("datasets.contract",)),
-        ("settings", ("datasets.settings",)),
+        ("settings", ("datasets.settings",)),  # rater settings, noise levels, DatasetSpec and the checked loader
         ("raters", ("datasets.raters",)),  # the rater simulators, their strength search and pool usability
         ("adapters", ("datasets.adapters",)),  # one module or sub-package per dataset, with its file readers
-        ("registry", ("datasets",)),  # datasets/__init__.py: DATASETS and the checks every load goes through
+        ("registry", ("datasets",)),  # datasets/__init__.py: DATASETS, collected from the adapters' SPECS
     ),
 }
 
@@ -149,6 +149,68 @@ def test_the_rules_catch_a_cycle_and_an_upward_arrow():
         floor("bench.extra")
     with pytest.raises(ValueError, match="datasets.extra is on no floor"):
         floor("datasets.extra")
+
+
+ARCHITECTURE = REPO / "docs" / "architecture.md"
+
+
+def drawn(text: str) -> list[tuple[str, list[tuple[str, str]]]]:
+    """The diagrams of floors in docs/architecture.md: (the words before one that say its order, "top floor first" or
+    "lowest first"; its lines as (first word without a trailing "/", the rest)), arrow lines left out."""
+    out = []
+    for m in re.finditer(r"(top floor first|lowest first)(?:(?!```).)*```\n(.*?)```", text, re.S):
+        lines = [line.split(maxsplit=1) + [""] for line in m.group(2).splitlines() if line.strip() and line.strip() != "↓"]
+        out.append((m.group(1), [(words[0].rstrip("/"), words[1]) for words in lines]))
+    return out
+
+
+def misdrawn(order: str, lines: list[tuple[str, str]]) -> list[str]:
+    """Where a diagram disagrees with BELOW or FLOORS: a package not drawn on a floor under one that imports it, two floors
+    drawn out of the order the diagram's words say, a floor left out, a ground-floor module missing from the ground line."""
+    names = [name for name, _ in lines]
+    top_first = order == "top floor first"
+    if set(names) == set(PACKAGES):
+        under = {name: set(names[i + 1 :] if top_first else names[:i]) for i, name in enumerate(names)}
+        return [f"{p} imports {q}, not drawn on a floor under it" for p in names for q in sorted(BELOW[p] - under[p])]
+    package = next(p for p, floors in FLOORS.items() if {n for n, _ in floors} & set(names))
+    floor_names = [n for n, _ in FLOORS[package]]
+    ranks = [floor_names.index(n) if n in floor_names else floor(package if n == "__init__" else f"{package}.{n}") for n in names]
+    pairs = zip(names, ranks, names[1:], ranks[1:])
+    out = [f"{package}: {a} and {b} are drawn out of order" for a, r, b, q in pairs if (q > r if top_first else q < r)]
+    out += [f"{package}: floor {floor_names[r]} is not drawn" for r in range(len(floor_names)) if r not in ranks]
+    if floor_names[0] == "ground":  # bench's: the line names each top-level module and wing of its ground floor
+        ground = dict(lines).get("ground", "")
+        out += [f"{package}: {m} is not on the ground line" for m in FLOORS[package][0][1][1:] if m.split(".")[1] not in ground]
+    return out
+
+
+def test_the_architecture_page_draws_the_floors_in_this_files_order():
+    """docs/architecture.md draws the packages and the floors of bench and datasets in the order its words say (top floor
+    first), and that order is BELOW's and FLOORS' above."""
+    diagrams = drawn(ARCHITECTURE.read_text())
+    assert [(order, lines[0][0]) for order, lines in diagrams] == [
+        ("top floor first", "bench"),  # the packages
+        ("top floor first", "cli"),  # bench's floors
+        ("top floor first", "__init__"),  # datasets' floors
+    ]
+    assert [problem for order, lines in diagrams for problem in misdrawn(order, lines)] == []
+    # what the page once drew: bench's floors top floor first under the words "lowest first"
+    assert misdrawn("lowest first", diagrams[1][1])[0] == "bench: cli and reproduce are drawn out of order"
+    assert misdrawn("top floor first", [(n, "") for n in ("bench", "labels", "datasets", "methods")]) == [
+        "datasets imports labels, not drawn on a floor under it",
+        "methods imports labels, not drawn on a floor under it",
+    ]
+    assert misdrawn("top floor first", [(n, "") for n in ("__init__", "raters", "adapters", "contract")]) == [
+        "datasets: raters and adapters are drawn out of order",
+        "datasets: floor settings is not drawn",
+    ]
+    wings = [(n, "") for n in ("cli", "run", "perf", "report", "reproduce", "train")]
+    assert misdrawn("top floor first", [*wings, ("ground", "study · files · store")]) == [
+        "bench: perf and report are drawn out of order",
+        "bench: report and reproduce are drawn out of order",
+        "bench: bench.identity is not on the ground line",
+        "bench: bench.evaluate is not on the ground line",
+    ]
 
 
 def test_bench_is_a_few_floors_of_small_modules():

@@ -21,10 +21,14 @@ from datasets.raters.cm import BORDER, simulate_raters_cm, simulate_raters_lfnet
 from datasets.raters.fsl import edge_pass, erode_cross, fsl_edge
 from datasets.raters.morpho import simulate_raters
 from datasets.raters.pool import check_usable
-from datasets.settings import PROTOCOL, STYLE_NOTES, parse_level
+from datasets.settings import NO_KNOB, PROTOCOL, STYLE_NOTES, parse_level
 from labels.overlap import average_dsc, rater_dice
 
 GOOD, OVER, UNDER, WRONG, BLANK = range(len(RATER_NAMES))
+#: Taken from the registry, never listed here: the datasets whose raters are simulated (a knob, so noise levels) and
+#: those whose raters are real or read from files (the protocol only). A new dataset joins the tests below by registering.
+SIMULATED = [name for name, spec in DATASETS.items() if not spec.fixed_raters]
+FIXED = [name for name, spec in DATASETS.items() if spec.fixed_raters]
 
 
 def write_idx(path, array: np.ndarray, magic: int) -> None:
@@ -102,25 +106,18 @@ def test_parse_level_refuses_anything_else_in_one_line(text):
 
 
 def test_every_dataset_names_its_styles_default_first():
-    styles = {name: spec.rater_styles for name, spec in DATASETS.items()}
-    assert styles == {
-        "mnist-5k": ("lfnet", "cm", "cm-fit", "morpho"),
-        "mnist": ("lfnet", "cm", "cm-fit", "morpho"),
-        "ms-lesion": ("ms",),
-        "ms-lesion-real": ("real",),
-        "choledoch": ("choledoch",),
-        "lidc": ("real",),
-        "riga": ("real",),
-        "cm-folder": ("files",),
-    }
     for name, spec in DATASETS.items():
-        assert bool(spec.fixed_raters) == (spec.rater_styles[0] in ("real", "files")), name
-        for style in spec.rater_styles:  # each card says which styles it has and what they are
+        styles = spec.rater_styles
+        assert styles and len(set(styles)) == len(styles) and set(styles) <= set(STYLE_NOTES), name
+        assert bool(spec.fixed_raters) == (styles[0] in NO_KNOB), name  # real or file raters: no noise level
+        for style in styles:  # each card says which styles it has and what they are
             assert STYLE_NOTES[style] in spec.card.raters, (name, style)
-    for name in ("mnist-5k", "mnist"):
-        title = DATASETS[name].card.title
-        assert all(style in title for style in DATASETS[name].rater_styles) and "LF-Net paper's pool" in title
-        assert all(kind in title for kind in DATASETS[name].inputs)
+        if spec.inputs:  # a choice of input: each style has its own, and the title names every style and input
+            assert set(spec.style_inputs) == set(styles) and set(spec.style_inputs.values()) <= set(spec.inputs), name
+            assert all(style in spec.card.title for style in styles) and all(kind in spec.card.title for kind in spec.inputs), name
+        if "lfnet" in styles:
+            assert "LF-Net paper's pool" in spec.card.title, name
+    assert SIMULATED and FIXED, "the registry has datasets of both kinds"
 
 
 @pytest.mark.parametrize(
@@ -141,15 +138,26 @@ def test_checked_loader_refuses_a_bad_style_or_level_before_reading(tmp_path, ra
     assert "\n" not in str(info.value)
 
 
-@pytest.mark.parametrize("name", ["lidc", "riga", "ms-lesion-real", "cm-folder"])
+@pytest.mark.parametrize("name", FIXED)
 def test_real_and_file_raters_refuse_a_target_level_before_reading(tmp_path, name):
     spec = get_dataset(name)
     with pytest.raises(
         DataError, match=rf"^{name} {spec.fixed_raters}, so there is no noise level to set \(got 0\.45\); use --noise-levels protocol$"
     ):
         spec.load(tmp_path, None, "0.450")
-    with pytest.raises(DataError, match=rf"^{name}: unknown rater style 'cm'; this dataset has {spec.rater_styles[0]}$"):
+    with pytest.raises(DataError, match=rf"^{name}: unknown rater style 'cm'; this dataset has {', '.join(spec.rater_styles)}$"):
         spec.load(tmp_path, "cm", PROTOCOL)
+
+
+@pytest.mark.parametrize("name", SIMULATED)
+def test_simulated_raters_check_the_style_and_level_before_reading(tmp_path, name):
+    """Every dataset with simulated raters takes a target level, and refuses a bad one or an unknown style first."""
+    spec = get_dataset(name)
+    assert set(spec.rater_styles) - set(NO_KNOB), name  # a style with a knob
+    with pytest.raises(DataError, match=rf"^{name}: noise level 1 is not 'protocol' or a target Average DSC strictly between 0 and 1"):
+        spec.load(tmp_path, None, "1")
+    with pytest.raises(DataError, match=rf"^{name}: unknown rater style 'blur'; this dataset has {', '.join(spec.rater_styles)}$"):
+        spec.load(tmp_path, "blur", "0.45")
 
 
 # --- the protocol -------------------------------------------------------------------------

@@ -3,11 +3,14 @@ missing raters and batch independence."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
+from conftest import REPO
 from scipy import ndimage as ndi
 
-from labels.staple import staple
+from labels.staple import staple, staple_mask
 
 
 def _blob(rng: np.random.Generator, size: int) -> np.ndarray:
@@ -177,3 +180,21 @@ def test_bad_shapes():
         staple(np.zeros((4, 4), dtype=np.uint8))
     with pytest.raises(ValueError):
         staple(np.zeros((2, 3, 4, 4), dtype=np.uint8), np.ones((2, 2), dtype=bool))
+
+
+def test_the_hard_staple_label_is_written_once():
+    """STAPLE >= 0.5 is `staple_mask` alone: STAPLE-UNet's targets, the `staple` evaluation reference and the label
+    statistics call it, and no other module thresholds the posterior itself."""
+    rng = np.random.default_rng(8)
+    x, valid = _batch(9, 4, 16), rng.random((4, 5)) < 0.8
+    mask = staple_mask(x, valid)
+    assert mask.dtype == np.uint8 and mask.shape == (4, 16, 16)
+    np.testing.assert_array_equal(mask, staple(x, valid) >= 0.5)
+    np.testing.assert_array_equal(staple_mask(x[0]), staple(x[0]) >= 0.5)
+    thresholding = sorted(
+        str(p.relative_to(REPO))
+        for package in ("labels", "datasets", "methods", "bench")
+        for p in (REPO / package).rglob("*.py")
+        if re.search(r"staple\([^()]*\)\s*>=", p.read_text())
+    )
+    assert thresholding == ["labels/staple.py"]

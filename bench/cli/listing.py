@@ -26,7 +26,10 @@ def found(layout: str, root: Path) -> str:
     """Whether a dataset's folder is under the data root: a line for its card (its files are checked when a run loads it)."""
     if not layout:
         return "found: embedded in an installed package, nothing to download"
-    folder = root / re.match(r"<data-root>/([^/ ]+)/", layout).group(1)
+    under = re.match(r"<data-root>/([^/ ]+)/", layout)
+    if under is None:  # a folder:PATH dataset, registered in this process: it is its own root
+        return "found: your own folder (folder:PATH), checked by `python -m bench check`"
+    folder = root / under.group(1)
     if not folder.is_dir():
         return f"not found: no folder {folder}/"
     n = sum(1 for p in folder.rglob("*") if p.is_file())

@@ -4,8 +4,8 @@ References (the `reference` column of the long table):
 
 - `gt`: the dataset's ground truth, where it has one;
 - `majority`: the valid raters' per-pixel majority vote (ties to the lower class, as MV-UNet's targets);
-- `staple`: per-image binary STAPLE of the valid raters, hard at 0.5 (binary datasets only; RIGA's
-  nested disc/cup labels have no binary STAPLE, so it is left out there);
+- `staple`: per-image binary STAPLE of the valid raters, hard at 0.5 (`labels.staple.staple_mask`; binary datasets only;
+  RIGA's nested disc/cup labels have no binary STAPLE, so it is left out there);
 - `rater:<name>`: each rater alone, on the cases that rater annotated (per-rater, "personalised" Dice);
 - `rater-mean`: the mean of the valid raters' structure masks, a soft target (soft DSC / IoU, ECE);
 - `raters`: the whole rater set, for the set metrics GED, Dice_match and Dice_max.
@@ -34,7 +34,7 @@ import pandas as pd
 from bench.evaluate import calibration, metrics
 from datasets import RaterData
 from labels.fusion import vote_targets
-from labels.staple import staple
+from labels.staple import staple_mask
 
 EMPTY_RULE = "one"  # both masks empty: Dice = IoU = 1 (multirater.EMPTY_RULES names the others)
 HEADLINE = ("gt", "majority", "staple")  # the references a printed table may show
@@ -52,7 +52,7 @@ def reference_mask(test: RaterData, reference: str) -> np.ndarray:
     if reference == "staple":
         if test.n_classes != 2:
             raise ValueError("reference 'staple' fuses binary labels only; use majority")
-        return (staple(test.raters, test.rater_valid) >= 0.5).astype(np.uint8)
+        return staple_mask(test.raters, test.rater_valid)
     if reference == "majority":
         return vote_targets(test.raters, test.rater_valid, test.n_classes)["mv"]
     raise ValueError(f"unknown evaluation reference {reference!r}; choose gt, majority or staple")

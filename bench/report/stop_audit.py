@@ -93,7 +93,7 @@ def pending(rule: Path, long: Path) -> pd.DataFrame:
 def unpaired(logs: dict[str, pd.DataFrame], rule_metrics: pd.DataFrame) -> pd.DataFrame:
     """Per cell either folder holds that is not a finished pair: what each run has done (`run_state`), whether their
     first stages are twins so far (`twins` over the evaluations both logged) and, where the rule's run finished, its
-    checked test metrics (`headline`) and `areas`, for the audit's "not yet audited" table. logs: both folders'
+    checked test metrics (`checked_metrics`) and `areas`, for the audit's "not yet audited" table. logs: both folders'
     `cell_logs`; rule_metrics: the rule folder's collected metric rows."""
     done = pd.concat({run: frame.groupby(CELL, sort=False)["done"].first() for run, frame in logs.items()}, axis=1)
     waiting = done.index[~done.fillna(False).astype(bool).all(axis=1)]
@@ -109,7 +109,7 @@ def unpaired(logs: dict[str, pd.DataFrame], rule_metrics: pd.DataFrame) -> pd.Da
                "shared": 0 if first is None else int(first["shared"]), "twin_diff": math.nan if first is None else first["twin_diff"]}  # fmt: skip
         metrics = rule_metrics.merge(pd.DataFrame([cell]), on=CELL) if len(rule_metrics) else rule_metrics
         if len(metrics):
-            row.update({r.metric: r.mean for r in headline(summarise(metrics)).itertuples()})
+            row.update({r.metric: r.mean for r in checked_metrics(summarise(metrics)).itertuples()})
             row.update(areas(metrics).iloc[0][["precision", "recall", "area"]].to_dict())
         out.append(row)
     return pd.DataFrame(out)
@@ -129,8 +129,8 @@ def trained(logs: dict[str, pd.DataFrame]) -> pd.DataFrame:
 
 def areas(metrics: pd.DataFrame) -> pd.DataFrame:
     """Per GROUP: precision, recall and predicted ÷ reference area of the consensus, pooled over cases and seeds
-    (`pooled_areas`), on the rows `headline` reads DSC from (against gt where the dataset has it, else the majority; the
-    first structure): what a move in DSC is made of. Shown beside the verdict, never judged."""
+    (`pooled_areas`), on the rows `checked_metrics` reads DSC from (against gt where the dataset has it, else the
+    majority; the first structure): what a move in DSC is made of. Shown beside the verdict, never judged."""
     rows = [part[(part["reference"] == ("gt" if "gt" in set(part["reference"]) else "majority")) & (part["structure"] == part["structure"].iloc[0])]
             for _, part in metrics[metrics["metric"] == "dsc"].groupby(GROUP, sort=False)]  # fmt: skip
     if not rows:
@@ -211,7 +211,7 @@ def curves(logs: dict[str, pd.DataFrame], methods: list[str]) -> Figure:
     return fig
 
 
-def headline(summary: pd.DataFrame) -> pd.DataFrame:
+def checked_metrics(summary: pd.DataFrame) -> pd.DataFrame:
     """The checked metrics of a summary: per GROUP × metric, mean and seed sd (DSC against gt where the dataset has
     it, else the majority; the first structure)."""
     out = []
@@ -238,7 +238,7 @@ def audit(rows: tuple[pd.DataFrame, pd.DataFrame], logs: dict[str, pd.DataFrame]
     sa, sb = (summarise(frame) for frame in rows)
     evidence = areas(rows[0]).merge(areas(rows[1]), on=GROUP, suffixes=("_rule", "_long"))
     evidence = evidence.merge(heads(sa).merge(heads(sb), on=GROUP, suffixes=("_rule", "_long")), on=GROUP, how="left")
-    a, b = headline(sa), headline(sb)
+    a, b = checked_metrics(sa), checked_metrics(sb)
     metrics = a.merge(b, on=[*GROUP, "metric"], suffixes=("_rule", "_long"))
     floors = metrics["metric"].map(lambda m: CHECKED[m][1])
     metrics["diff"] = metrics["mean_long"] - metrics["mean_rule"]

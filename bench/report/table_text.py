@@ -1,6 +1,7 @@
-"""A rendered table (`Table` of `TableCell`s under `Column`s) and its text, one writer each: `markdown_table` for every
-Markdown table of the project (the report's, the reproduction page's, the stop audit's, `compare`'s), `to_markdown` and
-`to_latex` (booktabs) for a `Table`. `bench/report/tables.py` builds the tables; a "|" inside a Markdown cell is written "/"."""
+"""A rendered table (`TextTable` of `TableCell`s under `TextColumn`s; a paper's table is `bench.study.Table`) and its
+text, one writer each: `markdown_table` for every Markdown table of the project (the report's, the reproduction page's,
+the stop audit's, `compare`'s), `to_markdown` and `to_latex` (booktabs) for a `TextTable`. `bench/report/tables.py`
+builds the tables; a "|" inside a Markdown cell is written "/"."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence[str]], align: 
 
 
 @dataclass(frozen=True)
-class Column:
+class TextColumn:
     structure: str
     metric: str
     markdown: str  # header text
@@ -37,10 +38,10 @@ class TableCell:
 
 
 @dataclass
-class Table:
+class TextTable:
     title: str
     label_header: str
-    columns: list[Column]
+    columns: list[TextColumn]
     labels: list[str] = field(default_factory=list)
     rows: list[list[TableCell]] = field(default_factory=list)
     italic: list[bool] = field(default_factory=list)  # Average and Oracle, as \emph in the paper
@@ -61,7 +62,7 @@ SHARED_NOTE = (f"{SHARED}: the best mean of the column and every row the seed-aw
 FLAG_NOTE = "[empty k/n], [full k/n]: in k of n seeds the method predicted an empty (full) mask on most validation cases where the raters' majority did not; its mean measures nothing and is never bold. [stop audit: fails]: trained longer (bench audit-stops) a test metric moved by more than its seed sd, so this row is not the method at its best and is never bold. [stop not audited]: no finished audit of this method's stop, so whether it reached its best is not known; never bold"  # fmt: skip
 
 
-def markdown_rows(table: Table) -> tuple[list[str], list[list[str]]]:
+def markdown_rows(table: TextTable) -> tuple[list[str], list[list[str]]]:
     """The header and the rows of a table as Markdown cell texts (a row's label in italics for Average and Oracle, with its
     flag), for `to_markdown` and the reproduction page."""
     labels = [(f"*{label}*" if italic else label) + (f" [{flag}]" if flag else "")
@@ -70,7 +71,7 @@ def markdown_rows(table: Table) -> tuple[list[str], list[list[str]]]:
     return [table.label_header, *(c.markdown for c in table.columns)], rows
 
 
-def to_markdown(table: Table) -> str:
+def to_markdown(table: TextTable) -> str:
     lines = [f"### {table.title}", "", *([table.run, ""] if table.run else [])]
     lines.append(markdown_table(*markdown_rows(table), ["l", *"r" * len(table.columns)]))
     if any(table.flags):
@@ -79,7 +80,7 @@ def to_markdown(table: Table) -> str:
     return "\n".join(lines) + "\n"
 
 
-def flagged(table: Table) -> list[str]:
+def flagged(table: TextTable) -> list[str]:
     """Each row's flag ("" where none; a table built without flags has none)."""
     return table.flags or [""] * len(table.labels)
 
@@ -89,7 +90,7 @@ def markdown_cell(c: TableCell) -> str:
     return f"**{text}**" if c.bold else f"{text} {SHARED}" if c.shared else text
 
 
-def to_latex(table: Table) -> str:
+def to_latex(table: TextTable) -> str:
     """A booktabs tabular (\\input it inside a table environment); the caption is the leading comment."""
     lines = [
         f"% {latex_text(table.title)}",

@@ -34,17 +34,17 @@ from bench.evaluate.long_table import ordered_structures, select
 from bench.evaluate.scoring import HEADLINE
 from bench.report import stats
 from bench.report.rows import AVERAGE, ablation_methods, display, main_methods, oracle, reference_method, registry_order, table_of
-from bench.report.table_text import SHARED_NOTE, Column, Table, TableCell, latex_text, to_latex, to_markdown
+from bench.report.table_text import SHARED_NOTE, TableCell, TextColumn, TextTable, latex_text, to_latex, to_markdown
 
 
-def column(metric: str, structure: str, named: bool = False) -> Column:
+def column(metric: str, structure: str, named: bool = False) -> TextColumn:
     """A table column from the metric's descriptor (bench/evaluate/metrics.py); `named` puts the structure in the header."""
     m = metrics.get(metric)
     shown = structure if named else None
-    return Column(structure, metric, m.header(shown), m.header(shown, latex=True), m.scale, m.digits, m.higher_is_better)
+    return TextColumn(structure, metric, m.header(shown), m.header(shown, latex=True), m.scale, m.digits, m.higher_is_better)
 
 
-def table_columns(table: str, structure: str, named: bool = False) -> list[Column]:
+def table_columns(table: str, structure: str, named: bool = False) -> list[TextColumn]:
     """The columns of one kind of table ("table1", "table2", "table3"), in the metrics' registration order."""
     return [column(m.name, structure, named) for m in metrics.in_table(table)]
 
@@ -63,7 +63,7 @@ def soft_metrics(dataset: str) -> bool:
 
 def build_table(
     summary: pd.DataFrame,
-    columns: list[Column],
+    columns: list[TextColumn],
     methods: list[str],
     title: str,
     label_header: str,
@@ -71,7 +71,7 @@ def build_table(
     compete_all: bool,
     flags: dict[str, str] | None = None,
     cases: pd.DataFrame | None = None,
-) -> Table:
+) -> TextTable:
     """Rows = [Average] + methods + [Oracle] (those present), cells mean ± std, a resolved best bolded (see module doc).
 
     `flags` maps a method to its degenerate-prediction flag (`degenerate_flags`); a flagged row is never bold. `cases`:
@@ -82,7 +82,7 @@ def build_table(
     lookup = {(r["method"], r["structure"], r["metric"]): (r["mean"], r["std"]) for r in summary.to_dict("records")}
     has = {m for m, s, k in lookup if (s, k) in {(c.structure, c.metric) for c in columns}}
     order = ([AVERAGE] if AVERAGE in has else []) + [m for m in methods if m in has and m not in (AVERAGE, oracle())] + ([oracle()] if oracle() in has else [])
-    table = Table(title, label_header, columns)
+    table = TextTable(title, label_header, columns)
     seeds = summary[summary["method"] != AVERAGE].groupby("method")["n_seeds"].max() if "n_seeds" in summary else pd.Series(dtype=int)
     for method in order:
         table.methods.append(method)
@@ -108,7 +108,7 @@ def build_table(
     return table
 
 
-def column_cases(summary: pd.DataFrame, cases: pd.DataFrame | None, column: Column) -> pd.DataFrame | None:
+def column_cases(summary: pd.DataFrame, cases: pd.DataFrame | None, column: TextColumn) -> pd.DataFrame | None:
     """The per-case rows behind one column: its structure and metric, against the reference the summary's method rows
     of that column have (the headline reference, the rater set or the rater mean); None without `cases`."""
     if cases is None:
@@ -120,7 +120,7 @@ def column_cases(summary: pd.DataFrame, cases: pd.DataFrame | None, column: Colu
     return rows
 
 
-def table_cell(value: tuple[float, float] | None, column: Column, is_average: bool) -> TableCell:
+def table_cell(value: tuple[float, float] | None, column: TextColumn, is_average: bool) -> TableCell:
     if value is None or pd.isna(value[0]):
         return TableCell("N/A" if is_average else "–")  # the paper writes N/A where Average has no value
     mean, std = value
@@ -128,7 +128,7 @@ def table_cell(value: tuple[float, float] | None, column: Column, is_average: bo
     return TableCell(f"{mean * column.scale:.{column.digits}f}", std_text)
 
 
-def mark_best(table: Table, j: int, column: Column, rows: list[int], values: list, cases: pd.DataFrame | None = None,
+def mark_best(table: TextTable, j: int, column: TextColumn, rows: list[int], values: list, cases: pd.DataFrame | None = None,
               names: list[str] | None = None) -> None:  # fmt: skip
     """Bold the best of column j where the seed-aware test resolves it, else mark the unresolved leaders (module doc).
 
@@ -189,7 +189,7 @@ def method_flags(cells: pd.DataFrame) -> dict[str, str]:
 
 
 def group_tables(part: pd.DataFrame, group: tuple, flags: dict[str, str] | None = None, cases: pd.DataFrame | None = None,
-                 extra: tuple[str, ...] = ()) -> list[tuple[str, Table]]:  # fmt: skip
+                 extra: tuple[str, ...] = ()) -> list[tuple[str, TextTable]]:  # fmt: skip
     """(file stem, table) for one dataset × raters × noise × headline reference of the summary.
 
     `part` holds that reference's rows (the Average row among them where it is gt: the raters' DSC against GT, which
@@ -297,9 +297,9 @@ def run_records(results: Path) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=[*store.KEYS, "budget", "reading", *OPTIONS])
 
 
-def run_line(table: Table, cells: pd.DataFrame | None) -> str:
+def run_line(table: TextTable, cells: pd.DataFrame | None) -> str:
     """ "Run: budget plateau; seeds per method: 3; not a pipeline check": what one table's values rest on (`run_text` of
-    its rows' seeds, `Table.seeds`)."""
+    its rows' seeds, `TextTable.seeds`)."""
     return run_text(table.seeds, cells)
 
 
@@ -355,7 +355,7 @@ def write_tables(summary: pd.DataFrame, out_dir: Path, note: str = "", outcomes:
     """
     written, markdown = [], []
 
-    def write(stem: str, table: Table) -> None:
+    def write(stem: str, table: TextTable) -> None:
         md, tex = to_markdown(table), to_latex(table)
         if note:
             md, tex = f"> {note}\n\n{md}", f"% {note}\n{tex}"
@@ -401,7 +401,7 @@ SET_TABLE = ("ged", "ged_unbiased", "dice_match", "dice_max", "dice_soft", "dice
 
 
 def set_metrics_table(summary: pd.DataFrame, cases: pd.DataFrame, dataset: str, raters: str, noise: str,
-                      flags: dict[str, str] | None = None, cells: pd.DataFrame | None = None) -> Table | None:  # fmt: skip
+                      flags: dict[str, str] | None = None, cells: pd.DataFrame | None = None) -> TextTable | None:  # fmt: skip
     """The field's table of one dataset × raters × noise: `SET_TABLE` against the rater set, per structure, mean ± std over
     seeds, each header with the M its values were scored at; under it the samples line (`samples_note`: M and the
     perfect sampler's GED floor) and the run line (`run_text`), bold only on a resolved best (`mark_best`).
@@ -433,8 +433,8 @@ def set_metrics_table(summary: pd.DataFrame, cases: pd.DataFrame, dataset: str, 
                 if metrics.get(name).outputs == "own"
                 else (f"M = {int(m.max())}" if len(m) else "M –")
             )  # the samples' columns: one M (`apart`), one prediction counts as M copies
-            columns.append(Column(structure, name, f"{base.markdown} ({at})", f"{base.latex} ({latex_text(at)})", base.scale, base.digits,
-                                  base.higher_is_better))  # fmt: skip
+            columns.append(TextColumn(structure, name, f"{base.markdown} ({at})", f"{base.latex} ({latex_text(at)})", base.scale, base.digits,
+                                      base.higher_is_better))  # fmt: skip
     methods_here = main_methods(set(part["method"]))
     if not columns or not methods_here:
         return None

@@ -124,8 +124,8 @@ def figure_files(
         if path is not None:
             caption = (f"{dataset}, raters `{raters}`: two training images, each rater's label, then the fused labels "
                        f"{display(assessment.study.reference_method)} (seed 0) is trained with or against: the raters' "
-                       "average, STAPLE, the majority vote, its soft label (SLL), the threshold-vote mask (TV) and its "
-                       "predicted probability map.")  # fmt: skip
+                       "average, STAPLE, the majority vote, its own fused labels (`Method.own_fused_labels`, each titled "
+                       "in the figure) and its predicted probability map.")  # fmt: skip
             out[("fused", dataset, raters)] = [(path, caption)]
     for key, r in ranks.items():
         if r.shares is not None:
@@ -213,13 +213,15 @@ def significance_plot(r: ColumnRanking, fig_dir: Path) -> Shown:
 
 
 def fused_figure(results: Path, data_root: Path, dataset: str, raters: str, fig_dir: Path) -> Path | None:
-    """The paper's fused-label figure (averaging, STAPLE, MV, SLL, TV, probability map) from the reference method's seed-0 cell."""
+    """The paper's fused-label figure (averaging, STAPLE, MV, the method's own fused labels, probability map) from the
+    reference method's seed-0 cell: its trained weights reloaded (`resolve.load_trained`) and run on two training images;
+    None where the cell is not finished or the method has no fused label of its own (`Method.has_own_fused_labels`)."""
     cell = store.Cell(dataset, raters, "protocol", study.current().reference_method, 0)
     try:
         method = resolve.load_trained(store.cell_dir(results, cell))
     except (FileNotFoundError, ValueError):  # not run, or not finished: no figure
         return None
-    if not hasattr(method, "sll"):
+    if not method.has_own_fused_labels():  # the figure's subject: a fused label of the method's own
         return None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a sparse pool's warning was printed when the cells ran

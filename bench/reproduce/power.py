@@ -46,7 +46,7 @@ class Components:
 DEFAULT = Components(sd_seed=0.02, sd_case=0.15, sd_resid=0.05)
 
 
-def estimate(values: np.ndarray) -> dict[str, float]:
+def variance_components(values: np.ndarray) -> dict[str, float]:
     """Variance components of one method's (seeds × cases) matrix without NaN, by two-way ANOVA without replication.
 
     residual = mean square of Y − row mean − column mean + grand mean, over (S − 1)(C − 1) degrees of freedom;
@@ -74,7 +74,7 @@ def components_of(part: pd.DataFrame, exclude: tuple[str, ...] = ()) -> tuple[Co
         grid = grid.loc[:, grid.notna().all(axis=0)]
         if grid.shape[0] < 2 or grid.shape[1] < 2:
             continue
-        var = estimate(grid.to_numpy())
+        var = variance_components(grid.to_numpy())
         rows.append({"method": method, "seeds": grid.shape[0], "cases": grid.shape[1],
                      **{f"sd_{k}": math.sqrt(v) for k, v in var.items()}})  # fmt: skip
     per_method = pd.DataFrame(rows, columns=["method", "seeds", "cases", "sd_seed", "sd_case", "sd_resid"])

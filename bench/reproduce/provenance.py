@@ -49,7 +49,7 @@ def _distinct(values) -> list:
     return list(dict.fromkeys(v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))))
 
 
-def seeds_text(cells: pd.DataFrame) -> str:
+def seeds_per_method(cells: pd.DataFrame) -> str:
     """The seeds and how many each method has: "0, 1, 2 (3 per method)"."""
     if cells.empty:
         return "–"
@@ -125,7 +125,7 @@ def banner(a: Assessment, cells: pd.DataFrame) -> list[list[str]]:
                     "docs/decisions.md, \"Readings along one trajectory\"; `bench report --reading NAME` for another)"],
         ["cells", f"{len(cells)} finished: {plural(cells['method'].nunique(), 'method')}, "
                   f"{plural(len(cells[['dataset', 'raters']].drop_duplicates()), 'rater setting')}"],
-        ["seeds", seeds_text(cells)],
+        ["seeds", seeds_per_method(cells)],
         ["images (train / val / test)", _sizes(cells)],
         ["run options", _options(cells)],
         ["rater settings", _settings(cells)],
@@ -143,7 +143,7 @@ def configuration_blocks(cells: pd.DataFrame) -> list[Block]:
     for (dataset, raters), part in cells.groupby(["dataset", "raters"], sort=True):
         reasons = pipeline_reasons(part)
         rows.append([
-            f"{dataset} `{raters}`", ", ".join(sorted(set(part["budget"]))), seeds_text(part), _sizes(part).removeprefix(f"{dataset} "),
+            f"{dataset} `{raters}`", ", ".join(sorted(set(part["budget"]))), seeds_per_method(part), _sizes(part).removeprefix(f"{dataset} "),
             _options(part), ", ".join(_distinct(part["input"])) or "–", _combos(part, MACHINE, _machine),
             _combos(part, SOFTWARE, _software), "; ".join(reasons) or "none: verdict grade",
         ])  # fmt: skip

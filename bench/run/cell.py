@@ -27,7 +27,7 @@ from bench import store
 from bench.evaluate.pixel import dice
 from bench.evaluate.scoring import reference_mask
 from bench.run.readings import Scorer, held_readings, trajectory
-from bench.run.resolve import RunOptions, build_method, is_oracle, option_record, stage_schedules, trained_method
+from bench.run.resolve import RunOptions, cell_method, is_oracle, option_record, stage_schedules, trained_method
 from bench.run.split_cache import DataKey, data_fingerprint, fused_test_references, load_splits, training_subset
 from bench.store import Cell
 from bench.train import hardware, harness, steps
@@ -259,7 +259,7 @@ def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
             data_root=str(opts.data_root), rater_setting=data.splits.raters_info,
             data_fingerprint=data_fingerprint(DataKey.of_cell(cell, opts.data_root)),
         )  # fmt: skip
-        method = build_method(cell.method, cell.seed, data.dataset, data.train, opts.budget)
+        method = cell_method(cell.method, cell.seed, data.dataset, data.train, opts.budget)
         schedules = stage_schedules([s.name for s in method.stages], trained_method(cell.method)[0], data.dataset, data.train.n, opts)
         store.write_config(out, cell_config(cell, opts, data, method, schedules))
         chosen = hardware.resolve_precision(method, first_batch(method, data.train, device), schedules[method.stages[0].name], device,

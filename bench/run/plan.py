@@ -26,7 +26,7 @@ import methods
 from bench import store, study
 from bench.files import UnreadableFile, unwritable
 from bench.run import sweep
-from bench.run.resolve import RunOptions, build_method, dataset_overrides, is_oracle, option_record, stage_schedules, trained_method
+from bench.run.resolve import RunOptions, cell_method, dataset_overrides, is_oracle, option_record, stage_schedules, trained_method
 from bench.run.split_cache import DataKey, data_fingerprint, load_splits
 from bench.store import Cell
 from bench.train import hardware, steps
@@ -332,7 +332,7 @@ def check_compatible(names: set[str], dataset: str, train, budget) -> None:
     """Build each method once on the data's shape, so a method that cannot run on it fails here, not in every cell."""
     for name in sorted(names):
         try:
-            build_method(name, 0, get_dataset(dataset), train, budget)
+            cell_method(name, 0, get_dataset(dataset), train, budget)
         except (ValueError, TypeError) as e:
             raise PlanError(f"{name} cannot run on {dataset}: {e}") from None
 

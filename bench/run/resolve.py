@@ -62,7 +62,7 @@ def dataset_overrides(dataset: DatasetSpec, name: str) -> dict:
     return study.current().method_settings(dataset.card.name, first)
 
 
-def build_method(name: str, seed: int, dataset: DatasetSpec, train: RaterData, budget: Budget) -> methods.Method:
+def cell_method(name: str, seed: int, dataset: DatasetSpec, train: RaterData, budget: Budget) -> methods.Method:
     """The cell's method for data shaped like `train`, initialised from `seed`: registry defaults, the dataset's paper
     settings, the budget's (paper-rcl15 only), then the cell's own parameters (`lf-net@beta=3`)."""
     trains, params = trained_method(name)

@@ -36,7 +36,7 @@ from labels import overlap as overlap_module
 from labels import staple as staple_module
 from labels.fusion import threshold_vote_foreground, vote_targets
 from labels.overlap import dice, rater_dice
-from labels.staple import staple
+from labels.staple import staple_mask
 
 ARRAYS = ("images", "raters", "rater_valid", "gt", "case_ids", "groups")
 PARTS = ("train", "val", "test")
@@ -236,7 +236,7 @@ def label_statistics(data: RaterData) -> dict:
     "area": mean foreground pixels}} over the images where the rater is valid; "gt_area"; "average"
     (the mean of the raters' DSCs, the paper's Average row); "majority", "mean_05", "staple": the
     mean DSC vs GT of three fused labels, the majority vote (ties to background), the rater mean
-    >= 0.5 and per-image binary STAPLE >= 0.5, each with its area ÷ GT area ("*_area_ratio");
+    >= 0.5 and per-image binary STAPLE >= 0.5 (`staple_mask`), each with its area ÷ GT area ("*_area_ratio");
     "tv_gt_share": the share of GT pixels inside the threshold-vote foreground (β = R − 1);
     "tv_empty_share": the share of images whose threshold-vote foreground is empty.
     """
@@ -256,7 +256,7 @@ def label_statistics(data: RaterData) -> dict:
     fused = {
         "majority": vote_targets(fg.astype(np.uint8), valid, 2)["mv"] > 0,
         "mean_05": votes >= 0.5 * n_valid,
-        "staple": staple(fg, valid) >= 0.5,
+        "staple": staple_mask(fg, valid) > 0,
     }
     tv = threshold_vote_foreground(fg.astype(np.uint8), valid)
     out = {"raters": raters, "gt_area": gt_area, "average": float(np.mean([v["dsc"] for v in raters.values()]))}

@@ -54,7 +54,7 @@ from datasets.contract import (
 )
 from datasets.raters import RATER_NAMES
 from datasets.raters.pool import fixed_pool_info
-from datasets.settings import STYLE_NOTES
+from datasets.settings import STYLE_NOTES, DatasetSpec
 
 #: Without a Good/ folder, the "good" rater is the GT itself (CM-UNet's loader does this).
 GOOD_FROM_GT = True
@@ -240,3 +240,7 @@ def _decode_part(kinds: dict[str, dict[str, Path]], image_kind: str, rater_kinds
         out["raters"].append(np.stack([masks[RATER_KINDS[name]] for name in names]))
         out["ids"].append(case_id)
     return out
+
+
+#: This module's registration: the datasets it adds to the registry (datasets/__init__.py `collect`).
+SPECS = (DatasetSpec(CARD, load_cm_folder, 128, 32, 600, fixed_raters="reads its raters from files", rater_styles=("files",), order=60),)

@@ -34,6 +34,7 @@ Reading collects every problem it finds (`FolderProblems`), so ``bench check fol
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -42,11 +43,10 @@ from pathlib import Path
 import numpy as np
 
 from datasets.contract import DataError, DatasetCard, RaterData, RaterSetting, Splits, centre_fit, read_tif, split_by_group
+from datasets.raters.levels import simulate_level
 from datasets.raters.morpho import simulate_raters
-from datasets.raters.pool import fixed_pool_info, pool_info
-from datasets.raters.strength import choose_strength
+from datasets.raters.pool import fixed_pool_info
 from datasets.settings import PROTOCOL, STYLE_NOTES
-from labels.overlap import average_dsc
 
 PREFIX = "folder:"  # --dataset folder:PATH
 ENDINGS = (".nii.gz", ".nii", ".png", ".tif", ".tiff")
@@ -290,7 +290,9 @@ def read_folder(root: Path) -> tuple[Layout, dict[str, dict], str, list[str]]:
     known = set(train_cases) | set(test_cases)
     for part, listed in layout.splits.items():
         problems += [f"{root / 'dataset.json'}: splits.{part} names case {c}, which has no image" for c in listed if c not in known]
-    problems += [f"case {c} is in both imagesTr/ and imagesTs/; case ids must be unique" for c in sorted(set(train_cases) & set(test_cases))]
+    problems += [
+        f"case {c} is in both imagesTr/ and imagesTs/; case ids must be unique" for c in sorted(set(train_cases) & set(test_cases))
+    ]
     both = set(layout.splits.get("val", [])) & set(layout.splits.get("test", []))
     problems += [f"{root / 'dataset.json'}: case {c} is in both splits.val and splits.test" for c in sorted(both)]
     if problems:
@@ -306,7 +308,9 @@ def read_folder(root: Path) -> tuple[Layout, dict[str, dict], str, list[str]]:
     for part, p in parts.items():
         has = [g is not None for g in p["gt"]]
         if any(has) and not all(has):
-            problems.append(f"{part}: {has.count(False)} of {len(has)} cases have no ground truth (labels*/gt/); give every case one, or none")
+            problems.append(
+                f"{part}: {has.count(False)} of {len(has)} cases have no ground truth (labels*/gt/); give every case one, or none"
+            )
         if not p["ids"] and part != "val":
             problems.append(f"the {part} split is empty ({rule}); add cases")
     return layout, parts, rule, problems
@@ -351,7 +355,9 @@ def load_folder(data_root: Path, setting: RaterSetting, level: str, cache: Path 
     plain = {k: rater_data(layout, p) for k, p in parts.items()}  # style morpho: simulated from the GT (binary tasks only)
     lacking = [k for k, d in plain.items() if d.n and d.gt is None]
     if lacking:
-        raise DataError(f"{name}: the {', '.join(lacking)} split(s) have no ground truth (labelsTs/gt/), which morpho raters are made from; use --raters files")
+        raise DataError(
+            f"{name}: the {', '.join(lacking)} split(s) have no ground truth (labelsTs/gt/), which morpho raters are made from; use --raters files"
+        )
     keys = {k: np.arange(d.n) + offset for (k, d), offset in zip(plain.items(), (0, 10**6, 2 * 10**6))}
     gt = plain["train"].gt
 
@@ -361,9 +367,7 @@ def load_folder(data_root: Path, setting: RaterSetting, level: str, cache: Path 
             return np.zeros((0, 5, *data.images.shape[2:]), np.uint8)
         return simulate_raters(data.gt, seed=DATA_SEED, noise=strength, keys=keys[part])
 
-    strength, _ = choose_strength(name, "morpho", level, lambda s: average_dsc(simulate("train", s), gt))
-    raters = {k: simulate(k, strength) for k in plain}
-    info = pool_info(name, "morpho", level, strength, raters["train"], gt)
+    raters, info = simulate_level(name, "morpho", level, gt, {k: functools.partial(simulate, k) for k in plain})
     names = ("good", "over", "under", "wrong", "blank")
     splits = {k: rater_data(layout, p, raters[k], names) for k, p in parts.items()}
     return Splits(splits["train"], splits["val"], splits["test"], rule, raters_info=info)

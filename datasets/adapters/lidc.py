@@ -58,7 +58,7 @@ from datasets.contract import (
     folder_problem,
 )
 from datasets.raters.pool import fixed_pool_info
-from datasets.settings import STYLE_NOTES
+from datasets.settings import REAL, STYLE_NOTES, DatasetSpec
 
 try:  # numpy >= 2 moved numpy.core to numpy._core; pickles name either
     from numpy._core import multiarray as _multiarray
@@ -435,3 +435,7 @@ def load_lidc(data_root: Path, setting: RaterSetting, level: str, cache: Path | 
     if data.n != EXPECTED[layout]:
         warnings.warn(f"lidc: found {data.n} images ({layout}) under {folder}/; the full release has {EXPECTED[layout]}", stacklevel=2)
     return contiguous_splits(data, [len(p) for p in parts], rule)
+
+
+#: This module's registration: the datasets it adds to the registry (datasets/__init__.py `collect`).
+SPECS = (DatasetSpec(CARD, load_lidc, 2, 2, 160, 32, reference="majority", order=40, **REAL),)

@@ -31,6 +31,7 @@ rater setting is named: the results path, the cache, the table's ``raters`` colu
 
 from __future__ import annotations
 
+import functools
 import gzip
 import importlib.util
 import struct
@@ -40,10 +41,9 @@ import numpy as np
 
 from datasets.contract import DataError, DatasetCard, RaterData, RaterSetting, Splits, check_not_constant, split_by_group
 from datasets.raters import RATER_NAMES
-from datasets.raters.pool import pool_info
-from datasets.raters.strength import choose_strength, simulator
-from datasets.settings import STYLE_NOTES
-from labels.overlap import average_dsc
+from datasets.raters.levels import simulate_level
+from datasets.raters.strength import simulator
+from datasets.settings import STYLE_NOTES, DatasetSpec
 
 DATA_SEED = 0
 #: Rater styles, the default first: the LF-Net paper's pool, CM-UNet's release, its earlier approximation, our disk morphology.
@@ -141,28 +141,27 @@ def network_inputs(digits: np.ndarray, keys: np.ndarray, kind: str) -> np.ndarra
     return np.where(digits > 0, 1 - noise, noise)[:, None]
 
 
+def ground_truth(digits: np.ndarray) -> np.ndarray:
+    """GT of digits uint8 (N, 28, 28): pixel ≥ 128, 0.5 of the 0–255 range -> uint8 (N, 28, 28)."""
+    return (digits >= 128).astype(np.uint8)
+
+
 def simulate(style: str, digits: np.ndarray, keys: np.ndarray, strength: float) -> np.ndarray:
     """The five raters of `digits` uint8 (N, 28, 28) in a style at a knob value -> (N, 5, 28, 28) uint8.
 
     "cm" starts its over rule from the raw digit (raw > 0); "morpho" sees only GT.
     """
-    return simulator(style, (digits >= 128).astype(np.uint8), raw=digits, seed=DATA_SEED, keys=keys)(strength)
+    return simulator(style, ground_truth(digits), raw=digits, seed=DATA_SEED, keys=keys)(strength)
 
 
-def build(
-    digits: np.ndarray, keys: np.ndarray, style: str, kind: str, strength: float, prefix: str, raters: np.ndarray | None = None
-) -> RaterData:
-    """Digits uint8 (N, 28, 28) → RaterData with inputs of `kind`, GT and the five raters of `style` at knob value `strength`.
-
-    raters: those raters when already simulated (the bisection's last pool), else simulated here.
-    """
-    gt = (digits >= 128).astype(np.uint8)  # ≥ 0.5 of the 0–255 range
+def build(digits: np.ndarray, keys: np.ndarray, kind: str, prefix: str, raters: np.ndarray) -> RaterData:
+    """Digits uint8 (N, 28, 28) and their simulated raters (N, 5, 28, 28) → RaterData with inputs of `kind` and GT."""
     ids = np.array([f"{prefix}-{k:05d}" for k in keys])
     return RaterData(
         images=network_inputs(digits, keys, kind),
-        raters=simulate(style, digits, keys, strength) if raters is None else raters,
-        rater_valid=np.ones((len(gt), len(RATER_NAMES)), dtype=bool),
-        gt=gt,
+        raters=raters,
+        rater_valid=np.ones((len(digits), len(RATER_NAMES)), dtype=bool),
+        gt=ground_truth(digits),
         case_ids=ids,
         groups=ids,
         rater_names=RATER_NAMES,
@@ -182,31 +181,19 @@ def build_splits(
     """Splits of digits with the raters of `style` at `level` and inputs of `kind`, and their `raters_info`.
 
     parts: {"train" | "val" | "test": (digits uint8 (N, 28, 28), keys (N,), case-id prefix)}.
-    level "protocol" uses knob 1. A target Average DSC bisects the knob (datasets/raters/strength.py
-    `choose_strength`) on the training digits, or on the first `search_size` of them when
+    level "protocol" uses knob 1. A target Average DSC bisects the knob (datasets/raters/levels.py
+    `simulate_level`) on the training digits, or on the first `search_size` of them when
     given, then simulates every part at that knob value; the realised Average and the
     usability check are measured on the whole training split. An unreachable target or a
     degenerate training pool raises DataError.
     """
-    train_digits, train_keys, _ = parts["train"]
-    search = slice(None) if search_size is None else slice(0, search_size)
-    searched_on = (
-        "the training split" if search_size is None or search_size >= len(train_digits) else f"the first {search_size} training digits"
-    )
-    search_gt = (train_digits[search] >= 128).astype(np.uint8)
-    pools: dict[float, np.ndarray] = {}  # the last pool measured, reused when the search ran on the whole split
-
-    def average(strength: float) -> float:
-        pools.clear()
-        pools[strength] = simulate(style, train_digits[search], train_keys[search], strength)
-        return average_dsc(pools[strength], search_gt)
-
-    strength, _ = choose_strength(name, style, level, average, hi=STYLE_HI[style], searched_on=searched_on)
-    reuse = pools.get(strength) if len(search_gt) == len(train_digits) else None
-    train = build(*parts["train"][:2], style, kind, strength, parts["train"][2], raters=reuse)
-    info = {**pool_info(name, style, level, strength, train.raters, train.gt), "input": kind}
-    val, test = (build(*parts[part][:2], style, kind, strength, parts[part][2]) for part in ("val", "test"))
-    return Splits(train, val, test, rule, raters_info=info)
+    digits, keys, _ = parts["train"]
+    simulators = {part: functools.partial(simulate, style, d, k) for part, (d, k, _) in parts.items()}
+    first = slice(0, search_size)
+    subset = None if search_size is None else (functools.partial(simulate, style, digits[first], keys[first]), ground_truth(digits[first]))
+    raters, info = simulate_level(name, style, level, ground_truth(digits), simulators, hi=STYLE_HI[style], subset=subset, unit="digits")
+    train, val, test = (build(*parts[part][:2], kind, parts[part][2], raters[part]) for part in ("train", "val", "test"))
+    return Splits(train, val, test, rule, raters_info={**info, "input": kind})
 
 
 def load_mnist_5k(data_root: Path, setting: RaterSetting, level: str, cache: Path | None) -> Splits:
@@ -256,3 +243,33 @@ def load_mnist(data_root: Path, setting: RaterSetting, level: str, cache: Path |
     }
     rule = "official test set; train split 80/20 by image (seed 0)"
     return build_splits("mnist", parts, setting.style, setting.input, level, rule, SEARCH_SIZE)
+
+
+#: This module's registration: the datasets it adds to the registry (datasets/__init__.py `collect`).
+SPECS = (
+    DatasetSpec(
+        CARD_5K,
+        load_mnist_5k,
+        128,
+        32,
+        None,
+        rater_styles=RATER_STYLES,
+        inputs=INPUTS,
+        style_inputs=STYLE_INPUTS,
+        first_style="morpho",
+        subset_of="mnist",
+        order=10,
+    ),
+    DatasetSpec(
+        CARD_MNIST,
+        load_mnist,
+        128,
+        32,
+        600,
+        rater_styles=RATER_STYLES,
+        inputs=INPUTS,
+        style_inputs=STYLE_INPUTS,
+        first_style="morpho",
+        order=10,
+    ),
+)

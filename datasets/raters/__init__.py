@@ -3,7 +3,8 @@
 One module per style family: morpho.py (this project's disk morphology, on morphology.py), cm.py (CM-UNet's released
 MNIST rules: ``cm`` and ``lfnet``), cm_fit.py (the earlier approximation of ``cm``) and ms.py (CM-UNet's MS lesion rules
 in 3-D); fsl.py holds the FSL-style edge, erosion and block rules the last three share, each border rule stated.
-strength.py turns a target Average DSC into a style's knob value and pool.py measures how usable a simulated pool is.
+strength.py turns a target Average DSC into a style's knob value, pool.py measures how usable a simulated pool is, and
+levels.py runs the two for an adapter (``simulate_level``: level -> knob -> every split's raters -> the pool's record).
 The styles themselves are named in datasets/settings.py (``STYLE_NOTES``).
 """
 

@@ -9,8 +9,9 @@ grows, towards a floor where over fills the image and under and wrong vanish.
 
 ``choose_strength`` bisects the knob on the training split (``strength_for_average``,
 tolerance ``TOLERANCE`` = 0.01 of Average DSC) and refuses a target outside the reachable
-range, or one the knob jumps over (the MS knob moves in whole passes). The adapter then
-simulates the pool at that knob value and datasets/raters/pool.py measures it (``pool_info``).
+range, or one the knob jumps over (the MS knob moves in whole passes). The pool is then
+simulated at that knob value and datasets/raters/pool.py measures it (``pool_info``); every
+adapter runs these steps through datasets/raters/levels.py (``simulate_level``).
 
 Measured on the mnist-5k training split (3,200 digits, seed 0):
 

@@ -42,6 +42,7 @@ train / 100 test"; docs/datasets.md#choledoch-decisions-and-split):
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -56,11 +57,9 @@ from scipy import ndimage as ndi
 from datasets.adapters.choledoch.files import DATA_EXTENSIONS, read_envi, read_mask
 from datasets.contract import DataError, DatasetCard, RaterData, RaterSetting, Splits, folder_problem, split_by_group
 from datasets.raters import RATER_NAMES
+from datasets.raters.levels import simulate_level
 from datasets.raters.morpho import simulate_raters
-from datasets.raters.pool import pool_info
-from datasets.raters.strength import choose_strength
-from datasets.settings import STYLE_NOTES
-from labels.overlap import average_dsc
+from datasets.settings import STYLE_NOTES, DatasetSpec
 
 # The simulated raters' radii are in pixels; on 256×320 cancer regions the MNIST-calibrated radii
 # barely perturb the mask. Scaling them by 4 brings the 5-rater average DSC near the paper's
@@ -372,7 +371,6 @@ def load_choledoch(
     measured on the whole training split.
     """
     del cache  # the splits are cached whole (bench/run/split_cache.py)
-    style = setting.style
     folder = Path(data_root) / "choledoch"
     scenes = find_scenes(folder)
     if len(scenes) != PAPER_TOTAL:
@@ -384,19 +382,20 @@ def load_choledoch(
     images, gt = read_scenes(ordered, size)
     keys = scene_keys(ordered)
     a, b = len(parts[0]), len(parts[0]) + len(parts[1])
-    search = slice(0, min(a, SEARCH_SCENES))
-    searched_on = "the training split" if a <= SEARCH_SCENES else f"the first {SEARCH_SCENES} training scenes"
-    strength, _ = choose_strength(
+    first = slice(0, min(a, SEARCH_SCENES))
+    raters, info = simulate_level(
         "choledoch",
-        style,
+        setting.style,
         level,
-        lambda s: average_dsc(simulate(gt[search], keys[search], s), gt[search]),
+        gt[:a],
+        {"train": functools.partial(simulate, gt[:a], keys[:a]), "rest": functools.partial(simulate, gt[a:], keys[a:])},
         hi=KNOB_HI,
-        searched_on=searched_on,
+        subset=(functools.partial(simulate, gt[first], keys[first]), gt[first]),
+        unit="scenes",
     )
-    raters_train = simulate(gt[:a], keys[:a], strength)
-    info = pool_info("choledoch", style, level, strength, raters_train, gt[:a])
-    raters = np.empty((len(ordered), *raters_train.shape[1:]), dtype=np.uint8)
-    raters[:a], raters[a:] = raters_train, simulate(gt[a:], keys[a:], strength)
-    data = rater_data(ordered, images, gt, raters)
+    data = rater_data(ordered, images, gt, np.concatenate([raters["train"], raters["rest"]]))
     return Splits(data.subset(slice(0, a)), data.subset(slice(a, b)), data.subset(slice(b, data.n)), rule, raters_info=info)
+
+
+#: This module's registration: the datasets it adds to the registry (datasets/__init__.py `collect`).
+SPECS = (DatasetSpec(CARD, load_choledoch, 2, 2, 48, 32, rater_styles=("choledoch",), order=30),)

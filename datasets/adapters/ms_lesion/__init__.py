@@ -47,6 +47,7 @@ images as validation" and "five simulated raters as Zhang et al."; docs/datasets
 
 from __future__ import annotations
 
+import functools
 import itertools
 import warnings
 from pathlib import Path
@@ -66,11 +67,10 @@ from datasets.contract import (
     folder_problem,
 )
 from datasets.raters import RATER_NAMES
+from datasets.raters.levels import simulate_level
 from datasets.raters.ms import passes_at, simulate_ms_raters
-from datasets.raters.pool import fixed_pool_info, pool_info
-from datasets.raters.strength import choose_strength
-from datasets.settings import STYLE_NOTES
-from labels.overlap import average_dsc
+from datasets.raters.pool import fixed_pool_info
+from datasets.settings import REAL, STYLE_NOTES, DatasetSpec
 
 DATA_SEED = 0
 ALL_CONTRASTS = ("flair", "mprage", "pd", "t2")
@@ -260,7 +260,7 @@ def _load(
 
     if simulated:
         gt = np.concatenate([p["gt"] for p in parts])
-        strength, raters, info = _simulate(parts, gt, train, style, level)
+        raters, info = _simulate(parts, gt, train, style, level)
     else:
         gt, raters = None, np.concatenate([p["raters"] for p in parts])
     data = RaterData(
@@ -281,34 +281,30 @@ def _load(
     return Splits(train=train_data, val=data.subset(val), test=data.subset(test), rule=rule, raters_info=info)
 
 
-def _simulate(parts: list[dict], gt: np.ndarray, train: np.ndarray, style: str, level: str) -> tuple[float, np.ndarray, dict]:
-    """The five raters of every kept slice at the level's knob value -> (knob, raters (K, 5, Y, X), raters_info).
+def _simulate(parts: list[dict], gt: np.ndarray, train: np.ndarray, style: str, level: str) -> tuple[np.ndarray, dict]:
+    """The five raters of every kept slice at the level's knob value -> (raters (K, 5, Y, X), raters_info).
 
     parts: one dict per scan with its 3-D GT volume "gt3d" and kept slices "keep"; gt: the GT
     slices of all scans (K, Y, X); train: the indices of the training slices, whole scans.
     The Average of the training slices at a knob value depends only on the pass counts, so it
-    is measured once per distinct `passes_at` during the bisection.
+    is measured once per distinct `passes_at` during the bisection (`simulate_level`'s `same_pool`).
     """
     starts = np.cumsum([0] + [len(p["ids"]) for p in parts])[:-1]
     in_train = set(train.tolist())
-    train_parts = [p for p, start in zip(parts, starts) if len(p["ids"]) and int(start) in in_train]
+    is_train = [bool(len(p["ids"])) and int(start) in in_train for p, start in zip(parts, starts)]
 
-    def raters_of(part: dict, knob: float) -> np.ndarray:
-        # (5, X, Y, Z) -> (K, 5, Y, X): one image per kept z, rows along y.
-        return np.ascontiguousarray(np.transpose(simulate_ms_raters(part["gt3d"], knob)[..., part["keep"]], (3, 0, 2, 1)))
+    def raters_of(training: bool, knob: float) -> np.ndarray:
+        # The training scans' (or the others') raters, (5, X, Y, Z) -> (K, 5, Y, X): one image per kept z, rows along y.
+        scans = [p for p, t in zip(parts, is_train) if t == training]
+        return np.concatenate([np.transpose(simulate_ms_raters(p["gt3d"], knob)[..., p["keep"]], (3, 0, 2, 1)) for p in scans])
 
-    measured: dict[tuple[int, int, int], float] = {}
-
-    def average(knob: float) -> float:
-        passes = passes_at(knob)
-        if passes not in measured:
-            measured[passes] = average_dsc(np.concatenate([raters_of(p, knob) for p in train_parts]), gt[train])
-        return measured[passes]
-
-    strength, _ = choose_strength("ms-lesion", style, level, average, hi=KNOB_HI, searched_on="the training slices")
-    raters = np.concatenate([raters_of(p, strength) for p in parts])
-    info = pool_info("ms-lesion", style, level, strength, raters[train], gt[train])
-    return strength, raters, info
+    simulate = {"train": functools.partial(raters_of, True), "rest": functools.partial(raters_of, False)}
+    by_part, info = simulate_level(
+        "ms-lesion", style, level, gt[train], simulate, hi=KNOB_HI, searched_on="the training slices", same_pool=passes_at
+    )
+    raters = np.empty((len(gt), *by_part["train"].shape[1:]), dtype=by_part["train"].dtype)
+    raters[train], raters[np.setdiff1d(np.arange(len(gt)), train)] = by_part["train"], by_part["rest"]
+    return raters, info
 
 
 def _slices_of(
@@ -393,3 +389,10 @@ def _split(case_ids: np.ndarray, groups: np.ndarray, scans: list[Scan], slices: 
     )
     index = [np.flatnonzero(in_train & ~in_val), np.flatnonzero(in_train & in_val), np.flatnonzero(~in_train)]
     return index, rule
+
+
+#: This module's registration: the datasets it adds to the registry (datasets/__init__.py `collect`).
+SPECS = (
+    DatasetSpec(CARD, load_ms_lesion, 2, 2, 128, 32, rater_styles=("ms",), order=20),
+    DatasetSpec(CARD_REAL, load_ms_lesion_real, 2, 2, 128, 32, reference="majority", order=20, **REAL),
+)

@@ -71,7 +71,7 @@ from datasets.adapters.riga.masks import (
 )
 from datasets.contract import DataError, DatasetCard, RaterData, RaterSetting, Splits, atomic, folder_problem, split_by_group
 from datasets.raters.pool import fixed_pool_info
-from datasets.settings import STYLE_NOTES
+from datasets.settings import REAL, STYLE_NOTES, DatasetSpec
 
 log = logging.getLogger(__name__)
 
@@ -390,3 +390,9 @@ def load_riga(data_root: Path, setting: RaterSetting, level: str, cache: Path | 
     rule = f"MR-Net: train BinRushed+MESSIDOR, test Magrabia; val = {fraction:.0%} of the training images by image (seed {DATA_SEED}); {version}"
     train_part = train_all.subset(train)
     return Splits(train_part, train_all.subset(val), test, rule, raters_info=fixed_pool_info(setting.style, train_part.raters, None))
+
+
+#: This module's registration: the datasets it adds to the registry (datasets/__init__.py `collect`).
+SPECS = (
+    DatasetSpec(CARD, load_riga, 2, 2, 80, 32, reference="majority", soft_metrics=True, structures=tuple(STRUCTURES), order=50, **REAL),
+)
