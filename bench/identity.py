@@ -64,6 +64,14 @@ def retrain_command(results: Path, cell: Cell, force: bool = False) -> str:
     """The `bench run` that trains exactly this cell again (add the options it ran with: --budget, --max-steps, …)."""
     setting = cell.raters
     own = setting.label == setting.style  # the style's own input: --raters alone names it
-    flags = [f"--results {results}", f"--dataset {cell.dataset}", f"--raters {setting.style}", *([] if own else [f"--input {setting.input}"]),
-             f"--noise-levels {cell.noise}", f"--methods {cell.method}", f"--seeds {cell.seed}", *(["--force"] if force else [])]  # fmt: skip
+    flags = [
+        f"--results {results}",
+        f"--dataset {cell.dataset}",
+        f"--raters {setting.style}",
+        *([] if own else [f"--input {setting.input}"]),
+        f"--noise-levels {cell.noise}",
+        f"--methods {cell.method}",
+        f"--seeds {cell.seed}",
+        *(["--force"] if force else []),
+    ]
     return "python -m bench run " + " ".join(flags)

@@ -29,20 +29,17 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from bench.evaluate.long_table import CALIBRATION, COLUMNS, KEYS, summarise
 from bench.files import (
     UnreadableFile,
     alive,
-    atomic,
     check_table,
     check_zip,
     locked,
     read_json,
     read_table,
-    reason,
     write_json,
     write_table,
 )
@@ -53,7 +50,7 @@ CONFIG = "config.json"  # a cell's: what decides its result besides its identity
 MANIFEST = "manifest.json"  # a cell's provenance, status and measurements beside the result
 TRAIN_LOG = "train_log.csv"  # a cell's evaluations and stage stops (bench.train.checkpoints)
 CHECKPOINTS, RESULT_WEIGHTS = "checkpoints", "result.pt"  # a cell's stage weights (`checkpoint_path`); its result's, if others
-PREDICTIONS = "predictions.npz"  # a cell's test probabilities (`write_predictions`)
+PREDICTIONS = "predictions.npz"  # a cell's test probabilities (bench/evaluate/predictions.py)
 METRICS = "metrics.parquet"  # a cell's long rows; at the top, every finished cell's (`collect`)
 CALIBRATION_BINS = "calibration.parquet"  # reliability bins, per cell and collected
 TEST_CURVE, READINGS = "test_curve.parquet", "readings.parquet"  # a cell's test counts along its trajectory; its other readings
@@ -312,29 +309,6 @@ def earlier_checkpoints(checkpoint_dir: Path, k: int) -> list[Path]:
     return [p for p in checkpoint_dir.glob("stage-*.pt") if not p.name.endswith(".partial.pt") and int(p.name.split("-")[1]) < k]
 
 
-OUTPUTS = ("samples", "rater_outputs")  # a method's outputs beside its probabilities (bench.train.harness.predict_outputs)
-
-
-def read_predictions(folder: Path) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
-    """A cell's test probabilities (N, L, H, W) float32 in [0, 1], case ids and its other outputs ({"samples",
-    "rater_outputs"}: class indices (N, M, H, W), where the method has them), as `write_predictions` stored them."""
-    path = folder / PREDICTIONS
-    if not path.is_file():
-        raise UnreadableFile(path, "missing (deleted?)", repair(folder, PREDICTIONS))
-    try:
-        with np.load(path, allow_pickle=False) as f:
-            outputs = {key: f[key] for key in OUTPUTS if key in f}
-            return f["probs"].astype(np.float32) / 255, f["case_ids"], outputs
-    except Exception as e:  # zipfile.BadZipFile, EOFError, ValueError, KeyError, zlib.error: a damaged archive
-        raise UnreadableFile(path, f"cannot read the predictions ({reason(e)})", repair(folder, PREDICTIONS)) from None
-
-
-def write_predictions(path: Path, probs: np.ndarray, case_ids: np.ndarray, outputs: dict[str, np.ndarray] | None = None) -> None:
-    """Test probabilities (N, L, H, W) in uint8 (1/255 steps), and the samples and per-rater outputs (class indices)."""
-    with atomic(path) as tmp:
-        np.savez_compressed(tmp, probs=np.round(probs * 255).astype(np.uint8), case_ids=case_ids, **(outputs or {}))
-
-
 def write_part(folder: Path, name: str, rows: pd.DataFrame) -> None:
     """One point of a cell's test curve (`curve-<step>`) or one reading (its name), rewritten alike by a resumed run."""
     (folder / PARTS).mkdir(exist_ok=True)
@@ -399,16 +373,24 @@ def read_collected(results: Path, name: str, rebuild_missing: bool = False) -> p
     if not cells:
         if problem == "missing":
             return pd.DataFrame()
-        raise UnreadableFile(path, problem, f"no finished cell in {results}/runs to rebuild it from; remove it, or rerun the run that made it")
+        raise UnreadableFile(
+            path, problem, f"no finished cell in {results}/runs to rebuild it from; remove it, or rerun the run that made it"
+        )
     for _, _, found in cells:
         if found is not None:  # a table rebuilt without that cell would drop it silently: the cell is repaired first
             raise found
     try:
         collect(results)
     except OSError as e:
-        raise UnreadableFile(path, problem, f"rebuilding it from the cells failed ({e.strerror or e}); rerun the run that made it "
-                             "where the folder is writable") from None  # fmt: skip
-    print(f"note: {path} was {problem if problem == 'missing' else 'damaged'}; rebuilt from the {len(cells)} finished cell(s)", file=sys.stderr)
+        raise UnreadableFile(
+            path,
+            problem,
+            f"rebuilding it from the cells failed ({e.strerror or e}); rerun the run that made it where the folder is writable",
+        ) from None
+    print(
+        f"note: {path} was {problem if problem == 'missing' else 'damaged'}; rebuilt from the {len(cells)} finished cell(s)",
+        file=sys.stderr,
+    )
     return read()
 
 
@@ -455,6 +437,14 @@ def training_outcomes(cells: list[CellRecord]) -> pd.DataFrame:
     Columns: the KEYS, `stops` ("plateau", "cap" or "fixed" per stage, joined by "+"), `flag`
     ("empty", "full" or ""), the shares of validation cases predicted empty / full.
     """
-    rows = [{**r.keys, "stops": "+".join(r.stops), "flag": r.degenerate.get("flag", ""), "empty_share": r.degenerate.get("empty_share"),
-             "full_share": r.degenerate.get("full_share")} for r in cells]  # fmt: skip
+    rows = [
+        {
+            **r.keys,
+            "stops": "+".join(r.stops),
+            "flag": r.degenerate.get("flag", ""),
+            "empty_share": r.degenerate.get("empty_share"),
+            "full_share": r.degenerate.get("full_share"),
+        }
+        for r in cells
+    ]
     return pd.DataFrame(rows, columns=[*KEYS, "stops", "flag", "empty_share", "full_share"])

@@ -171,11 +171,26 @@ def load(path: Path = STUDY_FILE) -> Study:
             extra = {k: s[k] for k in ("optimiser", "lr", "weight_decay", "batch_size", "augment", "steps") if k in s}
             stages[(s["method"], s["stage"])] = PaperStage(s["epochs"], s["source"], s.get("line", 0), **extra)
         return Study(
-            head["name"], head["title"], head["citation"], head["source"], head["reference_method"], head["oracle"],
-            head["oracle_trains"], head.get("oracle_line", 0), dict(head.get("paper_raters", {})), tuple(head.get("readings", [])), tuple(raw.get("settings", [])),
-            stages, dict(budget.get("same_as", {})), dict(budget.get("stage_reading", {})), tuple(tables), values, claims,
-            tuple(shown.get("ablation_text", [])), dict(shown.get("full_model", {})),
-        )  # fmt: skip
+            head["name"],
+            head["title"],
+            head["citation"],
+            head["source"],
+            head["reference_method"],
+            head["oracle"],
+            head["oracle_trains"],
+            head.get("oracle_line", 0),
+            dict(head.get("paper_raters", {})),
+            tuple(head.get("readings", [])),
+            tuple(raw.get("settings", [])),
+            stages,
+            dict(budget.get("same_as", {})),
+            dict(budget.get("stage_reading", {})),
+            tuple(tables),
+            values,
+            claims,
+            tuple(shown.get("ablation_text", [])),
+            dict(shown.get("full_model", {})),
+        )
     except (tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as e:
         raise ValueError(f"study {path}: {type(e).__name__}: {e}") from None
 

@@ -23,8 +23,9 @@ def as_bool(x: np.ndarray, name: str) -> np.ndarray:
     raise TypeError(f"{name} must be a bool mask (or integer 0/1); got dtype {x.dtype}. Binarise probabilities first, e.g. probs >= 0.5.")
 
 
-def check_mask_pair(a: np.ndarray, b: np.ndarray, name_a: str = "pred", name_b: str = "gt", volumes: bool = False
-                    ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+def check_mask_pair(
+    a: np.ndarray, b: np.ndarray, name_a: str = "pred", name_b: str = "gt", volumes: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     """Two mask batches of one shape, (N, H, W) (or (N, ...) with any spatial axes when `volumes`), as bool, or raise."""
     a, b = np.asarray(a), np.asarray(b)
     if (a.ndim < 2 if volumes else a.ndim != 3) or a.shape != b.shape:

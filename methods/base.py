@@ -141,8 +141,9 @@ class Method(nn.Module):
     # What a value of 1 means in each mask `own_fused_labels` returns, for the figure's key ({title: meaning}).
     fused_label_keys: dict[str, str] = {}
 
-    def own_fused_labels(self, images: torch.Tensor, raters: torch.Tensor, rater_valid: torch.Tensor, temperature: float = 1.0
-                         ) -> dict[str, torch.Tensor]:  # fmt: skip
+    def own_fused_labels(
+        self, images: torch.Tensor, raters: torch.Tensor, rater_valid: torch.Tensor, temperature: float = 1.0
+    ) -> dict[str, torch.Tensor]:
         """The method's own fused labels of a batch, drawn beside the fusion rules in the fused-label figure: {title:
         (B, H, W)}, float for a probability of foreground, bool for a mask; {} when it fuses nothing of its own.
 

@@ -127,9 +127,11 @@ def attend(queries: torch.Tensor, bank: torch.Tensor) -> torch.Tensor:
 
 
 @register_method(
-    "d-persona", "Prob. U-Net bounded by the raters' union and intersection, then per-rater projection heads (2 stages)",
-    group="field", display="D-Persona",
-)  # fmt: skip
+    "d-persona",
+    "Prob. U-Net bounded by the raters' union and intersection, then per-rater projection heads (2 stages)",
+    group="field",
+    display="D-Persona",
+)
 class DPersona(Method):
     """D-Persona (Wu et al., CVPR 2024).
 

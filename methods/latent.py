@@ -4,7 +4,7 @@ and the weight-norm term of their official code, and the one-hot rater masks the
 
 Shapes: images (B, C, H, W); features (B, F, H, W), the shared U-Net's last decoder features (F = 32); a latent z (B, D),
 or M of them (B, M, D); logits (B, L, H, W), or (B, M, L, H, W) for M latents; ids long (B,), each image's read-out
-identity (its index in its split mixed with the cell's seed, `bench.train.harness.readout_ids`).
+identity (its index in its split mixed with the cell's seed, `bench.train.inference.readout_ids`).
 
 Read-outs draw afresh for every image, from a generator seeded by the image's id (`per_image`), so a read-out of an
 image is the same whatever batch it is in, and no set of draws is shared by every image (docs/methods.md#samples).
@@ -51,8 +51,11 @@ def init_convs(module: nn.Module, kind: str) -> nn.Module:
     for m in module.modules():
         if not isinstance(m, nn.Conv2d):
             continue
-        {"he": lambda w: nn.init.kaiming_normal_(w, mode="fan_in", nonlinearity="relu"), "orthogonal": nn.init.orthogonal_,
-         "xavier": nn.init.xavier_uniform_}[kind](m.weight)  # fmt: skip
+        {
+            "he": lambda w: nn.init.kaiming_normal_(w, mode="fan_in", nonlinearity="relu"),
+            "orthogonal": nn.init.orthogonal_,
+            "xavier": nn.init.xavier_uniform_,
+        }[kind](m.weight)
         if m.bias is not None:
             nn.init.zeros_(m.bias) if kind == "xavier" else truncated_normal_(m.bias, 0.001)
     return module

@@ -104,71 +104,14 @@ import torch.nn.functional as F
 from labels.fusion import batch_votes, threshold_vote_mask, vote_targets
 from labels.staple import staple
 from methods.base import DataSpec, Method, Stage, StepContext
-from methods.kit import confusion_nll, confusion_trace, masked_cross_entropy, masked_mean
+from methods.kit import masked_cross_entropy
+from methods.lf_net_losses import confusion_rater_term, rater_cross_entropy, rater_onehot, soft_label_loss, soften
 from methods.lf_net_rater_modules import ConfusionMatrixHeads, RaterCharacteristicsNet, RaterHeads
 from methods.registry import register_method, register_variant
 from methods.unet import UNet
 
 SOFT_LABELS = ("sll", "mv", "staple", "none")
 RATER_MODULES = ("rcn", "shared", "cm", "none")
-_EPS = 1e-7  # keeps log(A·p) finite for the confusion-matrix rater term
-
-
-def rater_onehot(raters: torch.Tensor, valid: torch.Tensor, n_classes: int) -> torch.Tensor:
-    """SLL input: (B, R, H, W) long, valid (B, R) → float (B, R·L, H, W); channel r·L + l is 1 where rater r says l.
-
-    A missing rater's L channels are all zero (distinct from an all-background rater).
-    """
-    onehot = F.one_hot(raters, n_classes).to(torch.float32) * valid[:, :, None, None, None]  # (B, R, H, W, L)
-    return onehot.permute(0, 1, 4, 2, 3).flatten(1, 2)
-
-
-def soften(probs: torch.Tensor, tau: float) -> torch.Tensor:
-    """Temperature applied to probabilities (B, L, H, W): p^(1/τ) renormalised, = softmax(log p / τ); zeros stay zero."""
-    powered = probs.clamp(min=0) ** (1.0 / tau)
-    return powered / powered.sum(1, keepdim=True).clamp(min=1e-12)
-
-
-def soft_label_loss(logits: torch.Tensor, soft_target: torch.Tensor, tau: float, mask: torch.Tensor | None = None) -> torch.Tensor:
-    """L_sl (eq. 8) = −τ² · mean over the pixels where `mask` is set of Σ_l q̂1 log softmax(logits/τ).
-
-    logits (B, L, H, W) of the segmentation network; soft_target q̂1 (B, L, H, W), already softened
-    and sums to 1 over L; mask bool (B, H, W) or None (every pixel). The paper sums over pixels; we
-    average over the selected ones (docs/methods.md#lf-net-loss-normalisation). An empty mask gives 0.
-    """
-    per_pixel = -(soft_target * F.log_softmax(logits.float() / tau, dim=1)).sum(1)  # (B, H, W)
-    return masked_mean(per_pixel, mask, scale=tau**2)
-
-
-def per_rater_mean(per_pixel: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
-    """Σ_r of the mean of per_pixel (B, R, H, W) over the pixels of the images rater r labelled (valid (B, R)).
-
-    A rater missing from every image of the batch contributes 0.
-    """
-    return masked_mean(per_pixel.mean((2, 3)), valid, dim=0).sum()  # every image has the same H·W
-
-
-def rater_cross_entropy(rater_logits: torch.Tensor, raters: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
-    """L_rcl (eq. 9): Σ_r mean cross-entropy of head r's logits (B, R, L, H, W) vs rater r's labels (B, R, H, W).
-
-    Every pixel counts (no TV mask); missing raters (valid (B, R) False) are left out.
-    """
-    ce = F.cross_entropy(rater_logits.float().flatten(0, 1), raters.flatten(0, 1), reduction="none")  # (B·R, H, W)
-    return per_rater_mean(ce.unflatten(0, raters.shape[:2]), valid)
-
-
-def confusion_rater_term(
-    cms: torch.Tensor, probs: torch.Tensor, raters: torch.Tensor, valid: torch.Tensor, trace_weight: float
-) -> torch.Tensor:
-    """CM rater term: Σ_r mean −log((A_r·p)[ỹ_r]) + trace_weight · Σ_r mean trace(A_r), missing raters left out.
-
-    cms (B, R, H, W, L, L) column-stochastic; probs (B, L, H, W) true-label probabilities; raters (B, R, H, W). The
-    likelihood is CM-UNet's (`methods.kit.confusion_nll`); the reduction is L_rcl's (`per_rater_mean`).
-    """
-    loss = per_rater_mean(confusion_nll(cms, probs, raters, _EPS), valid)
-    if trace_weight:
-        loss = loss + trace_weight * per_rater_mean(confusion_trace(cms), valid)
-    return loss
 
 
 @register_method(
@@ -325,8 +268,9 @@ class LFNet(Method):
         """(B, C, H, W) → softmax of the segmentation network's logits (B, L, H, W), no temperature."""
         return torch.softmax(self.seg(images).float(), dim=1)
 
-    def teacher(self, images: torch.Tensor, raters: torch.Tensor, rater_valid: torch.Tensor, temperature: float = 1.0
-                ) -> tuple[torch.Tensor, torch.Tensor] | None:  # fmt: skip
+    def teacher(
+        self, images: torch.Tensor, raters: torch.Tensor, rater_valid: torch.Tensor, temperature: float = 1.0
+    ) -> tuple[torch.Tensor, torch.Tensor] | None:
         """The soft-label network's p̂1 = softmax(a1 / `temperature`) (1: none) and the TV mask; None without an SLL."""
         if self.cfg.soft_label != "sll":
             return None
@@ -338,8 +282,9 @@ class LFNet(Method):
 
     fused_label_keys = {"TV": "the raters' vote is trusted (the most-voted class has ≥ β votes)"}
 
-    def own_fused_labels(self, images: torch.Tensor, raters: torch.Tensor, rater_valid: torch.Tensor, temperature: float = 1.0
-                         ) -> dict[str, torch.Tensor]:  # fmt: skip
+    def own_fused_labels(
+        self, images: torch.Tensor, raters: torch.Tensor, rater_valid: torch.Tensor, temperature: float = 1.0
+    ) -> dict[str, torch.Tensor]:
         """SLL: the soft-label network's probability of foreground, softmax(a1 / `temperature`) (1: the network's own
         output; `cfg.tau` shows the softened target q̂1 that L_sl trains against); TV: the threshold-vote mask M^tv with
         this model's β. {} without an SLL."""
@@ -380,13 +325,24 @@ register_variant(
     "lf-net-s-tv", "lf-net", "LF-Net ablation S+TV: CE vs MV on TV-selected pixels (Table IV)", display="S+TV", **{**_S, "ce_tv": True}
 )
 register_variant(
-    "lf-net-s-sls", "lf-net", "LF-Net ablation S+SLS: CE vs MV on every pixel + unmasked L_sl, SLL trained without TV (Table IV)",
-    display="S+SLS", soft_label="sll", sl_tv=False, sll_tv=False, rater_module="none", ce_tv=False,
-)  # fmt: skip
+    "lf-net-s-sls",
+    "lf-net",
+    "LF-Net ablation S+SLS: CE vs MV on every pixel + unmasked L_sl, SLL trained without TV (Table IV)",
+    display="S+SLS",
+    soft_label="sll",
+    sl_tv=False,
+    sll_tv=False,
+    rater_module="none",
+    ce_tv=False,
+)
 register_variant(
-    "lf-net-s-rcls", "lf-net", "LF-Net ablation S+RCLS: CE vs MV on every pixel + λ·L_rcl (Table IV)", display="S+RCLS",
-    soft_label="none", ce_tv=False,
-)  # fmt: skip
+    "lf-net-s-rcls",
+    "lf-net",
+    "LF-Net ablation S+RCLS: CE vs MV on every pixel + λ·L_rcl (Table IV)",
+    display="S+RCLS",
+    soft_label="none",
+    ce_tv=False,
+)
 register_variant(
     "lf-net-s-tv-sls",
     "lf-net",
@@ -402,30 +358,56 @@ register_variant("lf-net-no-ce", "lf-net", "LF-Net ablation ‡: L_sl + λ·L_rc
 # The soft-label network's input read as §III-D1's f(X; Θ1): the image beside the raters, under each L_sl mask (the
 # 2×2 of docs/decisions.md, "LF-Net's four readings under the paper's recipe").
 register_variant(
-    "lf-net-sll-image", "lf-net", "LF-Net reading: the soft-label network sees the image beside the raters", "variant",
-    display="SLL sees image", sll_sees_image=True,
-)  # fmt: skip
+    "lf-net-sll-image",
+    "lf-net",
+    "LF-Net reading: the soft-label network sees the image beside the raters",
+    "variant",
+    display="SLL sees image",
+    sll_sees_image=True,
+)
 register_variant(
-    "lf-net-sll-image-no-tv-sl", "lf-net", "LF-Net reading: the SLL sees the image, and L_sl covers every pixel (†)", "variant",
-    display="SLL sees image, †", sll_sees_image=True, sl_tv=False,
-)  # fmt: skip
+    "lf-net-sll-image-no-tv-sl",
+    "lf-net",
+    "LF-Net reading: the SLL sees the image, and L_sl covers every pixel (†)",
+    "variant",
+    display="SLL sees image, †",
+    sll_sees_image=True,
+    sl_tv=False,
+)
 register_variant(
-    "lf-net-rcn-image", "lf-net", "LF-Net reading: the RCN sees the image beside P2", "variant", display="RCN sees image",
+    "lf-net-rcn-image",
+    "lf-net",
+    "LF-Net reading: the RCN sees the image beside P2",
+    "variant",
+    display="RCN sees image",
     rcn_sees_image=True,
-)  # fmt: skip
+)
 register_variant(
-    "lf-net-rcn-shared", "lf-net", "LF-Net reading: per-rater heads on the segmentation network's features (shared-feature RCN)",
-    "variant", display="shared-feature RCN", rater_module="shared",
-)  # fmt: skip
+    "lf-net-rcn-shared",
+    "lf-net",
+    "LF-Net reading: per-rater heads on the segmentation network's features (shared-feature RCN)",
+    "variant",
+    display="shared-feature RCN",
+    rater_module="shared",
+)
 register_variant(
-    "lf-net-cm", "lf-net", "LF-Net with the RCN replaced by CM-UNet's pixel-wise confusion matrices (§IV-D text)", display="RCN→CM",
+    "lf-net-cm",
+    "lf-net",
+    "LF-Net with the RCN replaced by CM-UNet's pixel-wise confusion matrices (§IV-D text)",
+    display="RCN→CM",
     rater_module="cm",
-)  # fmt: skip
+)
 register_variant(
-    "lf-net-sll-mv", "lf-net", "LF-Net with the soft-label network replaced by the majority vote (§IV-D text)", display="SLL→MV",
+    "lf-net-sll-mv",
+    "lf-net",
+    "LF-Net with the soft-label network replaced by the majority vote (§IV-D text)",
+    display="SLL→MV",
     soft_label="mv",
-)  # fmt: skip
+)
 register_variant(
-    "lf-net-sll-staple", "lf-net", "LF-Net with the soft-label network replaced by per-image STAPLE (§IV-D text)", display="SLL→STAPLE",
+    "lf-net-sll-staple",
+    "lf-net",
+    "LF-Net with the soft-label network replaced by per-image STAPLE (§IV-D text)",
+    display="SLL→STAPLE",
     soft_label="staple",
-)  # fmt: skip
+)

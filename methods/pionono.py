@@ -96,9 +96,11 @@ def kl_to_isotropic(mu: torch.Tensor, scale_tril: torch.Tensor, prior_sigma: flo
 
 
 @register_method(
-    "pionono", "U-Net with one learned Gaussian latent per rater (soft Dice + KL + L2); samples per rater", group="field",
+    "pionono",
+    "U-Net with one learned Gaussian latent per rater (soft Dice + KL + L2); samples per rater",
+    group="field",
     display="Pionono",
-)  # fmt: skip
+)
 class Pionono(Method):
     """Pionono (Schmidt et al., ICCV 2023).
 

@@ -59,9 +59,11 @@ from methods.unet import UNet
 
 
 @register_method(
-    "prob-unet", "U-Net fused with a latent from a learned prior (CVAE: CE + beta KL); samples from the prior", group="field",
+    "prob-unet",
+    "U-Net fused with a latent from a learned prior (CVAE: CE + beta KL); samples from the prior",
+    group="field",
     display="Prob. U-Net",
-)  # fmt: skip
+)
 class ProbabilisticUNet(Method):
     """Prob. U-Net (Kohl et al., NeurIPS 2018).
 

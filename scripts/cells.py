@@ -38,8 +38,10 @@ def main(argv: list[str]) -> None:
     both = a.merge(b, left_index=True, right_index=True, suffixes=("_a", "_b"), how="outer")
     both["d_dsc"] = both.dsc_b - both.dsc_a
     print(both.round(2).to_string())
-    print(f"largest |ΔDSC| over {both.d_dsc.notna().sum()} cells: {both.d_dsc.abs().max():.2f} points; "
-          f"cells whose steps differ: {(both.steps_a != both.steps_b).sum()}")  # fmt: skip
+    print(
+        f"largest |ΔDSC| over {both.d_dsc.notna().sum()} cells: {both.d_dsc.abs().max():.2f} points; "
+        f"cells whose steps differ: {(both.steps_a != both.steps_b).sum()}"
+    )
 
 
 if __name__ == "__main__":

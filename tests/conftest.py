@@ -144,8 +144,20 @@ ROW_KEYS = ["dataset", "raters", "noise", "method", "seed", "reference", "case",
 
 def sweep_command(methods: list[str], results: Path, *extra: str) -> list[str]:
     """`python -m bench run` of the tiny sweep, sequential; `extra` comes last, so a flag given there wins (`--seeds 0`)."""
-    return [sys.executable, "-m", "bench", "run", "--methods", ",".join(methods), *TINY_SWEEP, "--backend", "sequential",
-            "--results", str(results), *extra]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "bench",
+        "run",
+        "--methods",
+        ",".join(methods),
+        *TINY_SWEEP,
+        "--backend",
+        "sequential",
+        "--results",
+        str(results),
+        *extra,
+    ]
 
 
 def sorted_table(table: pd.DataFrame) -> pd.DataFrame:

@@ -30,8 +30,26 @@ FIXTURES = {
 def run_on_fixture(tmp_path, name: str, method_list: str):
     FIXTURES[name](tmp_path / "data")
     dataset = name.removesuffix("-pickle").removesuffix("-mrnet")
-    out = run_bench("run", "--dataset", dataset, "--data-root", str(tmp_path / "data"), "--methods", method_list, "--seeds", "0",
-                  "--max-steps", "2", "--train-size", "4", "--results", str(tmp_path / "r"), "--no-progress", "--backend", "sequential")  # fmt: skip
+    out = run_bench(
+        "run",
+        "--dataset",
+        dataset,
+        "--data-root",
+        str(tmp_path / "data"),
+        "--methods",
+        method_list,
+        "--seeds",
+        "0",
+        "--max-steps",
+        "2",
+        "--train-size",
+        "4",
+        "--results",
+        str(tmp_path / "r"),
+        "--no-progress",
+        "--backend",
+        "sequential",
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     check_degenerate_flags(tmp_path / "r", out.stdout)
     return pd.read_parquet(tmp_path / "r" / "metrics.parquet")

@@ -26,8 +26,16 @@ table = read_table  # <results>/metrics.parquet, rows sorted by their key
 @pytest.fixture(scope="module")
 def sequential(reference_sweep: ReferenceSweep) -> pd.DataFrame:
     """The sequential table: the session's reference sweep ran SWEEP with `--backend sequential`."""
-    assert reference_sweep.command == [sys.executable, "-m", "bench", *SWEEP, "--backend", "sequential", "--results",
-                                       str(reference_sweep.results)]  # fmt: skip
+    assert reference_sweep.command == [
+        sys.executable,
+        "-m",
+        "bench",
+        *SWEEP,
+        "--backend",
+        "sequential",
+        "--results",
+        str(reference_sweep.results),
+    ]
     return reference_sweep.table
 
 

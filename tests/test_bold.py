@@ -14,8 +14,9 @@ from bench.report import plots, render, stats, table_text, tables
 
 def long_rows(offsets: dict[str, float], n_seeds: int = 3, n_cases: int = 12, seed: int = 0) -> pd.DataFrame:
     """toy/cm/protocol, DSC and bAHD against gt: each method's DSC 0.6 + its offset, noise 0.03 per seed and case."""
-    rows = rows_for("toy", "cm", "protocol", offsets, ["foreground"], {"gt": ["dsc", "bahd"]}, np.random.default_rng(seed), n_cases,
-                    n_seeds)  # fmt: skip
+    rows = rows_for(
+        "toy", "cm", "protocol", offsets, ["foreground"], {"gt": ["dsc", "bahd"]}, np.random.default_rng(seed), n_cases, n_seeds
+    )
     return pd.DataFrame(rows, columns=long_table.COLUMNS)
 
 
@@ -60,11 +61,30 @@ def test_one_seed_or_no_per_case_rows_is_never_bold(tmp_path):
 
 
 def test_rows_equal_as_printed_are_never_resolved():
-    summary = pd.DataFrame({"method": ["mv-unet", "cm-unet", "lf-net"], "structure": "foreground", "metric": "dsc",
-                            "mean": [0.81234, 0.81231, 0.5], "std": [0.01, 0.03, 0.02]})  # fmt: skip
-    cases = pd.DataFrame([{"method": m, "seed": s, "case": f"c{c}", "structure": "foreground", "metric": "dsc",
-                           "value": mean + 0.01 * (s - 1) + 0.001 * c}
-                          for m, mean in zip(summary["method"], summary["mean"]) for s in range(3) for c in range(8)])  # fmt: skip
+    summary = pd.DataFrame(
+        {
+            "method": ["mv-unet", "cm-unet", "lf-net"],
+            "structure": "foreground",
+            "metric": "dsc",
+            "mean": [0.81234, 0.81231, 0.5],
+            "std": [0.01, 0.03, 0.02],
+        }
+    )
+    cases = pd.DataFrame(
+        [
+            {
+                "method": m,
+                "seed": s,
+                "case": f"c{c}",
+                "structure": "foreground",
+                "metric": "dsc",
+                "value": mean + 0.01 * (s - 1) + 0.001 * c,
+            }
+            for m, mean in zip(summary["method"], summary["mean"])
+            for s in range(3)
+            for c in range(8)
+        ]
+    )
     columns, names = tables.table_columns("table1", "foreground")[:1], ["mv-unet", "cm-unet", "lf-net"]
     table = tables.build_table(summary, columns, names, "t", "Methods", "main", False, cases=cases)
     assert [(row[0].bold, row[0].shared) for row in table.rows] == [(False, True), (False, True), (False, False)]
@@ -88,11 +108,51 @@ def field_rows(samples: dict[str, int], offsets: dict[str, float], n_seeds: int 
                     better = -shift if metric.startswith("ged") and metric != "ged_floor" else shift
                     value = base if metric == "ged_floor" else base + better
                     n = m if metric != "dice_personal" else (4 if method == "mh-unet" else 1)
-                    rows.append(("lidc", "real", "protocol", method, seed, "raters", f"c{case}", "foreground", metric, value, 0, 0, 0, 0,
-                                 0, np.nan, np.nan, n))  # fmt: skip
+                    rows.append(
+                        (
+                            "lidc",
+                            "real",
+                            "protocol",
+                            method,
+                            seed,
+                            "raters",
+                            f"c{case}",
+                            "foreground",
+                            metric,
+                            value,
+                            0,
+                            0,
+                            0,
+                            0,
+                            0,
+                            np.nan,
+                            np.nan,
+                            n,
+                        )
+                    )
                 for metric, value in (("dsc", 0.6 + shift), ("bahd", 2 - shift)):
-                    rows.append(("lidc", "real", "protocol", method, seed, "majority", f"c{case}", "foreground", metric, value, 0, 0, 0,
-                                 0, 0, np.nan, np.nan, 1))  # fmt: skip
+                    rows.append(
+                        (
+                            "lidc",
+                            "real",
+                            "protocol",
+                            method,
+                            seed,
+                            "majority",
+                            f"c{case}",
+                            "foreground",
+                            metric,
+                            value,
+                            0,
+                            0,
+                            0,
+                            0,
+                            0,
+                            np.nan,
+                            np.nan,
+                            1,
+                        )
+                    )
     return pd.DataFrame(rows, columns=long_table.COLUMNS)
 
 
@@ -107,8 +167,15 @@ def test_a_field_run_gets_the_set_metrics_table_with_m_the_floor_and_every_pair_
     assert path in written and (tmp_path / "out" / "set_metrics_lidc_real_protocol.tex") in written
     labels, header, cells = markdown_rows(path)
     assert labels == ["MV-UNet", "Prob. U-Net", "D-Persona"]
-    assert header == ["Methods", "GED ↓ (M = 16)", "GED_u ↓ (M = 16)", "Dice_match (%) ↑ (M = 16)", "Dice_max (%) ↑ (M = 16)",
-                      "Dice_soft (%) ↑ (M = 16)", "Dice_personal (%) ↑ (M = 1)"]  # fmt: skip
+    assert header == [
+        "Methods",
+        "GED ↓ (M = 16)",
+        "GED_u ↓ (M = 16)",
+        "Dice_match (%) ↑ (M = 16)",
+        "Dice_max (%) ↑ (M = 16)",
+        "Dice_soft (%) ↑ (M = 16)",
+        "Dice_personal (%) ↑ (M = 1)",
+    ]
     text = path.read_text()
     assert "a perfect sampler of the raters scores GED 0.040 at this M" in text and "Run: budget not recorded; seeds per method: 3" in text
     assert "### set metrics" in (tmp_path / "out" / "tables.md").read_text()
@@ -153,9 +220,25 @@ def test_every_report_table_and_figure_states_budget_seeds_and_pipeline_check(tm
     results = tmp_path / "results"
     write_results(results, table.to_records(index=False).tolist())
     files.write_table(results / "calibration.parquet", calibration_bins(["mv-unet", "lf-net"]))
-    logs = pd.DataFrame([{"dataset": "toy", "raters": "cm", "noise": "protocol", "method": m, "seed": s, "stage": "train", "event": "eval",
-                          "step": step, "val_loss": 1.0 / step, "diagnostic_gt_dsc": 50.0 + step}
-                         for m in ("mv-unet", "lf-net") for s in range(2) for step in (10, 20, 30)])  # fmt: skip
+    logs = pd.DataFrame(
+        [
+            {
+                "dataset": "toy",
+                "raters": "cm",
+                "noise": "protocol",
+                "method": m,
+                "seed": s,
+                "stage": "train",
+                "event": "eval",
+                "step": step,
+                "val_loss": 1.0 / step,
+                "diagnostic_gt_dsc": 50.0 + step,
+            }
+            for m in ("mv-unet", "lf-net")
+            for s in range(2)
+            for step in (10, 20, 30)
+        ]
+    )
     files.write_table(results / "train_logs.parquet", logs)
     written = render.render(results, tmp_path / "out")
     run = "seeds per method: 2; pipeline check, not a verdict: fewer than 3 seeds (MV-UNet 2, LF-Net 2)"

@@ -33,7 +33,10 @@ def test_stop_kinds_read_from_the_field_and_from_an_older_reason(tmp_path):
     write_cell(results, "mv-unet", 0, np.full(4, 0.5))
     folder = store.cell_dir(results, store.Cell("mnist-5k", "lfnet", "protocol", "mv-unet", 0))
     manifest = files.read_json(folder / store.MANIFEST)
-    manifest["stages"] = {"soft_label": {"stop": "fixed", "reason": "fixed: 10 epochs"}, "segmentation": {"stop": "cap", "reason": "cap: x"}}
+    manifest["stages"] = {
+        "soft_label": {"stop": "fixed", "reason": "fixed: 10 epochs"},
+        "segmentation": {"stop": "cap", "reason": "cap: x"},
+    }
     files.write_json(folder / store.MANIFEST, manifest)
     (record,) = store.records(results)
     assert record.stops == ("fixed", "cap") and record.cell.method == "mv-unet" and record.config["budget"]["name"] == "plateau"

@@ -24,10 +24,22 @@ def test_tiny_sweep_writes_cells_table_and_summary_then_skips_on_rerun(tmp_path)
     table = pd.read_parquet(results / "metrics.parquet")
     hard_metrics = ("dsc", "bahd", "hd95", "assd", "nsd")
     hard = {(ref, m) for ref in ("gt", "majority", "staple", *(f"rater:{r}" for r in RATERS)) for m in hard_metrics}
-    every = hard | {("gt", "ece"), ("rater-mean", "soft_dice"), ("rater-mean", "soft_iou"), ("rater-mean", "ece"),
-                    ("raters", "ged"), ("raters", "ged_unbiased"), ("raters", "ged_floor"), ("raters", "dice_match"),
-                    ("raters", "dice_max"), ("raters", "dice_soft"), ("raters", "dice_personal"), ("raters", "dice_personal_match"),
-                    ("raters", "dice_between"), ("raters", "dice_between_raters")}  # fmt: skip
+    every = hard | {
+        ("gt", "ece"),
+        ("rater-mean", "soft_dice"),
+        ("rater-mean", "soft_iou"),
+        ("rater-mean", "ece"),
+        ("raters", "ged"),
+        ("raters", "ged_unbiased"),
+        ("raters", "ged_floor"),
+        ("raters", "dice_match"),
+        ("raters", "dice_max"),
+        ("raters", "dice_soft"),
+        ("raters", "dice_personal"),
+        ("raters", "dice_personal_match"),
+        ("raters", "dice_between"),
+        ("raters", "dice_between_raters"),
+    }
     counts = table.groupby(["reference", "metric"]).size()
     assert set(counts.index) == every and (counts == 3 * 2 * 24).all()  # every reference, each methods × seeds × cases
     assert not table.duplicated(["method", "seed", "reference", "case", "metric"]).any()
@@ -62,8 +74,24 @@ def test_dry_run_lists_cells_and_writes_nothing(tmp_path):
 
 def test_mnist_adapter_runs_from_the_cli(tmp_path):
     make_mnist(tmp_path / "data")
-    out = run_bench("run", "--dataset", "mnist", "--data-root", str(tmp_path / "data"), "--methods", "mv-unet,qmv-unet", "--seeds", "0",
-                  "--results", str(tmp_path / "r"), "--max-steps", "2", "--no-progress", "--backend", "sequential")  # fmt: skip
+    out = run_bench(
+        "run",
+        "--dataset",
+        "mnist",
+        "--data-root",
+        str(tmp_path / "data"),
+        "--methods",
+        "mv-unet,qmv-unet",
+        "--seeds",
+        "0",
+        "--results",
+        str(tmp_path / "r"),
+        "--max-steps",
+        "2",
+        "--no-progress",
+        "--backend",
+        "sequential",
+    )
     assert out.returncode == 0, out.stderr
     table = pd.read_parquet(tmp_path / "r" / "metrics.parquet")
     assert len(table[(table["reference"] == "gt") & (table["metric"] == "dsc")]) == 2 * 20  # methods × test cases

@@ -112,7 +112,21 @@ def subparsers(parser):
 def test_every_parser_refuses_abbreviations():
     parser = cli.build_parser()
     verbs = subparsers(parser)
-    assert set(verbs) == {"list", "run", "raters", "report", "compare", "export", "predict", "paper", "rescore", "perf", "power", "audit-stops", "check"}
+    assert set(verbs) == {
+        "list",
+        "run",
+        "raters",
+        "report",
+        "compare",
+        "export",
+        "predict",
+        "paper",
+        "rescore",
+        "perf",
+        "power",
+        "audit-stops",
+        "check",
+    }
     assert not parser.allow_abbrev and not any(p.allow_abbrev for p in verbs.values())
 
 
@@ -194,7 +208,14 @@ def test_stage_bar_is_labelled_and_shown_only_on_a_terminal(tty, monkeypatch, ca
     monkeypatch.setattr(sys.stderr, "isatty", lambda: tty)
     data = tiny()
     split = harness.Split(*data)
-    harness.fit(Scripted([1.0]), split, rule(max_steps=2), harness.Runtime(0, torch.device("cpu")), val=split, out=harness.Output(desc="mv-unet seed 2"))
+    harness.fit(
+        Scripted([1.0]),
+        split,
+        rule(max_steps=2),
+        harness.Runtime(0, torch.device("cpu")),
+        val=split,
+        out=harness.Output(desc="mv-unet seed 2"),
+    )
     assert [(k["desc"], k["disable"]) for k in seen] == [("mv-unet seed 2 train", not tty)]
     assert ("train" in capsys.readouterr().err) == tty
 

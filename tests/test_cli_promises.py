@@ -47,7 +47,7 @@ def test_a_flag_typed_at_its_default_wins_over_the_sweep_file(tmp_path):
         ("# only a comment\n", "no keys; a sweep file sets the run flags' names"),
         ("sedes = [0]", "unknown key 'sedes' (did you mean seeds?); keys are the run flags' names"),
         ("max_steps = [2]", "max_steps = [2]: max_steps takes one value"),
-        ("budget = [\"quick\"]", "budget takes one value"),
+        ('budget = ["quick"]', "budget takes one value"),
         ("seeds = [[0]]", "seeds takes a list of values"),
     ],
 )
@@ -123,9 +123,12 @@ def test_a_set_value_outside_the_domain_is_one_line_before_any_cell(ranged_metho
 def long_table(seeds: int, spread: float = 0.01) -> pd.DataFrame:
     rng = np.random.default_rng(0)
     cases = rng.uniform(0.5, 0.9, 30)
-    rows = [("toy", "cm", "protocol", m, s, "gt", f"c{c}", "foreground", "dsc", v, 0, 0, 0, 0, 0, np.nan, np.nan, 1)
-            for m in ("mv-unet", "lf-net") for s in range(seeds)
-            for c, v in enumerate(np.clip(cases + rng.normal(0, spread) + rng.normal(0, 0.02, 30), 0, 1))]  # fmt: skip
+    rows = [
+        ("toy", "cm", "protocol", m, s, "gt", f"c{c}", "foreground", "dsc", v, 0, 0, 0, 0, 0, np.nan, np.nan, 1)
+        for m in ("mv-unet", "lf-net")
+        for s in range(seeds)
+        for c, v in enumerate(np.clip(cases + rng.normal(0, spread) + rng.normal(0, 0.02, 30), 0, 1))
+    ]
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -162,8 +165,24 @@ def test_compare_refuses_a_folder_with_itself(tmp_path):
 def smoke(tmp_path_factory):
     """One tiny finished cell."""
     results = tmp_path_factory.mktemp("promises") / "results"
-    out = run_bench("run", "--methods", "mv-unet", "--seeds", "0", "--max-steps", "2", "--train-size", "32", "--test-size", "8",
-                    "--backend", "sequential", "--no-progress", "--results", str(results))  # fmt: skip
+    out = run_bench(
+        "run",
+        "--methods",
+        "mv-unet",
+        "--seeds",
+        "0",
+        "--max-steps",
+        "2",
+        "--train-size",
+        "32",
+        "--test-size",
+        "8",
+        "--backend",
+        "sequential",
+        "--no-progress",
+        "--results",
+        str(results),
+    )
     assert out.returncode == 0, out.stderr
     return results
 
@@ -187,8 +206,19 @@ def test_report_checks_every_output_folder_before_writing_anything(smoke, tmp_pa
 def test_an_unreachable_scheduler_fails_in_one_line_within_seconds_writing_nothing(tmp_path):
     """Before: a wrong address waited 30 s, said "worker lost … resume" and left empty tables."""
     started = time.monotonic()
-    out = run_bench("run", "--methods", "mv-unet", "--seeds", "0", "--backend", "dask", "--scheduler", "tcp://127.0.0.1:1",
-                    "--results", str(tmp_path / "r"))  # fmt: skip
+    out = run_bench(
+        "run",
+        "--methods",
+        "mv-unet",
+        "--seeds",
+        "0",
+        "--backend",
+        "dask",
+        "--scheduler",
+        "tcp://127.0.0.1:1",
+        "--results",
+        str(tmp_path / "r"),
+    )
     assert time.monotonic() - started < 10
     assert out.returncode == 2 and out.stderr.startswith("error: cannot reach the dask scheduler at tcp://127.0.0.1:1 within 3 s")
     assert len(out.stderr.splitlines()) == 1 and not (tmp_path / "r").exists()
@@ -210,8 +240,15 @@ def broken_splits(root, setting, level, cache) -> Splits:
 
     def part(ids, groups, valid):
         n = len(ids)
-        return RaterData(rng.random((n, 1, 8, 8), dtype=np.float32), np.zeros((n, 2, 8, 8), np.uint8), np.array(valid),
-                         np.zeros((n, 8, 8), np.uint8), np.array(ids), np.array(groups), rater_names=("a", "b"))  # fmt: skip
+        return RaterData(
+            rng.random((n, 1, 8, 8), dtype=np.float32),
+            np.zeros((n, 2, 8, 8), np.uint8),
+            np.array(valid),
+            np.zeros((n, 8, 8), np.uint8),
+            np.array(ids),
+            np.array(groups),
+            rater_names=("a", "b"),
+        )
 
     train = part(["a", "b", "b"], ["p1", "p2", "p2"], [[True, True]] * 3)
     test = part(["c", "d"], ["p2", "p3"], [[True, False], [False, False]])

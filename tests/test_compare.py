@@ -81,9 +81,24 @@ def test_compare_takes_the_main_reference_and_prints_no_nan_rows(pair):
 
 def test_difference_axis_spans_the_data():
     """B − A of +2 DSC points with a 1-point interval: the axis spans a few points around 0 and +2, not ± 100."""
-    table = pd.DataFrame({"dataset": "toy", "raters": "cm", "noise": "protocol", "reference": "gt", "structure": "foreground",
-                          "metric": "dsc", "method": ["mv-unet", "lf-net"], "n": 20, "n_seeds_a": 3, "n_seeds_b": 3,
-                          "diff": [2.0, 1.5], "ci_low": [1.5, 1.0], "ci_high": [2.5, 2.0], "df": 4.0})  # fmt: skip
+    table = pd.DataFrame(
+        {
+            "dataset": "toy",
+            "raters": "cm",
+            "noise": "protocol",
+            "reference": "gt",
+            "structure": "foreground",
+            "metric": "dsc",
+            "method": ["mv-unet", "lf-net"],
+            "n": 20,
+            "n_seeds_a": 3,
+            "n_seeds_b": 3,
+            "diff": [2.0, 1.5],
+            "ci_low": [1.5, 1.0],
+            "ci_high": [2.5, 2.0],
+            "df": 4.0,
+        }
+    )
     (ax,) = compare.difference_figure(table, "t", "a", "b").axes
     low, high = ax.get_xlim()
     assert low <= 0 and high >= 2.5 and high - low < 10

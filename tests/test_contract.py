@@ -7,7 +7,7 @@ import torch
 import methods
 from bench import study
 from bench.run import resolve
-from bench.train import hardware, harness
+from bench.train import hardware, harness, inference
 from bench.train.budget import BUDGETS
 from datasets import get_dataset, oracle_view
 from methods.base import StepContext
@@ -52,9 +52,14 @@ def test_prediction_shape_range_and_seeded_reproducibility(name, tiny_data):
     probs = []
     for _ in range(2):
         method, data = build(name, tiny_data)
-        harness.fit(method, harness.Split(data.images, data.raters, data.rater_valid), harness.fixed_schedules(method, 2, 4),
-                    harness.Runtime(3, CPU), out=harness.Output(progress=False))  # fmt: skip
-        probs.append(harness.predict_proba(method, data.images, device=CPU))
+        harness.fit(
+            method,
+            harness.Split(data.images, data.raters, data.rater_valid),
+            harness.fixed_schedules(method, 2, 4),
+            harness.Runtime(3, CPU),
+            out=harness.Output(progress=False),
+        )
+        probs.append(inference.predict_proba(method, data.images, device=CPU))
     p = probs[0]
     assert p.shape == (data.n, data.n_classes, 16, 16) and p.dtype == np.float32
     assert np.isfinite(p).all() and (p >= 0).all() and (p <= 1).all()
@@ -92,7 +97,7 @@ def test_validation_pass_gives_the_loss_and_the_consensus(name, tiny_data):
             for key in parts:
                 torch.testing.assert_close(parts[key], expected[key], rtol=0, atol=0, msg=f"{stage.name}: {key}")
             if probs is not None:
-                ids = harness.readout_ids(0, "consensus", len(batch["images"]))
+                ids = inference.readout_ids(0, "consensus", len(batch["images"]))
                 consensus = method.predict_proba(batch["images"], ids) if method.consensus_draws else method.predict_proba(batch["images"])
                 torch.testing.assert_close(probs, consensus, rtol=0, atol=1e-6, msg=stage.name)
 

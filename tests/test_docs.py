@@ -66,9 +66,14 @@ def test_nothing_cites_notes_outside_the_repository():
     assert found == []
 
 
-@pytest.mark.parametrize("heading, anchor", [("## CM-UNet's released MNIST examples", "cm-unets-released-mnist-examples"),
-                                             ("### LF-Net: loss normalisation", "lf-net-loss-normalisation"),
-                                             ("## 3.13 Decide and document", "313-decide-and-document")])  # fmt: skip
+@pytest.mark.parametrize(
+    "heading, anchor",
+    [
+        ("## CM-UNet's released MNIST examples", "cm-unets-released-mnist-examples"),
+        ("### LF-Net: loss normalisation", "lf-net-loss-normalisation"),
+        ("## 3.13 Decide and document", "313-decide-and-document"),
+    ],
+)
 def test_the_anchor_rule_is_githubs(tmp_path, heading, anchor):
     page = tmp_path / "page.md"
     page.write_text(f"{heading}\n\ntext\n")

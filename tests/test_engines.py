@@ -40,8 +40,11 @@ def test_auto_picks_graphed_only_on_a_card_measured_faster_and_equal(monkeypatch
     cuda, cpu = torch.device("cuda"), torch.device("cpu")
     assert steps.pick_engine("auto", cpu) == "eager"
     assert steps.pick_engine("auto", cuda, card="an unmeasured card") == "eager"
-    monkeypatch.setattr(steps, "MEASURED", {"fast": {"faster": True, "equal": False}, "both": {"faster": True, "equal": True},
-                                            "slow": {"faster": False, "equal": True}})  # fmt: skip
+    monkeypatch.setattr(
+        steps,
+        "MEASURED",
+        {"fast": {"faster": True, "equal": False}, "both": {"faster": True, "equal": True}, "slow": {"faster": False, "equal": True}},
+    )
     assert [steps.pick_engine("auto", cuda, card=c) for c in ("fast", "both", "slow")] == ["eager", "graphed", "eager"]
     assert steps.pick_engine("eager", cuda, card="both") == "eager" and steps.pick_engine("graphed", cuda, card="fast") == "graphed"
     with pytest.raises(DeviceError, match="needs a CUDA GPU"):
@@ -59,8 +62,13 @@ def train(monkeypatch, log, engine_step, calls: list | None = None):
     if calls is not None:
         body = steps.EagerStep.body
         monkeypatch.setattr(steps.EagerStep, "body", lambda self, *a: calls.append(len(a[1])) or body(self, *a))
-    records = harness.fit(method, harness.Split(images, raters, valid), {s.name: sched for s in method.stages},
-                          harness.Runtime(0, torch.device("cpu"), "fp32"), out=harness.Output(log_path=log, progress=False)).stages  # fmt: skip
+    records = harness.fit(
+        method,
+        harness.Split(images, raters, valid),
+        {s.name: sched for s in method.stages},
+        harness.Runtime(0, torch.device("cpu"), "fp32"),
+        out=harness.Output(log_path=log, progress=False),
+    ).stages
     assert [r["reason"] for r in records.values()] == ["fixed: test"] * 2
     return method.state_dict(), pd.read_csv(log).drop(columns="seconds")
 
@@ -89,8 +97,13 @@ def test_the_graph_machinery_trains_exactly_as_the_eager_step(monkeypatch, tmp_p
 def whole_batch(method: Method, images, raters, valid) -> dict[str, torch.Tensor]:
     """A training batch of every image of a toy split, with the method's prepared targets."""
     prepared = {k: torch.from_numpy(v) for k, v in method.prepare(raters, valid).items()}
-    return {"images": torch.from_numpy(images), "raters": torch.from_numpy(raters).long(), "rater_valid": torch.from_numpy(valid),
-            "index": torch.arange(len(images)), **prepared}  # fmt: skip
+    return {
+        "images": torch.from_numpy(images),
+        "raters": torch.from_numpy(raters).long(),
+        "rater_valid": torch.from_numpy(valid),
+        "index": torch.arange(len(images)),
+        **prepared,
+    }
 
 
 def hidden_branches(method: Method, batch: dict[str, torch.Tensor]) -> list[str]:
@@ -212,8 +225,10 @@ def test_graphed_cell_replays_the_eager_cell_on_cuda(monkeypatch):
         return max((a[1][k] - b[1][k]).abs().max().item() for k in a[1])
 
     noise, graphed_gap = gap(capturable[1], capturable[0]), gap(graphed, capturable[0])
-    print(f"largest weight difference: two eager cells (capturable Adam) {noise:.3g}; graphed vs eager {graphed_gap:.3g}; "
-          f"eager with the default Adam vs capturable {gap(eager, capturable[0]):.3g}")  # fmt: skip
+    print(
+        f"largest weight difference: two eager cells (capturable Adam) {noise:.3g}; graphed vs eager {graphed_gap:.3g}; "
+        f"eager with the default Adam vs capturable {gap(eager, capturable[0]):.3g}"
+    )
     assert [r["step"] for r in graphed[0].values()] == [r["step"] for r in capturable[0][0].values()]
     assert graphed_gap <= max(4 * noise, 1e-6)
 
@@ -222,6 +237,11 @@ def train_on_cuda(images, raters, valid, engine: str) -> tuple[dict, dict]:
     """LF-Net (L_rcl in its first two epochs) on CUDA in fp32: (stop records, weights on the CPU)."""
     torch.manual_seed(0)
     method = build_method("lf-net", DataSpec(1, 2, 3), {"rcl_epochs": 2})
-    records = harness.fit(method, harness.Split(images, raters, valid), harness.fixed_schedules(method, 20, 16),
-                          harness.Runtime(0, torch.device("cuda"), "fp32", engine), out=harness.Output(progress=False)).stages  # fmt: skip
+    records = harness.fit(
+        method,
+        harness.Split(images, raters, valid),
+        harness.fixed_schedules(method, 20, 16),
+        harness.Runtime(0, torch.device("cuda"), "fp32", engine),
+        out=harness.Output(progress=False),
+    ).stages
     return records, {k: v.float().cpu() for k, v in method.state_dict().items()}

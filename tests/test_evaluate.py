@@ -27,9 +27,14 @@ def toy_data(n=6, size=12, seed=0, with_gt=True, missing=True) -> tuple[np.ndarr
     fg = np.clip(gt + rng.normal(0, 0.3, gt.shape), 0.01, 0.99).astype(np.float32)
     probs = np.stack([1 - fg, fg], axis=1)
     data = RaterData(
-        images=rng.random((n, 1, size, size), dtype=np.float32), raters=raters, rater_valid=valid, gt=gt if with_gt else None,
-        case_ids=np.array([f"c{i}" for i in range(n)]), groups=np.array([f"c{i}" for i in range(n)]), rater_names=("a", "b", "c", "d"),
-    )  # fmt: skip
+        images=rng.random((n, 1, size, size), dtype=np.float32),
+        raters=raters,
+        rater_valid=valid,
+        gt=gt if with_gt else None,
+        case_ids=np.array([f"c{i}" for i in range(n)]),
+        groups=np.array([f"c{i}" for i in range(n)]),
+        rater_names=("a", "b", "c", "d"),
+    )
     return probs, data
 
 
@@ -87,8 +92,21 @@ def test_summary_and_per_case_keep_references_apart():
 
 
 def test_pooled_bins_weight_by_count():
-    cal = pd.DataFrame({"dataset": "d", "raters": "cm", "noise": "protocol", "method": "m", "seed": [0, 1], "reference": "gt",
-                        "structure": "foreground", "bin": 3, "count": [1, 3], "confidence": [0.2, 0.24], "observed": [0.0, 0.4]})  # fmt: skip
+    cal = pd.DataFrame(
+        {
+            "dataset": "d",
+            "raters": "cm",
+            "noise": "protocol",
+            "method": "m",
+            "seed": [0, 1],
+            "reference": "gt",
+            "structure": "foreground",
+            "bin": 3,
+            "count": [1, 3],
+            "confidence": [0.2, 0.24],
+            "observed": [0.0, 0.4],
+        }
+    )
     pooled = pooled_bins(cal)
     assert pooled["count"].item() == 4
     assert pooled["confidence"].item() == pytest.approx((0.2 + 3 * 0.24) / 4)

@@ -13,7 +13,7 @@ import torch
 from conftest import run_bench
 from torch.distributions import MultivariateNormal, Normal, kl_divergence
 
-from bench.train import harness
+from bench.train import harness, inference
 from bench.train.steps import param_groups
 from methods.base import DataSpec, StepContext
 from methods.d_persona import DPersona, attend, bound_loss
@@ -272,20 +272,44 @@ def test_each_trains_and_offers_samples(name, tiny_data):
     spec = DataSpec(1, 2, tiny_data.n_raters)
     method = build_method(name, spec)
     schedules = harness.fixed_schedules(method, steps=2, batch_size=4)
-    harness.fit(method, harness.Split(tiny_data.images, tiny_data.raters, tiny_data.rater_valid), schedules, harness.Runtime(0, torch.device("cpu")),
-                out=harness.Output(progress=False))  # fmt: skip
-    out = harness.predict_outputs(method, tiny_data.images, n_samples=5, seed=0, device=torch.device("cpu"), precision="fp32")
+    harness.fit(
+        method,
+        harness.Split(tiny_data.images, tiny_data.raters, tiny_data.rater_valid),
+        schedules,
+        harness.Runtime(0, torch.device("cpu")),
+        out=harness.Output(progress=False),
+    )
+    out = inference.predict_outputs(method, tiny_data.images, n_samples=5, seed=0, device=torch.device("cpu"), precision="fp32")
     assert out["samples"].shape == (8, 5, 16, 16) and out["samples"].dtype == np.uint8
     assert ("rater_outputs" in out) == (name != "prob-unet")
-    again = harness.predict_outputs(method, tiny_data.images, n_samples=5, seed=0, device=torch.device("cpu"), precision="fp32")
+    again = inference.predict_outputs(method, tiny_data.images, n_samples=5, seed=0, device=torch.device("cpu"), precision="fp32")
     assert all(np.array_equal(out[k], again[k]) for k in out)
 
 
 def test_a_smoke_run_scores_the_field_and_mh_unet_over_their_samples(tmp_path):
     results = tmp_path / "r"
-    proc = run_bench("run", "--methods", "field,mh-unet,mv-unet", "--max-steps", "3", "--seeds", "0", "--train-size", "32",
-                     "--test-size", "12", "--samples", "6", "--empty-pair", "zero", "--backend", "sequential", "--no-progress",
-                     "--results", str(results))  # fmt: skip
+    proc = run_bench(
+        "run",
+        "--methods",
+        "field,mh-unet,mv-unet",
+        "--max-steps",
+        "3",
+        "--seeds",
+        "0",
+        "--train-size",
+        "32",
+        "--test-size",
+        "12",
+        "--samples",
+        "6",
+        "--empty-pair",
+        "zero",
+        "--backend",
+        "sequential",
+        "--no-progress",
+        "--results",
+        str(results),
+    )
     assert proc.returncode == 0, proc.stderr
     config = json.loads(next(results.glob("runs/*/*/*/mv-unet/seed-0/config.json")).read_text())
     assert config["options"]["empty_pair"] == "zero"  # D-Persona's rule, recorded; rescore reads it back
@@ -348,20 +372,37 @@ def test_personal_dice_pairs_output_r_with_rater_r(tiny_data):
 
 
 def test_the_tables_compare_set_metrics_at_one_m_beside_the_perfect_sampler_floor(tmp_path):
-    from bench.report.tables import samples_note, write_tables
+    from bench.report.table_notes import samples_note
+    from bench.report.tables import write_tables
 
-    rows = [("lidc", "real", "protocol", m, 0, "raters", "c0", "foreground", k, v, n)
-            for m, n in (("prob-unet", 16), ("mv-unet", 1), ("cm-unet", 16), ("mh-unet", 4))
-            for k, v in (("ged", 0.5), ("ged_floor", 0.04 * 16 / n), ("dice_match", 0.8))]  # fmt: skip
-    table = pd.DataFrame(rows, columns=["dataset", "raters", "noise", "method", "seed", "reference", "case", "structure", "metric", "value",
-                                        "n_samples"])  # fmt: skip
+    rows = [
+        ("lidc", "real", "protocol", m, 0, "raters", "c0", "foreground", k, v, n)
+        for m, n in (("prob-unet", 16), ("mv-unet", 1), ("cm-unet", 16), ("mh-unet", 4))
+        for k, v in (("ged", 0.5), ("ged_floor", 0.04 * 16 / n), ("dice_match", 0.8))
+    ]
+    table = pd.DataFrame(
+        rows, columns=["dataset", "raters", "noise", "method", "seed", "reference", "case", "structure", "metric", "value", "n_samples"]
+    )
     line, apart = samples_note(table)[("lidc", "real", "protocol")]
     assert apart == {"mh-unet"}  # scored at M = 4 while the others drew 16: left out, never compared
     assert "M = 16" in line and "GED 0.040" in line and "MH-UNet (M = 4)" in line
-    summary = pd.DataFrame([{"dataset": "lidc", "raters": "real", "noise": "protocol", "method": m, "reference": r, "structure": "foreground",
-                             "metric": k, "mean": 0.5, "std": 0.1}
-                            for m in ("mv-unet", "cm-unet", "mh-unet") for r, k in (("majority", "dsc"), ("majority", "bahd"),
-                                                                                    ("raters", "ged"), ("raters", "dice_match"))])  # fmt: skip
+    summary = pd.DataFrame(
+        [
+            {
+                "dataset": "lidc",
+                "raters": "real",
+                "noise": "protocol",
+                "method": m,
+                "reference": r,
+                "structure": "foreground",
+                "metric": k,
+                "mean": 0.5,
+                "std": 0.1,
+            }
+            for m in ("mv-unet", "cm-unet", "mh-unet")
+            for r, k in (("majority", "dsc"), ("majority", "bahd"), ("raters", "ged"), ("raters", "dice_match"))
+        ]
+    )
     write_tables(summary, tmp_path, samples=samples_note(table))
     md = next(tmp_path.glob("table2_*.md")).read_text()
     mh = next(r for r in md.splitlines() if r.startswith("| MH-UNet"))
@@ -386,9 +427,14 @@ def test_two_read_outs_with_other_draws_agree_within_half_a_point():
     images = (gt[:, None] + rng.normal(0, 0.3, (n, 1, 16, 16))).astype(np.float32)
     torch.manual_seed(0)
     method = build_method("prob-unet", SPEC)
-    harness.fit(method, harness.Split(images, raters, np.ones((n, 3), bool)), harness.fixed_schedules(method, steps=30, batch_size=16),
-                harness.Runtime(0, torch.device("cpu")), out=harness.Output(progress=False))  # fmt: skip
-    read = [harness.predict_proba(method, images, device=torch.device("cpu"), precision="fp32", draw_seed=k) for k in (0, 1, 0)]
+    harness.fit(
+        method,
+        harness.Split(images, raters, np.ones((n, 3), bool)),
+        harness.fixed_schedules(method, steps=30, batch_size=16),
+        harness.Runtime(0, torch.device("cpu")),
+        out=harness.Output(progress=False),
+    )
+    read = [inference.predict_proba(method, images, device=torch.device("cpu"), precision="fp32", draw_seed=k) for k in (0, 1, 0)]
     dsc = [float(dice(p.argmax(1) > 0, gt > 0).mean()) * 100 for p in read]
     assert np.array_equal(read[0], read[2])  # the same draw seed, the same read-out
     assert not np.array_equal(read[0], read[1])  # other draws ...

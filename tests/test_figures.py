@@ -64,8 +64,9 @@ def param_points(values, structures=("disc", "cup")) -> pd.DataFrame:
     rows = []
     for s, structure in enumerate(structures):
         for j, v in enumerate(values):
-            rows.append({"value": v, "structure": structure, "mean": 0.6 + 0.05 * j - 0.1 * s, "std": np.nan if j == 0 else 0.02,
-                         "n_seeds": 3})  # fmt: skip
+            rows.append(
+                {"value": v, "structure": structure, "mean": 0.6 + 0.05 * j - 0.1 * s, "std": np.nan if j == 0 else 0.02, "n_seeds": 3}
+            )
     return pd.DataFrame(rows)
 
 
@@ -328,8 +329,21 @@ def test_rank_figure_orders_by_mean_rank_sizes_by_share_and_marks_the_median(tmp
 
 def eval_logs(steps: dict[str, list[int]]) -> pd.DataFrame:
     """Two seeds of each method evaluated at its `steps` of one stage, the loss falling with the step."""
-    rows = [{"method": m, "seed": seed, "stage": "train", "event": "eval", "step": step, "val_loss": 1.0 / (step + seed),
-             "diagnostic_gt_dsc": 50.0 + step / 10, "restored_step": np.nan} for m, s in steps.items() for seed in (0, 1) for step in s]  # fmt: skip
+    rows = [
+        {
+            "method": m,
+            "seed": seed,
+            "stage": "train",
+            "event": "eval",
+            "step": step,
+            "val_loss": 1.0 / (step + seed),
+            "diagnostic_gt_dsc": 50.0 + step / 10,
+            "restored_step": np.nan,
+        }
+        for m, s in steps.items()
+        for seed in (0, 1)
+        for step in s
+    ]
     return pd.DataFrame(rows)
 
 
@@ -350,8 +364,16 @@ def test_one_evaluation_is_a_note_not_a_chart_and_steps_are_integer_ticks():
 
 
 def test_the_reliability_diagram_shows_the_pixels_in_each_bin():
-    bins = pd.DataFrame({"method": "lf-net", "reference": "gt", "bin": range(4), "count": [5000, 0, 30, 800],
-                         "confidence": [0.1, np.nan, 0.6, 0.9], "observed": [0.05, np.nan, 0.5, 0.95]})  # fmt: skip
+    bins = pd.DataFrame(
+        {
+            "method": "lf-net",
+            "reference": "gt",
+            "bin": range(4),
+            "count": [5000, 0, 30, 800],
+            "confidence": [0.1, np.nan, 0.6, 0.9],
+            "observed": [0.05, np.nan, 0.5, 0.95],
+        }
+    )
     fig = rater_figures.reliability_figure(bins, ["lf-net"], {"lf-net": "C0"}, "t")
     (ax,) = fig.axes
     (strip,) = ax.child_axes

@@ -65,8 +65,21 @@ def test_a_flag_that_would_be_ignored_or_clamped_is_refused(tmp_path, args, mess
 def test_a_size_beyond_the_split_is_reported_and_recorded_as_used(tmp_path):
     """Before: --test-size 99999 scored 1,000 images without a word. Now a note says so, and the cell records what it used."""
     results = tmp_path / "results"
-    out = run_bench("run", "--methods", "mv-unet", "--seeds", "0", "--max-steps", "1", "--backend", "sequential", "--test-size", "99999",
-                    "--results", str(results))  # fmt: skip
+    out = run_bench(
+        "run",
+        "--methods",
+        "mv-unet",
+        "--seeds",
+        "0",
+        "--max-steps",
+        "1",
+        "--backend",
+        "sequential",
+        "--test-size",
+        "99999",
+        "--results",
+        str(results),
+    )
     assert out.returncode == 0, out.stderr
     assert "note: --test-size 99999: mnist-5k's test split has 1,000 images; all 1,000 are used" in out.stderr
     config = store.read_config(store.cell_dir(results, CELL))
@@ -77,22 +90,36 @@ def finished(results, options: dict, seconds: float) -> None:
     """A finished cell as a run leaves it: config (its options), manifest (done, its seconds) and metrics (the done mark)."""
     folder = store.open_cell(results, CELL)
     store.write_config(folder, {"options": options})
-    store.write_manifest(folder, {"cell": {"dataset": CELL.dataset, "raters": CELL.raters, "noise": CELL.noise, "method": CELL.method,
-                                           "seed": CELL.seed}, "status": "done", "seconds": seconds})  # fmt: skip
+    store.write_manifest(
+        folder,
+        {
+            "cell": {"dataset": CELL.dataset, "raters": CELL.raters, "noise": CELL.noise, "method": CELL.method, "seed": CELL.seed},
+            "status": "done",
+            "seconds": seconds,
+        },
+    )
     files.write_table(folder / store.METRICS, pd.DataFrame({"value": [0.5]}))
 
 
 def test_a_dry_run_refuses_what_the_run_would_refuse(tmp_path):
     """Before: "0 of 1 cells would run", then the run refused the folder. Now the dry run makes the same checks."""
     results = tmp_path / "results"
-    finished(results, {"budget": "quick", "max_steps": 20, "train_size": None, "test_size": None, "threads": 1, "samples": 16, "empty_pair": "one"}, 30.0)
+    finished(
+        results,
+        {"budget": "quick", "max_steps": 20, "train_size": None, "test_size": None, "threads": 1, "samples": 16, "empty_pair": "one"},
+        30.0,
+    )
     out = run_bench("run", "--methods", "mv-unet", "--seeds", "0", "--dry-run", "--results", str(results))
     assert out.returncode == 2 and "ran with other options" in out.stderr and "max_steps 20 (now None)" in out.stderr
 
 
 def test_a_dry_run_estimates_the_time_from_earlier_cells(tmp_path):
     results = tmp_path / "results"
-    finished(results, {"budget": "quick", "max_steps": 20, "train_size": None, "test_size": None, "threads": 1, "samples": 16, "empty_pair": "one"}, 30.0)
+    finished(
+        results,
+        {"budget": "quick", "max_steps": 20, "train_size": None, "test_size": None, "threads": 1, "samples": 16, "empty_pair": "one"},
+        30.0,
+    )
     out = run_bench("run", "--methods", "mv-unet,lf-net", "--seeds", "0,1", "--max-steps", "20", "--dry-run", "--results", str(results))
     assert out.returncode == 0, out.stderr
     lines = out.stdout.strip().splitlines()
@@ -106,8 +133,20 @@ def test_a_dry_run_estimates_the_time_from_earlier_cells(tmp_path):
 def test_a_dry_run_of_the_paper_recipe_estimates_each_cell_from_step_costs_measured_here(tmp_path):
     """A paper-budget sweep with no earlier cell: each method's stages, their fixed steps and the seconds a step measured
     now, and the sweep's time (issue: it printed "estimate: none")."""
-    out = run_bench("run", "--budget", "paper", "--methods", "mv-unet", "--seeds", "0,1", "--train-size", "16", "--dry-run",
-                    "--results", str(tmp_path / "r"))  # fmt: skip
+    out = run_bench(
+        "run",
+        "--budget",
+        "paper",
+        "--methods",
+        "mv-unet",
+        "--seeds",
+        "0,1",
+        "--train-size",
+        "16",
+        "--dry-run",
+        "--results",
+        str(tmp_path / "r"),
+    )
     assert out.returncode == 0, out.stderr
     line = next(x for x in out.stdout.splitlines() if x.startswith("  mv-unet on mnist-5k: "))
     assert "a cell (train 150 steps × " in line and line.endswith("s), 2 cell(s)")  # 150 epochs of one batch of 16
@@ -120,8 +159,11 @@ def test_list_datasets_says_which_are_found_under_the_data_root(tmp_path):
     (tmp_path / "lidc").mkdir()
     out = run_bench("list", "datasets", "--data-root", str(tmp_path))
     assert out.returncode == 0
-    found = {line.split()[0]: out.stdout.splitlines()[i + 6].strip() for i, line in enumerate(out.stdout.splitlines()) if line.startswith("  ")
-             and not line.startswith("   ")}  # fmt: skip
+    found = {
+        line.split()[0]: out.stdout.splitlines()[i + 6].strip()
+        for i, line in enumerate(out.stdout.splitlines())
+        if line.startswith("  ") and not line.startswith("   ")
+    }
     assert found["mnist-5k"].startswith("found: embedded")
     assert found["mnist"] == f"found: {tmp_path / 'mnist'}/ (1 files; checked when a run loads them)"
     assert found["lidc"] == f"not found: {tmp_path / 'lidc'}/ is empty" and found["riga"] == f"not found: no folder {tmp_path / 'riga'}/"
@@ -130,7 +172,11 @@ def test_list_datasets_says_which_are_found_under_the_data_root(tmp_path):
 def test_the_options_a_dry_run_checks_are_the_recorded_ones(tmp_path):
     """The dry run's check reads what the run records (config.json's options), so the two cannot disagree."""
     results = tmp_path / "results"
-    finished(results, {"budget": "quick", "max_steps": None, "train_size": None, "test_size": None, "threads": 1, "samples": 16, "empty_pair": "one"}, 12.0)
+    finished(
+        results,
+        {"budget": "quick", "max_steps": None, "train_size": None, "test_size": None, "threads": 1, "samples": 16, "empty_pair": "one"},
+        12.0,
+    )
     config = json.loads((store.cell_dir(results, CELL) / store.CONFIG).read_text())
     out = run_bench("run", "--methods", "mv-unet", "--seeds", "0", "--dry-run", "--results", str(results))
     assert out.returncode == 0 and out.stdout.startswith("done    ") and config["options"]["max_steps"] is None
@@ -139,8 +185,10 @@ def test_the_options_a_dry_run_checks_are_the_recorded_ones(tmp_path):
 def test_a_sweep_file_takes_the_flags_keys_and_is_kept_with_its_results(tmp_path):
     sweep = tmp_path / "my_sweep.toml"
     results = tmp_path / "results"
-    sweep.write_text('methods = ["MV-UNet"]\nseeds = [0, 1]\nmax_steps = 1\ntest_size = 8\nbackend = "sequential"\n'
-                     f'results = "{results}"\n[set]\nmv-unet = {{ lr_scale = [1] }}\n')  # fmt: skip
+    sweep.write_text(
+        'methods = ["MV-UNet"]\nseeds = [0, 1]\nmax_steps = 1\ntest_size = 8\nbackend = "sequential"\n'
+        f'results = "{results}"\n[set]\nmv-unet = {{ lr_scale = [1] }}\n'
+    )
     assert "mv-unet has no parameter 'lr_scale'" in run_bench("run", "--config", str(sweep), "--dry-run").stderr  # [set] reaches the checks
     sweep.write_text(sweep.read_text().split("[set]")[0])
     listed = run_bench("run", "--config", str(sweep), "--seeds", "1", "--dry-run")  # the command line wins over the file
@@ -202,8 +250,18 @@ def test_one_evaluation_draws_a_note_and_a_long_title_fits():
     """Before: a run evaluated once drew empty axes and a clipped title; then a lone dot on fractional ticks. Now a note."""
     from bench.report import plots
 
-    logs = pd.DataFrame({"method": ["mv-unet"] * 2, "seed": [0, 1], "stage": ["train"] * 2, "event": ["eval"] * 2, "step": [20, 20],
-                         "val_loss": [0.5, 0.6], "diagnostic_gt_dsc": [40.0, 45.0], "restored_step": [np.nan] * 2})  # fmt: skip
+    logs = pd.DataFrame(
+        {
+            "method": ["mv-unet"] * 2,
+            "seed": [0, 1],
+            "stage": ["train"] * 2,
+            "event": ["eval"] * 2,
+            "step": [20, 20],
+            "val_loss": [0.5, 0.6],
+            "diagnostic_gt_dsc": [40.0, 45.0],
+            "restored_step": [np.nan] * 2,
+        }
+    )
     title = "pipeline check: every stage was capped by --max-steps, so these curves show a smoke run and not a training\nmnist-5k"
     curves = plots.learning_curve_figure(logs, ["mv-unet"], title)
     (ax,) = [a for a in curves.axes if a.get_visible()]
@@ -231,11 +289,13 @@ def test_parallel_workers_show_each_cell_start_and_each_stage_stop(tmp_path):
         "2",
         "--results",
         str(tmp_path / "results"),
-    )  # fmt: skip (a subprocess: the workers write to its stderr)
+    )  # a subprocess: the workers write to its stderr
     assert out.returncode == 0, out.stderr
     lines = out.stderr.splitlines()
     assert sorted(line.split(" (process")[0] for line in lines if line.startswith("started ")) == [
-        "started mnist-5k/lfnet/protocol/lf-net/seed-0", "started mnist-5k/lfnet/protocol/mv-unet/seed-0"]  # fmt: skip
+        "started mnist-5k/lfnet/protocol/lf-net/seed-0",
+        "started mnist-5k/lfnet/protocol/mv-unet/seed-0",
+    ]
     stages = sorted(line.split(" (")[0] for line in lines if ": cap at step" in line)
     assert stages == [
         "lf-net seed 0 segmentation: cap at step 2",
@@ -267,8 +327,13 @@ def test_the_readmes_method_example_registers_and_trains(tmp_path, monkeypatch):
     images = rng.random((8, 1, 16, 16), dtype=np.float32)
     raters = (rng.random((8, 3, 16, 16)) > 0.5).astype(np.uint8)
     valid = np.ones((8, 3), dtype=bool)
-    records = harness.fit(method, harness.Split(images, raters, valid), harness.fixed_schedules(method, 2, 4), harness.Runtime(0, torch.device("cpu")),
-                          out=harness.Output(progress=False)).stages  # fmt: skip
+    records = harness.fit(
+        method,
+        harness.Split(images, raters, valid),
+        harness.fixed_schedules(method, 2, 4),
+        harness.Runtime(0, torch.device("cpu")),
+        out=harness.Output(progress=False),
+    ).stages
     assert list(records) == ["train"] and methods.get_entry("my-net").display == "My-Net"
     assert method.predict_proba(torch.from_numpy(images)).shape == (8, 2, 16, 16)
     # Issue 76: its Config declares the smoothing's range, so `--set` refuses a value outside it in one line, before any

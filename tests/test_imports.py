@@ -133,18 +133,34 @@ def test_each_adapter_stands_alone():
     wing = "datasets.adapters."
     adapters = {m.split(".")[2] for m in graph if m.startswith(wing)}
     assert {"mnist", "riga", "ms_lesion", "choledoch", "lidc", "cm_folder", "folder"} <= adapters
-    crossing = [f"{me} -> {dep}" for me, deps in sorted(graph.items()) if me.startswith(wing)
-                for dep in sorted(deps) if dep.startswith(wing) and dep.split(".")[2] != me.split(".")[2]]  # fmt: skip
+    crossing = [
+        f"{me} -> {dep}"
+        for me, deps in sorted(graph.items())
+        if me.startswith(wing)
+        for dep in sorted(deps)
+        if dep.startswith(wing) and dep.split(".")[2] != me.split(".")[2]
+    ]
     assert crossing == []
 
 
 def test_the_rules_catch_a_cycle_and_an_upward_arrow():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) == []
-    assert upward({"labels.overlap": {"datasets.settings"}, "bench.train.harness": {"bench.run.cell"}, "bench.run.cell": {"bench.train.harness"},
-                   "methods.base": {"labels.fusion"}}) == ["bench.train.harness -> bench.run.cell", "labels.overlap -> datasets.settings"]  # fmt: skip
-    assert upward({"datasets.raters.cm": {"datasets.adapters.mnist"}, "datasets.adapters.mnist": {"datasets.raters.cm", "datasets.settings"},
-                   "datasets.contract": {"datasets"}}) == ["datasets.contract -> datasets", "datasets.raters.cm -> datasets.adapters.mnist"]  # fmt: skip
+    assert upward(
+        {
+            "labels.overlap": {"datasets.settings"},
+            "bench.train.harness": {"bench.run.cell"},
+            "bench.run.cell": {"bench.train.harness"},
+            "methods.base": {"labels.fusion"},
+        }
+    ) == ["bench.train.harness -> bench.run.cell", "labels.overlap -> datasets.settings"]
+    assert upward(
+        {
+            "datasets.raters.cm": {"datasets.adapters.mnist"},
+            "datasets.adapters.mnist": {"datasets.raters.cm", "datasets.settings"},
+            "datasets.contract": {"datasets"},
+        }
+    ) == ["datasets.contract -> datasets", "datasets.raters.cm -> datasets.adapters.mnist"]
     with pytest.raises(ValueError, match="bench.extra is on no floor"):
         floor("bench.extra")
     with pytest.raises(ValueError, match="datasets.extra is on no floor"):
@@ -267,6 +283,11 @@ def test_a_method_borrows_nothing_from_another_method():
     graph = project_graph()
     assert {"methods.kit", "methods.lf_net", "methods.cm_unet", "methods.d_persona"} <= set(graph)
     assert borrowed(graph) == []
-    assert borrowed({"methods.pionono": {"methods.ls_unet", "methods.kit"}, "methods.mr_net": {"methods.mr_net_blocks"},
-                     "methods.kit": {"methods.latent", "methods.prob_unet"}, "methods": {"methods.lf_net"}}
-                    ) == ["methods.kit -> methods.prob_unet", "methods.pionono -> methods.ls_unet"]  # fmt: skip
+    assert borrowed(
+        {
+            "methods.pionono": {"methods.ls_unet", "methods.kit"},
+            "methods.mr_net": {"methods.mr_net_blocks"},
+            "methods.kit": {"methods.latent", "methods.prob_unet"},
+            "methods": {"methods.lf_net"},
+        }
+    ) == ["methods.kit -> methods.prob_unet", "methods.pionono -> methods.ls_unet"]

@@ -29,9 +29,23 @@ def test_an_interval_names_its_seeds_and_df_and_stays_in_the_metrics_range():
 
 
 def long_table(seed_means: dict[str, list[float]]) -> pd.DataFrame:
-    rows = [{"dataset": "toy", "raters": "cm", "noise": "protocol", "reference": "gt", "structure": "foreground", "metric": "dsc",
-             "method": method, "seed": seed, "case": f"c{case}", "value": mean + 0.01 * case}
-            for method, means in seed_means.items() for seed, mean in enumerate(means) for case in range(6)]  # fmt: skip
+    rows = [
+        {
+            "dataset": "toy",
+            "raters": "cm",
+            "noise": "protocol",
+            "reference": "gt",
+            "structure": "foreground",
+            "metric": "dsc",
+            "method": method,
+            "seed": seed,
+            "case": f"c{case}",
+            "value": mean + 0.01 * case,
+        }
+        for method, means in seed_means.items()
+        for seed, mean in enumerate(means)
+        for case in range(6)
+    ]
     return pd.DataFrame(rows)
 
 

@@ -140,5 +140,7 @@ def test_prior_sampling_draws_per_image_whatever_the_batch():
     assert both.shape == (3, 2, 2, 16, 16) and consensus.shape == (3, 2, 16, 16)
     assert torch.allclose(both[1], alone[0], atol=1e-5)
     assert torch.allclose(consensus.sum(1), torch.ones(3, 16, 16), atol=1e-5)
-    assert m.loss({"images": images, "raters": torch.zeros(3, 3, 16, 16, dtype=torch.long), "rater_valid": torch.ones(3, 3, dtype=torch.bool)},
-                  StepContext("train", 0, 0, torch.Generator().manual_seed(0)))["loss"].isfinite()  # fmt: skip
+    assert m.loss(
+        {"images": images, "raters": torch.zeros(3, 3, 16, 16, dtype=torch.long), "rater_valid": torch.ones(3, 3, dtype=torch.bool)},
+        StepContext("train", 0, 0, torch.Generator().manual_seed(0)),
+    )["loss"].isfinite()

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 import methods.lf_net as lf
 from bench.report import rows
-from bench.train import harness
+from bench.train import harness, inference
 from labels.fusion import majority_vote, threshold_vote_mask
 from methods.base import DataSpec, StepContext
 from methods.kit import masked_cross_entropy
@@ -403,10 +403,12 @@ def test_fit_and_predict_smoke(name):
     torch.manual_seed(0)
     m = build_method(name, DataSpec(1, 2, 5))
     split = harness.Split(images, raters, valid)
-    records = harness.fit(m, split, harness.fixed_schedules(m, 2, 4), harness.Runtime(0, CPU), val=split, out=harness.Output(progress=False)).stages
+    records = harness.fit(
+        m, split, harness.fixed_schedules(m, 2, 4), harness.Runtime(0, CPU), val=split, out=harness.Output(progress=False)
+    ).stages
     assert list(records) == [s.name for s in m.stages]
     assert all(np.isfinite(r["best_val_loss"]) for r in records.values())
-    probs = harness.predict_proba(m, images, device=CPU)
+    probs = inference.predict_proba(m, images, device=CPU)
     assert probs.shape == (8, 2, 16, 16) and np.isfinite(probs).all()
     assert np.allclose(probs.sum(1), 1, atol=1e-5)
 

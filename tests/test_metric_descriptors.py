@@ -18,8 +18,9 @@ from bench.report import stats, table_text, tables
 @pytest.fixture
 def toy_metric():
     """The worked example of docs/architecture.md: the predicted foreground share, a hard metric shown in Table I."""
-    toy = metrics.register(metrics.Metric("fg_share", "hard", lambda p: p.mask.mean(axis=(1, 2)), False, 100, 1, "fg share", "fg share",
-                                          ("table1",)))  # fmt: skip
+    toy = metrics.register(
+        metrics.Metric("fg_share", "hard", lambda p: p.mask.mean(axis=(1, 2)), False, 100, 1, "fg share", "fg share", ("table1",))
+    )
     yield toy
     metrics.METRICS.pop(toy.name)
 

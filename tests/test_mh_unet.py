@@ -7,7 +7,7 @@ import math
 import numpy as np
 import torch
 
-from bench.train import harness
+from bench.train import harness, inference
 from methods.base import DataSpec, StepContext
 from methods.mh_unet import MultiHeadUNet, multi_head_loss
 from methods.registry import build_method, get_entry
@@ -105,6 +105,6 @@ def test_smoke_fit_and_predict_dn_and_wdn():
         m = build_method("mh-unet", SPEC, overrides)
         split, run = harness.Split(images, raters, valid), harness.Runtime(0, torch.device("cpu"))
         harness.fit(m, split, harness.fixed_schedules(m, 2, 4), run, out=harness.Output(progress=False))
-        probs = harness.predict_proba(m, images, device=torch.device("cpu"))
+        probs = inference.predict_proba(m, images, device=torch.device("cpu"))
         assert probs.shape == (8, 2, 16, 16) and np.isfinite(probs).all()
         assert np.allclose(probs.sum(1), 1, atol=1e-5)

@@ -12,7 +12,7 @@ import torch
 
 import methods.mr_net as mr
 import methods.mr_net_blocks as blocks
-from bench.train import harness
+from bench.train import harness, inference
 from methods.base import DataSpec, StepContext
 from methods.registry import build_method, get_entry
 from methods.unet import UNet
@@ -263,12 +263,13 @@ def test_registered_and_fit_smoke(tmp_path):
     valid[0, 2] = False
     log = tmp_path / "train_log.csv"
     split = harness.Split(images, raters, valid)
-    records = harness.fit(m, split, harness.fixed_schedules(m, 2, 4), harness.Runtime(0, CPU), val=split,
-                          out=harness.Output(log_path=log, progress=False)).stages  # fmt: skip
+    records = harness.fit(
+        m, split, harness.fixed_schedules(m, 2, 4), harness.Runtime(0, CPU), val=split, out=harness.Output(log_path=log, progress=False)
+    ).stages
     assert np.isfinite(records["train"]["best_val_loss"])
     row = pd.read_csv(log).iloc[0]
     assert np.isfinite(row["train_loss"]) and {"val_coarse", "val_mrm", "val_mpm"} <= set(row.index)
-    probs = harness.predict_proba(m, images, device=CPU)
+    probs = inference.predict_proba(m, images, device=CPU)
     assert probs.shape == (8, 2, 16, 16) and np.isfinite(probs).all()
     assert probs.min() >= 0 and probs.max() <= 1
     np.testing.assert_allclose(probs.sum(1), 1.0, atol=1e-5)

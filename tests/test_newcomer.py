@@ -41,7 +41,7 @@ def test_a_cell_whose_config_records_no_options_is_not_taken_as_done(tmp_path, c
     ids=["missing-dataset", "missing-data-root", "unreachable-noise-level"],
 )
 def test_a_dry_run_refuses_the_data_the_run_refuses(tmp_path, capsys, argv, said):
-    """"33 of 33 cells would run", exit 0, where the real run refused: the dry run now loads the data it lists."""
+    """ "33 of 33 cells would run", exit 0, where the real run refused: the dry run now loads the data it lists."""
     code, err = run(capsys, "run", "--methods", "mv-unet", "--seeds", "0", "--dry-run", "--results", str(tmp_path / "r"), *argv)
     assert code == 2 and said in err and err.startswith("error: ") and err.count("\n") == 1, err
     assert not (tmp_path / "r").exists()
@@ -51,7 +51,9 @@ def test_dask_without_distributed_is_refused_before_anything_is_written(tmp_path
     """It exited 1 with "worker lost … rerun to resume" and wrote empty tables; now exit 2 naming the extra."""
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "distributed" else real(name, *a))
-    code, err = run(capsys, "run", "--methods", "mv-unet", "--seeds", "0", "--max-steps", "2", "--backend", "dask", "--results", str(tmp_path / "r"))
+    code, err = run(
+        capsys, "run", "--methods", "mv-unet", "--seeds", "0", "--max-steps", "2", "--backend", "dask", "--results", str(tmp_path / "r")
+    )
     assert code == 2 and "pip install -e '.[dask]'" in err and not (tmp_path / "r").exists(), err
 
 
@@ -102,8 +104,25 @@ def test_export_writes_one_tidy_row_per_case_with_the_cells_options(tmp_path, ca
     from bench.cli import export
 
     results = tmp_path / "r"
-    assert main(["run", "--methods", "mv-unet", "--seeds", "0", "--max-steps", "2", "--test-size", "8", "--no-progress",
-                 "--results", str(results)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "run",
+                "--methods",
+                "mv-unet",
+                "--seeds",
+                "0",
+                "--max-steps",
+                "2",
+                "--test-size",
+                "8",
+                "--no-progress",
+                "--results",
+                str(results),
+            ]
+        )
+        == 0
+    )
     assert main(["export", "--results", str(results)]) == 0
     table = pd.read_csv(results / "export.csv")
     long = pd.read_parquet(next(results.glob("runs/**/seed-0")) / store.METRICS)
@@ -146,7 +165,21 @@ def test_a_cell_without_a_bar_says_how_far_it_is_and_where_it_resumes(tmp_path, 
 def test_the_printed_table_shows_the_oracle_once_when_it_is_asked_for_by_name():
     from bench.cli.run import format_table
 
-    rows = [{"dataset": "d", "raters": "r", "noise": "protocol", "structure": "foreground", "reference": "gt", "method": m,
-             "metric": k, "mean": 0.9, "std": 0.01, "n_seeds": 1} for m in ("mv-unet", "oracle") for k in ("dsc", "bahd")]  # fmt: skip
+    rows = [
+        {
+            "dataset": "d",
+            "raters": "r",
+            "noise": "protocol",
+            "structure": "foreground",
+            "reference": "gt",
+            "method": m,
+            "metric": k,
+            "mean": 0.9,
+            "std": 0.01,
+            "n_seeds": 1,
+        }
+        for m in ("mv-unet", "oracle")
+        for k in ("dsc", "bahd")
+    ]
     lines = format_table(pd.DataFrame(rows), ["mv-unet", "oracle"]).splitlines()
     assert [line.split()[0] for line in lines[3:]] == ["mv-unet", "oracle"]

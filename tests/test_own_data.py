@@ -94,8 +94,25 @@ def test_nifti_folder_check_run_predict_export(tmp_path, volume, capsys):
 
     results = tmp_path / "results"
     assert main(["check", f"folder:{root}"]) == 0
-    assert main(["run", "--dataset", f"folder:{root}", "--methods", "mh-unet", "--seeds", "0", "--max-steps", "2",
-                 "--results", str(results), "--no-progress"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "run",
+                "--dataset",
+                f"folder:{root}",
+                "--methods",
+                "mh-unet",
+                "--seeds",
+                "0",
+                "--max-steps",
+                "2",
+                "--results",
+                str(results),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     name = spec.card.name
     cell = results / f"runs/{name}/files/protocol/mh-unet/seed-0"
     new = tmp_path / "new"
@@ -103,7 +120,13 @@ def test_nifti_folder_check_run_predict_export(tmp_path, volume, capsys):
     (new / "x_0000.nii.gz").write_bytes((root / "imagesTr/p0_0000.nii.gz").read_bytes())
     assert main(["predict", str(cell), "--images", str(new), "--out", str(tmp_path / "out")]) == 0
     out = tmp_path / "out"
-    assert sorted(p.name for p in out.iterdir()) == ["x.nii.gz", "x_prob-lesion.nii.gz", "x_rater-a.nii.gz", "x_rater-b.nii.gz", "x_rater-c.nii.gz"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "x.nii.gz",
+        "x_prob-lesion.nii.gz",
+        "x_rater-a.nii.gz",
+        "x_rater-b.nii.gz",
+        "x_rater-c.nii.gz",
+    ]
     label, source = nibabel.load(out / "x.nii.gz"), nibabel.load(new / "x_0000.nii.gz")
     assert label.shape == source.shape and np.allclose(label.affine, source.affine)  # the input's affine and grid
     assert np.isin(np.asarray(label.dataobj), (0, 1)).all()
@@ -122,7 +145,9 @@ def write_png_folder(root: Path, n_cases: int = 6) -> Path:
         Image.fromarray(rng.integers(0, 255, (16, 16), dtype=np.uint8)).save(root / f"imagesTr/c{case}_0000.png")
         for rater in ("gt", "a", "b"):
             Image.fromarray(disk.astype(np.uint8) * 255).save(root / f"labelsTr/{rater}/c{case}.png")
-    (root / "dataset.json").write_text(json.dumps({"channel_names": {"0": "grey"}, "labels": {"background": 0, "fg": 1}, "file_ending": ".png"}))
+    (root / "dataset.json").write_text(
+        json.dumps({"channel_names": {"0": "grey"}, "labels": {"background": 0, "fg": 1}, "file_ending": ".png"})
+    )
     return root
 
 
@@ -169,8 +194,25 @@ def test_noise_levels_only_on_simulated_raters_and_one_data_root(tmp_path, capsy
 def test_predict_refuses_an_unfinished_cell_and_wrong_channels(tmp_path, capsys):
     root = write_png_folder(tmp_path / "d")
     results = tmp_path / "r"
-    assert main(["run", "--dataset", f"folder:{root}", "--methods", "mv-unet", "--seeds", "0", "--max-steps", "1",
-                 "--results", str(results), "--no-progress"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "run",
+                "--dataset",
+                f"folder:{root}",
+                "--methods",
+                "mv-unet",
+                "--seeds",
+                "0",
+                "--max-steps",
+                "1",
+                "--results",
+                str(results),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     cell = results / "runs/folder-d/files/protocol/mv-unet/seed-0"
     rgb = tmp_path / "rgb"
     rgb.mkdir()

@@ -16,12 +16,19 @@ import pytest
 from test_reproduction import make_results, write_cell
 
 from bench import files, store
-from bench.report import plots, render, tables
+from bench.report import plots, render, table_notes, tables
 from bench.reproduce import assessment, page, page_format, provenance
 
 MEANS = {"mv-unet": 0.5762, "staple-unet": 0.70, "cm-unet": 0.93, "lf-net": 0.99}
-MACHINE = {"device": "cpu", "precision": "torch.bfloat16", "engine": "eager", "threads": 2, "cpu": "x86_64 avx512_bf16 avx2",
-           "git_commit": "0123456789abcdef", "versions": {"python": "3.11.7", "torch": "2.5.1", "numpy": "2.1.0"}}  # fmt: skip
+MACHINE = {
+    "device": "cpu",
+    "precision": "torch.bfloat16",
+    "engine": "eager",
+    "threads": 2,
+    "cpu": "x86_64 avx512_bf16 avx2",
+    "git_commit": "0123456789abcdef",
+    "versions": {"python": "3.11.7", "torch": "2.5.1", "numpy": "2.1.0"},
+}
 
 
 def record_run(results: Path, flags: dict[str, str] | None = None, max_steps: int | None = None) -> None:
@@ -63,17 +70,24 @@ def smoke(tmp_path_factory):
 def test_the_page_opens_with_the_headline_numbers_then_the_run_contents_and_rules(plateau):
     md, _, _ = plateau
     headline = md[md.index("## Headline") : md.index("## Contents")]
-    for line in ("| budget | `plateau`: under this benchmark's plateau protocol (the stopping rule on the raters' validation loss); the paper's recipe (`--budget paper`) not run |", "| seeds | 0, 1, 2 (3 per method) |", "| images (train / val / test) | mnist-5k 4000 / 1000 / 20 |",
-                 "| run options | --max-steps none, --train-size none, --test-size none |",
-                 "| rater settings | mnist-5k `lfnet` (style lfnet, input clean) |",
-                 "| machine | cpu, torch.bfloat16, eager engine, CPU x86_64 avx512_bf16 avx2, 2 threads |",
-                 "| software | python 3.11.7, torch 2.5.1, numpy 2.1.0, commit 0123456789 |",
-                 "| verdict grade? | yes, every rater setting |", "| cells | 12 finished: 4 methods, 1 rater setting |"):  # fmt: skip
+    for line in (
+        "| budget | `plateau`: under this benchmark's plateau protocol (the stopping rule on the raters' validation loss); the paper's recipe (`--budget paper`) not run |",
+        "| seeds | 0, 1, 2 (3 per method) |",
+        "| images (train / val / test) | mnist-5k 4000 / 1000 / 20 |",
+        "| run options | --max-steps none, --train-size none, --test-size none |",
+        "| rater settings | mnist-5k `lfnet` (style lfnet, input clean) |",
+        "| machine | cpu, torch.bfloat16, eager engine, CPU x86_64 avx512_bf16 avx2, 2 threads |",
+        "| software | python 3.11.7, torch 2.5.1, numpy 2.1.0, commit 0123456789 |",
+        "| verdict grade? | yes, every rater setting |",
+        "| cells | 12 finished: 4 methods, 1 rater setting |",
+    ):
         assert line in headline, line
     assert "> **Pipeline check" not in md  # verdict grade: no banner
     first = next(line for line in headline.splitlines() if line.startswith("- **Table I**"))
-    assert first.startswith("- **Table I** (mnist dsc, on mnist-5k `lfnet`): LF-Net 99.00 [98.75, 99.25] (n 3, df 2) vs paper 99.25 ± 0.17: "
-                            "Δ -0.25 [-0.74, +0.24]: **reproduced**; the best measured here. Values: 3 reproduced, 5 not reproduced, 46 not run."), first  # fmt: skip
+    assert first.startswith(
+        "- **Table I** (mnist dsc, on mnist-5k `lfnet`): LF-Net 99.00 [98.75, 99.25] (n 3, df 2) vs paper 99.25 ± 0.17: "
+        "Δ -0.25 [-0.74, +0.24]: **reproduced**; the best measured here. Values: 3 reproduced, 5 not reproduced, 46 not run."
+    ), first
     stand_in = next(line for line in headline.splitlines() if line.startswith("- **Table IV**"))
     assert "(a stand-in for choledoch: no comparison with the paper's value)" in stand_in and "vs paper" not in stand_in
     assert "best measured here" not in stand_in  # LF-Net is the only row measured in that column: "best" of one says nothing
@@ -99,7 +113,10 @@ def test_a_pipeline_check_opens_with_the_banner_then_the_headline_numbers_then_t
 def test_not_run_rows_are_folded_and_each_datasets_instructions_appear_once(plateau):
     md, page, _ = plateau
     table1 = md[md.index("## Table I") : md.index("## Table IV")]
-    assert "**46 values not run**: QMV-UNet, Mean-UNet, LS-UNet, MH-UNet, Oracle not trained here; no cells of ms-lesion, choledoch (see [Datasets](#datasets))." in table1  # fmt: skip
+    assert (
+        "**46 values not run**: QMV-UNet, Mean-UNet, LS-UNet, MH-UNet, Oracle not trained here; no cells of ms-lesion, choledoch (see [Datasets](#datasets))."
+        in table1
+    )
     assert not [line for line in md.splitlines() if line.startswith("|") and "| not run |" in line]
     for dataset in ("ms-lesion", "choledoch", "lidc", "riga"):
         assert md.count(f"{dataset} not found under") == 1 and page.count(f"{dataset} not found under") == 1, dataset
@@ -166,8 +183,10 @@ def test_each_column_compares_every_pair_and_ranks_under_three_schemes(plateau, 
     assert line.startswith("![significance_")
     pairs = next(line for line in md.splitlines() if line.startswith("Kendall τ") and "Every pair" in line)
     assert "Every pair (6 pairs, seed-aware test, Holm over the 6 pairs): resolved LF-Net > CM-UNet, " in pairs, pairs
-    assert pairs.endswith("Ranks agree under the three schemes (mean-then-rank, rank-then-mean, test-then-rank): 1 LF-Net, 2 CM-UNet, "
-                          "3 STAPLE-UNet, 4 MV-UNet."), pairs  # fmt: skip
+    assert pairs.endswith(
+        "Ranks agree under the three schemes (mean-then-rank, rank-then-mean, test-then-rank): 1 LF-Net, 2 CM-UNet, "
+        "3 STAPLE-UNet, 4 MV-UNet."
+    ), pairs
     smoke_md, _, smoke_written = smoke
     assert "Every pair: no significance map, it needs two methods with 2 or more seeds each (seeds here: MV-UNet 1, LF-Net 1)." in smoke_md
     assert not any(p.name.startswith("significance_") for p in smoke_written)
@@ -237,8 +256,19 @@ def test_paths_with_stars_are_code_not_italics():
 
 
 def test_versus_states_the_gap_its_interval_and_the_seeds_it_needs():
-    test = {"method": "staple-unet", "reference_method": "lf-net", "metric": "dsc", "diff": -0.032, "ci_low": -0.035, "ci_high": -0.029,
-            "df": 3.8, "n_seeds_ref": 3, "n_seeds": 3, "p_holm": 0.2, "seeds_needed": 7.0}  # fmt: skip
+    test = {
+        "method": "staple-unet",
+        "reference_method": "lf-net",
+        "metric": "dsc",
+        "diff": -0.032,
+        "ci_low": -0.035,
+        "ci_high": -0.029,
+        "df": 3.8,
+        "n_seeds_ref": 3,
+        "n_seeds": 3,
+        "p_holm": 0.2,
+        "seeds_needed": 7.0,
+    }
     text = page.versus(test, 100, "staple-unet")
     assert text == (
         "Δ +3.20 points [+2.90, +3.50] (n 3/3, df 3.8) in STAPLE-UNet's favour, p 0.2, a true gap of this size found with 80 % "
@@ -257,7 +287,7 @@ def test_a_flag_from_the_manifests_reaches_the_group_table(tmp_path):
     store.collect(tmp_path)
     record_run(tmp_path, flags={"lf-net": "full"})
     cells = provenance.provenance(tmp_path)
-    assert tables.degenerate_flags(cells, "mnist-5k", "lfnet", "protocol") == {"lf-net": "full 3/3"}
+    assert table_notes.degenerate_flags(cells, "mnist-5k", "lfnet", "protocol") == {"lf-net": "full 3/3"}
     found = assessment.assess(tmp_path, tmp_path / "data")
     table1 = next(line for line in page.headline(found) if line.startswith("**Table I**"))
     assert "LF-Net 90.00" in table1 and "[full 3/3: its mean measures nothing]" in table1, table1  # the headline carries the flag too
@@ -293,10 +323,31 @@ def test_no_printed_interval_leaves_the_metrics_range_or_has_zero_width(tmp_path
 
 def test_the_selection_table_prints_no_nan_interval():
     """One seed: the gain has no interval; it was printed `+0.00 [+nan, +nan]`."""
-    selection = pd.DataFrame([{"dataset": "mnist-5k", "raters": "lfnet", "noise": "protocol", "method": "lf-net", "seeds": 1,
-                               "rule_step": "40", "rule_dsc": 90.0, "rule_sd": np.nan, "gt_step": "40", "gt_dsc": 90.0, "gt_sd": np.nan,
-                               "gain": 0.0, "gain_low": np.nan, "gain_high": np.nan, "test_dsc": 89.0, "test_sd": np.nan,
-                               "gt_test_dsc": np.nan, "gt_test_sd": np.nan, "gt_test_seeds": 0}])  # fmt: skip
+    selection = pd.DataFrame(
+        [
+            {
+                "dataset": "mnist-5k",
+                "raters": "lfnet",
+                "noise": "protocol",
+                "method": "lf-net",
+                "seeds": 1,
+                "rule_step": "40",
+                "rule_dsc": 90.0,
+                "rule_sd": np.nan,
+                "gt_step": "40",
+                "gt_dsc": 90.0,
+                "gt_sd": np.nan,
+                "gain": 0.0,
+                "gain_low": np.nan,
+                "gain_high": np.nan,
+                "test_dsc": 89.0,
+                "test_sd": np.nan,
+                "gt_test_dsc": np.nan,
+                "gt_test_sd": np.nan,
+                "gt_test_seeds": 0,
+            }
+        ]
+    )
     (*_, (_, header, rows)) = page.selection_blocks(SimpleNamespace(selection=selection))
     assert header[6] == "gain [95 % CI] (n seeds, df)" and rows[0][6] == "+0.00 no interval with 1 seed"
     two = selection.assign(seeds=2, gain=3.0, gain_low=-250.0, gain_high=256.0)
@@ -312,10 +363,30 @@ def test_a_field_run_gets_the_set_metrics_section_and_a_run_without_samples_none
             for case in range(6):
                 for metric in tables.SET_TABLE:
                     value = (0.5 - shift if metric.startswith("ged") else 0.7 + shift) + 0.01 * seed + 0.001 * case
-                    rows.append(("lidc", "real", "protocol", method, seed, "raters", f"c{case}", "foreground", metric, value,
-                                 0, 0, 0, 0, 0, np.nan, np.nan, m if metric != "dice_personal" else 1))  # fmt: skip
+                    rows.append(
+                        (
+                            "lidc",
+                            "real",
+                            "protocol",
+                            method,
+                            seed,
+                            "raters",
+                            f"c{case}",
+                            "foreground",
+                            metric,
+                            value,
+                            0,
+                            0,
+                            0,
+                            0,
+                            0,
+                            np.nan,
+                            np.nan,
+                            m if metric != "dice_personal" else 1,
+                        )
+                    )
     table = pd.DataFrame(rows, columns=store.COLUMNS)
-    cells = pd.DataFrame(columns=[*store.KEYS, "budget", "flag", *tables.OPTIONS])
+    cells = pd.DataFrame(columns=[*store.KEYS, "budget", "flag", *table_notes.OPTIONS])
     blocks = page.set_metrics_blocks(SimpleNamespace(table=table, stops={}), cells)
     assert blocks[0] == ("h", 2, "Set metrics against the rater set") and ("h", 3, "lidc, raters `real`") in blocks
     (_, header, body), *_ = [b for b in blocks if b[0] == "table"]

@@ -15,9 +15,16 @@ from datasets import DATASETS
 from datasets.settings import parse_level
 
 TINY_RECIPES = {
-    "table_main": ("table", "boxplot"), "table_ablation": ("table",), "noise": ("noise",), "beta": ("param",),
-    "lambda": ("param",), "fused": ("fused",), "qualitative": ("qualitative",), "raters": ("raters",), "absent": ("table",),
-}  # fmt: skip
+    "table_main": ("table", "boxplot"),
+    "table_ablation": ("table",),
+    "noise": ("noise",),
+    "beta": ("param",),
+    "lambda": ("param",),
+    "fused": ("fused",),
+    "qualitative": ("qualitative",),
+    "raters": ("raters",),
+    "absent": ("table",),
+}
 
 
 def recipe(render, methods="mv-unet,qmv-unet,lf-net,oracle", seeds="[0]", noise='["protocol"]', extra="", dataset="mnist-5k", param=""):
@@ -80,17 +87,36 @@ def test_bad_recipe_and_unknown_name_get_one_line(tmp_path, capsys):
 def test_tiny_paper_run_renders_every_output_labelled(tmp_path):
     recipes, results, out = tmp_path / "recipes", tmp_path / "results", tmp_path / "figures"
     write_tiny_recipes(recipes)
-    run = run_bench("paper", "--recipes", str(recipes), "--results", str(results), "--out", str(out), "--max-steps", "2",
-                  "--train-size", "64", "--test-size", "16", "--no-progress", "--backend", "sequential")  # fmt: skip
+    run = run_bench(
+        "paper",
+        "--recipes",
+        str(recipes),
+        "--results",
+        str(results),
+        "--out",
+        str(out),
+        "--max-steps",
+        "2",
+        "--train-size",
+        "64",
+        "--test-size",
+        "16",
+        "--no-progress",
+        "--backend",
+        "sequential",
+    )
     assert run.returncode == 0, run.stderr
     assert re.search(r"^skipped absent: lidc: .*lidc", run.stderr, re.M), run.stderr
     assert "8 of 9 recipes rendered, 1 skipped" in run.stdout
     quick = out / "quick"
     both = lambda stem: [f"{stem}.md", f"{stem}.tex"]  # noqa: E731
     expected = {
-        "table_main": [*(f for r in ("gt", "majority", "staple") for f in both(f"table1_mnist-5k_lfnet_protocol_{r}_foreground")),
-                       "paired_tests.csv", "boxplot_dsc_mnist-5k_lfnet_protocol_gt_foreground.png",
-                       "boxplot_dsc_mnist-5k_lfnet_protocol_gt_foreground.pdf"],
+        "table_main": [
+            *(f for r in ("gt", "majority", "staple") for f in both(f"table1_mnist-5k_lfnet_protocol_{r}_foreground")),
+            "paired_tests.csv",
+            "boxplot_dsc_mnist-5k_lfnet_protocol_gt_foreground.png",
+            "boxplot_dsc_mnist-5k_lfnet_protocol_gt_foreground.pdf",
+        ],
         "table_ablation": both("table4_mnist-5k_lfnet_protocol_gt"),
         "noise": ["noise_dsc_mnist-5k_lfnet_gt_foreground.png", "noise_dsc_mnist-5k_lfnet_gt_foreground.pdf"],
         "beta": ["param_lf-net_beta.png", "param_lf-net_beta.pdf"],
@@ -98,7 +124,7 @@ def test_tiny_paper_run_renders_every_output_labelled(tmp_path):
         "fused": ["fused_labels_mnist-5k_lfnet.png"],
         "qualitative": ["qualitative_mnist-5k_lfnet.png"],
         "raters": ["raters_mnist-5k_lfnet.png"],
-    }  # fmt: skip
+    }
     for name, files in expected.items():
         for file in files:
             path = quick / name / file
@@ -137,7 +163,21 @@ def test_tiny_paper_run_renders_every_output_labelled(tmp_path):
     assert default_out.returncode == 0, default_out.stderr
     assert (results / "paper" / "quick" / "raters" / "raters_mnist-5k_lfnet.png").is_file()  # --out defaults to RESULTS/paper
 
-    again = run_bench("paper", "--recipes", str(recipes), "--results", str(results), "--out", str(out), "--max-steps", "2",
-                    "--train-size", "64", "--test-size", "16", "--dry-run")  # fmt: skip
+    again = run_bench(
+        "paper",
+        "--recipes",
+        str(recipes),
+        "--results",
+        str(results),
+        "--out",
+        str(out),
+        "--max-steps",
+        "2",
+        "--train-size",
+        "64",
+        "--test-size",
+        "16",
+        "--dry-run",
+    )
     assert "0 of 9 distinct cells would run" in again.stdout, again.stdout  # the absent lidc recipe's cells are not counted
     assert re.search(r"^skipped absent: lidc: .*lidc", again.stderr, re.M), again.stderr

@@ -93,7 +93,18 @@ def test_all_methods_on_a_dataset_without_ground_truth_leaves_out_the_oracle(tmp
     from fixtures.make_lidc import make_lidc_crops
 
     make_lidc_crops(tmp_path / "data")  # the dry run loads the data it lists, as the run does
-    argv = ["run", "--dataset", "lidc", "--seeds", "0", "--dry-run", "--data-root", str(tmp_path / "data"), "--results", str(tmp_path / "r")]
+    argv = [
+        "run",
+        "--dataset",
+        "lidc",
+        "--seeds",
+        "0",
+        "--dry-run",
+        "--data-root",
+        str(tmp_path / "data"),
+        "--results",
+        str(tmp_path / "r"),
+    ]
     assert cli.main(argv) == 0
     out = capsys.readouterr().out
     assert "lidc/real/protocol/lf-net/seed-0" in out and "oracle" not in out and "9 of 9 cells would run" in out

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from bench.cli import perf as perf_verb
-from bench.perf import timings
+from bench.perf import timings, workloads
 from bench.train import hardware
 
 
@@ -110,8 +110,8 @@ def unet_forward_flops(in_channels: int, height: int, width: int, n_classes: int
 
 def test_step_flops_matches_a_hand_estimate(one_thread):
     device = torch.device("cpu")
-    images, raters, valid = timings.random_data(2, 1, 28, 28)
-    method = timings.build_mv_unet(1, device)
+    images, raters, valid = workloads.random_data(2, 1, 28, 28)
+    method = workloads.build_mv_unet(1, device)
     data = hardware.to_tensors({"images": images, "raters": raters, "rater_valid": valid}, device)
     flops = timings.step_flops(method, hardware.make_batch(data, torch.arange(2), device))
     estimate = 3 * 2 * unet_forward_flops(1, 28, 28)  # training ≈ forward + 2× forward for the backward

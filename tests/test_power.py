@@ -47,8 +47,10 @@ def test_components_are_recovered_from_a_long_table():
     for method in ("a", "b"):
         for seed in range(6):
             values = cases + rng.normal(0, 0.03) + rng.normal(0, 0.05, 400)
-            rows += [("toy", "cm", "protocol", method, seed, "gt", f"c{c}", "foreground", "dsc", v, 0, 0, 0, 0, 0, np.nan, np.nan, 1)
-                     for c, v in enumerate(values)]  # fmt: skip
+            rows += [
+                ("toy", "cm", "protocol", method, seed, "gt", f"c{c}", "foreground", "dsc", v, 0, 0, 0, 0, 0, np.nan, np.nan, 1)
+                for c, v in enumerate(values)
+            ]
     comp, per_method = power.components_of(pd.DataFrame(rows, columns=COLUMNS))
     assert list(per_method["method"]) == ["a", "b"] and (per_method["seeds"] == 6).all()
     assert comp.sd_resid == pytest.approx(0.05, rel=0.05) and comp.sd_case == pytest.approx(0.15, rel=0.1)
@@ -58,8 +60,12 @@ def test_components_are_recovered_from_a_long_table():
 def test_power_command_on_a_results_folder_and_on_defaults(tmp_path, capsys):
     rng = np.random.default_rng(4)
     cases = rng.uniform(0.5, 0.9, 50)
-    rows = [("toy", "cm", "protocol", m, s, "gt", f"c{c}", "foreground", "dsc", v, 0, 0, 0, 0, 0, np.nan, np.nan, 1)
-            for m in ("mv-unet", "lf-net") for s in range(3) for c, v in enumerate(cases + rng.normal(0, 0.02) + rng.normal(0, 0.03, 50))]  # fmt: skip
+    rows = [
+        ("toy", "cm", "protocol", m, s, "gt", f"c{c}", "foreground", "dsc", v, 0, 0, 0, 0, 0, np.nan, np.nan, 1)
+        for m in ("mv-unet", "lf-net")
+        for s in range(3)
+        for c, v in enumerate(cases + rng.normal(0, 0.02) + rng.normal(0, 0.03, 50))
+    ]
     pd.DataFrame(rows, columns=COLUMNS).to_parquet(tmp_path / "metrics.parquet")
     assert main(["power", "--results", str(tmp_path), "--reference", "gt", "--sims", "400", "--differences", "5"]) == 0
     out = capsys.readouterr().out
@@ -88,9 +94,12 @@ def test_power_command_checks_every_pair_at_005_and_at_holms_first_step(tmp_path
     the worst); the worst pair's rate is printed at 0.05 and at Holm's first step over the map's pairs."""
     rng = np.random.default_rng(9)
     cases = rng.uniform(0.5, 0.9, 60)
-    rows = [("toy", "cm", "protocol", m, s, "gt", f"c{c}", "foreground", "dsc", v, 0, 0, 0, 0, 0, np.nan, np.nan, 1)
-            for m, sd in (("mv-unet", 0.005), ("lf-net", 0.03), ("cm-unet", 0.015)) for s in range(3)
-            for c, v in enumerate(cases + rng.normal(0, sd) + rng.normal(0, 0.03, 60))]  # fmt: skip
+    rows = [
+        ("toy", "cm", "protocol", m, s, "gt", f"c{c}", "foreground", "dsc", v, 0, 0, 0, 0, 0, np.nan, np.nan, 1)
+        for m, sd in (("mv-unet", 0.005), ("lf-net", 0.03), ("cm-unet", 0.015))
+        for s in range(3)
+        for c, v in enumerate(cases + rng.normal(0, sd) + rng.normal(0, 0.03, 60))
+    ]
     pd.DataFrame(rows, columns=COLUMNS).to_parquet(tmp_path / "metrics.parquet")
     assert main(["power", "--results", str(tmp_path), "--reference", "gt", "--sims", "400", "--differences", "5"]) == 0
     lines = [x for x in capsys.readouterr().out.splitlines() if "with each method's own seed sd" in x]

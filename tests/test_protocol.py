@@ -107,8 +107,14 @@ def test_the_audit_replays_the_rule_where_the_harness_stopped(tmp_path):
     logs = {}
     for name, sched in (("early", early), ("fixed", dataclasses.replace(early, early_stopping=False, restore=True, max_steps=110))):
         logs[name] = tmp_path / f"{name}.csv"
-        harness.fit(Scripted(curve), harness.Split(*tiny()), {"train": sched}, RUN, val=harness.Split(*tiny()),
-                    out=harness.Output(log_path=logs[name], progress=False))  # fmt: skip
+        harness.fit(
+            Scripted(curve),
+            harness.Split(*tiny()),
+            {"train": sched},
+            RUN,
+            val=harness.Split(*tiny()),
+            out=harness.Output(log_path=logs[name], progress=False),
+        )
     stop = pd.read_csv(logs["early"]).iloc[-1]
     evals = pd.read_csv(logs["fixed"]).query("event == 'eval'")
     rule = {"patience": 3, "min_delta": 0.0, "patience_ratio": 0.5, "smooth": 3, "min_evals": 4, "max_steps": 200}
@@ -129,8 +135,14 @@ def train_mv(data, val, val_gt, patience=2, **out) -> tuple[methods.Method, harn
     torch.manual_seed(0)
     m = methods.build_method("mv-unet", DataSpec(1, 2, 3))
     sched = {"train": Schedule("adam", 1e-3, 4, 16, True, eval_every=2, patience=patience, min_delta=0.01)}
-    fitted = harness.fit(m, harness.Split(*data), sched, harness.Runtime(1, CPU), val=harness.Split(*val, gt=val_gt),
-                         out=harness.Output(progress=False, **out))  # fmt: skip
+    fitted = harness.fit(
+        m,
+        harness.Split(*data),
+        sched,
+        harness.Runtime(1, CPU),
+        val=harness.Split(*val, gt=val_gt),
+        out=harness.Output(progress=False, **out),
+    )
     return m, fitted
 
 
@@ -139,7 +151,7 @@ def test_ground_truth_never_steers_selection(tmp_path):
     gt = np.zeros_like(val[1][:, 0])
     noise = (np.random.default_rng(5).random(gt.shape) > 0.5).astype(np.uint8)
     (a, ra), (b, rb) = (train_mv(data, val, g, log_path=tmp_path / f"{i}.csv") for i, g in enumerate((gt, noise)))
-    assert [{**r, "seconds": 0} for r in ra.stages.values()] == [{**r, "seconds": 0} for r in rb.stages.values()]  # fmt: skip
+    assert [{**r, "seconds": 0} for r in ra.stages.values()] == [{**r, "seconds": 0} for r in rb.stages.values()]
     for key, value in a.state_dict().items():
         assert torch.equal(value, b.state_dict()[key]), key
     logs = [pd.read_csv(tmp_path / f"{i}.csv") for i in range(2)]
@@ -179,9 +191,22 @@ def test_a_killed_stage_resumes_with_the_same_stopping_state(tmp_path, monkeypat
 
 
 def test_a_resumed_cell_keeps_each_start_and_says_what_changed_since_the_first():
-    first = {"started": 1.0, "git_commit": "a", "git_changed": [], "host": "vm", "device": "cpu", "cpu": "x86_64 avx2", "precision": "float32",
-             "threads": 2, "engine": "eager", "status": "running"}  # fmt: skip
-    same, other = {**first, "started": 2.0, "git_commit": "b", "git_changed": ["methods/a.py"]}, {**first, "started": 3.0, "cpu": "x86_64 amx_bf16", "precision": "torch.bfloat16"}
+    first = {
+        "started": 1.0,
+        "git_commit": "a",
+        "git_changed": [],
+        "host": "vm",
+        "device": "cpu",
+        "cpu": "x86_64 avx2",
+        "precision": "float32",
+        "threads": 2,
+        "engine": "eager",
+        "status": "running",
+    }
+    same, other = (
+        {**first, "started": 2.0, "git_commit": "b", "git_changed": ["methods/a.py"]},
+        {**first, "started": 3.0, "cpu": "x86_64 amx_bf16", "precision": "torch.bfloat16"},
+    )
     kept, changed = cell.starts(first, same, resumed=True)
     assert [s["started"] for s in kept] == [1.0, 2.0] and "status" not in kept[0] and changed == {}  # code alone is not the setup
     kept, changed = cell.starts({**same, "starts": kept}, other, resumed=True)
@@ -198,8 +223,16 @@ def test_a_finished_cell_resumed_reports_every_stage_as_logged(tmp_path):
         torch.manual_seed(0)
         m = methods.build_method("lf-net", DataSpec(1, 2, 3))
         split = harness.Split(images, raters, valid)
-        records.append(harness.fit(m, split, harness.fixed_schedules(m, 2, 4), RUN, val=split,
-                                   out=harness.Output(tmp_path / "ckpt", log_path=logs, progress=False)).stages)  # fmt: skip
+        records.append(
+            harness.fit(
+                m,
+                split,
+                harness.fixed_schedules(m, 2, 4),
+                RUN,
+                val=split,
+                out=harness.Output(tmp_path / "ckpt", log_path=logs, progress=False),
+            ).stages
+        )
     assert list(records[1]) == ["soft_label", "segmentation"]
     for stage, record in records[0].items():
         assert records[1][stage] == pytest.approx(record), stage
@@ -261,9 +294,13 @@ def val_data(majority_empty: bool) -> RaterData:
     if not majority_empty:
         raters[:, :, 2:4, 2:4] = 1
     return RaterData(
-        images=np.zeros((4, 1, 6, 6), np.float32), raters=raters, rater_valid=np.ones((4, 3), bool), gt=None,
-        case_ids=np.arange(4).astype(str), groups=np.arange(4).astype(str),
-    )  # fmt: skip
+        images=np.zeros((4, 1, 6, 6), np.float32),
+        raters=raters,
+        rater_valid=np.ones((4, 3), bool),
+        gt=None,
+        case_ids=np.arange(4).astype(str),
+        groups=np.arange(4).astype(str),
+    )
 
 
 def test_degenerate_predictions_are_flagged_unless_the_raters_agree():

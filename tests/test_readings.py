@@ -36,8 +36,24 @@ def test_readings_land_at_the_declared_steps_of_a_tiny_run(tmp_path, monkeypatch
     monkeypatch.setattr(budget, "FIRST_READING", 2)
     monkeypatch.setattr(budget, "CURVE_EVERY", 4)
     results = tmp_path / "r"
-    args = ["run", "--budget", "trajectory", "--methods", "mv-unet", "--seeds", "0", "--max-steps", "8", "--train-size", "32",
-            "--test-size", "16", "--no-progress", "--results", str(results)]  # fmt: skip
+    args = [
+        "run",
+        "--budget",
+        "trajectory",
+        "--methods",
+        "mv-unet",
+        "--seeds",
+        "0",
+        "--max-steps",
+        "8",
+        "--train-size",
+        "32",
+        "--test-size",
+        "16",
+        "--no-progress",
+        "--results",
+        str(results),
+    ]
     assert cli.main(args) == 0
     folder = next(results.glob("runs/**/mv-unet/seed-0"))
     manifest = files.read_json(folder / store.MANIFEST)
@@ -78,7 +94,9 @@ def test_the_selection_never_reads_gt():
         torch.manual_seed(0)
         m = methods.build_method("mv-unet", DataSpec(1, 2, 3))
         sched = {"train": Schedule("adam", 1e-2, 4, 24, False, eval_every=2)}
-        fitted.append(harness.fit(m, harness.Split(*data), sched, RUN, val=harness.Split(*val, gt=g, fused=fused), out=harness.Output(progress=False)))
+        fitted.append(
+            harness.fit(m, harness.Split(*data), sched, RUN, val=harness.Split(*val, gt=g, fused=fused), out=harness.Output(progress=False))
+        )
     a, b = (f.readings for f in fitted)
     assert set(a) == set(b) == {"selection", "gt-best", "min-val-loss", "last"}
     for name in ("selection", "min-val-loss", "last"):
@@ -115,8 +133,17 @@ def test_a_fixed_length_stage_holds_the_weights_the_rule_would_have_restored(tmp
         m = Scripted(curve)
         torch.manual_seed(0)
         m.net.reset_parameters()
-        runs[name] = (m, harness.fit(m, harness.Split(*tiny()), {"train": sched}, RUN, val=harness.Split(*tiny(), fused=tiny()[1][:, 0]),
-                                     out=harness.Output(log_path=tmp_path / f"{name}.csv", progress=False)))  # fmt: skip
+        runs[name] = (
+            m,
+            harness.fit(
+                m,
+                harness.Split(*tiny()),
+                {"train": sched},
+                RUN,
+                val=harness.Split(*tiny(), fused=tiny()[1][:, 0]),
+                out=harness.Output(log_path=tmp_path / f"{name}.csv", progress=False),
+            ),
+        )
     (early_m, early_fit), (_, fixed_fit) = runs["early"], runs["fixed"]
     stop = early_fit.stages["train"]
     assert fixed_fit.stages["train"]["step"] == 110 and fixed_fit.stages["train"]["rule_stop"] == stop["step"]
@@ -147,12 +174,27 @@ def test_the_signed_verdict_on_synthetic_curves(metric, rule, last, drifts, expe
 def test_the_stage_display_says_equal_only_where_every_earlier_stage_restored_the_same_step():
     """A later stage's replay that restores the long run's step starts from other weights where an earlier stage did not:
     it is not "= long" (LF-Net's first stage: the rule restored 5,000, the long run 19,900)."""
-    st = pd.DataFrame({
-        "dataset": "d", "raters": "r", "noise": "n", "method": ["lf-net", "lf-net", "mv-unet"], "stage": ["soft_label", "segmentation", "train"],
-        "replay_same": [False, True, True],
-    })  # fmt: skip
-    tw = pd.DataFrame({"dataset": "d", "raters": "r", "noise": "n", "method": ["lf-net", "lf-net", "mv-unet"], "stage": ["soft_label", "segmentation", "train"],
-                       "shared": [250, 250, 40], "twin_diff": [0.0, 0.9, 0.0]})  # fmt: skip
+    st = pd.DataFrame(
+        {
+            "dataset": "d",
+            "raters": "r",
+            "noise": "n",
+            "method": ["lf-net", "lf-net", "mv-unet"],
+            "stage": ["soft_label", "segmentation", "train"],
+            "replay_same": [False, True, True],
+        }
+    )
+    tw = pd.DataFrame(
+        {
+            "dataset": "d",
+            "raters": "r",
+            "noise": "n",
+            "method": ["lf-net", "lf-net", "mv-unet"],
+            "stage": ["soft_label", "segmentation", "train"],
+            "shared": [250, 250, 40],
+            "twin_diff": [0.0, 0.9, 0.0],
+        }
+    )
     marked = stop_audit.mark_twins(st, tw)
     assert marked["replay_same"].tolist() == [False, False, True]
 
@@ -161,8 +203,24 @@ def test_the_paper_recipe_keeps_a_test_curve_that_never_selects(tmp_path):
     """Under `--budget paper` a cell scores the test split at the end of every epoch of the stage that predicts and keeps
     the counts; its result is its last weights, which the curve's last point equals."""
     results = tmp_path / "r"
-    args = ["run", "--budget", "paper", "--methods", "mv-unet", "--seeds", "0", "--max-steps", "3", "--train-size", "8",
-            "--test-size", "16", "--no-progress", "--results", str(results)]  # fmt: skip
+    args = [
+        "run",
+        "--budget",
+        "paper",
+        "--methods",
+        "mv-unet",
+        "--seeds",
+        "0",
+        "--max-steps",
+        "3",
+        "--train-size",
+        "8",
+        "--test-size",
+        "16",
+        "--no-progress",
+        "--results",
+        str(results),
+    ]
     assert cli.main(args) == 0
     folder = next(results.glob("runs/**/mv-unet/seed-0"))
     manifest = files.read_json(folder / store.MANIFEST)

@@ -51,7 +51,8 @@ def test_the_study_places_the_rows_the_paper_shows_apart():
     """The registry says what a method is (its group); the study where the paper shows it."""
     paper = study.current()
     assert {rows.table_of(m) for m in paper.ablation_text} == {"ablation-text"}
-    assert [m for m in methods.method_names() if rows.table_of(m) == "readings"] == [r["method"] for r in paper.readings[1:] if
-                                                                                       methods.get_entry(r["method"]).group == "variant"]  # fmt: skip
+    assert [m for m in methods.method_names() if rows.table_of(m) == "readings"] == [
+        r["method"] for r in paper.readings[1:] if methods.get_entry(r["method"]).group == "variant"
+    ]
     assert rows.display(paper.reference_method, "ablation") == paper.full_model["label"] != rows.display(paper.reference_method)
     assert not hasattr(registry.get_entry("lf-net"), "ablation_label") and "table" not in registry.MethodEntry.__dataclass_fields__

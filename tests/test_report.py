@@ -12,7 +12,7 @@ from test_reproduction import write_cell
 from bench import files, store
 from bench.cli import report as cli_report
 from bench.evaluate import long_table
-from bench.report import plots, render, rows, table_text, tables
+from bench.report import plots, render, rows, table_notes, table_text, tables
 
 # (method, DSC offset): lf-net best among the compared methods, the oracle above it (it must not be bolded).
 TOY_METHODS = {"mv-unet": -0.20, "cm-unet": -0.10, "lf-net": 0.0, "oracle": 0.05}
@@ -23,14 +23,27 @@ AVERAGE_DSC = {"0.45": 0.46, "protocol": 0.50}  # the realised Average DSC of th
 # DSC shift per reference, so that tables against different references differ
 REFERENCE_SHIFT = {"gt": 0.0, "majority": -0.03, "staple": -0.06, "rater:a": -0.10, "rater:b": 0.02}
 ALL_REFERENCES = {  # what bench.evaluate.scoring writes for a binary dataset with ground truth
-    "gt": ["dsc", "bahd", "ece"], "majority": ["dsc", "bahd"], "staple": ["dsc", "bahd"], "rater:a": ["dsc", "bahd"],
-    "rater:b": ["dsc", "bahd"], "raters": ["ged", "dice_match", "dice_max"], "rater-mean": ["soft_dice", "soft_iou", "ece"],
-}  # fmt: skip
+    "gt": ["dsc", "bahd", "ece"],
+    "majority": ["dsc", "bahd"],
+    "staple": ["dsc", "bahd"],
+    "rater:a": ["dsc", "bahd"],
+    "rater:b": ["dsc", "bahd"],
+    "raters": ["ged", "dice_match", "dice_max"],
+    "rater-mean": ["soft_dice", "soft_iou", "ece"],
+}
 
 
 def metric_values(dsc: float) -> dict[str, float]:
-    return {"dsc": dsc, "bahd": 5 * (1 - dsc), "soft_dice": dsc, "soft_iou": dsc / (2 - dsc), "ged": 1 - dsc, "dice_match": dsc,
-            "dice_max": min(1.0, dsc + 0.05), "ece": 0.1 * (1 - dsc)}  # fmt: skip
+    return {
+        "dsc": dsc,
+        "bahd": 5 * (1 - dsc),
+        "soft_dice": dsc,
+        "soft_iou": dsc / (2 - dsc),
+        "ged": 1 - dsc,
+        "dice_match": dsc,
+        "dice_max": min(1.0, dsc + 0.05),
+        "ece": 0.1 * (1 - dsc),
+    }
 
 
 def rows_for(dataset, raters, noise, methods, structures, references, rng, n_cases=12, n_seeds=3):
@@ -47,8 +60,28 @@ def rows_for(dataset, raters, noise, methods, structures, references, rng, n_cas
                     for reference, metrics in references.items():
                         values = metric_values(float(np.clip(dsc + REFERENCE_SHIFT.get(reference, 0.0), 0, 1)))
                         for metric in metrics:
-                            rows.append((dataset, raters, noise, method, seed, reference, f"c{case:02d}", structure, metric,
-                                         values[metric], 0, 0, 0, 0, 0, np.nan, np.nan, 1))  # fmt: skip
+                            rows.append(
+                                (
+                                    dataset,
+                                    raters,
+                                    noise,
+                                    method,
+                                    seed,
+                                    reference,
+                                    f"c{case:02d}",
+                                    structure,
+                                    metric,
+                                    values[metric],
+                                    0,
+                                    0,
+                                    0,
+                                    0,
+                                    0,
+                                    np.nan,
+                                    np.nan,
+                                    1,
+                                )
+                            )
     return rows
 
 
@@ -93,13 +126,20 @@ def rendered(tmp_path_factory):
 def test_render_writes_every_expected_file(rendered):
     root, written = rendered
     stems = [
-        "table1_toy_cm_0.45_gt_foreground", "table1_toy_cm_protocol_gt_foreground", "table4_toy_cm_protocol_gt",
-        "table2_riga_real_protocol_majority_disc", "table2_riga_real_protocol_majority_cup", "table3_riga_real_protocol",
-    ]  # fmt: skip
+        "table1_toy_cm_0.45_gt_foreground",
+        "table1_toy_cm_protocol_gt_foreground",
+        "table4_toy_cm_protocol_gt",
+        "table2_riga_real_protocol_majority_disc",
+        "table2_riga_real_protocol_majority_cup",
+        "table3_riga_real_protocol",
+    ]
     figures = [
-        "boxplot_dsc_toy_cm_0.45_gt_foreground", "boxplot_dsc_toy_cm_protocol_gt_foreground",
-        "boxplot_dsc_riga_real_protocol_majority_disc", "boxplot_dsc_riga_real_protocol_majority_cup", "noise_dsc_toy_cm_gt_foreground",
-    ]  # fmt: skip
+        "boxplot_dsc_toy_cm_0.45_gt_foreground",
+        "boxplot_dsc_toy_cm_protocol_gt_foreground",
+        "boxplot_dsc_riga_real_protocol_majority_disc",
+        "boxplot_dsc_riga_real_protocol_majority_cup",
+        "noise_dsc_toy_cm_gt_foreground",
+    ]
     expected = {f"{s}.{ext}" for s in stems for ext in ("md", "tex")} | {f"{f}.{ext}" for f in figures for ext in ("png", "pdf")}
     expected |= {"tables.md", "paired_tests.csv"}
     assert {p.name for p in written} == expected
@@ -192,9 +232,14 @@ def test_paired_tests_csv(rendered):
     assert set(ablation["method"]) == {"lf-net-s", "lf-net-s-tv", "lf-net-no-ce"}
     riga = tests[tests["dataset"] == "riga"]
     assert set(zip(riga["reference"], riga["metric"])) == {
-        ("majority", "dsc"), ("majority", "bahd"), ("raters", "ged"), ("raters", "dice_match"), ("raters", "dice_max"),
-        ("rater-mean", "soft_dice"), ("rater-mean", "soft_iou"),
-    }  # fmt: skip
+        ("majority", "dsc"),
+        ("majority", "bahd"),
+        ("raters", "ged"),
+        ("raters", "dice_match"),
+        ("raters", "dice_max"),
+        ("rater-mean", "soft_dice"),
+        ("rater-mean", "soft_iou"),
+    }
 
 
 def test_noise_figure_x_is_the_realised_average_dsc(rendered):
@@ -232,8 +277,21 @@ def calibration_bins(methods, references=("gt", "rater-mean"), n_bins=5, n_seeds
             for reference in references:
                 for b in range(n_bins):
                     confidence = (b + 0.5) / n_bins
-                    rows.append(("toy", "cm", "protocol", method, seed, reference, "foreground", b, 100 + 10 * b, confidence,
-                                 max(0.0, confidence - 0.05 * (k + 1))))  # fmt: skip
+                    rows.append(
+                        (
+                            "toy",
+                            "cm",
+                            "protocol",
+                            method,
+                            seed,
+                            reference,
+                            "foreground",
+                            b,
+                            100 + 10 * b,
+                            confidence,
+                            max(0.0, confidence - 0.05 * (k + 1)),
+                        )
+                    )
     return pd.DataFrame(rows, columns=long_table.CALIBRATION)
 
 
@@ -343,11 +401,34 @@ def test_render_with_parameter_cells_only_writes_no_table_or_figure(tmp_path):
 
 def test_every_table_file_states_budget_seeds_and_pipeline_check_and_one_seed_is_never_bold(tmp_path):
     """One seed per method under the quick budget: every table file says so under its title, and nothing is bold."""
-    summary = pd.DataFrame({"dataset": "toy", "raters": "cm", "noise": "protocol", "reference": "gt",
-                            "method": ["mv-unet", "lf-net", "oracle", "lf-net-s"], "structure": "foreground", "metric": "dsc",
-                            "mean": [0.95, 0.80, 0.99, 0.7], "std": np.nan, "n_seeds": 1, "n_cases": 10})  # fmt: skip
-    cells = pd.DataFrame({"dataset": "toy", "raters": "cm", "noise": "protocol", "method": ["mv-unet", "lf-net", "oracle", "lf-net-s"],
-                          "seed": 0, "budget": "quick", "max_steps": 20, "train_size": None, "test_size": None})  # fmt: skip
+    summary = pd.DataFrame(
+        {
+            "dataset": "toy",
+            "raters": "cm",
+            "noise": "protocol",
+            "reference": "gt",
+            "method": ["mv-unet", "lf-net", "oracle", "lf-net-s"],
+            "structure": "foreground",
+            "metric": "dsc",
+            "mean": [0.95, 0.80, 0.99, 0.7],
+            "std": np.nan,
+            "n_seeds": 1,
+            "n_cases": 10,
+        }
+    )
+    cells = pd.DataFrame(
+        {
+            "dataset": "toy",
+            "raters": "cm",
+            "noise": "protocol",
+            "method": ["mv-unet", "lf-net", "oracle", "lf-net-s"],
+            "seed": 0,
+            "budget": "quick",
+            "max_steps": 20,
+            "train_size": None,
+            "test_size": None,
+        }
+    )
     written = tables.write_tables(summary, tmp_path, cells=cells)
     run = "Run: budget quick; seeds per method: 1; pipeline check, not a verdict: budget quick, --max-steps 20, fewer than 3 seeds ("
     assert {p.name for p in written} >= {"tables.md", "table1_toy_cm_protocol_gt_foreground.md", "table4_toy_cm_protocol_gt.tex"}
@@ -395,16 +476,53 @@ def test_cli_writes_report_and_no_noise_figure_with_one_noise_level(tmp_path, ca
 
 def test_a_degenerate_row_is_flagged_and_never_bold(tmp_path):
     """MV-UNet has the best mean but predicted an empty mask in 2 of 3 seeds: marked, not bold; LF-Net is the best shown."""
-    summary = pd.DataFrame({"dataset": "toy", "raters": "cm", "noise": "protocol", "reference": "gt",
-                            "method": ["mv-unet", "lf-net", "oracle"], "structure": "foreground", "metric": "dsc",
-                            "mean": [0.95, 0.80, 0.99], "std": 0.01, "n_seeds": 3, "n_cases": 10})  # fmt: skip
-    outcomes = pd.DataFrame({"dataset": "toy", "raters": "cm", "noise": "protocol", "method": ["mv-unet"] * 3 + ["lf-net"] * 3,
-                             "seed": [0, 1, 2] * 2, "stops": "plateau", "flag": ["empty", "", "empty", "", "", ""]})  # fmt: skip
-    assert tables.degenerate_flags(outcomes, "toy", "cm", "protocol") == {"mv-unet": "empty 2/3"}
+    summary = pd.DataFrame(
+        {
+            "dataset": "toy",
+            "raters": "cm",
+            "noise": "protocol",
+            "reference": "gt",
+            "method": ["mv-unet", "lf-net", "oracle"],
+            "structure": "foreground",
+            "metric": "dsc",
+            "mean": [0.95, 0.80, 0.99],
+            "std": 0.01,
+            "n_seeds": 3,
+            "n_cases": 10,
+        }
+    )
+    outcomes = pd.DataFrame(
+        {
+            "dataset": "toy",
+            "raters": "cm",
+            "noise": "protocol",
+            "method": ["mv-unet"] * 3 + ["lf-net"] * 3,
+            "seed": [0, 1, 2] * 2,
+            "stops": "plateau",
+            "flag": ["empty", "", "empty", "", "", ""],
+        }
+    )
+    assert table_notes.degenerate_flags(outcomes, "toy", "cm", "protocol") == {"mv-unet": "empty 2/3"}
     # per-case rows whose seed means are the summary's: seeds 1 point apart, every case alike
-    cases = pd.DataFrame([{"dataset": "toy", "raters": "cm", "noise": "protocol", "reference": "gt", "method": m, "seed": s,
-                           "case": f"c{c}", "structure": "foreground", "metric": "dsc", "value": mean + 0.01 * (s - 1) + 0.001 * c}
-                          for m, mean in zip(summary["method"], summary["mean"]) for s in range(3) for c in range(10)])  # fmt: skip
+    cases = pd.DataFrame(
+        [
+            {
+                "dataset": "toy",
+                "raters": "cm",
+                "noise": "protocol",
+                "reference": "gt",
+                "method": m,
+                "seed": s,
+                "case": f"c{c}",
+                "structure": "foreground",
+                "metric": "dsc",
+                "value": mean + 0.01 * (s - 1) + 0.001 * c,
+            }
+            for m, mean in zip(summary["method"], summary["mean"])
+            for s in range(3)
+            for c in range(10)
+        ]
+    )
     written = tables.write_tables(summary, tmp_path, outcomes=outcomes, cases=cases)
     labels, _, cells = markdown_rows(tmp_path / "table1_toy_cm_protocol_gt_foreground.md")
     assert labels == ["MV-UNet [empty 2/3]", "LF-Net", "*Oracle*"]

@@ -17,34 +17,79 @@ from bench.reproduce import verdicts as verdicts_module
 from bench.reproduce.verdicts import ClaimReport, Entry
 
 PAPER = study.current()
-LABELS = {"average": 0.465, "majority": 0.63, "majority_area_ratio": 0.54, "mean_05": 0.63, "mean_05_area_ratio": 0.54,
-          "staple": 0.95, "staple_area_ratio": 1.1, "tv_gt_share": 0.12, "tv_empty_share": 0.2, "gt_area": 104.0, "raters": {}}  # fmt: skip
+LABELS = {
+    "average": 0.465,
+    "majority": 0.63,
+    "majority_area_ratio": 0.54,
+    "mean_05": 0.63,
+    "mean_05_area_ratio": 0.54,
+    "staple": 0.95,
+    "staple_area_ratio": 1.1,
+    "tv_gt_share": 0.12,
+    "tv_empty_share": 0.2,
+    "gt_area": 104.0,
+    "raters": {},
+}
 
 
-def write_cell(results, method: str, seed: int, dsc: np.ndarray, budget: str = "plateau", dataset: str = "mnist-5k", raters: str = "lfnet",
-               reference: str = "gt", options: dict | None = None):  # fmt: skip
+def write_cell(
+    results,
+    method: str,
+    seed: int,
+    dsc: np.ndarray,
+    budget: str = "plateau",
+    dataset: str = "mnist-5k",
+    raters: str = "lfnet",
+    reference: str = "gt",
+    options: dict | None = None,
+):
     """One finished cell as bench/run/cell.py leaves it (manifest, config, metrics), scored against one reference only;
     `options` are the run options config.json records (max_steps, train_size, test_size)."""
     keys = {"dataset": dataset, "raters": raters, "noise": "protocol", "method": method, "seed": seed}
     folder = store.cell_dir(results, store.Cell(**keys))
     folder.mkdir(parents=True)
     stages = {"train": {"reason": "plateau: no fall of more than 1 % in 3 evaluations"}}
-    files.write_json(folder / "manifest.json", {"cell": keys, "status": "done", "stages": stages,
-                                                 "rater_setting": {"labels": LABELS, "input": "clean"}})  # fmt: skip
-    files.write_json(folder / "config.json", {"budget": {"name": budget}, "options": {"budget": budget, **(options or {})},
-                                               "train_images": 3200, "val_images": 800, "test_images": len(dsc)})  # fmt: skip
+    files.write_json(
+        folder / "manifest.json", {"cell": keys, "status": "done", "stages": stages, "rater_setting": {"labels": LABELS, "input": "clean"}}
+    )
+    files.write_json(
+        folder / "config.json",
+        {
+            "budget": {"name": budget},
+            "options": {"budget": budget, **(options or {})},
+            "train_images": 3200,
+            "val_images": 800,
+            "test_images": len(dsc),
+        },
+    )
     rows = []
     for case, value in enumerate(dsc):
         tp = int(round(100 * value))
         for metric, v in (("dsc", value), ("bahd", 5 * (1 - value))):
-            rows.append({**keys, "reference": reference, "case": f"c{case:02d}", "structure": "foreground", "metric": metric, "value": v,
-                         "tp": tp, "fp": 100 - tp, "fn": 100 - tp, "n_gt": 100, "n_pred": 100, "gt_to_pred_sum": np.nan,
-                         "pred_to_gt_sum": np.nan, "n_samples": 1})  # fmt: skip
+            rows.append(
+                {
+                    **keys,
+                    "reference": reference,
+                    "case": f"c{case:02d}",
+                    "structure": "foreground",
+                    "metric": metric,
+                    "value": v,
+                    "tp": tp,
+                    "fp": 100 - tp,
+                    "fn": 100 - tp,
+                    "n_gt": 100,
+                    "n_pred": 100,
+                    "gt_to_pred_sum": np.nan,
+                    "pred_to_gt_sum": np.nan,
+                    "n_samples": 1,
+                }
+            )
     files.write_table(folder / "metrics.parquet", pd.DataFrame(rows, columns=COLUMNS))
 
 
-def make_results(results, means: dict[str, float], budget: str = "plateau", n_cases: int = 20, seeds: int = 3, options=None,
-                 fails: tuple[str, ...] = ()) -> None:  # fmt: skip
+def make_results(
+    results, means: dict[str, float], budget: str = "plateau", n_cases: int = 20, seeds: int = 3, options=None, fails: tuple[str, ...] = ()
+) -> None:
     """Three seeds per method; case values spread around the method's mean, the same spread for every method; a stop audit
     that every method passes but those of `fails`."""
     spread = np.linspace(-0.004, 0.004, n_cases)
@@ -52,8 +97,10 @@ def make_results(results, means: dict[str, float], budget: str = "plateau", n_ca
         for seed in range(seeds):
             write_cell(results, method, seed, np.clip(mean + spread + 0.001 * (seed - 1), 0, 1), budget, options=options)
     store.collect(results)
-    verdicts = [{"dataset": "mnist-5k", "raters": "lfnet", "noise": "protocol", "method": m, "verdict": "fails" if m in fails else "passes"}
-                for m in means]  # fmt: skip
+    verdicts = [
+        {"dataset": "mnist-5k", "raters": "lfnet", "noise": "protocol", "method": m, "verdict": "fails" if m in fails else "passes"}
+        for m in means
+    ]
     (results / store.STOP_AUDIT).mkdir(exist_ok=True)
     pd.DataFrame(verdicts).to_csv(results / store.STOP_AUDIT / stop_audit.CSV, index=False)
 
@@ -136,7 +183,8 @@ def test_the_page_states_the_rule_first_and_embeds_its_figures(verdicts, tmp_pat
     assert md.index("## Headline") < md.index("**How verdicts are given**") < md.index("| MV-UNet | 57.62 ± 0.44 |")
     assert "Every verdict stands under this benchmark's plateau protocol" in md and "the paper's recipe (`--budget paper`) not run" in md
     assert (
-        "vs paper 99.25 ± 0.17: Δ -0.25 [-0.74, +0.24]: **reproduced**; the best measured here. Values: 3 reproduced, 5 not reproduced" in md
+        "vs paper 99.25 ± 0.17: Δ -0.25 [-0.74, +0.24]: **reproduced**; the best measured here. Values: 3 reproduced, 5 not reproduced"
+        in md
         and "incomplete 1 (`best-everywhere`)" in md
     )
     assert "![boxplot" in md and (tmp_path / "paper" / "figures").is_dir()
@@ -153,8 +201,11 @@ def test_an_unresolved_order_is_inconclusive_and_names_the_seeds_a_gap_that_size
     store.collect(tmp_path)
     order = claim(assessment.assess(tmp_path, tmp_path / "data"), "rcn-beats-cm")
     assert order.verdict == "inconclusive", order.evidence
-    assert re.search(r"Δ \+2\.00 \[-\d.*\] \(n 3/3, df [\d.]+\), Holm p 0\.\d+ → unresolved; a true gap of this size would be found with 80 % power at "
-                     r"\d+ seeds per method", order.evidence[0]), order.evidence  # fmt: skip
+    assert re.search(
+        r"Δ \+2\.00 \[-\d.*\] \(n 3/3, df [\d.]+\), Holm p 0\.\d+ → unresolved; a true gap of this size would be found with 80 % power at "
+        r"\d+ seeds per method",
+        order.evidence[0],
+    ), order.evidence
 
 
 def test_value_verdicts_are_three_way():
@@ -171,8 +222,11 @@ def test_value_verdicts_are_three_way():
     riga_disc = verdicts_module.tolerance("soft_dice", 97.0, [96.05, 97.23, 96.14, 95.21, 97.87])  # a column 2.66 wide
     assert riga_disc == pytest.approx(0.665) and verdict([95.95, 96.0, 96.05], (97.0, 0.1), riga_disc) == "not reproduced"
     bahd = verdicts_module.tolerance("bahd", 0.009, [1.065, 0.429, 0.066, 0.009])  # near 0: the column's spread sets a floor
-    assert bahd == pytest.approx(1.056 / 40) and verdicts_module.value_verdict((0.009, 0.001), verdicts_module.measure(
-        np.array([0.0110, 0.0115, 0.0120]), 1.0), bahd) == "reproduced"  # fmt: skip
+    assert (
+        bahd == pytest.approx(1.056 / 40)
+        and verdicts_module.value_verdict((0.009, 0.001), verdicts_module.measure(np.array([0.0110, 0.0115, 0.0120]), 1.0), bahd)
+        == "reproduced"
+    )
 
 
 def test_a_smoke_run_is_a_pipeline_check_whatever_its_budget(tmp_path):
@@ -231,8 +285,9 @@ def test_a_claim_measured_only_on_a_stand_in_is_a_pipeline_check(tmp_path):
     make_results(tmp_path, means)
     modules = claim(assessment.assess(tmp_path, tmp_path / "data"), "each-module-helps")
     assert modules.verdict == "pipeline check", modules.evidence
-    assert any(line.startswith("mnist-5k/lfnet") and "S+TV+SLS 89.00 vs S+TV 90.00" in line and "→ behind" in line
-               for line in modules.evidence), modules.evidence  # fmt: skip
+    assert any(
+        line.startswith("mnist-5k/lfnet") and "S+TV+SLS 89.00 vs S+TV 90.00" in line and "→ behind" in line for line in modules.evidence
+    ), modules.evidence
 
 
 def test_the_declared_readings_are_compared_with_the_first(tmp_path):
@@ -270,8 +325,18 @@ def test_the_selection_reading_takes_the_gt_best_evaluation_of_the_last_stage():
     assert out["gt_test_seeds"] == 1 and out["gt_test_dsc"] == pytest.approx(90.0)  # only the seed that kept them
 
 
-def write_method(results, method: str, mean: float, seed_sd: float, dataset: str, raters: str, seeds: int = 3, reference: str = "gt",
-                 budget: str = "plateau", n_cases: int = 40) -> None:  # fmt: skip
+def write_method(
+    results,
+    method: str,
+    mean: float,
+    seed_sd: float,
+    dataset: str,
+    raters: str,
+    seeds: int = 3,
+    reference: str = "gt",
+    budget: str = "plateau",
+    n_cases: int = 40,
+) -> None:
     """`seeds` cells of one method whose per-seed means have exactly `mean` and sample sd `seed_sd` (fractions); every
     method shares the same case spread, so the paired case term is nearly nil and the seeds decide."""
     z = np.linspace(-1, 1, seeds)
@@ -350,8 +415,16 @@ def test_one_holm_p_per_comparison_in_the_table_the_box_plots_and_the_claims(tmp
     choosing it after the fact)."""
     from bench.report import render
 
-    means = {"lf-net": 0.655, "lf-net-cm": 0.640, "lf-net-s-tv-sls": 0.645, "lf-net-no-ce": 0.650, "lf-net-s-tv": 0.60,
-             "lf-net-s": 0.50, "cm-unet": 0.660, "mv-unet": 0.62}  # fmt: skip
+    means = {
+        "lf-net": 0.655,
+        "lf-net-cm": 0.640,
+        "lf-net-s-tv-sls": 0.645,
+        "lf-net-no-ce": 0.650,
+        "lf-net-s-tv": 0.60,
+        "lf-net-s": 0.50,
+        "cm-unet": 0.660,
+        "mv-unet": 0.62,
+    }
     for method, mean in means.items():
         write_method(tmp_path, method, mean, 0.006, "choledoch", "choledoch")
     store.collect(tmp_path)

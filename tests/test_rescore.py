@@ -53,8 +53,13 @@ def test_rescore_moves_old_cells_and_adds_every_reference_without_training(tmp_p
     assert not old.exists() and twin.exists() and scaled.exists()  # copies and the old scale stay where they were, said why
     assert "already at runs/mnist-5k/morpho/protocol" in err and "radius scale" in err
     assert (new / "train_log.csv").read_bytes() == log and sorted(p.read_bytes() for p in (new / "checkpoints").glob("*.pt")) == weights
-    assert files.read_json(new / "manifest.json")["cell"] == {"dataset": "mnist-5k", "raters": "morpho", "noise": "protocol",
-                                                               "method": "mv-unet", "seed": 0}  # fmt: skip
+    assert files.read_json(new / "manifest.json")["cell"] == {
+        "dataset": "mnist-5k",
+        "raters": "morpho",
+        "noise": "protocol",
+        "method": "mv-unet",
+        "seed": 0,
+    }
     table = pd.read_parquet(results / "metrics.parquet")
     assert {"gt", "majority", "staple", "rater:over", "raters", "rater-mean"} <= set(table["reference"])
     assert {"ged", "dice_match", "ece", "soft_dice"} <= set(table["metric"]) and table["gt_to_pred_sum"].notna().any()

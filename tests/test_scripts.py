@@ -25,33 +25,44 @@ def test_cells_lists_every_cell_and_compares_two_folders(reference_sweep):
     lf0 = logs[(logs.method == "lf-net") & (logs.seed == 0) & (logs.event == "stop")]
     assert one.loc[("lf-net", 0), "steps"] == lf0.step.sum()  # LF-Net's two stages add up
     assert one.dsc.between(0, 100).all() and (one.steps_per_s > 0).all()  # a 4-step cell may mark nothing
-    out = subprocess.run([sys.executable, "scripts/cells.py", str(reference_sweep.results), str(reference_sweep.results)],
-                         cwd=REPO, capture_output=True, text=True, check=True).stdout  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "scripts/cells.py", str(reference_sweep.results), str(reference_sweep.results)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert "largest |ΔDSC| over 4 cells: 0.00 points; cells whose steps differ: 0" in out
 
 
 def test_the_stop_audit_script_sizes_the_long_run_from_the_rule_runs_stop(tmp_path):
     rule, long = tmp_path / "rule", tmp_path / "long"
     tiny = "--train-size 32 --test-size 12 --backend sequential --max-steps 2"  # the rule run stops at its cap of 2
-    proc = subprocess.run(["bash", "scripts/stop_audit.sh", str(rule), str(long), "mv-unet", "0"], cwd=REPO, capture_output=True,
-                          text=True, env={**os.environ, "RUN_ARGS": tiny, "MIN_LONG": "4"})  # fmt: skip
+    proc = subprocess.run(
+        ["bash", "scripts/stop_audit.sh", str(rule), str(long), "mv-unet", "0"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "RUN_ARGS": tiny, "MIN_LONG": "4"},
+    )
     assert proc.returncode == 0, proc.stderr
     assert "mv-unet seed 0: rule stopped at 2 -> long run 20 steps" in (rule / "stop_audit_runs.txt").read_text()  # 4 × 2 → 20
     logs = pd.read_parquet(long / "train_logs.parquet")
     assert logs.loc[logs.event == "stop", "step"].tolist() == [20] and "| MV-UNet | train | 2 (cap) |" in proc.stdout
-    missing = subprocess.run([sys.executable, "scripts/stop_audit_length.py", str(rule), "mh-unet", "0"], cwd=REPO,
-                             capture_output=True, text=True)  # fmt: skip
+    missing = subprocess.run(
+        [sys.executable, "scripts/stop_audit_length.py", str(rule), "mh-unet", "0"], cwd=REPO, capture_output=True, text=True
+    )
     assert missing.returncode == 1 and "holds no finished cell of mh-unet seed 0" in missing.stderr
     # the kept copy (no checkpoints, predictions or collected tables) remakes the same audit
     kept = tmp_path / "kept"
-    keep = subprocess.run(["bash", "scripts/stop_audit_keep.sh", str(rule), str(long), str(kept)], cwd=REPO,
-                          capture_output=True, text=True)  # fmt: skip
+    keep = subprocess.run(["bash", "scripts/stop_audit_keep.sh", str(rule), str(long), str(kept)], cwd=REPO, capture_output=True, text=True)
     assert keep.returncode == 0, keep.stderr
     assert not list(kept.rglob("checkpoints")) and not list(kept.rglob("predictions.npz")) and not (kept / "rule/metrics.parquet").exists()
     again = (kept / "rule/stop_audit/stop_audit.md").read_text().replace(str(kept), str(tmp_path))
     assert again == (rule / "stop_audit/stop_audit.md").read_text()
-    bad = subprocess.run(["bash", "scripts/stop_audit_keep.sh", str(rule), str(tmp_path / "nowhere"), str(kept)], cwd=REPO,
-                         capture_output=True, text=True)  # fmt: skip
+    bad = subprocess.run(
+        ["bash", "scripts/stop_audit_keep.sh", str(rule), str(tmp_path / "nowhere"), str(kept)], cwd=REPO, capture_output=True, text=True
+    )
     assert bad.returncode == 2 and "nowhere holds no runs/ folder" in bad.stderr and (kept / "rule/stop_audit").is_dir()  # rule kept too
     # restored on a fresh machine: the finished cells and the script's log come back; a kept run that had not finished
     # (no metrics: its checkpoints were never kept) is left out, to train again
@@ -65,14 +76,18 @@ def test_the_stop_audit_script_sizes_the_long_run_from_the_rule_runs_stop(tmp_pa
     assert "restored 1 finished cells" in restore.stdout and "1 unfinished left out" in restore.stdout
     (cell,) = (new / "rule").rglob("seed-0")
     assert sorted(f.name for f in cell.iterdir()) == ["config.json", "manifest.json", "metrics.parquet", "train_log.csv"]
-    assert not (new / "long" / "runs").exists() and (new / "rule/stop_audit_runs.txt").read_text() == (rule / "stop_audit_runs.txt").read_text()
+    assert (
+        not (new / "long" / "runs").exists()
+        and (new / "rule/stop_audit_runs.txt").read_text() == (rule / "stop_audit_runs.txt").read_text()
+    )
     # keeping the new folders again, before the run left out trains there, keeps that run's earlier log
     (new / "long" / "runs").mkdir(parents=True)
     earlier = "2026-01-01T00:00:00Z a run the earlier copy's log holds and the new folders' do not\n"
     with open(kept / "rule/stop_audit_runs.txt", "a") as f:
         f.write(earlier)
-    rekept = subprocess.run(["bash", "scripts/stop_audit_keep.sh", str(new / "rule"), str(new / "long"), str(kept)], cwd=REPO,
-                            capture_output=True, text=True)  # fmt: skip
+    rekept = subprocess.run(
+        ["bash", "scripts/stop_audit_keep.sh", str(new / "rule"), str(new / "long"), str(kept)], cwd=REPO, capture_output=True, text=True
+    )
     assert rekept.returncode == 0, rekept.stderr
     assert "carried over 1 cells of the earlier copy" in rekept.stdout
     merged = (kept / "rule/stop_audit_runs.txt").read_text()  # the log keeps both, in time order
@@ -80,8 +95,9 @@ def test_the_stop_audit_script_sizes_the_long_run_from_the_rule_runs_stop(tmp_pa
     assert sorted(f.name for f in kept_long.iterdir()) == ["config.json", "manifest.json", "train_log.csv"]
     waiting = (kept / "rule/stop_audit/stop_audit.md").read_text().partition("Cells without a finished pair")[2]
     assert "| MV-UNet | 0 | train: 2 (cap), restored 2," in waiting  # no evaluated step in common with the long run: "0" twins
-    nothing = subprocess.run(["bash", "scripts/stop_audit_restore.sh", str(tmp_path / "nowhere"), str(new)], cwd=REPO,
-                             capture_output=True, text=True)  # fmt: skip
+    nothing = subprocess.run(
+        ["bash", "scripts/stop_audit_restore.sh", str(tmp_path / "nowhere"), str(new)], cwd=REPO, capture_output=True, text=True
+    )
     assert nothing.returncode == 2 and "nowhere/rule holds no runs/ folder" in nothing.stderr
 
 
@@ -90,8 +106,13 @@ def test_the_stop_audit_script_can_run_a_fixed_long_run_beside_the_rule_run(tmp_
     a rule stop above a quarter of it is noted."""
     rule, long = tmp_path / "rule", tmp_path / "long"
     tiny = "--train-size 32 --test-size 12 --backend sequential --max-steps 6"  # the rule run stops at its cap of 6
-    proc = subprocess.run(["bash", "scripts/stop_audit.sh", str(rule), str(long), "mv-unet", "0"], cwd=REPO, capture_output=True,
-                          text=True, env={**os.environ, "RUN_ARGS": tiny, "LONG_STEPS": "20"})  # fmt: skip
+    proc = subprocess.run(
+        ["bash", "scripts/stop_audit.sh", str(rule), str(long), "mv-unet", "0"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "RUN_ARGS": tiny, "LONG_STEPS": "20"},
+    )
     assert proc.returncode == 0, proc.stderr
     said = (rule / "stop_audit_runs.txt").read_text()
     assert "mv-unet seed 0: long run 20 steps, beside the rule run" in said and "long run rc 0" in said
@@ -102,14 +123,16 @@ def test_the_stop_audit_script_can_run_a_fixed_long_run_beside_the_rule_run(tmp_
 
 def test_kept_cells_are_a_results_folder_that_a_run_goes_on_from(reference_sweep, tmp_path):
     kept = tmp_path / "kept"
-    keep = subprocess.run(["bash", "scripts/keep_cells.sh", str(reference_sweep.results), str(kept)], cwd=REPO,
-                          capture_output=True, text=True)  # fmt: skip
+    keep = subprocess.run(
+        ["bash", "scripts/keep_cells.sh", str(reference_sweep.results), str(kept)], cwd=REPO, capture_output=True, text=True
+    )
     assert keep.returncode == 0, keep.stderr
     assert "kept 4 finished cells (4 new)" in keep.stdout and "4 cells); 0 unfinished left out" in keep.stdout
     assert sorted(p.name for p in kept.iterdir()) == ["runs"] and not list(kept.rglob("checkpoints"))
     cell = cell_folder(kept, "lf-net", 0)
     assert sorted(p.name for p in cell.iterdir()) == sorted(
-        p.name for p in reference_sweep.cell("lf-net", 0).iterdir() if p.is_file())  # every file but the checkpoints
+        p.name for p in reference_sweep.cell("lf-net", 0).iterdir() if p.is_file()
+    )  # every file but the checkpoints
     assert (cell / "predictions.npz").read_bytes() == (reference_sweep.cell("lf-net", 0) / "predictions.npz").read_bytes()
     # a fresh machine's run goes on from the kept cells and trains none of them again
     again = tmp_path / "again"

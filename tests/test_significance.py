@@ -22,8 +22,10 @@ def column(values: dict[str, np.ndarray]) -> pd.DataFrame:
 def methods_at(means: dict[str, float], rng, n_seeds: int = 3, n_cases: int = 30) -> dict[str, np.ndarray]:
     """(seeds, cases) per method: a shared per-case difficulty, a seed effect and noise around each method's mean."""
     difficulty = 0.05 * rng.standard_normal(n_cases)
-    return {m: mu + difficulty + 0.01 * rng.standard_normal((n_seeds, 1)) + 0.01 * rng.standard_normal((n_seeds, n_cases))
-            for m, mu in means.items()}  # fmt: skip
+    return {
+        m: mu + difficulty + 0.01 * rng.standard_normal((n_seeds, 1)) + 0.01 * rng.standard_normal((n_seeds, n_cases))
+        for m, mu in means.items()
+    }
 
 
 def test_each_cell_is_the_paired_test_run_directly_and_holm_adjusted_over_all_pairs():
@@ -109,5 +111,7 @@ def test_the_maps_family_wise_error_under_six_identical_methods_is_at_most_alpha
     bold = np.mean((stats.holm_rows(others) < stats.ALPHA).all(axis=1))
     assert bold <= stats.ALPHA + margin, bold
     if seeds == 2:  # the old df on the same draws: the simulation sees its failure
-        welch = [2 * sps.t.sf(np.abs(t["diff"] / t["se"]), stats.welch_df(t["var_ref"], t["var_other"], t["var_case"], 2, 2, 40)) for t in tests]
+        welch = [
+            2 * sps.t.sf(np.abs(t["diff"] / t["se"]), stats.welch_df(t["var_ref"], t["var_other"], t["var_case"], 2, 2, 40)) for t in tests
+        ]
         assert np.mean((stats.holm_rows(np.stack(welch, axis=1)) < stats.ALPHA).any(axis=1)) > stats.ALPHA + margin

@@ -19,8 +19,28 @@ def long_table(
     for method, grid in values.items():
         for seed, per_case in enumerate(np.atleast_2d(grid)):
             for case, value in enumerate(per_case):
-                rows.append((dataset, raters, noise, method, seed, reference, f"c{case:02d}", structure, metric, value,
-                             0, 0, 0, 0, 0, np.nan, np.nan, 1))  # fmt: skip
+                rows.append(
+                    (
+                        dataset,
+                        raters,
+                        noise,
+                        method,
+                        seed,
+                        reference,
+                        f"c{case:02d}",
+                        structure,
+                        metric,
+                        value,
+                        0,
+                        0,
+                        0,
+                        0,
+                        0,
+                        np.nan,
+                        np.nan,
+                        1,
+                    )
+                )
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -207,8 +227,10 @@ def test_one_holm_family_per_column_whatever_rows_are_asked_for():
     claim of the study names (here S+TV vs S, of `each-module-helps`). Asking for one row never shrinks it."""
     rng = np.random.default_rng(5)
     base = rng.uniform(0.4, 0.8, 20)
-    grids = {m: base + shift + rng.normal(0, 0.01, (3, 1)) + rng.normal(0, 0.02, (3, 20))
-             for m, shift in {"lf-net": 0.05, "mv-unet": 0.03, "lf-net-s": 0.0, "lf-net-s-tv": 0.02, "oracle": 0.1}.items()}  # fmt: skip
+    grids = {
+        m: base + shift + rng.normal(0, 0.01, (3, 1)) + rng.normal(0, 0.02, (3, 20))
+        for m, shift in {"lf-net": 0.05, "mv-unet": 0.03, "lf-net-s": 0.0, "lf-net-s-tv": 0.02, "oracle": 0.1}.items()
+    }
     table = long_table(grids)
     full = stats.paired_tests(table, "dsc", "foreground").set_index("method")
     assert sorted(full.index) == ["lf-net-s", "lf-net-s-tv", "mv-unet"]
@@ -251,6 +273,8 @@ def test_the_test_holds_alpha_in_holms_tail_where_welch_satterthwaite_did_not(se
     a, b = null_draws(seeds, 60, 30_000, sds, np.random.default_rng(11))
     out = stats.seed_case_test(a, b)
     margin = sps.norm.ppf(0.999) * np.sqrt(alpha * (1 - alpha) / len(out["p"]))
-    welch = 2 * sps.t.sf(np.abs(out["diff"] / out["se"]), stats.welch_df(out["var_ref"], out["var_other"], out["var_case"], seeds, seeds, 60))
+    welch = 2 * sps.t.sf(
+        np.abs(out["diff"] / out["se"]), stats.welch_df(out["var_ref"], out["var_other"], out["var_case"], seeds, seeds, 60)
+    )
     assert np.mean(welch < alpha) > alpha + margin  # the simulation sees the old failure
     assert np.mean(out["p"] < alpha) <= alpha + margin

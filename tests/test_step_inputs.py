@@ -36,8 +36,13 @@ def test_vote_targets_are_counted_once_per_split_not_per_step(name, monkeypatch)
     monkeypatch.setattr(module, "vote_targets", lambda *a: calls.append(len(a[0])) or prepared(*a))
     monkeypatch.setattr(fusion, "vote_counts", lambda *a: calls.append(a[0].shape[0]) or counted(*a))
     steps = 9  # three epochs of 8-image batches
-    harness.fit(method, harness.Split(images, raters, valid), harness.fixed_schedules(method, steps, 8), harness.Runtime(0, torch.device("cpu"), "fp32"),
-                val=harness.Split(images[:8], raters[:8], valid[:8]))  # fmt: skip
+    harness.fit(
+        method,
+        harness.Split(images, raters, valid),
+        harness.fixed_schedules(method, steps, 8),
+        harness.Runtime(0, torch.device("cpu"), "fp32"),
+        val=harness.Split(images[:8], raters[:8], valid[:8]),
+    )
     assert calls == [24, 8]  # the training split once, the validation split once; no step counts votes
 
 
@@ -47,7 +52,9 @@ def test_the_batch_order_is_drawn_once_per_epoch(monkeypatch):
     drawn = []
     permute = torch.randperm
     monkeypatch.setattr(torch, "randperm", lambda n, **k: drawn.append(n) or permute(n, **k))
-    harness.fit(method, harness.Split(images, raters, valid), harness.fixed_schedules(method, 9, 8), harness.Runtime(0, torch.device("cpu"), "fp32"))
+    harness.fit(
+        method, harness.Split(images, raters, valid), harness.fixed_schedules(method, 9, 8), harness.Runtime(0, torch.device("cpu"), "fp32")
+    )
     assert drawn == [24, 24, 24]  # 9 steps of 8 from 24 images: three epochs
 
 
@@ -70,7 +77,9 @@ def test_training_steps_do_not_synchronise_with_the_host():
     method.to(device=device, memory_format=torch.channels_last)
     data = hardware.to_tensors({"images": images, "raters": raters, "rater_valid": valid, **method.prepare(raters, valid)}, device)
     schedules = harness.fixed_schedules(method, 100, 16)
-    run = harness.StageRun(method, 0, method.stages[0], schedules[method.stages[0].name], len(images), harness.Runtime(0, device), torch.bfloat16, None)
+    run = harness.StageRun(
+        method, 0, method.stages[0], schedules[method.stages[0].name], len(images), harness.Runtime(0, device), torch.bfloat16, None
+    )
     run.train_step(data)  # first step: allocations, cuDNN autotuning
     torch.cuda.set_sync_debug_mode("error")
     try:

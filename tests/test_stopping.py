@@ -15,8 +15,9 @@ from bench.train.stopping import StopState
 OLD = {"min_delta": 0.01, "ratio": 0.0}  # the rule of 2026-11-27 (`plateau-1127`)
 
 
-def stop_step(values: list[float], patience: int = 5, min_evals: int = 10, smooth: int = 3, min_delta: float = 0.0,
-              ratio: float = 0.5) -> int | None:  # fmt: skip
+def stop_step(
+    values: list[float], patience: int = 5, min_evals: int = 10, smooth: int = 3, min_delta: float = 0.0, ratio: float = 0.5
+) -> int | None:
     """The evaluation (1-based) at which the rule stops a stage whose validation losses are `values`, or None (default:
     the `plateau` rule)."""
     state = StopState()

@@ -94,8 +94,14 @@ def test_no_generic_module_names_the_studys_methods():
     found = []
     for path in generic:
         tree = ast.parse(path.read_text())
-        docstrings = {id(n.body[0].value) for n in ast.walk(tree) if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef)) and n.body
-                      and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}  # fmt: skip
+        docstrings = {
+            id(n.body[0].value)
+            for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef))
+            and n.body
+            and isinstance(n.body[0], ast.Expr)
+            and isinstance(n.body[0].value, ast.Constant)
+        }
         docstrings |= {id(n.slice) for n in ast.walk(tree) if isinstance(n, ast.Subscript)}  # a key of the study file's format
         for node in ast.walk(tree):
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
@@ -117,8 +123,11 @@ def test_no_generic_identifier_or_key_names_one_method_or_dataset():
         found += [f"{where}:{n.lineno}: {n.value!r}" for n in strings if METHOD_WORDS.fullmatch(n.value)]
         if where.startswith("bench/") and not where.startswith("bench/cli/"):
             values = [(n.lineno, n.value) for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
-            found += [f"{where}:{line}: {text!r}" for line, text in named(tree) + values
-                      if DATASET_WORDS.fullmatch(text) or (len(text) < 30 and DATASET_WORDS.search(text) and " " not in text)]  # fmt: skip
+            found += [
+                f"{where}:{line}: {text!r}"
+                for line, text in named(tree) + values
+                if DATASET_WORDS.fullmatch(text) or (len(text) < 30 and DATASET_WORDS.search(text) and " " not in text)
+            ]
     assert found == []
     assert METHOD_WORDS.search("sll_logits") and METHOD_WORDS.search("lfnet") and not METHOD_WORDS.search("scroll")
     assert DATASET_WORDS.fullmatch("riga") and DATASET_WORDS.fullmatch("ms-lesion") and not DATASET_WORDS.search("original")
@@ -168,8 +177,10 @@ def test_a_malformed_study_is_refused_in_one_line(tmp_path):
     bad.write_text('[study]\nname = "x"\n')
     with pytest.raises(ValueError, match=r"^study .*study.toml: KeyError: 'title'$"):
         study.load(bad)
-    bad.write_text(STUDY_HEAD + '[[tables]]\nid = "t"\nlabel = "T"\nline = 1\ntitle = "t"\ncolumns = [{ dataset = "mnist", metric = "dsc" }]\n'
-                   'rows = [{ method = "lf-net", line = 2, mean = [1.0, 2.0] }]\n')  # fmt: skip
+    bad.write_text(
+        STUDY_HEAD + '[[tables]]\nid = "t"\nlabel = "T"\nline = 1\ntitle = "t"\ncolumns = [{ dataset = "mnist", metric = "dsc" }]\n'
+        'rows = [{ method = "lf-net", line = 2, mean = [1.0, 2.0] }]\n'
+    )
     with pytest.raises(ValueError, match="table t: every row needs one mean"):
         study.load(bad)
 

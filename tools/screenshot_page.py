@@ -34,8 +34,17 @@ def chromium() -> str:
 def screenshot(page: Path, out: Path, width: int, height: int) -> None:
     """Chromium's screenshot of `page` in a width × height window, as `out` (PNG)."""
     with tempfile.TemporaryDirectory() as profile:  # a fresh profile: no state from the user's browser
-        command = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", f"--user-data-dir={profile}",
-                   f"--window-size={width},{height}", f"--screenshot={out}", page.resolve().as_uri()]  # fmt: skip
+        command = [
+            chromium(),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            f"--user-data-dir={profile}",
+            f"--window-size={width},{height}",
+            f"--screenshot={out}",
+            page.resolve().as_uri(),
+        ]
         done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     if done.returncode != 0 or not out.is_file():
         sys.exit(f"error: chromium failed on {page} (exit {done.returncode}): {done.stderr.strip()[-500:]}")

@@ -13,7 +13,9 @@ from bench.cli.options import UsageError
 
 def add_parser(verbs) -> None:
     p = verbs.add_parser(
-        "audit-stops", allow_abbrev=False, help="the stopping rule beside a fixed long run: steps, restored loss, test metrics",
+        "audit-stops",
+        allow_abbrev=False,
+        help="the stopping rule beside a fixed long run: steps, restored loss, test metrics",
         description="Put a results folder trained under the stopping rule (--budget plateau) beside one of the same cells "
         "trained under --budget long (every stage a fixed length, the lowest validation loss restored): per method and stage, "
         "where each stopped and the validation loss restored; per method, DSC, GED and Dice_match of each, their difference "
@@ -22,12 +24,21 @@ def add_parser(verbs) -> None:
         "A cell whose long run is still training (or not started) is listed with where both runs stand. "
         "With one folder of `--budget trajectory` cells: the audit from one run, each method's test metrics at each reading, a signed "
         "verdict from the rule's stop to the horizon and its cause, the rankings under each reading (FOLDER/stop_audit/trajectory_audit.md).",
-    )  # fmt: skip
-    p.add_argument("rule", metavar="RULE", help="results folder of the stopping rule's run (e.g. --budget plateau), or of one trajectory run")
-    p.add_argument("long", metavar="LONG", nargs="?",
-                   help="results folder of the same cells under --budget long (finished or still training); none: RULE is one trajectory run")  # fmt: skip
-    p.add_argument("--replay", metavar="BUDGET", help="the budget whose stopping rule is replayed on LONG's validation curves "
-                   "(default: the rule RULE's cells trained under)")  # fmt: skip
+    )
+    p.add_argument(
+        "rule", metavar="RULE", help="results folder of the stopping rule's run (e.g. --budget plateau), or of one trajectory run"
+    )
+    p.add_argument(
+        "long",
+        metavar="LONG",
+        nargs="?",
+        help="results folder of the same cells under --budget long (finished or still training); none: RULE is one trajectory run",
+    )
+    p.add_argument(
+        "--replay",
+        metavar="BUDGET",
+        help="the budget whose stopping rule is replayed on LONG's validation curves (default: the rule RULE's cells trained under)",
+    )
     p.set_defaults(func=cmd_audit)
 
 

@@ -10,22 +10,28 @@ from bench.cli.options import UsageError, check_out
 
 def add_parser(verbs) -> None:
     p = verbs.add_parser(
-        "compare", allow_abbrev=False, help="compare two results folders: each method both ran, B − A with the seed-aware test",
+        "compare",
+        allow_abbrev=False,
+        help="compare two results folders: each method both ran, B − A with the seed-aware test",
         description="Put two results folders side by side (the same methods under two settings, or two versions of a method): "
         "for each method, dataset, rater setting and noise level both ran, B − A per metric of Table I with its 95 % interval "
         "and Holm-adjusted p of the seed-aware paired test, over the test cases both scored, against each dataset's main "
         "reference. Writes compare.md (headed by the options and machine facts that differ between A and B, and each side's "
         "budget, seeds and pipeline-check status), compare.csv and one difference figure per metric into --out; prints a "
         "short summary.",
-    )  # fmt: skip
+    )
     p.add_argument("a", metavar="A", help="the first results folder (the baseline)")
     p.add_argument("b", metavar="B", help="the second results folder")
     p.add_argument(
         "--out", help="folder for compare.md, compare.csv and the figures, outside A and B (default: compare_<A>_vs_<B> beside B)"
     )
-    p.add_argument("--references", choices=("main", "all"), default="main",
-                   help="main (default): each dataset's main reference, gt where it has ground truth, else the majority; "
-                   "all: every reference both folders scored (the fused labels, each rater)")  # fmt: skip
+    p.add_argument(
+        "--references",
+        choices=("main", "all"),
+        default="main",
+        help="main (default): each dataset's main reference, gt where it has ground truth, else the majority; "
+        "all: every reference both folders scored (the fused labels, each rater)",
+    )
     p.set_defaults(func=cmd_compare)
 
 
@@ -68,8 +74,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if table.empty:
         raise UsageError(f"{args.a} and {args.b} share no method with values under one dataset, rater setting, noise level and reference")
     runs, diff = compare.run_lines(a, b, *tables, table), compare.differences(a, b)
-    written = compare.write(table, out, *names, header=compare.header(a, b, runs, args.references, diff), run="\n".join(runs),
-                            extra=compare.protocols(a, b, table, *names))  # fmt: skip
+    written = compare.write(
+        table,
+        out,
+        *names,
+        header=compare.header(a, b, runs, args.references, diff),
+        run="\n".join(runs),
+        extra=compare.protocols(a, b, table, *names),
+    )
     print(f"{names[1]} (B) against {names[0]} (A)")
     print("\n".join(runs))
     shown = diff[:SHOWN]

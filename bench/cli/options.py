@@ -12,7 +12,15 @@ import importlib.util
 import os
 from pathlib import Path
 
-BUDGET_NAMES = ("quick", "plateau", "plateau-1127", "long", "trajectory", "paper", "paper-rcl15")  # bench.train.budget.BUDGETS (a test keeps them equal)
+BUDGET_NAMES = (
+    "quick",
+    "plateau",
+    "plateau-1127",
+    "long",
+    "trajectory",
+    "paper",
+    "paper-rcl15",
+)  # bench.train.budget.BUDGETS (a test keeps them equal)
 DEFAULT_SAMPLES = 16  # bench.evaluate.scoring.DEFAULT_SAMPLES (the same test keeps them equal)
 
 
@@ -85,28 +93,37 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         "trajectory (every stage 8,000 steps or --max-steps, read many ways: the rule's stop, fixed steps, the lowest validation loss, "
         "the GT-free selection (the result) and the GT-best), paper (the paper's fixed epochs), paper-rcl15 (paper, other reading of MNIST's 'RCN epoch 15')",
     )
-    p.add_argument("--max-steps", type=int, help="cap every stage at N steps (smoke runs; the budget's stopping rule still applies); "
-                   "with --budget long or trajectory, every stage's length, above its own too")  # fmt: skip
+    p.add_argument(
+        "--max-steps",
+        type=int,
+        help="cap every stage at N steps (smoke runs; the budget's stopping rule still applies); "
+        "with --budget long or trajectory, every stage's length, above its own too",
+    )
     p.add_argument("--threads", type=int, default=1, help="torch threads per cell on CPU (default 1; results depend on it)")
     p.add_argument("--train-size", type=int, help="use N training images (overrides the budget's cap)")
     p.add_argument("--test-size", type=int, help="score only the first N test images (smoke runs)")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"], help="auto: bf16 where the hardware runs it natively")
     p.add_argument(
-        "--engine", default="auto", choices=["auto", "eager", "graphed"],
+        "--engine",
+        default="auto",
+        choices=["auto", "eager", "graphed"],
         help="eager: each training step op by op; graphed: each step captured once as a CUDA graph and replayed (CUDA only); "
         "auto (default): graphed only on a card where it was measured faster and equal (bench.train.steps.MEASURED), else eager",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--samples", type=int, metavar="M",
+        "--samples",
+        type=int,
+        metavar="M",
         help=f"test-time draws per image of a method that samples (Prob. U-Net, Pionono, D-Persona), scored by GED, Dice_match, "
         f"Dice_max and Dice_soft (default {DEFAULT_SAMPLES})",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--empty-pair", choices=["one", "zero"],
+        "--empty-pair",
+        choices=["one", "zero"],
         help="two empty masks in the set metrics: one (default; Dice 1, distance 0, as PHiSeg) or zero (Dice 0, distance 1, "
         "as D-Persona's published numbers)",
-    )  # fmt: skip
+    )
     p.add_argument("--data-root", help="folder holding the datasets (default: $BENCH_DATA, else ./data)")
     p.add_argument("--results", default="results", help="results folder (default: results)")
     p.add_argument(
@@ -162,10 +179,14 @@ def check_run_options(args: argparse.Namespace) -> None:
     if args.backend == "dask" and importlib.util.find_spec("distributed") is None:
         raise UsageError("--backend dask needs dask.distributed, which is not installed here: pip install -e '.[dask]'")
     if not str(args.results).strip():
-        raise UsageError("--results '': give the results folder a name, e.g. --results results (an empty one would write into the current folder)")
+        raise UsageError(
+            "--results '': give the results folder a name, e.g. --results results (an empty one would write into the current folder)"
+        )
     if args.n_jobs is not None and args.backend == "sequential":
-        raise UsageError(f"--n-jobs {args.n_jobs} has no effect with --backend sequential (one cell at a time in this process); "
-                         "drop --n-jobs, or use --backend loky")  # fmt: skip
+        raise UsageError(
+            f"--n-jobs {args.n_jobs} has no effect with --backend sequential (one cell at a time in this process); "
+            "drop --n-jobs, or use --backend loky"
+        )
 
 
 def run_options(args: argparse.Namespace, results: Path, root: Path, force: bool = False):
@@ -174,11 +195,21 @@ def run_options(args: argparse.Namespace, results: Path, root: Path, force: bool
     from bench.train.budget import BUDGETS
 
     return RunOptions(
-        results=results, data_root=root, budget=BUDGETS[args.budget], max_steps=args.max_steps, device=args.device,
-        precision=args.precision, engine=args.engine, train_size=args.train_size, test_size=args.test_size, force=force,
-        progress=not args.no_progress, threads=args.threads, samples=args.samples or DEFAULT_SAMPLES,
+        results=results,
+        data_root=root,
+        budget=BUDGETS[args.budget],
+        max_steps=args.max_steps,
+        device=args.device,
+        precision=args.precision,
+        engine=args.engine,
+        train_size=args.train_size,
+        test_size=args.test_size,
+        force=force,
+        progress=not args.no_progress,
+        threads=args.threads,
+        samples=args.samples or DEFAULT_SAMPLES,
         empty_pair=args.empty_pair or "one",
-    )  # fmt: skip
+    )
 
 
 def run_cells(cells: list, args: argparse.Namespace, results: Path, root: Path, force: bool = False) -> list[dict]:

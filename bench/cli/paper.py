@@ -12,7 +12,9 @@ from bench.cli.report import write_reproduction
 
 def add_parser(verbs) -> None:
     p = verbs.add_parser(
-        "paper", allow_abbrev=False, help="run the sweeps behind the paper's tables and figures (resuming) and render them",
+        "paper",
+        allow_abbrev=False,
+        help="run the sweeps behind the paper's tables and figures (resuming) and render them",
         description="Run each recipe of paper_figures/recipes/ (the sweep behind one of the paper's tables or figures), "
         "skipping finished cells, render it into OUT/BUDGET/RECIPE/ with a README saying what was run, then write "
         "RESULTS/paper/REPRODUCTION.md and .html with a verdict for each number of the paper the results measure.",
@@ -88,8 +90,11 @@ def cmd_paper(args: argparse.Namespace) -> int:
     check_out(out_root, "the output folder", "choose another with --out")  # before anything trains or is written
     outcomes = run_cells(cells, args, results, root)
     failed = [o for o in outcomes if o["status"] == "failed"]
-    smoke = ", ".join(f"{flag} {v}" for flag, v in (("--max-steps", args.max_steps), ("--train-size", args.train_size),
-                                                      ("--test-size", args.test_size)) if v is not None)  # fmt: skip
+    smoke = ", ".join(
+        f"{flag} {v}"
+        for flag, v in (("--max-steps", args.max_steps), ("--train-size", args.train_size), ("--test-size", args.test_size))
+        if v is not None
+    )
     for name in chosen:
         out = out_root / name
         out.mkdir(parents=True, exist_ok=True)
@@ -102,8 +107,10 @@ def cmd_paper(args: argparse.Namespace) -> int:
         print(f"{name} ({label}): {len(written)} files in {out}/")
     for o in failed:
         print(f"failed: {o['cell']}: {o['reason']}", file=sys.stderr)
-    print(f"{len(chosen) - len(skipped)} of {len(chosen)} recipes rendered, {len(skipped)} skipped (dataset absent), "
-          f"{len(failed)} cells failed; outputs in {out_root}/")  # fmt: skip
+    print(
+        f"{len(chosen) - len(skipped)} of {len(chosen)} recipes rendered, {len(skipped)} skipped (dataset absent), "
+        f"{len(failed)} cells failed; outputs in {out_root}/"
+    )
     if (results / store.METRICS).is_file():
         write_reproduction(results, root, out_root.parent)
     return 1 if failed else 0

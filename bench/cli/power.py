@@ -47,11 +47,14 @@ def cmd_power(args: argparse.Namespace) -> int:
     differences = parse_list(args.differences, float, "--differences")
     if args.metric not in metrics.METRICS:
         close = difflib.get_close_matches(args.metric, list(metrics.METRICS), n=1)
-        raise UsageError(f"--metric {args.metric!r}: no such metric; {f'did you mean {close[0]}? ' if close else ''}"
-                         f"metrics: {', '.join(metrics.METRICS)}")  # fmt: skip
+        raise UsageError(
+            f"--metric {args.metric!r}: no such metric; {f'did you mean {close[0]}? ' if close else ''}"
+            f"metrics: {', '.join(metrics.METRICS)}"
+        )
     if not args.results and args.metric != "dsc":
-        raise UsageError(f"--metric {args.metric}: the stated defaults are DSC's variance components; give --results FOLDER "
-                         f"to estimate {args.metric}'s")  # fmt: skip
+        raise UsageError(
+            f"--metric {args.metric}: the stated defaults are DSC's variance components; give --results FOLDER to estimate {args.metric}'s"
+        )
     if args.sims < 100:
         raise UsageError(f"--sims {args.sims}: at least 100 simulations are needed for a rate")
     for flag, value in (("--seeds", args.seeds), ("--cases", args.cases)):
@@ -61,13 +64,17 @@ def cmd_power(args: argparse.Namespace) -> int:
     rng = np.random.default_rng(args.seed)
     planned = list(groups(args))  # the results are read (and a damaged one refused) before any progress line
     progress = power.Progress()  # minutes of simulation: a bar on a terminal, else a line at most every LINE_SECONDS
-    print(f"seed-aware paired test (docs/methods.md#statistics), alpha {stats.ALPHA:g}, power {stats.POWER:.0%}, "
-          f"{args.sims} simulations; values in {args.metric} units ×{unit:g}")  # fmt: skip
+    print(
+        f"seed-aware paired test (docs/methods.md#statistics), alpha {stats.ALPHA:g}, power {stats.POWER:.0%}, "
+        f"{args.sims} simulations; values in {args.metric} units ×{unit:g}"
+    )
     for title, comp, per_method, seeds, cases in planned:
         seeds, cases = args.seeds or seeds, args.cases or cases
         print(f"\n{title}: {seeds} seeds × {cases} cases")
-        print(f"  variance components (sd): seed {comp.sd_seed * unit:.3g}, case {comp.sd_case * unit:.3g}, "
-              f"residual {comp.sd_resid * unit:.3g}" + (" (pooled: the mean of the methods' variances)" if len(per_method) else ""))  # fmt: skip
+        print(
+            f"  variance components (sd): seed {comp.sd_seed * unit:.3g}, case {comp.sd_case * unit:.3g}, "
+            f"residual {comp.sd_resid * unit:.3g}" + (" (pooled: the mean of the methods' variances)" if len(per_method) else "")
+        )
         if len(per_method):
             print("  seed sd per method: " + ", ".join(f"{r.method} {r.sd_seed * unit:.3g}" for r in per_method.itertuples()))
         where = title.split(",")[0]
@@ -76,8 +83,10 @@ def cmd_power(args: argparse.Namespace) -> int:
         rate, margin = power.rejection_rate(sim["p"])
         wilcoxon, _ = power.rejection_rate(sim["p_wilcoxon"])
         verdict = "within" if rate <= stats.ALPHA + margin else "ABOVE"
-        print(f"  false-positive rate under the null: {rate:.1%} ({verdict} {stats.ALPHA:.0%} + {margin:.1%} Monte Carlo margin); "
-              f"the paper's per-case Wilcoxon on the same draws: {wilcoxon:.1%}")  # fmt: skip
+        print(
+            f"  false-positive rate under the null: {rate:.1%} ({verdict} {stats.ALPHA:.0%} + {margin:.1%} Monte Carlo margin); "
+            f"the paper's per-case Wilcoxon on the same draws: {wilcoxon:.1%}"
+        )
         if len(per_method) > 1:  # every pair under its own seed sds, at 0.05 and at Holm's first step over the map's pairs
             holm = stats.ALPHA / (len(per_method) * (len(per_method) - 1) // 2)
             n_pairs = len(per_method) * (len(per_method) - 1) // 2
@@ -86,17 +95,18 @@ def cmd_power(args: argparse.Namespace) -> int:
             for level in (stats.ALPHA, holm):
                 worst = rates.loc[rates[f"rate_{level:g}"].idxmax()]
                 rate, margin = worst[f"rate_{level:g}"], worst[f"margin_{level:g}"]
-                print(f"  with each method's own seed sd, the worst of {len(rates)} pairs at {level:.2g}"
-                      + (f" (Holm's first step over {len(rates)} pairs)" if level != stats.ALPHA else "")
-                      + f": {worst.a} {worst.sd_a * unit:.3g} vs {worst.b} {worst.sd_b * unit:.3g}, false-positive rate {rate:.2%} "
-                      f"({'within' if rate <= level + margin else 'ABOVE'} {level:.2g} + {margin:.2%})")  # fmt: skip
+                print(
+                    f"  with each method's own seed sd, the worst of {len(rates)} pairs at {level:.2g}"
+                    + (f" (Holm's first step over {len(rates)} pairs)" if level != stats.ALPHA else "")
+                    + f": {worst.a} {worst.sd_a * unit:.3g} vs {worst.b} {worst.sd_b * unit:.3g}, false-positive rate {rate:.2%} "
+                    f"({'within' if rate <= level + margin else 'ABOVE'} {level:.2g} + {margin:.2%})"
+                )
         print(f"  smallest difference found with {stats.POWER:.0%} power: {smallest(sim, args.metric, seeds)}")
         needed = []
         for d in differences:
             with progress.phase(f"{where}: seeds for a difference of {d:g}"):
                 needed.append(power.seeds_for(comp, cases, d / unit, max(args.sims // 4, 100), rng, tick=progress.tick))
-        print("  seeds per method for a difference of " + ", ".join(
-            f"{d:g}: {n if n else '> 50'}" for d, n in zip(differences, needed)))  # fmt: skip
+        print("  seeds per method for a difference of " + ", ".join(f"{d:g}: {n if n else '> 50'}" for d, n in zip(differences, needed)))
     progress.close()
     return 0
 
@@ -138,7 +148,9 @@ def groups(args: argparse.Namespace):
         raise UsageError(f"{path} not found: run `python -m bench run --results {args.results}` first, or leave out --results")
     table = full[full["metric"] == args.metric]
     if table.empty:
-        raise UsageError(f"--metric {args.metric}: no {args.metric!r} rows in {path}; metrics there: {', '.join(sorted(set(full['metric'])))}")
+        raise UsageError(
+            f"--metric {args.metric}: no {args.metric!r} rows in {path}; metrics there: {', '.join(sorted(set(full['metric'])))}"
+        )
     found = False
     for (dataset, raters, noise), part in table.groupby(["dataset", "raters", "noise"], sort=True):
         reference = args.reference or default_reference(dataset)
@@ -154,7 +166,12 @@ def groups(args: argparse.Namespace):
             print(f"\n{dataset}/{raters}/{noise}: {e}")
             continue
         found = True
-        yield (f"{dataset} / {raters} / noise {noise}, {args.metric} vs {reference}, {structure} "
-               f"({len(per_method)} methods pooled)"), comp, per_method, int(per_method["seeds"].min()), int(per_method["cases"].min())  # fmt: skip
+        yield (
+            (f"{dataset} / {raters} / noise {noise}, {args.metric} vs {reference}, {structure} ({len(per_method)} methods pooled)"),
+            comp,
+            per_method,
+            int(per_method["seeds"].min()),
+            int(per_method["cases"].min()),
+        )
     if not found:
         raise UsageError(f"no group of {path} has a method with 2 or more seeds: the seed variance cannot be estimated")

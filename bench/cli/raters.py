@@ -69,8 +69,10 @@ def cmd_raters(args: argparse.Namespace) -> int:
         if not any(stats.values()):
             raise UsageError(f"{args.dataset} has no ground truth: its raters cannot be scored against it")
         n = splits.train.n
-        print(f"\n{args.dataset}, noise {level}: training split ({n:,} images); DSC vs GT, area in pixels (GT "
-              f"{next(iter(stats.values()))['gt_area']:.1f}); fused labels: DSC (area ÷ GT)")  # fmt: skip
+        print(
+            f"\n{args.dataset}, noise {level}: training split ({n:,} images); DSC vs GT, area in pixels (GT "
+            f"{next(iter(stats.values()))['gt_area']:.1f}); fused labels: DSC (area ÷ GT)"
+        )
         print(render(stats, args.markdown))
         for line in dict.fromkeys(sparse):
             print(f"note: {line}", file=sys.stderr)

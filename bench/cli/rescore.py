@@ -25,10 +25,13 @@ def add_parser(verbs) -> None:
     )
     p.add_argument("--results", default="results", help="results folder (default: results)")
     p.add_argument("--data-root", help="folder holding the datasets (default: $BENCH_DATA, else ./data)")
-    p.add_argument("--reread", action="store_true",
-                   help="first read a sampler's consensus again from its weights where the read-out its method gives now "
-                        "(prior draws, estimator: methods/latent.py) differs from the one it was read with (needs the "
-                        "cell's checkpoints; as slow as the cell's own read-out)")  # fmt: skip
+    p.add_argument(
+        "--reread",
+        action="store_true",
+        help="first read a sampler's consensus again from its weights where the read-out its method gives now "
+        "(prior draws, estimator: methods/latent.py) differs from the one it was read with (needs the "
+        "cell's checkpoints; as slow as the cell's own read-out)",
+    )
     p.add_argument("--no-progress", action="store_true", help="print one line per cell instead of a progress bar")
     p.set_defaults(func=cmd_rescore)
 
@@ -51,8 +54,10 @@ def cmd_rescore(args: argparse.Namespace) -> int:
     failed = [(cell, why, damaged) for cell, why, damaged in outcomes if why]
     for cell, why, _ in failed:
         print(f"failed: {cell}: {why}", file=sys.stderr)
-    counts = (f"{len(outcomes) - len(failed)} of {len(outcomes)} cells re-scored, {len(moved)} moved from the old layout, "
-              f"{len(left)} left in place")  # fmt: skip
+    counts = (
+        f"{len(outcomes) - len(failed)} of {len(outcomes)} cells re-scored, {len(moved)} moved from the old layout, "
+        f"{len(left)} left in place"
+    )
     damaged = sum(d for _, _, d in failed)
     if damaged:  # collecting now would drop those cells from the tables: they stay as they were until the cells are repaired
         print(f"{counts}; the tables in {results}/ are left as they were: {damaged} cell(s) have damaged files (above)", file=sys.stderr)

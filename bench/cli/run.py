@@ -49,8 +49,10 @@ def add_parser(verbs) -> None:
         "default: all)",
     )
     what.add_argument(
-        "--dataset", default="mnist-5k", help="dataset name (default: mnist-5k, embedded; see `python -m bench list datasets`), or "
-        "folder:PATH for your own multi-rater folder (README: Your own data)"
+        "--dataset",
+        default="mnist-5k",
+        help="dataset name (default: mnist-5k, embedded; see `python -m bench list datasets`), or "
+        "folder:PATH for your own multi-rater folder (README: Your own data)",
     )
     what.add_argument("--seeds", default="0,1,2", help="comma-separated training seeds (default: 0,1,2)")
     what.add_argument(
@@ -112,8 +114,9 @@ def format_table(summary, method_order: list[str], outcomes=None) -> str:
     skill. `summary` holds one reference per dataset × raters × noise (filter it first)."""
     import pandas as pd
 
+    from bench.report.table_notes import degenerate_flags
     from bench.report.table_text import markdown_cell
-    from bench.report.tables import build_table, degenerate_flags, table_columns
+    from bench.report.tables import build_table, table_columns
 
     outcomes = outcomes if outcomes is not None else pd.DataFrame(columns=["dataset", "raters", "noise", "method", "stops", "flag"])
     lines = []
@@ -121,8 +124,9 @@ def format_table(summary, method_order: list[str], outcomes=None) -> str:
         runs = part[part["method"] != "average"]
         reference = runs["reference"].iloc[0] if len(runs) else "gt"
         columns = table_columns("table1", structure)
-        table = build_table(part, columns, method_order, "", "method", "main", compete_all=False,
-                            flags=degenerate_flags(outcomes, dataset, raters, noise))  # fmt: skip
+        table = build_table(
+            part, columns, method_order, "", "method", "main", compete_all=False, flags=degenerate_flags(outcomes, dataset, raters, noise)
+        )
         lines.append(f"\n{dataset} (raters {raters}, noise {noise}; scored against {reference}; {structure})")
         lines.append(f"{'method':<16}" + "".join(f"{c.markdown:>18}" for c in columns) + f"{'seeds':>7}  {'stopped by':<24}flag")
         for method, label, row, flag in zip(table.methods, table.labels, table.rows, table.flags):
@@ -159,8 +163,10 @@ def dry_run(cells: list, args: argparse.Namespace, results: Path) -> int:
     unknown = [c for c in todo if not plan.estimate([c], results)[1]]
     if unknown and (args.device == "cuda" or opts.budget.early_stopping):
         why = "step costs are measured on the CPU" if args.device == "cuda" else "a stopping rule's length is known once it stops"
-        print(f"estimate: none for {len(unknown)} cell(s) (no earlier cell of their methods here; {why}); on a 2-core CPU with "
-              "native bf16 the embedded default took about 11 min and a smoke run (--max-steps 20 --seeds 0, two methods) about 30 s")
+        print(
+            f"estimate: none for {len(unknown)} cell(s) (no earlier cell of their methods here; {why}); on a 2-core CPU with "
+            "native bf16 the embedded default took about 11 min and a smoke run (--max-steps 20 --seeds 0, two methods) about 30 s"
+        )
     elif unknown:  # a fixed length (paper, long, trajectory): its steps are known, so their cost can be measured
         step_cost_estimate(unknown, opts)
     return 0
@@ -184,8 +190,10 @@ def step_cost_estimate(cells: list, opts) -> None:
         total += n * cell
         parts = ", ".join(f"{stage} {steps:,} steps × {s:.3f} s" for stage, (steps, s) in stages.items())
         print(f"  {method} on {dataset}: {duration(cell)} a cell ({parts}), {n} cell(s)")
-    print(f"estimate: about {duration(total)} for {len(cells)} cell(s), one after another at --threads {opts.threads}, from step costs "
-          f"measured here ({costs.STEPS} steps of each stage; training steps only; parallel workers share the CPUs)")
+    print(
+        f"estimate: about {duration(total)} for {len(cells)} cell(s), one after another at --threads {opts.threads}, from step costs "
+        f"measured here ({costs.STEPS} steps of each stage; training steps only; parallel workers share the CPUs)"
+    )
 
 
 LISTS = ("methods", "seeds", "noise_levels")  # the flags that take a comma list: a TOML list, or the flag's text
@@ -215,7 +223,9 @@ def apply_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> s
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
         raise UsageError(f"--config {path}: cannot read it as TOML ({e})") from None
     if not raw:  # else an empty file would silently mean the default run of every method
-        raise UsageError(f"--config {path}: no keys; a sweep file sets the run flags' names, e.g. methods = [\"mv-unet\"] and seeds = [0, 1]")
+        raise UsageError(
+            f'--config {path}: no keys; a sweep file sets the run flags\' names, e.g. methods = ["mv-unet"] and seeds = [0, 1]'
+        )
     for key, value in raw.items():
         action = actions.get(key.replace("-", "_"))
         if action is None:
@@ -235,7 +245,9 @@ def config_value(path: Path, key: str, value, action: argparse.Action):
     if name == "set":
         if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
             raise UsageError(f"--config {path}: [set] holds one table per method, e.g. lf-net = {{ beta = [3, 4] }}")
-        return [f"{m}.{k}={','.join(map(str, v if isinstance(v, list) else [v]))}" for m, params in value.items() for k, v in params.items()]
+        return [
+            f"{m}.{k}={','.join(map(str, v if isinstance(v, list) else [v]))}" for m, params in value.items() for k, v in params.items()
+        ]
     if isinstance(value, dict) or (isinstance(value, list) and (name not in LISTS or any(isinstance(v, (list, dict)) for v in value))):
         what = "a list of values" if name in LISTS else "one value"
         raise UsageError(f"--config {path}: {key} = {value!r}: {key} takes {what}")
@@ -263,8 +275,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     own_folder(args)
     seeds = parse_list(args.seeds, int, "--seeds")
     levels = parse_list(args.noise_levels, str, "--noise-levels")
-    spec = SweepSpec.build(args.dataset, args.methods, seeds, levels, parse_sets(args.set), args.raters, args.network_input,
-                           data_root(args.data_root).absolute())  # fmt: skip
+    spec = SweepSpec.build(
+        args.dataset,
+        args.methods,
+        seeds,
+        levels,
+        parse_sets(args.set),
+        args.raters,
+        args.network_input,
+        data_root(args.data_root).absolute(),
+    )
     dataset = get_dataset(args.dataset)
     reference = args.reference or dataset.reference
     if reference == "gt" and dataset.reference != "gt":
@@ -275,8 +295,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     results = Path(args.results).absolute()  # workers may run elsewhere
     cells = spec.cells()
     if args.data_root and not Path(args.data_root).is_dir() and not dataset.card.layout:
-        raise UsageError(f"--data-root {args.data_root}: no such folder, and {args.dataset} is embedded (it reads nothing from a data "
-                         f"root); leave --data-root out")  # fmt: skip
+        raise UsageError(
+            f"--data-root {args.data_root}: no such folder, and {args.dataset} is embedded (it reads nothing from a data "
+            f"root); leave --data-root out"
+        )
     if args.dry_run:
         return dry_run(cells, args, results)
     if sweep_file:  # kept with the results it produced
@@ -285,18 +307,26 @@ def cmd_run(args: argparse.Namespace) -> int:
     outcomes = run_cells(cells, args, results, data_root(args.data_root).absolute(), force=args.force)
     summary = store.read_summary(results)
     shown = summary[
-        (summary["dataset"] == spec.dataset) & (summary["raters"] == spec.raters.label) & summary["noise"].isin(spec.noise_levels)
-        & summary["method"].isin([*spec.methods, "average"]) & (summary["reference"] == reference)
+        (summary["dataset"] == spec.dataset)
+        & (summary["raters"] == spec.raters.label)
+        & summary["noise"].isin(spec.noise_levels)
+        & summary["method"].isin([*spec.methods, "average"])
+        & (summary["reference"] == reference)
         & summary["metric"].isin([m.name for m in metrics.in_table("table1")])
-    ]  # fmt: skip
+    ]
     print(format_table(shown, list(spec.methods), store.training_outcomes(store.records(results))))
     counts = {s: sum(o["status"] == s for o in outcomes) for s in ("done", "skipped", "failed")}
-    print(f"\n{len(cells)} cells: {counts['done']} trained, {counts['skipped']} already done, {counts['failed']} failed "
-          f"in {time.time() - start:.0f} s; results in {results}/ (metrics.parquet, summary.csv)")  # fmt: skip
+    print(
+        f"\n{len(cells)} cells: {counts['done']} trained, {counts['skipped']} already done, {counts['failed']} failed "
+        f"in {time.time() - start:.0f} s; results in {results}/ (metrics.parquet, summary.csv)"
+    )
     old = store.old_layout_cells(results)
     if old:
-        print(f"note: {len(old)} cell(s) in {results}/runs use the layout before every reference was scored; "
-              f"`python -m bench rescore --results {results}` moves and re-scores them without training", file=sys.stderr)  # fmt: skip
+        print(
+            f"note: {len(old)} cell(s) in {results}/runs use the layout before every reference was scored; "
+            f"`python -m bench rescore --results {results}` moves and re-scores them without training",
+            file=sys.stderr,
+        )
     for o in outcomes:
         if o["status"] == "failed":
             print(f"failed: {o['cell']}: {o['reason']}", file=sys.stderr)

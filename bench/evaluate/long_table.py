@@ -54,9 +54,15 @@ def summarise(table: pd.DataFrame, averages: pd.DataFrame | None = None) -> pd.D
     out = out.merge(n_cases, on=group, how="left")
     if averages is not None and len(averages):
         avg = averages.assign(
-            reference="gt", method="average", structure="foreground", metric="dsc", mean=averages["dsc"], std=np.nan, n_seeds=0,
+            reference="gt",
+            method="average",
+            structure="foreground",
+            metric="dsc",
+            mean=averages["dsc"],
+            std=np.nan,
+            n_seeds=0,
             n_cases=0,
-        )  # fmt: skip
+        )
         out = pd.concat([avg[out.columns], out], ignore_index=True)
     return out[SUMMARY]
 
@@ -68,11 +74,13 @@ def pooled_areas(rows: pd.DataFrame, by) -> pd.DataFrame:
     """Per `by` group of hard-mask rows: precision, recall and predicted ÷ reference area from their COUNTS pooled over
     the group's rows (cases, seeds); NaN where a denominator is 0."""
     sums = rows.groupby(by)[COUNTS].sum()
-    return pd.DataFrame({
-        "precision": sums["tp"] / (sums["tp"] + sums["fp"]).replace(0, np.nan),
-        "recall": sums["tp"] / (sums["tp"] + sums["fn"]).replace(0, np.nan),
-        "area": sums["n_pred"] / sums["n_gt"].replace(0, np.nan),
-    })  # fmt: skip
+    return pd.DataFrame(
+        {
+            "precision": sums["tp"] / (sums["tp"] + sums["fp"]).replace(0, np.nan),
+            "recall": sums["tp"] / (sums["tp"] + sums["fn"]).replace(0, np.nan),
+            "area": sums["n_pred"] / sums["n_gt"].replace(0, np.nan),
+        }
+    )
 
 
 def mean_sd(mean: float, sd: float | None, digits: int = 2) -> str:

@@ -169,11 +169,36 @@ def higher_is_better(name: str) -> bool:
     return METRICS[name].higher_is_better if name in METRICS else True
 
 
-register(Metric("dsc", "hard", lambda p: p.counts["dice"], True, 100, 2, "DSC", "DSC", ("table1", "table2", "ablation"),
-                "Dice of the argmax prediction; both empty = 1, one empty = 0", ("gt", "majority", "staple", "rater:*")))  # fmt: skip
-register(Metric("bahd", "hard", lambda p: p.counts["bahd"], False, 1, 3, "bAHD", "bAHD", ("table1", "table2"),
-                "balanced average Hausdorff distance in spacing units; both empty = 0; empty prediction = half the diagonal; "
-                "empty reference = NaN", ("gt", "majority", "staple", "rater:*")))  # fmt: skip
+register(
+    Metric(
+        "dsc",
+        "hard",
+        lambda p: p.counts["dice"],
+        True,
+        100,
+        2,
+        "DSC",
+        "DSC",
+        ("table1", "table2", "ablation"),
+        "Dice of the argmax prediction; both empty = 1, one empty = 0",
+        ("gt", "majority", "staple", "rater:*"),
+    )
+)
+register(
+    Metric(
+        "bahd",
+        "hard",
+        lambda p: p.counts["bahd"],
+        False,
+        1,
+        3,
+        "bAHD",
+        "bAHD",
+        ("table1", "table2"),
+        "balanced average Hausdorff distance in spacing units; both empty = 0; empty prediction = half the diagonal; empty reference = NaN",
+        ("gt", "majority", "staple", "rater:*"),
+    )
+)
 register(
     Metric(
         "hd95",
@@ -222,41 +247,212 @@ register(
         ("gt", "majority", "staple", "rater:*"),
     )
 )
-register(Metric("soft_dice", "soft", lambda p: p.soft[0], True, 100, 2, "soft DSC", "DSC^\\mathrm{soft}", ("table3", "ablation"),
-                "MR-Net's protocol: prediction and rater mean binarised at 0.1/0.3/0.5/0.7/0.9, Dice averaged; both empty = 1",
-                ("rater-mean",)))  # fmt: skip
-register(Metric("soft_iou", "soft", lambda p: p.soft[1], True, 100, 2, "soft IoU", "IoU^\\mathrm{soft}", ("table3",),
-                "as soft_dice with IoU", ("rater-mean",)))  # fmt: skip
-register(Metric("ged", "set", lambda s: multirater.ged(s.samples, s.votes, s.valid, s.empty), False, 1, 3, "GED", "GED", ("table2",),
-                "squared generalised energy distance over the M samples, d = 1 − IoU, all ordered pairs; both empty: d = 0",
-                ("raters",), "samples"))  # fmt: skip
-register(Metric("ged_unbiased", "set", lambda s: multirater.ged(s.samples, s.votes, s.valid, s.empty, unbiased=True), False, 1, 3,
-                "GED_u", "GED$_\\mathrm{u}$", (), "GED with the sample term over distinct pairs only: 0 in expectation for a perfect "
-                "sampler at any M (M = 1: equal to GED)", ("raters",), "samples"))  # fmt: skip
-register(Metric("ged_floor", "set", lambda s: multirater.ged_floor(s.votes, s.valid, s.samples.shape[1], s.empty), False, 1, 3,
-                "GED floor", "GED$_\\mathrm{floor}$", (), "not a score of the method: the expected GED of a perfect sampler of the "
-                "raters at this row's M, (D − s)/M (multirater.ged_floor)", ("raters",), "samples"))  # fmt: skip
-register(Metric("dice_match", "set", lambda s: multirater.dice_match(s.offered, s.votes, s.valid, s.empty),
-                True, 100, 2, "Dice_match", "Dice$_\\mathrm{match}$", ("table2",),
-                "Hungarian-matched Dice of raters and samples, mean over valid raters (one output is offered to every rater)",
-                ("raters",), "samples"))  # fmt: skip
-register(Metric("dice_max", "set", lambda s: multirater.dice_max(s.samples, s.votes, s.valid, s.empty), True, 100, 2, "Dice_max",
-                "Dice$_\\mathrm{max}$", (), "each rater's best Dice over the samples, mean over raters", ("raters",), "samples"))  # fmt: skip
-register(Metric("dice_soft", "set", lambda s: soft_dice_iou(s.sample_mean, s.rater_mean, smooth=False, strict=True, empty=s.empty)[0],
-                True, 100, 2, "Dice_soft", "Dice$_\\mathrm{soft}$", (), "the samples' mean mask against the raters' mean, both "
-                "binarised at 0.1/0.3/0.5/0.7/0.9 (>, as D-Persona), Dice averaged; both empty = 1", ("raters",), "samples"))  # fmt: skip
-register(Metric("dice_personal", "set", lambda s: multirater.nanmean(multirater.paired_dice(s.own, s.votes, s.valid, s.empty), 1), True,
-                100, 2, "Dice_personal", "Dice$_\\mathrm{pers}$", (), "Dice of the output for rater r against rater r, mean over valid "
-                "raters (a method without per-rater outputs offers its one prediction)", ("raters",), "own"))  # fmt: skip
-register(Metric("dice_personal_match", "set", lambda s: multirater.dice_match(s.own_offered, s.votes, s.valid, s.empty), True,
-                100, 2, "Dice_pers,match", "Dice$_\\mathrm{pers}^\\mathrm{match}$", (), "the per-rater outputs matched to the raters "
-                "by the Hungarian method (Dice_personal is the diagonal), mean over valid raters", ("raters",), "own"))  # fmt: skip
-register(Metric("dice_between", "set", lambda s: multirater.between_dice(s.own, s.valid if s.own.shape[1] > 1 else None, s.empty),
-                True, 100, 2, "Dice_between", "Dice$_\\mathrm{between}$", (), "how alike the per-rater outputs are: Dice over "
-                "distinct pairs of valid rater slots, mean (100 when every head says the same; NaN for one output); compare "
-                "with dice_between_raters, not across methods", ("raters",), "own"))  # fmt: skip
-register(Metric("dice_between_raters", "set", lambda s: multirater.between_dice(s.votes, s.valid, s.empty), True, 100, 2,
-                "Dice_between raters", "Dice$_\\mathrm{between}^\\mathrm{raters}$", (), "not a score of the method: the raters' "
-                "own Dice_between, which a perfect per-rater model's outputs reproduce", ("raters",), "own"))  # fmt: skip
-register(Metric("ece", "calibration", lambda c: calibration.ece(c.prob, c.target, N_BINS), False, 1, 3, "ECE", "ECE", (),
-                f"expected calibration error of the foreground probability, {N_BINS} equal-width bins, per case", ("gt", "rater-mean")))  # fmt: skip
+register(
+    Metric(
+        "soft_dice",
+        "soft",
+        lambda p: p.soft[0],
+        True,
+        100,
+        2,
+        "soft DSC",
+        "DSC^\\mathrm{soft}",
+        ("table3", "ablation"),
+        "MR-Net's protocol: prediction and rater mean binarised at 0.1/0.3/0.5/0.7/0.9, Dice averaged; both empty = 1",
+        ("rater-mean",),
+    )
+)
+register(
+    Metric(
+        "soft_iou",
+        "soft",
+        lambda p: p.soft[1],
+        True,
+        100,
+        2,
+        "soft IoU",
+        "IoU^\\mathrm{soft}",
+        ("table3",),
+        "as soft_dice with IoU",
+        ("rater-mean",),
+    )
+)
+register(
+    Metric(
+        "ged",
+        "set",
+        lambda s: multirater.ged(s.samples, s.votes, s.valid, s.empty),
+        False,
+        1,
+        3,
+        "GED",
+        "GED",
+        ("table2",),
+        "squared generalised energy distance over the M samples, d = 1 − IoU, all ordered pairs; both empty: d = 0",
+        ("raters",),
+        "samples",
+    )
+)
+register(
+    Metric(
+        "ged_unbiased",
+        "set",
+        lambda s: multirater.ged(s.samples, s.votes, s.valid, s.empty, unbiased=True),
+        False,
+        1,
+        3,
+        "GED_u",
+        "GED$_\\mathrm{u}$",
+        (),
+        "GED with the sample term over distinct pairs only: 0 in expectation for a perfect sampler at any M (M = 1: equal to GED)",
+        ("raters",),
+        "samples",
+    )
+)
+register(
+    Metric(
+        "ged_floor",
+        "set",
+        lambda s: multirater.ged_floor(s.votes, s.valid, s.samples.shape[1], s.empty),
+        False,
+        1,
+        3,
+        "GED floor",
+        "GED$_\\mathrm{floor}$",
+        (),
+        "not a score of the method: the expected GED of a perfect sampler of the raters at this row's M, (D − s)/M (multirater.ged_floor)",
+        ("raters",),
+        "samples",
+    )
+)
+register(
+    Metric(
+        "dice_match",
+        "set",
+        lambda s: multirater.dice_match(s.offered, s.votes, s.valid, s.empty),
+        True,
+        100,
+        2,
+        "Dice_match",
+        "Dice$_\\mathrm{match}$",
+        ("table2",),
+        "Hungarian-matched Dice of raters and samples, mean over valid raters (one output is offered to every rater)",
+        ("raters",),
+        "samples",
+    )
+)
+register(
+    Metric(
+        "dice_max",
+        "set",
+        lambda s: multirater.dice_max(s.samples, s.votes, s.valid, s.empty),
+        True,
+        100,
+        2,
+        "Dice_max",
+        "Dice$_\\mathrm{max}$",
+        (),
+        "each rater's best Dice over the samples, mean over raters",
+        ("raters",),
+        "samples",
+    )
+)
+register(
+    Metric(
+        "dice_soft",
+        "set",
+        lambda s: soft_dice_iou(s.sample_mean, s.rater_mean, smooth=False, strict=True, empty=s.empty)[0],
+        True,
+        100,
+        2,
+        "Dice_soft",
+        "Dice$_\\mathrm{soft}$",
+        (),
+        "the samples' mean mask against the raters' mean, both "
+        "binarised at 0.1/0.3/0.5/0.7/0.9 (>, as D-Persona), Dice averaged; both empty = 1",
+        ("raters",),
+        "samples",
+    )
+)
+register(
+    Metric(
+        "dice_personal",
+        "set",
+        lambda s: multirater.nanmean(multirater.paired_dice(s.own, s.votes, s.valid, s.empty), 1),
+        True,
+        100,
+        2,
+        "Dice_personal",
+        "Dice$_\\mathrm{pers}$",
+        (),
+        "Dice of the output for rater r against rater r, mean over valid "
+        "raters (a method without per-rater outputs offers its one prediction)",
+        ("raters",),
+        "own",
+    )
+)
+register(
+    Metric(
+        "dice_personal_match",
+        "set",
+        lambda s: multirater.dice_match(s.own_offered, s.votes, s.valid, s.empty),
+        True,
+        100,
+        2,
+        "Dice_pers,match",
+        "Dice$_\\mathrm{pers}^\\mathrm{match}$",
+        (),
+        "the per-rater outputs matched to the raters by the Hungarian method (Dice_personal is the diagonal), mean over valid raters",
+        ("raters",),
+        "own",
+    )
+)
+register(
+    Metric(
+        "dice_between",
+        "set",
+        lambda s: multirater.between_dice(s.own, s.valid if s.own.shape[1] > 1 else None, s.empty),
+        True,
+        100,
+        2,
+        "Dice_between",
+        "Dice$_\\mathrm{between}$",
+        (),
+        "how alike the per-rater outputs are: Dice over "
+        "distinct pairs of valid rater slots, mean (100 when every head says the same; NaN for one output); compare "
+        "with dice_between_raters, not across methods",
+        ("raters",),
+        "own",
+    )
+)
+register(
+    Metric(
+        "dice_between_raters",
+        "set",
+        lambda s: multirater.between_dice(s.votes, s.valid, s.empty),
+        True,
+        100,
+        2,
+        "Dice_between raters",
+        "Dice$_\\mathrm{between}^\\mathrm{raters}$",
+        (),
+        "not a score of the method: the raters' own Dice_between, which a perfect per-rater model's outputs reproduce",
+        ("raters",),
+        "own",
+    )
+)
+register(
+    Metric(
+        "ece",
+        "calibration",
+        lambda c: calibration.ece(c.prob, c.target, N_BINS),
+        False,
+        1,
+        3,
+        "ECE",
+        "ECE",
+        (),
+        f"expected calibration error of the foreground probability, {N_BINS} equal-width bins, per case",
+        ("gt", "rater-mean"),
+    )
+)

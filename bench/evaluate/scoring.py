@@ -85,14 +85,18 @@ def hard_references(test: RaterData, fused: dict[str, np.ndarray] | None = None)
 
 
 def score_predictions(
-    probs: np.ndarray, test: RaterData, empty: str = EMPTY_RULE, fused: dict[str, np.ndarray] | None = None,
-    outputs: dict[str, np.ndarray] | None = None, progress: bool = True,
-) -> tuple[pd.DataFrame, pd.DataFrame]:  # fmt: skip
+    probs: np.ndarray,
+    test: RaterData,
+    empty: str = EMPTY_RULE,
+    fused: dict[str, np.ndarray] | None = None,
+    outputs: dict[str, np.ndarray] | None = None,
+    progress: bool = True,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Long rows for one cell (without its KEYS) and its reliability bins: every metric of `metrics.METRICS` against the
     references of its kind.
 
     probs (N, L, H, W) class probabilities of the test cases (the consensus prediction); outputs: the method's other
-    outputs as `harness.predict_outputs` returns them ("samples" (N, M, H, W), "rater_outputs" (N, R, H, W), class
+    outputs as `inference.predict_outputs` returns them ("samples" (N, M, H, W), "rater_outputs" (N, R, H, W), class
     indices; either may be absent). Returns (rows: reference, case, structure, metric, value, counts, sums, n_samples;
     bins: reference, structure, bin, count, confidence, observed).
 
@@ -114,8 +118,19 @@ def score_predictions(
         ids = test.case_ids if cases is None else test.case_ids[cases]
         for metric in metrics.of_kind(kind):
             n_samples = getattr(inputs, metric.outputs).shape[1] if metric.outputs else 1
-            frames.append(pd.DataFrame({"reference": reference, "case": ids, "structure": structure, "metric": metric.name,
-                                        "value": metric.fn(inputs), **(extra or {}), "n_samples": n_samples}))  # fmt: skip
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "reference": reference,
+                        "case": ids,
+                        "structure": structure,
+                        "metric": metric.name,
+                        "value": metric.fn(inputs),
+                        **(extra or {}),
+                        "n_samples": n_samples,
+                    }
+                )
+            )
 
     for structure, classes in test.structures.items():
         mask = np.isin(pred, classes)  # (N, H, W)
@@ -141,8 +156,18 @@ def score_predictions(
         for name, target in targets.items():
             add(name, structure, "calibration", metrics.Calibrated(prob, target))
             count, confidence, observed = calibration.reliability(prob, target, metrics.N_BINS)
-            bins.append(pd.DataFrame({"reference": name, "structure": structure, "bin": np.arange(metrics.N_BINS), "count": count,
-                                      "confidence": confidence, "observed": observed}))  # fmt: skip
+            bins.append(
+                pd.DataFrame(
+                    {
+                        "reference": name,
+                        "structure": structure,
+                        "bin": np.arange(metrics.N_BINS),
+                        "count": count,
+                        "confidence": confidence,
+                        "observed": observed,
+                    }
+                )
+            )
     return pd.concat(frames, ignore_index=True), pd.concat(bins, ignore_index=True)
 
 

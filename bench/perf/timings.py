@@ -50,24 +50,20 @@ from __future__ import annotations
 
 import functools
 import sys
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
 import methods
-from bench.evaluate import pixel as bm
 from bench.files import write_json
 from bench.perf import machine
+from bench.perf.workloads import build_mv_unet, random_data, time_evaluation, time_metrics, time_staple
 from bench.train import hardware, harness
-from labels.staple import staple
 
 SCHEMA = "bench-perf/1"
-N_RATERS = 5
 PRECISIONS = ("fp32", "bf16")
 DEFAULT_STEPS = {"cpu": 10, "cuda": 50}  # timed training steps per configuration and loop
 WARMUP_STEPS = {"cpu": 3, "cuda": 10}
@@ -84,9 +80,16 @@ def train_configs(device: torch.device, quick: bool) -> list[dict]:
     if quick:
         return [
             {"name": "28x28", "channels": 1, "height": 28, "width": 28, "batch": 4, "note": "quick: batch 4 instead of 128"},
-            {"name": "180x180", "channels": 1, "height": 32, "width": 32, "batch": 2, "note": "quick: 32x32 batch 2 instead of 180x180 batch 8"},
+            {
+                "name": "180x180",
+                "channels": 1,
+                "height": 32,
+                "width": 32,
+                "batch": 2,
+                "note": "quick: 32x32 batch 2 instead of 180x180 batch 8",
+            },
             {"name": "hyperspectral", "channels": 60, "height": 16, "width": 20, "batch": 2, "note": "quick: 16x20 instead of 256x320"},
-        ]  # fmt: skip
+        ]
     hs = (256, 320) if device.type == "cuda" else (128, 160)
     hs_note = "full 256x320 (CUDA)" if device.type == "cuda" else "128x160 on CPU (the full 256x320 is too slow there)"
     return [
@@ -95,23 +98,6 @@ def train_configs(device: torch.device, quick: bool) -> list[dict]:
         {"name": "180x180", "channels": 1, "height": 180, "width": 180, "batch": 8, "note": "LIDC crop size"},
         {"name": "hyperspectral", "channels": 60, "height": hs[0], "width": hs[1], "batch": 2, "note": f"60 bands, {hs_note}"},
     ]
-
-
-def random_data(n: int, channels: int, height: int, width: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Random images (n, C, H, W) float32, five random binary raters (n, 5, H, W) uint8, all valid (n, 5)."""
-    rng = np.random.default_rng(seed)
-    images = rng.standard_normal((n, channels, height, width), dtype=np.float32)
-    raters = rng.integers(0, 2, (n, N_RATERS, height, width), dtype=np.uint8)
-    valid = np.ones((n, N_RATERS), dtype=bool)
-    return images, raters, valid
-
-
-def build_mv_unet(channels: int, device: torch.device, seed: int = 0) -> methods.Method:
-    """The `mv-unet` method (the shared U-Net on the majority vote), initialised from `seed`."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        method = methods.build_method("mv-unet", methods.DataSpec(channels, 2, N_RATERS))
-    return method.to(device=device, memory_format=torch.channels_last)
 
 
 # --------------------------------------------------------------------------- training
@@ -126,8 +112,11 @@ def step_bytes(method: methods.Method, batch: dict[str, torch.Tensor]) -> int:
     and the weight (8 × their bytes). Input batches and temporaries are left out.
     """
     sizes = []
-    hooks = [m.register_forward_hook(lambda _m, _i, out: sizes.append(out.numel() * out.element_size()) if torch.is_tensor(out) else None)
-             for m in method.modules() if not list(m.children())]  # fmt: skip
+    hooks = [
+        m.register_forward_hook(lambda _m, _i, out: sizes.append(out.numel() * out.element_size()) if torch.is_tensor(out) else None)
+        for m in method.modules()
+        if not list(m.children())
+    ]
     ctx = methods.StepContext("train", 0, 0, torch.Generator(device=batch["images"].device).manual_seed(0))
     try:
         with torch.no_grad():
@@ -180,9 +169,15 @@ def time_harness(cfg: dict, precision: str, steps: int, warmup: int, device: tor
     b = cfg["batch"]
     images, raters, valid = random_data(HARNESS_BATCHES * b, cfg["channels"], cfg["height"], cfg["width"], seed)
     method = build_mv_unet(cfg["channels"], device, seed)
-    split, run, quiet = harness.Split(images, raters, valid), harness.Runtime(seed, device, precision, engine), harness.Output(progress=False)
-    seconds = [machine.timed(lambda n=n: harness.fit(method, split, harness.fixed_schedules(method, n, b, 1e-4), run, out=quiet), device)[0]
-               for n in (warmup, steps, 2 * steps)]  # fmt: skip
+    split, run, quiet = (
+        harness.Split(images, raters, valid),
+        harness.Runtime(seed, device, precision, engine),
+        harness.Output(progress=False),
+    )
+    seconds = [
+        machine.timed(lambda n=n: harness.fit(method, split, harness.fixed_schedules(method, n, b, 1e-4), run, out=quiet), device)[0]
+        for n in (warmup, steps, 2 * steps)
+    ]
     return max(seconds[2] - seconds[1], 1e-9)
 
 
@@ -233,11 +228,18 @@ def time_training(cfg: dict, steps: int, warmup: int, device: torch.device, peak
             seconds = timer(cfg, precision, steps, warmup, device)
             memory, memory_kind = machine.peak_memory_mib(device)
             gflops = flops * steps / seconds / 1e9
-            runs.append({
-                "precision": precision, "loop": loop, "seconds": seconds, "images_per_s": steps * cfg["batch"] / seconds,
-                "gflops": gflops, "peak_fraction": gflops / peaks[precision]["gflops"],
-                "peak_memory_mib": memory, "memory_kind": memory_kind,
-            })  # fmt: skip
+            runs.append(
+                {
+                    "precision": precision,
+                    "loop": loop,
+                    "seconds": seconds,
+                    "images_per_s": steps * cfg["batch"] / seconds,
+                    "gflops": gflops,
+                    "peak_fraction": gflops / peaks[precision]["gflops"],
+                    "peak_memory_mib": memory,
+                    "memory_kind": memory_kind,
+                }
+            )
             machine.free(device)
     overhead, graphed = {}, {}
     for precision in PRECISIONS:
@@ -248,109 +250,19 @@ def time_training(cfg: dict, steps: int, warmup: int, device: torch.device, peak
     bound = {"bytes_per_step": traffic, "memory_bound_ms": 1000 * traffic / (peaks["bandwidth"]["gbs"] * 1e9)}
     if device.type == "cuda":
         bound.update(cuda_step_counts(cfg, device))
-    return {**cfg, "steps": steps, "warmup": warmup, "flops_per_step": flops, **bound, "runs": runs, "harness_overhead": overhead,
-            **({"graphed_speedup": graphed} if graphed else {})}  # fmt: skip
+    return {
+        **cfg,
+        "steps": steps,
+        "warmup": warmup,
+        "flops_per_step": flops,
+        **bound,
+        "runs": runs,
+        "harness_overhead": overhead,
+        **({"graphed_speedup": graphed} if graphed else {}),
+    }
 
 
 # --------------------------------------------------------------------------- metrics and STAPLE
-
-
-def time_evaluation(n: int, size: int, device: torch.device, seed: int = 0, repeats: int = 2) -> dict:
-    """One evaluation of MV-UNet (untrained) on `n` validation images of size×size in the harness's precision: its loss
-    pass plus a consensus pass of its own for the GT diagnostic, against the one pass that serves both
-    (`Method.validation`); the faster of `repeats` each. `same_dsc`: both ways log the same diagnostic."""
-    images, raters, valid = random_data(n, 1, size, size, seed)
-    gt = (raters.sum(1) * 2 > raters.shape[1]).astype(np.uint8)
-    method = build_mv_unet(1, device, seed)
-    data = hardware.to_tensors({"images": images, "raters": raters, "rater_valid": valid, **method.prepare(raters, valid)}, device)
-    dtype = hardware.autocast_dtype(device, "auto")
-
-    def evaluation(one_pass: bool) -> float:
-        _, probs = harness.validate(method, data, "train", 0, 0, seed, device, dtype, consensus=one_pass)
-        return harness.diagnostic_dsc(method, data["images"], gt, device, dtype, seed, probs)
-
-    seconds, dsc = {}, {}
-    for name, one_pass in (("two_passes", False), ("one_pass", True)):
-        runs = [machine.timed(lambda p=one_pass: evaluation(p), device) for _ in range(repeats)]  # (seconds, dsc) each
-        seconds[name], dsc[name] = min(t for t, _ in runs), runs[-1][1]
-    return {"images": n, "height": size, "width": size, "two_passes_s": seconds["two_passes"], "one_pass_s": seconds["one_pass"],
-            "saving": 1 - seconds["one_pass"] / seconds["two_passes"], "same_dsc": dsc["one_pass"] == dsc["two_passes"]}  # fmt: skip
-
-
-def ellipses(rng: np.random.Generator, n: int, size: int, radius: tuple[float, float]) -> tuple[np.ndarray, np.ndarray]:
-    """n pairs of random elliptic blobs (n, size, size) bool: a reference and a displaced, resized copy."""
-    yy, xx = np.mgrid[:size, :size].astype(np.float32)
-    centre = rng.uniform(0.3 * size, 0.7 * size, (n, 2)).astype(np.float32)
-    radii = rng.uniform(*radius, (n, 2)).astype(np.float32)
-
-    def blob(c, r):
-        return ((yy - c[:, :1, None]) / r[:, :1, None]) ** 2 + ((xx - c[:, 1:, None]) / r[:, 1:, None]) ** 2 <= 1
-
-    shift = rng.uniform(-radius[0], radius[0], (n, 2)).astype(np.float32)
-    scale = rng.uniform(0.7, 1.3, (n, 2)).astype(np.float32)
-    return blob(centre, radii), blob(centre + shift, radii * scale)
-
-
-def time_metrics(n: int, size: int, seed: int = 0) -> dict:
-    """DSC + bAHD on n mask pairs: bench.evaluate.pixel on the batch vs medpy dc + assd per pair."""
-    from medpy.metric.binary import assd, dc
-
-    gt, pred = ellipses(np.random.default_rng(seed), n, size, (3.0, size / 9))
-    start = time.perf_counter()
-    ours = bm.dice(pred, gt)
-    bm.bahd(pred, gt)
-    t_ours = time.perf_counter() - start
-    start = time.perf_counter()
-    theirs = [(dc(p, g), assd(p, g)) for p, g in zip(pred, gt)]
-    t_medpy = time.perf_counter() - start
-    return {
-        "pairs": n, "height": size, "width": size,
-        "bench_ms_per_pair": 1e3 * t_ours / n, "medpy_ms_per_pair": 1e3 * t_medpy / n, "speedup": t_medpy / t_ours,
-        "bench_route": "bench.evaluate.pixel.dice + bench.evaluate.pixel.bahd on the batch",
-        "medpy_route": "medpy.metric.binary.dc + assd per pair",
-        "dice_max_abs_diff": float(np.abs(ours - np.array([d for d, _ in theirs])).max()),
-    }  # fmt: skip
-
-
-def staple_raters(n: int, size: int, seed: int = 0) -> np.ndarray:
-    """(n, 5, size, size) uint8: per image, five copies of one random blob, each shifted by up to 3 px with 1 % of pixels flipped."""
-    rng = np.random.default_rng(seed)
-    gt, _ = ellipses(rng, n, size, (size / 12, size / 5))
-    out = np.empty((n, N_RATERS, size, size), dtype=np.uint8)
-    for i in range(n):
-        for j in range(N_RATERS):
-            shifted = np.roll(gt[i], tuple(rng.integers(-3, 4, 2)), axis=(0, 1))
-            out[i, j] = shifted ^ (rng.random(shifted.shape) < 0.01)
-    return out
-
-
-def time_staple(n: int, size: int, seed: int = 0) -> dict:
-    """labels.staple on n images × 5 raters at once vs SimpleITK's STAPLEImageFilter per image."""
-    raters = staple_raters(n, size, seed)
-    start = time.perf_counter()
-    ours = staple(raters)
-    t_ours = time.perf_counter() - start
-    result = {"images": n, "raters": N_RATERS, "height": size, "width": size, "ours_ms_per_image": 1e3 * t_ours / n}
-    try:
-        import SimpleITK as sitk
-    except ImportError:
-        return {**result, "skipped": "SimpleITK is not installed: no reference timing"}
-    start = time.perf_counter()
-    theirs = []
-    for image in raters:
-        f = sitk.STAPLEImageFilter()
-        f.SetForegroundValue(1.0)
-        theirs.append(sitk.GetArrayFromImage(f.Execute([sitk.GetImageFromArray(np.ascontiguousarray(r)) for r in image])))
-    t_sitk = time.perf_counter() - start
-    agreement = bm.dice(ours >= 0.5, np.stack(theirs) >= 0.5)
-    return {
-        **result, "sitk_ms_per_image": 1e3 * t_sitk / n, "speedup": t_sitk / t_ours,
-        "mean_dice_agreement": float(agreement.mean()), "min_dice_agreement": float(agreement.min()),
-        "sitk_version": sitk.Version.VersionString(), "sitk_threads": sitk.ProcessObject.GetGlobalDefaultNumberOfThreads(),
-    }  # fmt: skip
-
-
-# --------------------------------------------------------------------------- the run
 
 
 def run_perf(out: Path, quick: bool = False, device: str = "auto", steps: int | None = None, verbose: bool = False) -> dict:
@@ -399,8 +311,11 @@ def format_report(result: dict) -> str:
             f"training {cfg['name']}: {cfg['channels']} ch, {cfg['height']}x{cfg['width']}, batch {cfg['batch']}, "
             f"{cfg['steps']} timed steps after {cfg['warmup']} warm-up, {cfg['flops_per_step'] / 1e9:.2f} GFLOP/step ({cfg['note']})"
         )
-        counts = (f", {cfg['kernels_per_step']:.0f} kernels and {cfg['host_syncs_per_step']:.1f} host syncs per step"
-                  if "kernels_per_step" in cfg else "")  # fmt: skip
+        counts = (
+            f", {cfg['kernels_per_step']:.0f} kernels and {cfg['host_syncs_per_step']:.1f} host syncs per step"
+            if "kernels_per_step" in cfg
+            else ""
+        )
         lines.append(
             f"  memory traffic ≈ {cfg['bytes_per_step'] / 1e6:.1f} MB/step: memory-bound step ≈ {cfg['memory_bound_ms']:.3f} ms{counts}"
         )
@@ -412,8 +327,10 @@ def format_report(result: dict) -> str:
                 f"  {run['precision'] + mark:<11}{run['loop']:<9}{run['images_per_s']:>10.1f}{run['gflops']:>10.1f}"
                 f"{100 * run['peak_fraction']:>7.1f}%{overhead:>10}{run['peak_memory_mib']:>10.0f}"
             )
-    lines.append("  (* the harness's default precision; overhead = 1 - harness img/s / bare img/s; "
-                 + ("peak MiB: CUDA max allocated)" if env["device"] == "cuda" else "peak MiB: process max RSS so far)"))  # fmt: skip
+    lines.append(
+        "  (* the harness's default precision; overhead = 1 - harness img/s / bare img/s; "
+        + ("peak MiB: CUDA max allocated)" if env["device"] == "cuda" else "peak MiB: process max RSS so far)")
+    )
     e, m = result["evaluation"], result["metrics"]
     lines += [
         "",

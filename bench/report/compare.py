@@ -7,7 +7,7 @@ are Holm-adjusted within each (group, structure, metric), over the methods compa
 
 The comparison explains itself: its header names the run options and machine facts that differ between A and B
 (`differences`, from the cells' config.json and manifest.json) and each side's run line (budget, seeds per method,
-pipeline-check status: `bench.report.tables.run_text`), in compare.md and under every figure. By default only the main
+pipeline-check status: `bench.report.table_notes.run_text`), in compare.md and under every figure. By default only the main
 reference of each dataset is compared (gt where it has ground truth, else the majority: `MAIN`); a row without a value
 on either side (a rater who annotated nothing) is left out.
 """
@@ -28,13 +28,31 @@ from bench.report import stats
 from bench.report.intervals import difference_range, estimable, interval
 from bench.report.plots import caveat, data_limits, save
 from bench.report.rows import display, registry_order
+from bench.report.table_notes import run_records, run_text
 from bench.report.table_text import markdown_table
-from bench.report.tables import default_reference, run_records, run_text
+from bench.report.tables import default_reference
 
 MAIN = "main"  # `--references main`: each dataset's default reference only; "all": every reference both folders scored
 
-COLUMNS = [*GROUP, "structure", "metric", "method", "n", "n_seeds_a", "n_seeds_b", "mean_a", "sd_a", "mean_b", "sd_b",
-           "diff", "df", "ci_low", "ci_high", "p", "p_holm"]  # fmt: skip
+COLUMNS = [
+    *GROUP,
+    "structure",
+    "metric",
+    "method",
+    "n",
+    "n_seeds_a",
+    "n_seeds_b",
+    "mean_a",
+    "sd_a",
+    "mean_b",
+    "sd_b",
+    "diff",
+    "df",
+    "ci_low",
+    "ci_high",
+    "p",
+    "p_holm",
+]
 
 
 def seed_spread(matrix: pd.DataFrame) -> tuple[float, float]:
@@ -71,9 +89,20 @@ def compare_tables(a: pd.DataFrame, b: pd.DataFrame, shown: list[str], reference
             (mean_a, sd_a), (mean_b, sd_b) = seed_spread(ma), seed_spread(mb)
             if test["n"] == 0 or np.isnan(mean_a) or np.isnan(mean_b):  # nothing scored on one side: no row of NaN
                 continue
-            found.append({**dict(zip(key, group)), "method": method, "n": test["n"], "n_seeds_a": len(ma), "n_seeds_b": len(mb),
-                          "mean_a": mean_a, "sd_a": sd_a, "mean_b": mean_b, "sd_b": sd_b,
-                          **{k: test[k] for k in ("diff", "df", "ci_low", "ci_high", "p")}})  # fmt: skip
+            found.append(
+                {
+                    **dict(zip(key, group)),
+                    "method": method,
+                    "n": test["n"],
+                    "n_seeds_a": len(ma),
+                    "n_seeds_b": len(mb),
+                    "mean_a": mean_a,
+                    "sd_a": sd_a,
+                    "mean_b": mean_b,
+                    "sd_b": sd_b,
+                    **{k: test[k] for k in ("diff", "df", "ci_low", "ci_high", "p")},
+                }
+            )
         adjusted = stats.holm([r["p"] for r in found])
         rows += [{**r, "p_holm": float(h)} for r, h in zip(found, adjusted)]
     return pd.DataFrame(rows, columns=COLUMNS)
@@ -90,11 +119,22 @@ def to_markdown(table: pd.DataFrame, name_a: str, name_b: str) -> str:
         for r in part.itertuples():
             shown = interval(r.ci_low, r.ci_high, (r.n_seeds_a, r.n_seeds_b), r.df, d, difference_range(metric.name), signed=True)
             p = "–" if np.isnan(r.p_holm) else f"{r.p_holm:.3g}"
-            rows.append([display(r.method), mean_sd(r.mean_a, r.sd_a, d), mean_sd(r.mean_b, r.sd_b, d), f"{r.diff:+.{d}f} {shown}", p,
-                         f"{r.n}, {r.n_seeds_a}/{r.n_seeds_b}"])  # fmt: skip
+            rows.append(
+                [
+                    display(r.method),
+                    mean_sd(r.mean_a, r.sd_a, d),
+                    mean_sd(r.mean_b, r.sd_b, d),
+                    f"{r.diff:+.{d}f} {shown}",
+                    p,
+                    f"{r.n}, {r.n_seeds_a}/{r.n_seeds_b}",
+                ]
+            )
         header = ["method", f"A: {name_a}", f"B: {name_b}", "B − A [95 % CI] (n seeds A/B, df)", "p (Holm)", "cases, seeds A/B"]
-        out += [f"### {group[0]} (raters {group[1]}, noise {group[2]}; against {group[3]}; {group[4]}): {metric.short}", "",
-                markdown_table(header, rows, ["l", *"r" * 5])]  # fmt: skip
+        out += [
+            f"### {group[0]} (raters {group[1]}, noise {group[2]}; against {group[3]}; {group[4]}): {metric.short}",
+            "",
+            markdown_table(header, rows, ["l", *"r" * 5]),
+        ]
         out.append("")
     return "\n".join(out)
 
@@ -112,8 +152,10 @@ def difference_figure(part: pd.DataFrame, title: str, name_a: str, name_b: str) 
     ax.axvline(0, color="0.6", lw=1, ls="--")
     drawn = [0.0, *part["diff"], *part["ci_low"].where(shown), *part["ci_high"].where(shown)]
     ax.set_xlim(*data_limits(drawn, bounds, least=0.02))  # the data's span (and 0), not the metric's ± its range
-    names = [display(m) if ok else f"{display(m)}\n(not estimable, {n_a}/{n_b} seeds)"
-             for m, ok, n_a, n_b in zip(part["method"], shown, part["n_seeds_a"], part["n_seeds_b"])]  # fmt: skip
+    names = [
+        display(m) if ok else f"{display(m)}\n(not estimable, {n_a}/{n_b} seeds)"
+        for m, ok, n_a, n_b in zip(part["method"], shown, part["n_seeds_a"], part["n_seeds_b"])
+    ]
     ax.set_yticks(y, names)
     ax.set_xlabel(f"B − A ({name_b} − {name_a}); 95 % interval of the seed-aware test")
     ax.set_title(title, fontsize=9, wrap=True)
@@ -136,7 +178,9 @@ def protocols(a: Path, b: Path, table: pd.DataFrame, name_a: str, name_b: str) -
     for side, folder in (("a", a), ("b", b)):
         for r in store.records(folder):
             if (r.manifest.get("selection") or {}).get("test_gt_dsc") is not None:
-                selected.setdefault((side, *(r.keys[k] for k in GROUP[:3]), r.keys["method"]), []).append(r.manifest["selection"]["test_gt_dsc"])
+                selected.setdefault((side, *(r.keys[k] for k in GROUP[:3]), r.keys["method"]), []).append(
+                    r.manifest["selection"]["test_gt_dsc"]
+                )
     out = []
     for group, part in rows.groupby(GROUP, sort=False):
         frame = part.set_index("method")[["mean_a", "mean_b"]].rename(columns={"mean_a": name_a, "mean_b": name_b})
@@ -144,19 +188,27 @@ def protocols(a: Path, b: Path, table: pd.DataFrame, name_a: str, name_b: str) -
             frame[f"{name}, GT-selected"] = [np.mean(selected.get((side, *group[:3], m), [np.nan])) for m in frame.index]
         frame = frame.dropna(axis=1, how="all").loc[registry_order(frame.index)]
         ranks = frame.rank(ascending=False, method="min")
-        cells = [[display(m), *(f"{v:.2f} ({ranks.loc[m, c]:.0f})" if not np.isnan(v) else "–" for c, v in row.items())] for m, row in frame.iterrows()]
+        cells = [
+            [display(m), *(f"{v:.2f} ({ranks.loc[m, c]:.0f})" if not np.isnan(v) else "–" for c, v in row.items())]
+            for m, row in frame.iterrows()
+        ]
         taus = []
         for x, y in ((x, y) for i, x in enumerate(frame.columns) for y in frame.columns[i + 1 :]):
             both = ranks[[x, y]].dropna()
             if len(both) > 2:
                 taus.append(f"τ({x}, {y}) = {kendalltau(both[x], both[y]).statistic:.2f} over {len(both)} methods")
-        out += [f"\n## Protocols: {group[0]} {group[1]} noise {group[2]}, DSC (%) against {group[3]} (rank)\n",
-                markdown_table(["method", *frame.columns], cells), "", *(f"- {t}" for t in taus)]  # fmt: skip
+        out += [
+            f"\n## Protocols: {group[0]} {group[1]} noise {group[2]}, DSC (%) against {group[3]} (rank)\n",
+            markdown_table(["method", *frame.columns], cells),
+            "",
+            *(f"- {t}" for t in taus),
+        ]
     return "\n".join(out) + "\n"
 
 
-def write(table: pd.DataFrame, out: Path, name_a: str, name_b: str, header: list[str] | None = None, run: str = "",
-          extra: str = "") -> list[Path]:  # fmt: skip
+def write(
+    table: pd.DataFrame, out: Path, name_a: str, name_b: str, header: list[str] | None = None, run: str = "", extra: str = ""
+) -> list[Path]:
     """compare.csv, compare.md (`header` lines first, `extra` last) and one difference figure per group, structure and
     metric into `out`; `run` (both sides' run lines, `run_lines`) is each figure's footer."""
     from bench import files
@@ -236,20 +288,33 @@ def seeds_of(table: pd.DataFrame, methods: set[str]) -> dict[str, int]:
 
 
 def run_lines(a: Path, b: Path, table_a: pd.DataFrame, table_b: pd.DataFrame, compared: pd.DataFrame) -> tuple[str, str]:
-    """Each side's run line (`bench.report.tables.run_text`: budget, seeds per method, pipeline-check status) over the
+    """Each side's run line (`bench.report.table_notes.run_text`: budget, seeds per method, pipeline-check status) over the
     compared methods."""
     methods = set(compared["method"])
-    return tuple(f"{side}: {run_text(seeds_of(t, methods), run_records(folder))}"
-                 for side, folder, t in (("A", a, table_a), ("B", b, table_b)))  # fmt: skip
+    return tuple(
+        f"{side}: {run_text(seeds_of(t, methods), run_records(folder))}" for side, folder, t in (("A", a, table_a), ("B", b, table_b))
+    )
 
 
 def header(a: Path, b: Path, runs: tuple[str, str], references: str, diff: list[str]) -> list[str]:
     """compare.md's lines above the tables: the two folders and their run lines, what differs (`differences`), which
     references."""
-    which = ("each dataset's main reference (gt where it has ground truth, else the majority); `--references all` for the others"
-             if references == MAIN else "every reference both folders scored")  # fmt: skip
-    return [f"- A: `{a}`", f"- B: `{b}`", *(f"- {r}" for r in runs), "", "What differs between A and B (config.json, manifest.json):",
-            "", *(f"- {line}" for line in diff or ["nothing recorded differs"]), "", f"References: {which}."]  # fmt: skip
+    which = (
+        "each dataset's main reference (gt where it has ground truth, else the majority); `--references all` for the others"
+        if references == MAIN
+        else "every reference both folders scored"
+    )
+    return [
+        f"- A: `{a}`",
+        f"- B: `{b}`",
+        *(f"- {r}" for r in runs),
+        "",
+        "What differs between A and B (config.json, manifest.json):",
+        "",
+        *(f"- {line}" for line in diff or ["nothing recorded differs"]),
+        "",
+        f"References: {which}.",
+    ]
 
 
 def summary_lines(table: pd.DataFrame) -> list[str]:
@@ -263,6 +328,8 @@ def summary_lines(table: pd.DataFrame) -> list[str]:
             for r in rows.itertuples():
                 shown = interval(r.ci_low, r.ci_high, (r.n_seeds_a, r.n_seeds_b), r.df, d, difference_range(name), signed=True)
                 p = "–" if np.isnan(r.p_holm) else f"{r.p_holm:.3g}"
-                out.append(f"  {metric.short} {display(r.method)}: {mean_sd(r.mean_a, r.sd_a, d)} (A) → {mean_sd(r.mean_b, r.sd_b, d)} (B), "
-                           f"B − A {r.diff:+.{d}f} {shown}, p (Holm) {p}")  # fmt: skip
+                out.append(
+                    f"  {metric.short} {display(r.method)}: {mean_sd(r.mean_a, r.sd_a, d)} (A) → {mean_sd(r.mean_b, r.sd_b, d)} (B), "
+                    f"B − A {r.diff:+.{d}f} {shown}, p (Holm) {p}"
+                )
     return out

@@ -213,8 +213,10 @@ def fused_label_figure(
     names = [f"Ŷ{r + 1}" for r in range(n_raters)] if rater_names is None else [f"Ŷ{r + 1}\n{s}" for r, s in enumerate(rater_names)]
     fused = fused_labels(images[rows], raters[rows], valid[rows], method, temperature)
     if set(fused) == {*FUSION_COLUMNS, "Prob Map"}:  # the rules and the prediction only: nothing of its own to show
-        raise ValueError(f"fused_label_figure needs a method with fused labels of its own (Method.own_fused_labels); {type(method).__name__} "
-                         f"{getattr(method, 'cfg', '')} has none")  # fmt: skip
+        raise ValueError(
+            f"fused_label_figure needs a method with fused labels of its own (Method.own_fused_labels); {type(method).__name__} "
+            f"{getattr(method, 'cfg', '')} has none"
+        )
 
     n_classes = method.spec.n_classes
     style, binary = _mask_style(n_classes), _mask_style(2)

@@ -32,5 +32,13 @@ def bin_counts(ax, bins: pd.DataFrame, methods: list[str], colors: dict[str, obj
     strip.grid(alpha=0.3)
     for method in methods:
         rows = bins[(bins["method"] == method) & (bins["count"] > 0)].sort_values("bin")
-        strip.plot(rows["confidence"].to_numpy(), rows["count"].to_numpy(), marker="o", ms=2.5, lw=1, color=colors[method],
-                   gid=f"counts:{method}", drawstyle="steps-mid")  # fmt: skip
+        strip.plot(
+            rows["confidence"].to_numpy(),
+            rows["count"].to_numpy(),
+            marker="o",
+            ms=2.5,
+            lw=1,
+            color=colors[method],
+            gid=f"counts:{method}",
+            drawstyle="steps-mid",
+        )

@@ -55,8 +55,15 @@ def estimable(low: float, high: float, bounds: tuple[float, float]) -> bool:
     return not (math.isnan(low) or math.isnan(high)) and high - low <= bounds[1] - bounds[0]
 
 
-def interval(low: float, high: float, n: int | tuple[int, int], df: float, digits: int = 2,
-             bounds: tuple[float, float] = (-math.inf, math.inf), signed: bool = False) -> str:  # fmt: skip
+def interval(
+    low: float,
+    high: float,
+    n: int | tuple[int, int],
+    df: float,
+    digits: int = 2,
+    bounds: tuple[float, float] = (-math.inf, math.inf),
+    signed: bool = False,
+) -> str:
     """The interval [low, high] as the module docstring prints it; `n` seeds (or each method's, for a difference of two),
     `df` its degrees of freedom, `bounds` the range of the quantity (`value_range`, `difference_range`), `signed` to
     print "+" on positive bounds (a difference)."""

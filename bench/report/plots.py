@@ -4,7 +4,7 @@ draws images).
 
 Every function returns a Matplotlib `Figure` (Agg-free, no global state) or saves one as PNG and PDF
 (`save`); colours are fixed per method across one report (`method_color`). A figure of the report carries what its
-values rest on (budget, seeds per method, pipeline-check status: `bench.report.tables.run_text`) as its footer
+values rest on (budget, seeds per method, pipeline-check status: `bench.report.table_notes.run_text`) as its footer
 (`caveat`), and `save` writes that footer into the files' metadata too (PNG text "Description", PDF "Subject"), so
 that the caption travels with a copied file and a test reads it without OCR.
 """
@@ -105,8 +105,19 @@ def boxplot_figure(
     palette = {display(m): method_color(m, all_methods) for m in methods}
     with warnings.catch_warnings():  # seaborn 0.13 still passes `vert` to Matplotlib ≥ 3.11; not ours to fix
         warnings.filterwarnings("ignore", message=".*vert: bool", category=MatplotlibDeprecationWarning)
-        sns.boxplot(data=data, x="label", y="dsc", order=labels, hue="label", hue_order=labels, palette=palette, legend=False,
-                    showmeans=True, meanprops={"marker": "^", "markerfacecolor": "white", "markeredgecolor": "black"}, ax=ax)  # fmt: skip
+        sns.boxplot(
+            data=data,
+            x="label",
+            y="dsc",
+            order=labels,
+            hue="label",
+            hue_order=labels,
+            palette=palette,
+            legend=False,
+            showmeans=True,
+            meanprops={"marker": "^", "markerfacecolor": "white", "markeredgecolor": "black"},
+            ax=ax,
+        )
     above = blended_transform_factory(ax.transData, ax.transAxes)
     p_by_method = dict(zip(tests["method"], tests["p_holm"]))
     if against in methods:  # nothing tested: no p
@@ -163,8 +174,15 @@ def rank_figure(
     for x, method in enumerate(order):
         share = shares.loc[method].to_numpy(float)
         taken = share > 0
-        ax.scatter(np.full(taken.sum(), x), rank_values[taken], s=600 * share[taken], color=colors[method], alpha=0.8,
-                   edgecolors="none", gid=f"method:{method}")  # fmt: skip
+        ax.scatter(
+            np.full(taken.sum(), x),
+            rank_values[taken],
+            s=600 * share[taken],
+            color=colors[method],
+            alpha=0.8,
+            edgecolors="none",
+            gid=f"method:{method}",
+        )
         ax.vlines(x, low[method], high[method], color="black", lw=1)
         ax.plot([x], [median[method]], marker="x", color="black", ms=7, mew=1.5, gid=f"median:{method}")
     ax.set_xticks(np.arange(len(order)), labels=[labels.get(m, m) for m in order])
@@ -192,8 +210,15 @@ def noise_figure(summary: pd.DataFrame, averages: pd.DataFrame, methods: list[st
         rows = summary[summary["method"] == method]
         rows = rows.assign(x=rows["noise"].map(x_by_noise) if use_average else rows["noise"]).sort_values("x")
         x = list(rows["x"])
-        ax.errorbar(x, rows["mean"] * 100, yerr=rows["std"].fillna(0) * 100, marker="o", capsize=3, label=display(method),
-                    color=method_color(method, all_methods))  # fmt: skip
+        ax.errorbar(
+            x,
+            rows["mean"] * 100,
+            yerr=rows["std"].fillna(0) * 100,
+            marker="o",
+            capsize=3,
+            label=display(method),
+            color=method_color(method, all_methods),
+        )
     if use_average:
         ax.set_xlabel("realised Average DSC of the rater pool vs GT, training split (%)")
     else:
@@ -223,9 +248,17 @@ def learning_curve_figure(logs: pd.DataFrame, methods: list[str], title: str) ->
         if figure_notes.no_curve(ax, part):
             continue
         sns.lineplot(  # markers: a stage evaluated once is a point, not empty axes
-            data=part, x="step", y="val_loss", hue="stage", palette=palette, errorbar="sd", ax=ax, legend=len(part["stage"].unique()) > 1,
-            marker="o", markersize=4,
-        )  # fmt: skip
+            data=part,
+            x="step",
+            y="val_loss",
+            hue="stage",
+            palette=palette,
+            errorbar="sd",
+            ax=ax,
+            legend=len(part["stage"].unique()) > 1,
+            marker="o",
+            markersize=4,
+        )
         for stage, done in stops[stops["method"] == method].groupby("stage"):
             ax.axvline(done["restored_step"].astype(float).mean(), color=palette.get(stage, "grey"), linestyle=":", linewidth=1)
         if (part["val_loss"] > 0).all():

@@ -223,8 +223,10 @@ def test_then_rank(better: pd.DataFrame) -> pd.Series:
 def scheme_ranks(rows: pd.DataFrame, methods: list[str], higher_is_better: bool, better: pd.DataFrame) -> pd.DataFrame:
     """The methods' ranks under each of `SCHEMES`: index `methods`, one column per scheme, 1 = best; `better` as
     `test_then_rank` takes it, for the same methods."""
-    return pd.DataFrame({
-        "mean-then-rank": mean_then_rank(rows, methods, higher_is_better),
-        "rank-then-mean": rank_then_mean(rows, methods, higher_is_better),
-        "test-then-rank": test_then_rank(better.loc[methods, methods]),
-    })  # fmt: skip
+    return pd.DataFrame(
+        {
+            "mean-then-rank": mean_then_rank(rows, methods, higher_is_better),
+            "rank-then-mean": rank_then_mean(rows, methods, higher_is_better),
+            "test-then-rank": test_then_rank(better.loc[methods, methods]),
+        }
+    )

@@ -64,8 +64,10 @@ def rater_heatmap_figure(
     repeated = rows[rows.duplicated(["method", "reference"], keep=False)]
     if len(repeated):
         pairs = sorted(set(zip(repeated["method"], repeated["reference"])))
-        raise ValueError(f"{who}: more than one DSC row for (method, reference) {pairs}; "
-                         "filter the summary to one dataset, noise level and structure first")  # fmt: skip
+        raise ValueError(
+            f"{who}: more than one DSC row for (method, reference) {pairs}; "
+            "filter the summary to one dataset, noise level and structure first"
+        )
     values = np.full((len(methods), len(raters)), np.nan)
     where = {m: i for i, m in enumerate(methods)}
     for method, reference, mean in zip(rows["method"], rows["reference"], rows["mean"].astype(float)):
@@ -183,8 +185,17 @@ def reliability_figure(
             if rows.empty:
                 continue
             label = f"{labels.get(method, method)} (ECE {100 * pooled_ece(rows):.2f} %)"
-            ax.plot(rows["confidence"].to_numpy(), rows["observed"].to_numpy(), marker="o", ms=3.5, lw=1.3, color=colors[method],
-                    label=label, gid=f"method:{method}", clip_on=False)  # fmt: skip
+            ax.plot(
+                rows["confidence"].to_numpy(),
+                rows["observed"].to_numpy(),
+                marker="o",
+                ms=3.5,
+                lw=1.3,
+                color=colors[method],
+                label=label,
+                gid=f"method:{method}",
+                clip_on=False,
+            )
         ax.set_xlim(0.0, 1.0)
         ax.set_ylim(0.0, 1.0)
         ax.set_aspect("equal")

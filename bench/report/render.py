@@ -20,7 +20,7 @@ rater style, the noise level and, where it matters, the reference (`<d>_<raters>
   Dice_max, Dice_soft, Dice_personal), each header with its M, the perfect sampler's GED floor under it; written
   where a method with samples or per-rater outputs ran (`bench.report.tables.set_metrics_table`).
 - `tables.md`: every Markdown table above in one file. Every table states under its title the budget, the seeds per
-  method and whether its cells are a pipeline check (`bench.report.tables.run_line`, from the cells' config.json).
+  method and whether its cells are a pipeline check (`bench.report.table_notes.run_line`, from the cells' config.json).
 - `paired_tests.csv`: `bench.report.stats.paired_tests` for every metric and structure, LF-Net vs the
   paper's methods (family "main") and vs its ablation variants (family "ablation"), per reference; and every pair of
   the set-metrics table's methods on its metrics (family "set", Holm over the pairs of each column).
@@ -75,7 +75,8 @@ from bench.report.rows import (
     reference_method,
     registry_order,
 )
-from bench.report.tables import SET_TABLE, default_reference, run_records, run_text, samples_note, slug, write_tables
+from bench.report.table_notes import run_records, run_text, samples_note
+from bench.report.tables import SET_TABLE, default_reference, slug, write_tables
 from datasets.raters import RATER_NAMES
 
 # --------------------------------------------------------------------------- tables
@@ -127,8 +128,18 @@ def set_tests(table: pd.DataFrame) -> pd.DataFrame:
             continue
         left_out = apart.get((dataset, raters, noise), ("", set()))[1] if metrics.get(metric).outputs == "samples" else set()
         for r in stats.every_pair(part, main_methods(set(part["method"]) - left_out), metrics.higher_is_better(metric)):
-            out.append({"dataset": dataset, "raters": raters, "noise": noise, "reference": "raters", "structure": structure,
-                        "metric": metric, **r, "family": "set"})  # fmt: skip
+            out.append(
+                {
+                    "dataset": dataset,
+                    "raters": raters,
+                    "noise": noise,
+                    "reference": "raters",
+                    "structure": structure,
+                    "metric": metric,
+                    **r,
+                    "family": "set",
+                }
+            )
     return pd.DataFrame(out, columns=[*stats.TEST_COLUMNS, "family"])
 
 
@@ -143,7 +154,7 @@ def seeds_shown(frame: pd.DataFrame, column: str = "seed") -> dict[str, int]:
 
 
 def run_of(cells: pd.DataFrame | None, seeds: dict[str, int], dataset: str, raters: str, noise: str | None = None) -> str:
-    """A figure's run line (`bench.report.tables.run_text`) from the `run_records` of its dataset × raters (× noise)."""
+    """A figure's run line (`bench.report.table_notes.run_text`) from the `run_records` of its dataset × raters (× noise)."""
     here = None
     if cells is not None:
         here = cells[(cells["dataset"] == dataset) & (cells["raters"] == raters) & ((cells["noise"] == noise) if noise else True)]
@@ -269,10 +280,15 @@ def write_reliability(calibration: pd.DataFrame, out_dir: Path, note: str = "", 
             continue
         every = sorted(names)
         title = f"{dataset} (raters {raters}, noise {noise}, {structure}): reliability of the foreground probability"
-        fig = reliability_figure(part, order, {m: method_color(m, every) for m in order}, f"{note}\n{title}" if note else title,
-                                         {m: display(m) for m in order})  # fmt: skip
-        raw = calibration[(calibration["dataset"] == dataset) & (calibration["raters"] == raters) & (calibration["noise"] == noise)
-                          & calibration["method"].isin(order)]  # fmt: skip
+        fig = reliability_figure(
+            part, order, {m: method_color(m, every) for m in order}, f"{note}\n{title}" if note else title, {m: display(m) for m in order}
+        )
+        raw = calibration[
+            (calibration["dataset"] == dataset)
+            & (calibration["raters"] == raters)
+            & (calibration["noise"] == noise)
+            & calibration["method"].isin(order)
+        ]
         run = run_of(cells, seeds_shown(raw), dataset, raters, noise)
         written += save(caveat(fig, run), out_dir / f"reliability_{slug(dataset, raters, noise, structure)}")
     return written
@@ -321,9 +337,11 @@ def write_boxplots(
                 tested = f"Holm-adjusted p vs {display(against)} of the\n{TEST_NAME}"
             else:
                 tested = f"Holm-adjusted p vs {display(against)} (best mean; no {display(reference_method())} run) of the\n{TEST_NAME}"
-            title = (f"{dataset}: per-case DSC, {n_cases} test cases\n"
-                     f"raters {raters}, noise {noise}, against {reference}, structure: {structure}\n{tested}"
-                     + (f"\nno DSC value, left out: {', '.join(display(m) for m in empty)}" if empty else ""))  # fmt: skip
+            title = (
+                f"{dataset}: per-case DSC, {n_cases} test cases\n"
+                f"raters {raters}, noise {noise}, against {reference}, structure: {structure}\n{tested}"
+                + (f"\nno DSC value, left out: {', '.join(display(m) for m in empty)}" if empty else "")
+            )
             warning = pipeline_checks.get((dataset, raters), "")
             fig = boxplot_figure(part, here, methods, all_methods, f"{note}\n{title}" if note else title, warning, against or "")
             run = run_of(cells, seeds_shown(part, "n_seeds"), dataset, raters, noise)
@@ -331,19 +349,28 @@ def write_boxplots(
     return written
 
 
-def boxplot_tests(table: pd.DataFrame, tests: pd.DataFrame, group: tuple, structure: str, methods: list[str]
-                  ) -> tuple[str | None, pd.DataFrame]:  # fmt: skip
+def boxplot_tests(
+    table: pd.DataFrame, tests: pd.DataFrame, group: tuple, structure: str, methods: list[str]
+) -> tuple[str | None, pd.DataFrame]:
     """(the method a box plot's p-values are against, its tests: rows with `method` and `p_holm`): LF-Net and its family
     "main" rows of `tests` where it is among `methods`; else the best mean DSC, tested here against each other method
     (`bench.report.stats.leader_tests`, Holm over those); (None, no rows) with one method."""
     if reference_method() in methods:
-        here = tests[(tests["family"] == "main") & (tests["metric"] == "dsc") & (tests["structure"] == structure)
-                     & (tests[long_table.GROUP] == pd.Series(group, index=long_table.GROUP)).all(axis=1)]  # fmt: skip
+        here = tests[
+            (tests["family"] == "main")
+            & (tests["metric"] == "dsc")
+            & (tests["structure"] == structure)
+            & (tests[long_table.GROUP] == pd.Series(group, index=long_table.GROUP)).all(axis=1)
+        ]
         return reference_method(), here
     if len(methods) < 2:
         return None, pd.DataFrame(columns=["method", "p_holm"])
-    rows = table[(table["metric"] == "dsc") & (table["structure"] == structure)
-                 & (table[long_table.GROUP] == pd.Series(group, index=long_table.GROUP)).all(axis=1) & table["method"].isin(methods)]  # fmt: skip
+    rows = table[
+        (table["metric"] == "dsc")
+        & (table["structure"] == structure)
+        & (table[long_table.GROUP] == pd.Series(group, index=long_table.GROUP)).all(axis=1)
+        & table["method"].isin(methods)
+    ]
     best = rows.groupby("method")["value"].mean().idxmax()
     found = stats.leader_tests(rows, best, [m for m in methods if m != best])
     return best, pd.DataFrame([{"method": m, "p_holm": r["p_holm"]} for m, r in found.items()], columns=["method", "p_holm"])

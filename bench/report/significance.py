@@ -71,8 +71,11 @@ def significance_map(part: pd.DataFrame, methods: list[str], higher_is_better: b
     if len(present) < 2:
         raise ValueError(f"a significance map needs two methods with rows in the column; got {present or 'none'}")
     matrices = {m: seed_case_matrix(part, m) for m in present}
-    tests = [{"reference_method": a, "method": b, **compare_models(matrices[a], matrices[b], higher_is_better)}
-             for i, a in enumerate(present) for b in present[i + 1 :]]  # fmt: skip
+    tests = [
+        {"reference_method": a, "method": b, **compare_models(matrices[a], matrices[b], higher_is_better)}
+        for i, a in enumerate(present)
+        for b in present[i + 1 :]
+    ]
     for row, p in zip(tests, holm([t["p"] for t in tests])):
         row["p_holm"] = float(p)
     frames = {k: pd.DataFrame(np.nan, index=present, columns=present) for k in ("diff", "ci_low", "ci_high", "p_holm")}
@@ -85,8 +88,9 @@ def significance_map(part: pd.DataFrame, methods: list[str], higher_is_better: b
     return SignificanceMap(present, tests=tests, alpha=alpha, **frames)
 
 
-def significance_figure(sig: SignificanceMap, title: str, labels: dict[str, str] | None = None, scale: float = 1.0,
-                        digits: int = 2, warning: str = "") -> Figure:  # fmt: skip
+def significance_figure(
+    sig: SignificanceMap, title: str, labels: dict[str, str] | None = None, scale: float = 1.0, digits: int = 2, warning: str = ""
+) -> Figure:
     """The map as a K × K grid: cell [row, column] coloured by `SignificanceMap.code`, with the difference row − column in
     the row's favour (stored units × `scale`, e.g. 100 for DSC points) and its Holm p, or "n.s." where unresolved and
     "no test" without one. `labels[method]` names it; `warning` is drawn in red above everything, as on the other

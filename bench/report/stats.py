@@ -56,10 +56,30 @@ POWER = 0.80  # of the "seeds needed" estimates
 MAX_SEEDS = 50  # the most seeds a "seeds needed" estimate considers
 
 TEST_COLUMNS = [
-    *GROUP, "structure", "metric", "reference_method", "method", "n", "n_nan", "n_seeds_ref", "n_seeds",
-    "diff", "se", "df", "ci_low", "ci_high", "p", "p_holm", "seeds_needed",
-    "statistic", "n_zero", "p_wilcoxon", "p_wilcoxon_holm", "effect_size", "median_diff",
-]  # fmt: skip
+    *GROUP,
+    "structure",
+    "metric",
+    "reference_method",
+    "method",
+    "n",
+    "n_nan",
+    "n_seeds_ref",
+    "n_seeds",
+    "diff",
+    "se",
+    "df",
+    "ci_low",
+    "ci_high",
+    "p",
+    "p_holm",
+    "seeds_needed",
+    "statistic",
+    "n_zero",
+    "p_wilcoxon",
+    "p_wilcoxon_holm",
+    "effect_size",
+    "median_diff",
+]
 
 
 def default_exclude() -> tuple[str, ...]:
@@ -104,8 +124,17 @@ def seed_case_test(ref: np.ndarray, other: np.ndarray, alpha: float = ALPHA) -> 
     diff = seeds_ref.mean(-1) - seeds_other.mean(-1)
     nan = np.full(diff.shape, np.nan)
     if min(s_ref, s_other) < 2 or c < 2:
-        return {"diff": diff, "se": nan, "df": nan, "ci_low": nan, "ci_high": nan, "p": nan, "var_ref": nan, "var_other": nan,
-                "var_case": nan}  # fmt: skip
+        return {
+            "diff": diff,
+            "se": nan,
+            "df": nan,
+            "ci_low": nan,
+            "ci_high": nan,
+            "p": nan,
+            "var_ref": nan,
+            "var_other": nan,
+            "var_case": nan,
+        }
     var_ref = seeds_ref.var(-1, ddof=1) / s_ref
     var_other = seeds_other.var(-1, ddof=1) / s_other
     var_case = np.var(np.nanmean(ref, -2) - np.nanmean(other, -2), -1, ddof=1) / c
@@ -117,12 +146,22 @@ def seed_case_test(ref: np.ndarray, other: np.ndarray, alpha: float = ALPHA) -> 
     df = np.where(var > 0, df, np.nan)
     p = np.where(var > 0, 2 * stats.t.sf(np.abs(t), df), np.where(diff == 0, 1.0, 0.0))
     half = np.where(var > 0, stats.t.ppf(1 - alpha / 2, df) * se, 0.0)  # no spread at all: the difference is exact
-    return {"diff": diff, "se": se, "df": df, "ci_low": diff - half, "ci_high": diff + half, "p": p, "var_ref": var_ref,
-            "var_other": var_other, "var_case": var_case}  # fmt: skip
+    return {
+        "diff": diff,
+        "se": se,
+        "df": df,
+        "ci_low": diff - half,
+        "ci_high": diff + half,
+        "p": p,
+        "var_ref": var_ref,
+        "var_other": var_other,
+        "var_case": var_case,
+    }
 
 
-def seeds_needed(var_seed_ref: float, var_seed_other: float, var_case: float, n_cases: int, gap: float, alpha: float = ALPHA,
-                 power: float = POWER) -> float:  # fmt: skip
+def seeds_needed(
+    var_seed_ref: float, var_seed_other: float, var_case: float, n_cases: int, gap: float, alpha: float = ALPHA, power: float = POWER
+) -> float:
     """Seeds per method (the same for both) at which the test would find `gap` with the given power, or inf if no count
     up to MAX_SEEDS does (the case term alone is too wide: more test cases are needed), NaN if unknown.
 
@@ -229,8 +268,11 @@ def compare_models(ref: pd.DataFrame, other: pd.DataFrame, higher_is_better: boo
     ref, other = ref[:, keep], other[:, keep]
     out = {"n": int(keep.sum()), "n_nan": int((~keep).sum()), "n_seeds_ref": ref.shape[0], "n_seeds": other.shape[0]}
     if out["n"] == 0:
-        return {**out, **{k: math.nan for k in ("diff", "se", "df", "ci_low", "ci_high", "p", "seeds_needed")},
-                **compare_pair(np.array([]), np.array([]))}  # fmt: skip
+        return {
+            **out,
+            **{k: math.nan for k in ("diff", "se", "df", "ci_low", "ci_high", "p", "seeds_needed")},
+            **compare_pair(np.array([]), np.array([])),
+        }
     test = {k: float(v) for k, v in seed_case_test(ref, other).items()}
     s_ref, s_other = ref.shape[0], other.shape[0]
     needed = seeds_needed(test["var_ref"] * s_ref, test["var_other"] * s_other, test["var_case"], out["n"], test["diff"])
@@ -312,9 +354,18 @@ def pair_test(family: list[dict], better: str, worse: str) -> dict | None:
         if (row["reference_method"], row["method"]) == (better, worse):
             return dict(row)
         if (row["reference_method"], row["method"]) == (worse, better):
-            flipped = {**row, "reference_method": better, "method": worse, "diff": -row["diff"], "ci_low": -row["ci_high"],
-                       "ci_high": -row["ci_low"], "effect_size": -row["effect_size"], "median_diff": -row["median_diff"],
-                       "n_seeds_ref": row["n_seeds"], "n_seeds": row["n_seeds_ref"]}  # fmt: skip
+            flipped = {
+                **row,
+                "reference_method": better,
+                "method": worse,
+                "diff": -row["diff"],
+                "ci_low": -row["ci_high"],
+                "ci_high": -row["ci_low"],
+                "effect_size": -row["effect_size"],
+                "median_diff": -row["median_diff"],
+                "n_seeds_ref": row["n_seeds"],
+                "n_seeds": row["n_seeds_ref"],
+            }
             return flipped
     return None
 
@@ -347,8 +398,11 @@ def paired_tests(
         present = set(part["method"])
         if reference_method not in present:
             continue
-        family = {r["method"]: r for r in family_tests(part, reference_method, higher_is_better, extra=others or ())
-                  if r["reference_method"] == reference_method}  # fmt: skip
+        family = {
+            r["method"]: r
+            for r in family_tests(part, reference_method, higher_is_better, extra=others or ())
+            if r["reference_method"] == reference_method
+        }
         wanted = others if others is not None else list(family)
         out += [{**dict(zip(GROUP, key)), "structure": structure, "metric": metric, **family[m]} for m in wanted if m in family]
     return pd.DataFrame(out, columns=TEST_COLUMNS)

@@ -28,16 +28,25 @@ from bench import files, store
 from bench.evaluate.long_table import pooled_areas, summarise
 from bench.report.plots import fill, save
 from bench.report.rows import display
-from bench.report.stop_logs import CELL, GROUP, SPANS, both_hold, both_logs, paired, run_state, span_label, spans, spread
-from bench.report.table_text import markdown_table
+from bench.report.stop_audit_text import to_markdown
+from bench.report.stop_logs import (
+    CELL,
+    CHECKED,
+    CLOSE,
+    CSV,
+    FIGURE,
+    GROUP,
+    LONG_FACTOR,
+    MARKDOWN,
+    TWIN_TOLERANCE,
+    both_hold,
+    both_logs,
+    paired,
+    run_state,
+    spans,
+    spread,
+)
 from bench.train.stopping import replay_stage
-
-CSV, MARKDOWN, FIGURE = "stop_audit.csv", "stop_audit.md", "validation_curves"
-# metric: (reference, floor of the tolerance in the metric's units, scale shown)
-CHECKED = {"dsc": (None, 0.01, 100), "ged": ("raters", 0.01, 1), "dice_match": ("raters", 0.01, 100)}
-LONG_FACTOR = 4  # the long run should be at least this many times as long as the rule's stop
-TWIN_TOLERANCE = 1e-4  # the largest relative difference of two twin runs' validation losses (0 on a deterministic device)
-CLOSE = (0.5, 2.0)  # a one-seed move within these multiples of its tolerance is close: its verdict wants a second seed
 
 
 def stops(logs: pd.DataFrame) -> pd.DataFrame:
@@ -48,9 +57,12 @@ def stops(logs: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=[*GROUP, "stage", "step", "restored_step", "val_loss", "how", "seeds"])
     rows["how"] = [store.stop_kind(r) for r in rows.filter(["stop", "reason"]).fillna("").to_dict("records")]
     agg = rows.groupby([*GROUP, "stage"], sort=False).agg(
-        step=("step", "mean"), restored_step=("restored_step", "mean"), val_loss=("best_val_loss", "mean"),
-        how=("how", lambda v: "/".join(sorted(set(v.dropna())))), seeds=("seed", "nunique"),
-    )  # fmt: skip
+        step=("step", "mean"),
+        restored_step=("restored_step", "mean"),
+        val_loss=("best_val_loss", "mean"),
+        how=("how", lambda v: "/".join(sorted(set(v.dropna())))),
+        seeds=("seed", "nunique"),
+    )
     return agg.reset_index()
 
 
@@ -105,8 +117,14 @@ def unpaired(logs: dict[str, pd.DataFrame], rule_metrics: pd.DataFrame) -> pd.Da
         shared = twins(mine) if logged else pd.DataFrame()
         first = shared.iloc[0] if len(shared) else None  # none where the two runs have no evaluated step in common yet
         how = trained(mine)
-        row = {**cell, "rule_run": run_state(mine["rule"]), "long_run": run_state(mine["long"]), "trained": how["trained"].iloc[0] if len(how) else "?",
-               "shared": 0 if first is None else int(first["shared"]), "twin_diff": math.nan if first is None else first["twin_diff"]}  # fmt: skip
+        row = {
+            **cell,
+            "rule_run": run_state(mine["rule"]),
+            "long_run": run_state(mine["long"]),
+            "trained": how["trained"].iloc[0] if len(how) else "?",
+            "shared": 0 if first is None else int(first["shared"]),
+            "twin_diff": math.nan if first is None else first["twin_diff"],
+        }
         metrics = rule_metrics.merge(pd.DataFrame([cell]), on=CELL) if len(rule_metrics) else rule_metrics
         if len(metrics):
             row.update({r.metric: r.mean for r in checked_metrics(summarise(metrics)).itertuples()})
@@ -118,8 +136,11 @@ def unpaired(logs: dict[str, pd.DataFrame], rule_metrics: pd.DataFrame) -> pd.Da
 def trained(logs: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """Per GROUP of both runs' logs: how they trained (`setup`, over seeds), one text where both runs agree, else each
     run's in bold: runs trained otherwise are two trajectories, not one run up to the rule's stop."""
-    said = {run: frame.groupby(GROUP, sort=False)["setup"].agg(lambda v: " / ".join(dict.fromkeys(v))) for run, frame in logs.items()
-            if len(frame)}  # fmt: skip
+    said = {
+        run: frame.groupby(GROUP, sort=False)["setup"].agg(lambda v: " / ".join(dict.fromkeys(v)))
+        for run, frame in logs.items()
+        if len(frame)
+    }
     if len(said) < 2:
         return pd.DataFrame(columns=[*GROUP, "trained"])
     both = pd.concat(said, axis=1).fillna("not started")
@@ -131,8 +152,13 @@ def areas(metrics: pd.DataFrame) -> pd.DataFrame:
     """Per GROUP: precision, recall and predicted ÷ reference area of the consensus, pooled over cases and seeds
     (`pooled_areas`), on the rows `checked_metrics` reads DSC from (against gt where the dataset has it, else the
     majority; the first structure): what a move in DSC is made of. Shown beside the verdict, never judged."""
-    rows = [part[(part["reference"] == ("gt" if "gt" in set(part["reference"]) else "majority")) & (part["structure"] == part["structure"].iloc[0])]
-            for _, part in metrics[metrics["metric"] == "dsc"].groupby(GROUP, sort=False)]  # fmt: skip
+    rows = [
+        part[
+            (part["reference"] == ("gt" if "gt" in set(part["reference"]) else "majority"))
+            & (part["structure"] == part["structure"].iloc[0])
+        ]
+        for _, part in metrics[metrics["metric"] == "dsc"].groupby(GROUP, sort=False)
+    ]
     if not rows:
         return pd.DataFrame(columns=[*GROUP, "precision", "recall", "area"])
     return pooled_areas(pd.concat(rows), GROUP).reset_index()
@@ -206,8 +232,13 @@ def curves(logs: dict[str, pd.DataFrame], methods: list[str]) -> Figure:
         ax.legend(fontsize=6, frameon=False)
     for ax in list(axes.flat)[len(methods) :]:
         ax.set_visible(False)
-    fig.suptitle(fill("Stop audit: the long run (solid) and the rule's run (dashed); grey: where the rule stopped; dots: the "
-                      "restored steps", 3.2 * cols), fontsize=9)  # fmt: skip
+    fig.suptitle(
+        fill(
+            "Stop audit: the long run (solid) and the rule's run (dashed); grey: where the rule stopped; dots: the restored steps",
+            3.2 * cols,
+        ),
+        fontsize=9,
+    )
     return fig
 
 
@@ -222,12 +253,24 @@ def checked_metrics(summary: pd.DataFrame) -> pd.DataFrame:
             row = part[(part["metric"] == metric) & part["reference"].isin(refs) & (part["structure"] == structure)]
             if len(row):
                 r = row.iloc[0]
-                out.append({"dataset": dataset, "raters": raters, "noise": noise, "method": method, "metric": metric,
-                            "mean": r["mean"], "sd": r["std"], "n_seeds": r["n_seeds"]})  # fmt: skip
+                out.append(
+                    {
+                        "dataset": dataset,
+                        "raters": raters,
+                        "noise": noise,
+                        "method": method,
+                        "metric": metric,
+                        "mean": r["mean"],
+                        "sd": r["std"],
+                        "n_seeds": r["n_seeds"],
+                    }
+                )
     return pd.DataFrame(out, columns=[*GROUP, "metric", "mean", "sd", "n_seeds"])
 
 
-def audit(rows: tuple[pd.DataFrame, pd.DataFrame], logs: dict[str, pd.DataFrame], replay_rule: dict) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def audit(
+    rows: tuple[pd.DataFrame, pd.DataFrame], logs: dict[str, pd.DataFrame], replay_rule: dict
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(metrics, stages, evidence): per method and checked metric the rule's and the long run's means, difference,
     tolerance, whether it is within and, for DSC, the checkpoints' `spread` (not judged); per method and stage, where
     each run stopped, and where `replay_rule` stops on the long run's curves (`replay_step`, `replay_restored`;
@@ -251,9 +294,11 @@ def audit(rows: tuple[pd.DataFrame, pd.DataFrame], logs: dict[str, pd.DataFrame]
     rp = replays(logs["long"], replay_rule)
     rp["same"] = (rp["restored_step"] == rp["long_restored"]) & (rp["how"] != "beyond")  # a rule still going holds other weights
     rp = rp.groupby([*GROUP, "stage"], sort=False).agg(
-        replay_step=("step", "mean"), replay_restored=("restored_step", "mean"), replay_how=("how", lambda v: "/".join(sorted(set(v)))),
+        replay_step=("step", "mean"),
+        replay_restored=("restored_step", "mean"),
+        replay_how=("how", lambda v: "/".join(sorted(set(v)))),
         replay_same=("same", "all"),
-    )  # fmt: skip
+    )
     return metrics, mark_twins(st.merge(rp.reset_index(), on=[*GROUP, "stage"], how="left"), twins(logs)), evidence
 
 
@@ -284,121 +329,23 @@ def verdicts(metrics: pd.DataFrame, st: pd.DataFrame) -> pd.DataFrame:
         ratio = part["diff"].abs() / part["tolerance"]
         close = part.loc[(part["n_seeds_rule"] < 2) & (ratio > CLOSE[0]) & (ratio <= CLOSE[1]), "metric"].tolist()
         clear = [m for m in moved if m not in close]
-        out.append({**dict(zip(GROUP, key)), "verdict": "fails" if moved else "passes", "moved": ", ".join(moved), "close": ", ".join(close),
-                    "clear": ", ".join(clear),
-                    "long_enough": bool(len(stages)) and bool((stages["factor"] >= LONG_FACTOR).all()),
-                    "min_factor": stages["factor"].min() if len(stages) else math.nan,
-                    "twins": bool(len(stages)) and bool(stages["twin"].iloc[0]),
-                    "twin_diff": stages["twin_diff"].iloc[0] if len(stages) else math.nan,
-                    "replay_same": bool(len(stages)) and bool(stages["replay_same"].all())})  # fmt: skip
-    return pd.DataFrame(out, columns=[*GROUP, "verdict", "moved", "close", "clear", "long_enough", "min_factor", "twins", "twin_diff", "replay_same"])
-
-
-def twin_text(twin: bool, diff: float) -> str:
-    """The verdict table's reading of `twins`."""
-    if math.isnan(diff):
-        return "— (no evaluation in common)"
-    return f"yes ({diff:.1g})" if twin else f"**no** ({diff:.1g}: other code, device or precision; the replay is not exact)"
-
-
-def close_text(close: str, clear: str) -> str:
-    """The verdict table's reading of `close`: a second seed is due only where the verdict could turn on it, not beside a
-    fail that another metric makes clear."""
-    if not close:
-        return "—"
-    return f"{close} (the fail stands on {clear})" if clear else f"{close}: a second seed is due"
-
-
-def pra(r: dict, suffix: str = "") -> str:
-    """Precision / recall / area of a record (`areas`' columns with `suffix`), "–" where one is undefined or absent."""
-    return " / ".join("–" if pd.isna(r.get(k + suffix, math.nan)) else f"{r[k + suffix]:.2f}" for k in ("precision", "recall", "area"))
-
-
-def heads_table(evidence: pd.DataFrame) -> list[str]:
-    """The Markdown lines of `heads` under both runs, for the methods with per-rater outputs (none: no lines)."""
-    rows = [r for r in evidence.to_dict("records") if pd.notna(r.get("dice_between_rule")) or pd.notna(r.get("dice_between_long"))]
-    if not rows:
-        return []
-
-    def pct(v: float) -> str:
-        return "–" if pd.isna(v) else f"{100 * v:.2f}"
-
-    return ["\nWhat training longer does to the per-rater outputs (not judged): Dice_personal (each output against its own rater) "
-            "and the outputs' spread (mean Dice between them) beside the raters' own.\n",
-            markdown_table(["method", "Dice_personal: rule → long", "Dice between outputs: rule → long", "Dice between raters"], [
-                [display(r["method"]), f"{pct(r['dice_personal_rule'])} → {pct(r['dice_personal_long'])}",
-                 f"{pct(r['dice_between_rule'])} → {pct(r['dice_between_long'])}", pct(r["dice_between_raters_rule"])] for r in rows])]  # fmt: skip
-
-
-def spans_table(sp: pd.DataFrame) -> list[str]:
-    """The Markdown lines of `spans`: a row per cell and stage, a column per stretch of the long run (no rows: no lines)."""
-    if sp.empty:
-        return []
-    labels = [span_label(a, b) for a, b in zip(SPANS, SPANS[1:])]
-    rows = []
-    for (method, seed, stage), part in sp.groupby(["method", "seed", "stage"], sort=False):
-        said = {r["span"]: f"{r['val_loss']:.4g} at {r['step']:.0f}" + ("" if pd.isna(r["gt_dsc"]) else f"; {r['gt_dsc']:.1f}")
-                for r in part.to_dict("records")}  # fmt: skip
-        rows.append([display(method), seed, stage, f"{part['rule_stop'].iloc[0]:.0f}", *(said.get(k, "–") for k in labels)])
-    return ["\nWhat each stretch of the long run bought (not judged): in each stretch of steps, as multiples of the rule's stop, "
-            "the lowest validation loss at its step; after the semicolon the mean validation DSC against GT logged there (a "
-            "diagnostic that never stops or selects anything).\n",
-            markdown_table(["method", "seed", "stage", "rule's stop", *labels], rows)]
-
-
-def to_markdown(metrics: pd.DataFrame, st: pd.DataFrame, verdict: pd.DataFrame, command: str, replay_name: str,
-                evidence: pd.DataFrame, waiting: pd.DataFrame, stretches: pd.DataFrame) -> str:  # fmt: skip
-    """stop_audit.md: the verdicts, the stages and what each stretch of the long runs bought (`spans`), the test metrics,
-    their `areas` and `heads` (`evidence`, columns `<name>_rule` and `<name>_long`) and the cells not yet audited
-    (`unpaired`)."""
-    verdicts = [[r.dataset, display(r.method), r.verdict, r.moved or "—", close_text(r.close, r.clear),
-                 f"{r.min_factor:.1f}×" + ("" if r.long_enough else f" (below {LONG_FACTOR}×)"),
-                 twin_text(r.twins, r.twin_diff), r.trained] for r in verdict.itertuples()]  # fmt: skip
-    stages = [[display(r.method), r.stage, f"{r.step_rule:.0f} ({r.how_rule})", f"{r.restored_step_rule:.0f}, {r.val_loss_rule:.4g}",
-               f"{r.step_long:.0f}", f"{r.restored_step_long:.0f}, {r.val_loss_long:.4g}",
-               f"{r.replay_step:.0f} ({r.replay_how}), {r.replay_restored:.0f}" + (" = long" if r.replay_same else ""),
-               f"{r.shared:.0f}, {r.twin_diff:.1g}" if r.shared else "0"]
-              for r in st.itertuples()]  # fmt: skip
-    moved, mixed = [], {r.method for r in verdict.itertuples() if " / " in r.trained}  # seeds trained on other CPUs or precisions
-    for r in metrics.itertuples():
-        k = CHECKED[r.metric][2]
-        sd = "–" if math.isnan(r.sd_rule) else f"{r.sd_rule * k:.2f}" + (" ‡" if r.method in mixed else "")
-        moved.append([display(r.method), r.metric, f"{r.mean_rule * k:.3f} ({sd}, {r.n_seeds_rule:.0f})", f"{r.mean_long * k:.3f} ({r.n_seeds_long:.0f})",
-                      f"{r.diff * k:+.3f}", f"{r.tolerance * k:.3f}", "yes" if r.within else "**no**",
-                      "–" if pd.isna(getattr(r, "spread", math.nan)) else f"{r.spread * k:.2f}"])  # fmt: skip
-    return "\n".join([
-        f"# Stop audit\n\nMade by `{command}`. The rule's run beside a fixed long run restored by the same criterion (lowest validation "
-        "loss). A method passes when no test metric moves by more than the larger of its seed sd and 1 DSC point / 0.01 GED / "
-        "1 Dice_match point. A verdict on one seed is close where a metric moved more than "
-        f"{CLOSE[0]:g} and at most {CLOSE[1]:g} times its tolerance: it wants a second seed.\n",
-        "## Verdicts\n", "Twins: whether the two runs' first stages logged the same validation losses wherever both evaluated "
-        f"(largest relative difference; at most {TWIN_TOLERANCE:g}), as one run does up to the rule's stop when both were trained "
-        "by the same code on the same device. Trained: device (the CPU's strongest vector extension), precision, threads.\n",
-        markdown_table(["dataset", "method", "verdict", "moved", "close on one seed", "long ÷ stop", "twins", "trained"], verdicts),
-        "\n## Stages\n", f"The replay: the rule ({replay_name}) on the long run's own validation curves (its stop, how, and the step it "
-        "restores; \"= long\" where that is the long run's restored step in every seed, so both hold the same weights).\n",
-        markdown_table(["method", "stage", "rule: stop (how)", "rule: restored step, val loss", "long: steps", "long: restored step, val loss",
-                        "replay: stop (how), restored", "evaluations in common, largest rel. difference"], stages),
-        f"\n![validation curves of both runs]({FIGURE}.png)\n" if len(st) else "",
-        *spans_table(stretches),
-        "\n## Test metrics\n", "Spread (not judged): how far one evaluation's validation DSC against GT sits from the next in the long run, "
-        "from the step the rule's run restored on (the sd of their difference ÷ √2, mean over seeds). Each run restored one "
-        "checkpoint, so a DSC move within about twice the spread can be which checkpoint each restored, not how long it trained; "
-        "the seed sd a second seed measures includes it. ‡: a seed sd pooled over seeds trained on other CPUs or precisions.\n",
-        markdown_table(["method", "metric", "rule (sd, seeds)", "long (seeds)", "long − rule", "tolerance", "within", "spread"], moved),
-        "\nWhat a move in DSC is made of (not judged): the consensus's precision, recall and predicted ÷ reference area, against "
-        "DSC's reference, pooled over cases and seeds.\n",
-        markdown_table(["method", "precision / recall / area: rule", "long"], [
-            [display(r["method"]), pra(r, "_rule"), pra(r, "_long")] for r in evidence.to_dict("records")]),
-        *heads_table(evidence),
-        "\n## Not yet audited\n", "Cells without a finished pair of runs: what each run has done, whether the two are twins so far "
-        "(evaluations in common, largest relative difference) and, where the rule's run finished, its test metrics. A method "
-        "with no finished pair is flagged `[stop not audited]` in every table of the rule's folder.\n",
-        markdown_table(["method", "seed", "rule's run", "long run", "twins so far", "trained", "rule: DSC / GED / Dice_match", "rule: precision / recall / area"], [
-            [display(r["method"]), r["seed"], r["rule_run"], r["long_run"], f"{r['shared']}, {r['twin_diff']:.1g}" if r["shared"] else "0", r["trained"],
-             " / ".join("–" if pd.isna(r.get(k, math.nan)) else f"{r[k] * CHECKED[k][2]:.3f}" for k in CHECKED), pra(r)]
-            for r in waiting.to_dict("records")]) if len(waiting) else "Every cell of both folders is a finished pair.",
-    ]) + "\n"  # fmt: skip
+        out.append(
+            {
+                **dict(zip(GROUP, key)),
+                "verdict": "fails" if moved else "passes",
+                "moved": ", ".join(moved),
+                "close": ", ".join(close),
+                "clear": ", ".join(clear),
+                "long_enough": bool(len(stages)) and bool((stages["factor"] >= LONG_FACTOR).all()),
+                "min_factor": stages["factor"].min() if len(stages) else math.nan,
+                "twins": bool(len(stages)) and bool(stages["twin"].iloc[0]),
+                "twin_diff": stages["twin_diff"].iloc[0] if len(stages) else math.nan,
+                "replay_same": bool(len(stages)) and bool(stages["replay_same"].all()),
+            }
+        )
+    return pd.DataFrame(
+        out, columns=[*GROUP, "verdict", "moved", "close", "clear", "long_enough", "min_factor", "twins", "twin_diff", "replay_same"]
+    )
 
 
 def write(rule: Path, long: Path, command: str, replay_rule: dict) -> Path:

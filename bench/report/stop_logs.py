@@ -58,8 +58,17 @@ def spans(logs: dict[str, pd.DataFrame]) -> pd.DataFrame:
             inside = part[(part["step"] > a * stop) & (part["step"] <= b * stop)]
             if len(inside):
                 low = inside.loc[inside["val_loss"].idxmin()]
-                out.append({**dict(zip([*CELL, "stage"], key)), "rule_stop": stop, "span": span_label(a, b), "n": len(inside),
-                            "val_loss": low["val_loss"], "step": low["step"], "gt_dsc": inside["diagnostic_gt_dsc"].mean()})  # fmt: skip
+                out.append(
+                    {
+                        **dict(zip([*CELL, "stage"], key)),
+                        "rule_stop": stop,
+                        "span": span_label(a, b),
+                        "n": len(inside),
+                        "val_loss": low["val_loss"],
+                        "step": low["step"],
+                        "gt_dsc": inside["diagnostic_gt_dsc"].mean(),
+                    }
+                )
     return pd.DataFrame(out, columns=[*CELL, "stage", "rule_stop", "span", "n", "val_loss", "step", "gt_dsc"])
 
 
@@ -105,13 +114,22 @@ def cell_logs(results: Path) -> pd.DataFrame:
             how = setup(store.read_manifest(folder))
         except files.UnreadableFile as e:
             log, schedules, how = pd.DataFrame({"unreadable": [f"{e.path.name}: {e.problem}"]}), {}, "?"
-        log = (log if len(log) else pd.DataFrame({"stage": [math.nan]})).assign(**store.cell_at(folder).record(), done=folder in finished,
-                                                                                 setup=how)  # fmt: skip
+        log = (log if len(log) else pd.DataFrame({"stage": [math.nan]})).assign(
+            **store.cell_at(folder).record(), done=folder in finished, setup=how
+        )
         log["stage"] = log.get("stage", math.nan)  # an unreadable cell's row has none
         log["planned"] = [(schedules.get(stage) or {}).get("max_steps", math.nan) for stage in log["stage"]]
         frames.append(log)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*CELL, "stage", "done", "planned"])
 
+
+# The stop audit's files and rules (bench/report/stop_audit.py judges, stop_audit_text.py writes)
+CSV, MARKDOWN, FIGURE = "stop_audit.csv", "stop_audit.md", "validation_curves"
+# metric: (reference, floor of the tolerance in the metric's units, scale shown)
+CHECKED = {"dsc": (None, 0.01, 100), "ged": ("raters", 0.01, 1), "dice_match": ("raters", 0.01, 100)}
+LONG_FACTOR = 4  # the long run should be at least this many times as long as the rule's stop
+TWIN_TOLERANCE = 1e-4  # the largest relative difference of two twin runs' validation losses (0 on a deterministic device)
+CLOSE = (0.5, 2.0)  # a one-seed move within these multiples of its tolerance is close: its verdict wants a second seed
 
 PRECISIONS = {"float32": "fp32", "torch.bfloat16": "bf16", "torch.float16": "fp16"}  # a manifest's autocast dtype
 

@@ -55,18 +55,22 @@ class TextTable:
 
 #: The mark of a column's unresolved leaders (`mark_best`) and the note under a table that has one.
 SHARED = "≈"
-SHARED_NOTE = (f"{SHARED}: the best mean of the column and every row the seed-aware test (Holm-adjusted, α = {stats.ALPHA}) does "
-               "not tell apart from it; no row of that column is bold. Bold: a best resolved from every other row")  # fmt: skip
+SHARED_NOTE = (
+    f"{SHARED}: the best mean of the column and every row the seed-aware test (Holm-adjusted, α = {stats.ALPHA}) does "
+    "not tell apart from it; no row of that column is bold. Bold: a best resolved from every other row"
+)
 
 #: The note under a table with a flagged row.
-FLAG_NOTE = "[empty k/n], [full k/n]: in k of n seeds the method predicted an empty (full) mask on most validation cases where the raters' majority did not; its mean measures nothing and is never bold. [stop audit: fails]: trained longer (bench audit-stops) a test metric moved by more than its seed sd, so this row is not the method at its best and is never bold. [stop not audited]: no finished audit of this method's stop, so whether it reached its best is not known; never bold"  # fmt: skip
+FLAG_NOTE = "[empty k/n], [full k/n]: in k of n seeds the method predicted an empty (full) mask on most validation cases where the raters' majority did not; its mean measures nothing and is never bold. [stop audit: fails]: trained longer (bench audit-stops) a test metric moved by more than its seed sd, so this row is not the method at its best and is never bold. [stop not audited]: no finished audit of this method's stop, so whether it reached its best is not known; never bold"
 
 
 def markdown_rows(table: TextTable) -> tuple[list[str], list[list[str]]]:
     """The header and the rows of a table as Markdown cell texts (a row's label in italics for Average and Oracle, with its
     flag), for `to_markdown` and the reproduction page."""
-    labels = [(f"*{label}*" if italic else label) + (f" [{flag}]" if flag else "")
-              for label, italic, flag in zip(table.labels, table.italic, flagged(table))]  # fmt: skip
+    labels = [
+        (f"*{label}*" if italic else label) + (f" [{flag}]" if flag else "")
+        for label, italic, flag in zip(table.labels, table.italic, flagged(table))
+    ]
     rows = [[label, *(markdown_cell(c) for c in row)] for label, row in zip(labels, table.rows)]
     return [table.label_header, *(c.markdown for c in table.columns)], rows
 
@@ -124,10 +128,32 @@ def latex_cell(c: TableCell) -> str:
     return (b(text) if c.std is None else rf"{b(text)} $\pm$ {b(c.std)}") + mark  # bold like the paper: mean and std
 
 
-LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\~{}", "^": r"\^{}"}  # fmt: skip
+LATEX_SPECIAL = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\~{}",
+    "^": r"\^{}",
+}
 
 
-LATEX_UNICODE = {"≈": r"$\approx$", "α": r"$\alpha$", "†": r"$\dagger$", "‡": r"$\ddagger$", "→": r"$\rightarrow$", "±": r"$\pm$", "↑": r"$\uparrow$", "↓": r"$\downarrow$", "–": "--", "×": r"$\times$"}  # fmt: skip
+LATEX_UNICODE = {
+    "≈": r"$\approx$",
+    "α": r"$\alpha$",
+    "†": r"$\dagger$",
+    "‡": r"$\ddagger$",
+    "→": r"$\rightarrow$",
+    "±": r"$\pm$",
+    "↑": r"$\uparrow$",
+    "↓": r"$\downarrow$",
+    "–": "--",
+    "×": r"$\times$",
+}
 
 
 def latex_text(text: str) -> str:

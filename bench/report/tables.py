@@ -28,12 +28,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench import store
 from bench.evaluate import metrics
 from bench.evaluate.long_table import ordered_structures, select
 from bench.evaluate.scoring import HEADLINE
 from bench.report import stats
-from bench.report.rows import AVERAGE, ablation_methods, display, main_methods, oracle, reference_method, registry_order, table_of
+from bench.report.rows import AVERAGE, ablation_methods, display, main_methods, oracle, reference_method, table_of
+from bench.report.table_notes import (
+    row_flags,
+    run_line,
+    samples_note,
+)
 from bench.report.table_text import SHARED_NOTE, TableCell, TextColumn, TextTable, latex_text, to_latex, to_markdown
 
 
@@ -81,7 +85,11 @@ def build_table(
     flags = flags or {}
     lookup = {(r["method"], r["structure"], r["metric"]): (r["mean"], r["std"]) for r in summary.to_dict("records")}
     has = {m for m, s, k in lookup if (s, k) in {(c.structure, c.metric) for c in columns}}
-    order = ([AVERAGE] if AVERAGE in has else []) + [m for m in methods if m in has and m not in (AVERAGE, oracle())] + ([oracle()] if oracle() in has else [])
+    order = (
+        ([AVERAGE] if AVERAGE in has else [])
+        + [m for m in methods if m in has and m not in (AVERAGE, oracle())]
+        + ([oracle()] if oracle() in has else [])
+    )
     table = TextTable(title, label_header, columns)
     seeds = summary[summary["method"] != AVERAGE].groupby("method")["n_seeds"].max() if "n_seeds" in summary else pd.Series(dtype=int)
     for method in order:
@@ -128,8 +136,15 @@ def table_cell(value: tuple[float, float] | None, column: TextColumn, is_average
     return TableCell(f"{mean * column.scale:.{column.digits}f}", std_text)
 
 
-def mark_best(table: TextTable, j: int, column: TextColumn, rows: list[int], values: list, cases: pd.DataFrame | None = None,
-              names: list[str] | None = None) -> None:  # fmt: skip
+def mark_best(
+    table: TextTable,
+    j: int,
+    column: TextColumn,
+    rows: list[int],
+    values: list,
+    cases: pd.DataFrame | None = None,
+    names: list[str] | None = None,
+) -> None:
     """Bold the best of column j where the seed-aware test resolves it, else mark the unresolved leaders (module doc).
 
     rows: the competing row indices; values: their (mean, std) or None; cases: the column's per-case rows
@@ -167,29 +182,9 @@ def slug(*parts) -> str:
     return "_".join(re.sub(r"[^A-Za-z0-9.-]+", "-", str(p)) for p in parts)
 
 
-def degenerate_flags(outcomes: pd.DataFrame | None, dataset: str, raters: str, noise: str) -> dict[str, str]:
-    """Method -> its degenerate-prediction flag over seeds ("empty 2/3", "empty 1/3 · full 1/3"), for the methods that have one.
-
-    `outcomes` is `bench.store.training_outcomes` (one row per finished cell, its `flag` "empty", "full" or ""); None or
-    empty: no flags (a summary without its cells' manifests).
-    """
-    if outcomes is None or outcomes.empty:
-        return {}
-    return method_flags(select(outcomes, dataset=dataset, raters=raters, noise=noise))
-
-
-def method_flags(cells: pd.DataFrame) -> dict[str, str]:
-    """Method -> its degenerate-prediction flag over the given cells (rows with `method` and `flag`), where it has one."""
-    out = {}
-    for method, mine in cells.groupby("method"):
-        counts = mine.loc[mine["flag"] != "", "flag"].value_counts()
-        if len(counts):
-            out[method] = " · ".join(f"{flag} {n}/{len(mine)}" for flag, n in counts.items())
-    return out
-
-
-def group_tables(part: pd.DataFrame, group: tuple, flags: dict[str, str] | None = None, cases: pd.DataFrame | None = None,
-                 extra: tuple[str, ...] = ()) -> list[tuple[str, TextTable]]:  # fmt: skip
+def group_tables(
+    part: pd.DataFrame, group: tuple, flags: dict[str, str] | None = None, cases: pd.DataFrame | None = None, extra: tuple[str, ...] = ()
+) -> list[tuple[str, TextTable]]:
     """(file stem, table) for one dataset × raters × noise × headline reference of the summary.
 
     `part` holds that reference's rows (the Average row among them where it is gt: the raters' DSC against GT, which
@@ -213,8 +208,9 @@ def group_tables(part: pd.DataFrame, group: tuple, flags: dict[str, str] | None 
             columns += [column(k, structure) for k in extra if (structure, k) in pairs and k not in {c.metric for c in columns}]
             kind = "DSC (%) ↑, bAHD ↓, GED ↓ and Dice_match (%) ↑" if real else "DSC (%) ↑ and bAHD ↓"
             kind += "".join(f", {c.markdown}" for c in columns if c.metric in extra)
-            table = build_table(part, columns, main, group_title(kind, group, structure), "Methods", "main", compete_all=False,
-                                flags=flags, cases=cases)  # fmt: skip
+            table = build_table(
+                part, columns, main, group_title(kind, group, structure), "Methods", "main", compete_all=False, flags=flags, cases=cases
+            )
             out.append((f"{'table2' if real else 'table1'}_{base}_{slug(structure)}", table))
         soft = [
             c for s in ordered_structures({s for s, _ in pairs}) for c in table_columns("table3", s, named=True) if (s, c.metric) in pairs
@@ -242,106 +238,17 @@ def group_tables(part: pd.DataFrame, group: tuple, flags: dict[str, str] | None 
     return out
 
 
-SET_METRICS_SHOWN = "GED, GED_u, Dice_match, Dice_max, Dice_soft"
-
-
-def samples_note(table: pd.DataFrame) -> dict[tuple, tuple[str, set[str]]]:
-    """Per (dataset, raters, noise) of a long table: the line under each table with a set metric, and the methods left
-    out of its set-metric columns because they were scored at another M than the others (set metrics are compared only
-    at one M: a perfect sampler's GED falls as 1/M, docs/methods.md#samples).
-
-    The line states M, that a method with one prediction has the same values at any M, and the perfect sampler's GED at
-    that M (the mean `ged_floor` of the group's rows at M).
-    """
-    sets = table[table["reference"] == "raters"]
-    rows = sets[sets["metric"] == "ged"]
-    if "n_samples" not in rows:
-        return {}
-    out = {}
-    for group, part in rows.groupby(["dataset", "raters", "noise"], sort=True):
-        m = part.groupby("method")["n_samples"].max()
-        drawn = m[m > 1]
-        common = int(drawn.value_counts().sort_index().idxmax()) if len(drawn) else 1
-        apart = set(drawn.index[drawn != common])
-        line = (f"{SET_METRICS_SHOWN} at M = {common} draws per test image for every method shown (a method with one "
-                f"prediction: {common} identical draws, the same values as one)")  # fmt: skip
-        floors = select(sets, metric="ged_floor", n_samples=common)
-        floors = floors[(floors["dataset"] == group[0]) & (floors["raters"] == group[1]) & (floors["noise"] == group[2])]
-        if len(floors):
-            per = floors.groupby("structure")["value"].mean()
-            shown = ", ".join(f"{k} {v:.3f}" for k, v in per.items()) if len(per) > 1 else f"{per.iloc[0]:.3f}"
-            line += f"; a perfect sampler of the raters scores GED {shown} at this M (GED_u 0)"
-        if apart:
-            names = ", ".join(f"{display(method)} (M = {int(m[method])})" for method in registry_order(apart))
-            line += f". Left out of these columns, scored at another M: {names}"
-        out[group] = (line + ".", apart)
-    return out
-
-
-#: The run options that cut a run short (config.json), and the seeds per method below which a value is a pipeline check:
-#: one rule for the tables and the reproduction page (bench.reproduce.verdicts.pipeline_reasons reads both from here).
-OPTIONS = ("max_steps", "train_size", "test_size")
-MIN_SEEDS = 3
-
-
-def run_records(results: Path) -> pd.DataFrame:
-    """One row per finished cell of `results`: its keys, budget, reading (`views.own_reading`) and `OPTIONS` (None where not
-    set), from config.json and the manifest."""
-    from bench.report.views import own_reading
-
-    rows = []
-    for r in store.records(results):
-        options = r.config.get("options") or {}
-        budget = r.config.get("budget", {}).get("name", "")
-        rows.append({**r.keys, "budget": budget, "reading": own_reading(r), **{k: options.get(k) for k in OPTIONS}})
-    return pd.DataFrame(rows, columns=[*store.KEYS, "budget", "reading", *OPTIONS])
-
-
-def run_line(table: TextTable, cells: pd.DataFrame | None) -> str:
-    """ "Run: budget plateau; seeds per method: 3; not a pipeline check": what one table's values rest on (`run_text` of
-    its rows' seeds, `TextTable.seeds`)."""
-    return run_text(table.seeds, cells)
-
-
-def run_text(seeds_of: dict[str, int], cells: pd.DataFrame | None) -> str:
-    """ "Run: budget plateau; seeds per method: 3; not a pipeline check": what a table's or a figure's values rest on.
-
-    `seeds_of`: row label (or method) -> the seeds behind its values; `cells`: the `run_records` of the dataset × raters
-    × noise shown; None or empty: budget and options not recorded. A pipeline check: the quick budget, a run option set,
-    or fewer than MIN_SEEDS seeds of a row.
-    """
-    counts = set(seeds_of.values())
-    seeds = str(counts.pop()) if len(counts) == 1 else ", ".join(f"{label} {n}" for label, n in seeds_of.items()) or "–"
-    few = [f"{label} {n}" for label, n in seeds_of.items() if n < MIN_SEEDS]
-    reasons = [f"fewer than {MIN_SEEDS} seeds ({', '.join(few)})"] if few else []
-    if cells is None or cells.empty:
-        check = f"pipeline check, not a verdict: {reasons[0]}" if reasons else "pipeline check: not known (no cell records)"
-        return f"Run: budget not recorded; seeds per method: {seeds}; {check}"
-    budgets = sorted(set(cells["budget"]) - {""})
-    options = [
-        f"--{k.replace('_', '-')} {', '.join(sorted({str(int(v)) for v in cells[k].dropna()}))}" for k in OPTIONS if cells[k].notna().any()
-    ]
-    quick = ["budget quick"] if "quick" in budgets else []
-    reasons = quick + options + reasons
-    check = f"pipeline check, not a verdict: {', '.join(reasons)}" if reasons else "not a pipeline check"
-    readings = sorted(set(cells["reading"].dropna()) - {""}) if "reading" in cells else []
-    read = f"; reading {', '.join(readings)}" if readings else ""
-    return f"Run: budget {', '.join(budgets) or 'not recorded'}; seeds per method: {seeds}; {check}{read}"
-
-
-def row_flags(outcomes: pd.DataFrame | None, audit: dict | None, dataset: str, raters: str, noise: str) -> dict[str, str]:
-    """{method: flag} of a group's rows, put after a method's name: its degenerate predictions (`degenerate_flags` of
-    `outcomes`) and its stop audit's verdict where it does not pass (`audit`: `stop_audit.failures`)."""
-    flags = degenerate_flags(outcomes, dataset, raters, noise)
-    for method, flag in (audit or {}).get((dataset, raters, noise), {}).items():
-        flags[method] = " · ".join(f for f in (flags.get(method), flag) if f)
-    return flags
-
-
-def write_tables(summary: pd.DataFrame, out_dir: Path, note: str = "", outcomes: pd.DataFrame | None = None,
-                 samples: dict[tuple, tuple[str, set[str]]] | None = None, audit: dict[tuple, dict[str, str]] | None = None,
-                 cells: pd.DataFrame | None = None, cases: pd.DataFrame | None = None,
-                 extra: tuple[str, ...] = ()) -> list[Path]:  # fmt: skip
+def write_tables(
+    summary: pd.DataFrame,
+    out_dir: Path,
+    note: str = "",
+    outcomes: pd.DataFrame | None = None,
+    samples: dict[tuple, tuple[str, set[str]]] | None = None,
+    audit: dict[tuple, dict[str, str]] | None = None,
+    cells: pd.DataFrame | None = None,
+    cases: pd.DataFrame | None = None,
+    extra: tuple[str, ...] = (),
+) -> list[Path]:
     """Every table of the summary as Markdown and LaTeX, per headline reference, and the set-metrics table of each group
     where a method with samples or per-rater outputs ran (`set_metrics_table`); `note` (e.g. "quick stand-in: …") heads
     each file.
@@ -400,8 +307,15 @@ def default_reference(dataset: str) -> str:
 SET_TABLE = ("ged", "ged_unbiased", "dice_match", "dice_max", "dice_soft", "dice_personal")
 
 
-def set_metrics_table(summary: pd.DataFrame, cases: pd.DataFrame, dataset: str, raters: str, noise: str,
-                      flags: dict[str, str] | None = None, cells: pd.DataFrame | None = None) -> TextTable | None:  # fmt: skip
+def set_metrics_table(
+    summary: pd.DataFrame,
+    cases: pd.DataFrame,
+    dataset: str,
+    raters: str,
+    noise: str,
+    flags: dict[str, str] | None = None,
+    cells: pd.DataFrame | None = None,
+) -> TextTable | None:
     """The field's table of one dataset × raters × noise: `SET_TABLE` against the rater set, per structure, mean ± std over
     seeds, each header with the M its values were scored at; under it the samples line (`samples_note`: M and the
     perfect sampler's GED floor) and the run line (`run_text`), bold only on a resolved best (`mark_best`).
@@ -418,8 +332,13 @@ def set_metrics_table(summary: pd.DataFrame, cases: pd.DataFrame, dataset: str, 
     line, apart = samples_note(rows).get((dataset, raters, noise), ("", set()))
     drawn = [k for k in SET_TABLE if metrics.get(k).outputs == "samples"]  # compared at one M; Dice_personal scores own outputs
     rows = rows[rows["metric"].isin(SET_TABLE) & ~(rows["method"].isin(apart) & rows["metric"].isin(drawn))]
-    part = summary[(summary["dataset"] == dataset) & (summary["raters"] == raters) & (summary["noise"] == noise)
-                   & (summary["reference"] == "raters") & summary["metric"].isin(SET_TABLE)]  # fmt: skip
+    part = summary[
+        (summary["dataset"] == dataset)
+        & (summary["raters"] == raters)
+        & (summary["noise"] == noise)
+        & (summary["reference"] == "raters")
+        & summary["metric"].isin(SET_TABLE)
+    ]
     part = part[~(part["method"].isin(apart) & part["metric"].isin(drawn))]
     pairs = set(zip(part["structure"], part["metric"]))
     structures = ordered_structures({s for s, _ in pairs})
@@ -433,8 +352,17 @@ def set_metrics_table(summary: pd.DataFrame, cases: pd.DataFrame, dataset: str, 
                 if metrics.get(name).outputs == "own"
                 else (f"M = {int(m.max())}" if len(m) else "M –")
             )  # the samples' columns: one M (`apart`), one prediction counts as M copies
-            columns.append(TextColumn(structure, name, f"{base.markdown} ({at})", f"{base.latex} ({latex_text(at)})", base.scale, base.digits,
-                                      base.higher_is_better))  # fmt: skip
+            columns.append(
+                TextColumn(
+                    structure,
+                    name,
+                    f"{base.markdown} ({at})",
+                    f"{base.latex} ({latex_text(at)})",
+                    base.scale,
+                    base.digits,
+                    base.higher_is_better,
+                )
+            )
     methods_here = main_methods(set(part["method"]))
     if not columns or not methods_here:
         return None
@@ -442,7 +370,9 @@ def set_metrics_table(summary: pd.DataFrame, cases: pd.DataFrame, dataset: str, 
     table = build_table(part, columns, methods_here, title, "Methods", "main", compete_all=False, flags=flags, cases=rows)
     if line:
         table.notes.append(line)
-    table.notes.append("Dice_personal scores each rater's own output against that rater (M = R where a method has per-rater "
-                       "outputs); a method with one prediction offers it to every rater (M = 1).")  # fmt: skip
+    table.notes.append(
+        "Dice_personal scores each rater's own output against that rater (M = R where a method has per-rater "
+        "outputs); a method with one prediction offers it to every rater (M = 1)."
+    )
     table.run = run_line(table, cells)
     return table

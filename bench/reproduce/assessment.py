@@ -25,7 +25,7 @@ from bench.evaluate.long_table import pooled_areas, select
 from bench.evaluate.metrics import higher_is_better
 from bench.report import stats, stop_audit
 from bench.report.rows import table_of
-from bench.report.tables import OPTIONS  # the run options that make a cell a pipeline check (config.json)
+from bench.report.table_notes import OPTIONS  # the run options that make a cell a pipeline check (config.json)
 from bench.reproduce.claims import assess_claim
 from bench.reproduce.verdicts import (
     ClaimReport,
@@ -73,10 +73,20 @@ def cell_info(results: Path) -> pd.DataFrame:
     rows = []
     for r in store.records(results):
         setting, options, config = r.manifest.get("rater_setting") or {}, r.config.get("options") or {}, r.config
-        rows.append({**r.manifest["cell"], "budget": config.get("budget", {}).get("name", ""), "labels": setting.get("labels") or {},
-                     "input": setting.get("input", ""), "stops": "+".join(r.stops), "flag": r.degenerate.get("flag", ""),
-                     "teacher": r.manifest.get("teacher") or {}, "selection": r.manifest.get("selection") or {},
-                     **{k: options.get(k) for k in OPTIONS}, **{k: config.get(k) for k in IMAGES}})  # fmt: skip
+        rows.append(
+            {
+                **r.manifest["cell"],
+                "budget": config.get("budget", {}).get("name", ""),
+                "labels": setting.get("labels") or {},
+                "input": setting.get("input", ""),
+                "stops": "+".join(r.stops),
+                "flag": r.degenerate.get("flag", ""),
+                "teacher": r.manifest.get("teacher") or {},
+                "selection": r.manifest.get("selection") or {},
+                **{k: options.get(k) for k in OPTIONS},
+                **{k: config.get(k) for k in IMAGES},
+            }
+        )
     return pd.DataFrame(
         rows, columns=[*store.KEYS, "budget", "labels", "input", "stops", "flag", "teacher", "selection", *OPTIONS, *IMAGES]
     )
@@ -108,8 +118,21 @@ def assess(results: Path, data_root: Path, paper: Study | None = None, audit: Pa
     claims = [assess_claim(c, tables, table, cells, paper) for c in paper.claims]
     logs = store.read_collected(results, store.TRAIN_LOGS)
     selection = assess_selection(logs, table, cells)
-    return Assessment(paper, results, budget, tables, claims, values, assess_readings(table, cells, paper), table, selection,
-                      protocol_note(budgets), logs, stop_audit.failures(results, audit), audit or results)  # fmt: skip
+    return Assessment(
+        paper,
+        results,
+        budget,
+        tables,
+        claims,
+        values,
+        assess_readings(table, cells, paper),
+        table,
+        selection,
+        protocol_note(budgets),
+        logs,
+        stop_audit.failures(results, audit),
+        audit or results,
+    )
 
 
 def protocol_note(budgets: list[str]) -> str:
@@ -125,8 +148,27 @@ def protocol_note(budgets: list[str]) -> str:
     return f"under this benchmark's {ours} protocol ({how}){ran}"
 
 
-SELECTION_COLUMNS = ["dataset", "raters", "noise", "method", "seeds", "rule_step", "rule_dsc", "rule_sd", "gt_step", "gt_dsc", "gt_sd",
-                     "gain", "gain_low", "gain_high", "test_dsc", "test_sd", "gt_test_dsc", "gt_test_sd", "gt_test_seeds"]  # fmt: skip
+SELECTION_COLUMNS = [
+    "dataset",
+    "raters",
+    "noise",
+    "method",
+    "seeds",
+    "rule_step",
+    "rule_dsc",
+    "rule_sd",
+    "gt_step",
+    "gt_dsc",
+    "gt_sd",
+    "gain",
+    "gain_low",
+    "gain_high",
+    "test_dsc",
+    "test_sd",
+    "gt_test_dsc",
+    "gt_test_sd",
+    "gt_test_seeds",
+]
 
 
 def selection_steps(logs: pd.DataFrame) -> pd.DataFrame:
@@ -142,8 +184,15 @@ def selection_steps(logs: pd.DataFrame) -> pd.DataFrame:
         rule = stops.get(key)
         if rule is None or rule not in by_step.index:  # a stage that did not finish, or stopped between evaluations
             continue
-        rows.append({**dict(zip(store.KEYS, key)), "rule_step": int(rule), "rule_dsc": float(by_step[rule]),
-                     "gt_step": int(by_step.idxmax()), "gt_dsc": float(by_step.max())})  # fmt: skip
+        rows.append(
+            {
+                **dict(zip(store.KEYS, key)),
+                "rule_step": int(rule),
+                "rule_dsc": float(by_step[rule]),
+                "gt_step": int(by_step.idxmax()),
+                "gt_dsc": float(by_step.max()),
+            }
+        )
     return pd.DataFrame(rows, columns=[*store.KEYS, "rule_step", "rule_dsc", "gt_step", "gt_dsc"])
 
 
@@ -177,12 +226,26 @@ def assess_selection(logs: pd.DataFrame, table: pd.DataFrame | None = None, cell
     for key, part in steps.groupby(["dataset", "raters", "noise", "method"], sort=True):
         test, at_best = pd.Series(fair.get(key, []), dtype=float), kept.get(key, pd.Series(dtype=float))
         gain = measure(part["gt_dsc"].to_numpy() - part["rule_dsc"].to_numpy(), 1.0)
-        rows.append({**dict(zip(["dataset", "raters", "noise", "method"], key)), "seeds": len(part), "rule_step": span(part["rule_step"]),
-                     "rule_dsc": part["rule_dsc"].mean(), "rule_sd": part["rule_dsc"].std(), "gt_step": span(part["gt_step"]),
-                     "gt_dsc": part["gt_dsc"].mean(), "gt_sd": part["gt_dsc"].std(), "gain": gain.mean, "gain_low": gain.ci[0],
-                     "gain_high": gain.ci[1], "test_dsc": test.mean() if len(test) else math.nan, "test_sd": test.std(),
-                     "gt_test_dsc": at_best.mean() if len(at_best) else math.nan, "gt_test_sd": at_best.std(),
-                     "gt_test_seeds": len(at_best)})  # fmt: skip
+        rows.append(
+            {
+                **dict(zip(["dataset", "raters", "noise", "method"], key)),
+                "seeds": len(part),
+                "rule_step": span(part["rule_step"]),
+                "rule_dsc": part["rule_dsc"].mean(),
+                "rule_sd": part["rule_dsc"].std(),
+                "gt_step": span(part["gt_step"]),
+                "gt_dsc": part["gt_dsc"].mean(),
+                "gt_sd": part["gt_dsc"].std(),
+                "gain": gain.mean,
+                "gain_low": gain.ci[0],
+                "gain_high": gain.ci[1],
+                "test_dsc": test.mean() if len(test) else math.nan,
+                "test_sd": test.std(),
+                "gt_test_dsc": at_best.mean() if len(at_best) else math.nan,
+                "gt_test_sd": at_best.std(),
+                "gt_test_seeds": len(at_best),
+            }
+        )
     return pd.DataFrame(rows, columns=SELECTION_COLUMNS)
 
 
@@ -214,15 +277,20 @@ def assess_readings(table: pd.DataFrame, cells: pd.DataFrame, paper: Study) -> l
             if not len(got):
                 continue
             ts = teachers.get((dataset, raters, method), [])
-            out.append({
-                **reading, "dataset": dataset, "raters": raters, "structure": structure,
-                "measured": measure(got, scale("dsc")),
-                "areas": pooled.loc[method].to_dict() if method in pooled.index else {},
-                "test": tests.loc[method].to_dict() if method in tests.index else None,
-                "teacher_fg": float(np.mean([teacher_value(t, "gt_fg") for t in ts])) if ts else math.nan,
-                "teacher_bg": float(np.mean([teacher_value(t, "gt_bg") for t in ts])) if ts else math.nan,
-                "teacher_cells": len(ts),
-            })  # fmt: skip
+            out.append(
+                {
+                    **reading,
+                    "dataset": dataset,
+                    "raters": raters,
+                    "structure": structure,
+                    "measured": measure(got, scale("dsc")),
+                    "areas": pooled.loc[method].to_dict() if method in pooled.index else {},
+                    "test": tests.loc[method].to_dict() if method in tests.index else None,
+                    "teacher_fg": float(np.mean([teacher_value(t, "gt_fg") for t in ts])) if ts else math.nan,
+                    "teacher_bg": float(np.mean([teacher_value(t, "gt_bg") for t in ts])) if ts else math.nan,
+                    "teacher_cells": len(ts),
+                }
+            )
     return out
 
 

@@ -127,8 +127,12 @@ def claim_columns(claim: Claim) -> list[Column]:
 
 
 def scoped(table: pd.DataFrame, group: Group, reference: str, noise: str = "protocol") -> pd.DataFrame:
-    return table[(table["dataset"] == group.dataset) & (table["raters"] == group.raters) & (table["noise"] == noise)
-                 & (table["reference"] == reference)]  # fmt: skip
+    return table[
+        (table["dataset"] == group.dataset)
+        & (table["raters"] == group.raters)
+        & (table["noise"] == noise)
+        & (table["reference"] == reference)
+    ]
 
 
 #: A claim's verdicts from the most to the least decisive: a claim, a part of its scope or a check takes the first that
@@ -148,8 +152,9 @@ def decide(states: list[str], missing: list) -> str:
     return "incomplete" if missing else worst(states)
 
 
-def pair_tests(table, group: Group, column: Column, pairs, where: str, tol: float, reference: str | None = None,
-               noise: str = "protocol") -> dict:  # fmt: skip
+def pair_tests(
+    table, group: Group, column: Column, pairs, where: str, tol: float, reference: str | None = None, noise: str = "protocol"
+) -> dict:
     """The pairs of one check that ran, each read from its column's one Holm family (`bench.report.stats.family_tests`):
     "ahead" when significant in the better method's favour, "behind" when significant the other way, "no material
     difference" when not significant and its 95 % interval lies inside ± `tol`, else "unresolved" (so is a pair the
@@ -160,8 +165,14 @@ def pair_tests(table, group: Group, column: Column, pairs, where: str, tol: floa
     rows = select(rows, metric=column.metric, structure=column.structure)
     present = set(rows["method"])
     missing = [p for p in pairs if p[0] not in present or p[1] not in present]
-    out = {"group": group, "where": where, "missing": missing, "results": [], "means": {},
-           "lines": [f"{where}: not run: {', '.join(f'{display(a)} vs {display(b)}' for a, b in missing)}"] if missing else []}  # fmt: skip
+    out = {
+        "group": group,
+        "where": where,
+        "missing": missing,
+        "results": [],
+        "means": {},
+        "lines": [f"{where}: not run: {', '.join(f'{display(a)} vs {display(b)}' for a, b in missing)}"] if missing else [],
+    }
     ran = [p for p in pairs if p not in missing]
     if not ran:
         return out
@@ -169,8 +180,13 @@ def pair_tests(table, group: Group, column: Column, pairs, where: str, tol: floa
     out["means"] = (rows.groupby("method")["value"].mean() * unit).to_dict()
     family = stats.family_tests(rows, study.current().reference_method, higher)
     for better, worse in ran:
-        r = stats.pair_test(family, better, worse) or {"diff": math.nan, "ci_low": math.nan, "ci_high": math.nan, "p_holm": math.nan,
-                                                       "seeds_needed": math.nan}  # fmt: skip
+        r = stats.pair_test(family, better, worse) or {
+            "diff": math.nan,
+            "ci_low": math.nan,
+            "ci_high": math.nan,
+            "p_holm": math.nan,
+            "seeds_needed": math.nan,
+        }
         diff, low, high, p = unit * r["diff"], unit * r["ci_low"], unit * r["ci_high"], r["p_holm"]
         r = {**r, "metric": column.metric}  # for the interval's range (`shown`)
         state = (
@@ -180,8 +196,9 @@ def pair_tests(table, group: Group, column: Column, pairs, where: str, tol: floa
     return out
 
 
-def order_check(table, group: Group, column: Column, pairs, where: str, tol: float, reference: str | None = None,
-                noise: str = "protocol") -> dict:  # fmt: skip
+def order_check(
+    table, group: Group, column: Column, pairs, where: str, tol: float, reference: str | None = None, noise: str = "protocol"
+) -> dict:
     """Each (better, worse) pair by its state (`pair_tests`), judged by direction: the check does not hold only when a
     pair is behind (significant the other way), holds when every pair is ahead, shows "no material difference" when a
     pair is inside ± `tol` (a real gap smaller than the tolerance is no refutation), is inconclusive when one is
@@ -196,8 +213,11 @@ def order_check(table, group: Group, column: Column, pairs, where: str, tol: flo
         "no material difference": "no material difference",
         "unresolved": "inconclusive",
     }
-    lines = [f"{where} ({group.budget}): {display(r['better'])} {check['means'][r['better']]:.2f} vs {display(r['worse'])} "
-             f"{check['means'][r['worse']]:.2f}, {comparison(r, tol)}" for r in check["results"]]  # fmt: skip
+    lines = [
+        f"{where} ({group.budget}): {display(r['better'])} {check['means'][r['better']]:.2f} vs {display(r['worse'])} "
+        f"{check['means'][r['worse']]:.2f}, {comparison(r, tol)}"
+        for r in check["results"]
+    ]
     states = [to_status[r["state"]] for r in check["results"]]
     return {**check, "status": decide(states, check["missing"]), "lines": check["lines"] + lines}
 
@@ -244,8 +264,18 @@ def margin_check(claim: Claim, table, group: Group, column: Column, reference: s
     versus = claim.params.get("versus") or {}
     if not versus:
         t = paper.table(table_of_dataset(column.dataset, paper)) if table_of_dataset(column.dataset, paper) else None
-        j = next((j for j, c in enumerate(t.columns) if (c.dataset, c.metric, c.structure) == (column.dataset, column.metric,
-                                                                                                  column.structure)), None) if t else None  # fmt: skip
+        j = (
+            next(
+                (
+                    j
+                    for j, c in enumerate(t.columns)
+                    if (c.dataset, c.metric, c.structure) == (column.dataset, column.metric, column.structure)
+                ),
+                None,
+            )
+            if t
+            else None
+        )
         rows = [(v[0], m) for m in competitors(t.id, paper) if (v := t.value(m, j))] if j is not None else []
         pick = max if higher_is_better(column.metric) else min
         versus = {pick(rows)[1]: claim.params["points"]} if rows else {}
@@ -257,9 +287,11 @@ def margin_check(claim: Claim, table, group: Group, column: Column, reference: s
         need = versus[r["worse"]] - tol
         state = "does not hold" if r["state"] == "behind" or r["high"] < need else "holds" if r["low"] >= need else "inconclusive"
         states.append(state)
-        lines.append(f"{where} ({group.budget}): {display(r['better'])} − {display(r['worse'])} = {r['diff']:+.2f} points "
-                     f"{shown(r)}, {holm_p(r['p_holm'])} → {r['state']} (claimed ≈ "
-                     f"{versus[r['worse']]:g}, at least {need:g}) → {state}")  # fmt: skip
+        lines.append(
+            f"{where} ({group.budget}): {display(r['better'])} − {display(r['worse'])} = {r['diff']:+.2f} points "
+            f"{shown(r)}, {holm_p(r['p_holm'])} → {r['state']} (claimed ≈ "
+            f"{versus[r['worse']]:g}, at least {need:g}) → {state}"
+        )
     return {**check, "status": decide(states, check["missing"]), "lines": lines + check["lines"]}
 
 
@@ -274,9 +306,11 @@ def tie_check(claim: Claim, table, group: Group, column: Column, reference: str,
     for r in check["results"]:
         inside, outside = -tol <= r["low"] and r["high"] <= tol, r["high"] < -tol or r["low"] > tol
         states.append("holds" if inside else "does not hold" if outside else "inconclusive")
-        lines.append(f"{where} ({group.budget}): {display(r['better'])} vs {display(r['worse'])}: Δ {r['diff']:+.2f} "
-                     f"{shown(r)} against ±{tol:.2g} → "
-                     f"{'no effect' if inside else 'an effect' if outside else 'inconclusive'}")  # fmt: skip
+        lines.append(
+            f"{where} ({group.budget}): {display(r['better'])} vs {display(r['worse'])}: Δ {r['diff']:+.2f} "
+            f"{shown(r)} against ±{tol:.2g} → "
+            f"{'no effect' if inside else 'an effect' if outside else 'inconclusive'}"
+        )
     return {**check, "status": decide(states, check["missing"]), "lines": lines + check["lines"]}
 
 

@@ -23,18 +23,19 @@ import pandas as pd
 
 from bench import files, study
 from bench.evaluate.long_table import mean_sd, select
-from bench.report import tables
-from bench.report.intervals import difference_range, interval, value_range
+from bench.report import table_notes
+from bench.report.intervals import interval, value_range
 from bench.report.ranking import SCHEMES
 from bench.report.rows import display
+from bench.report.table_notes import MIN_SEEDS
 from bench.report.table_text import FLAG_NOTE
-from bench.report.tables import MIN_SEEDS
 from bench.reproduce.assessment import Assessment
 from bench.reproduce.page_figures import N_BOOT, TEST, ColumnRanking, column_name, figure_files, rank_columns, tau_text
 from bench.reproduce.page_format import Block, plural, to_html, to_markdown, verdict_of
 from bench.reproduce.page_sections import (
     claims_blocks,
     datasets_blocks,
+    delta_cell,
     measured_text,
     numbers_blocks,
     readings_blocks,
@@ -86,33 +87,42 @@ def page(a: Assessment, figs: dict, out_dir: Path, cells: pd.DataFrame, ranks: d
     paper = a.study
     blocks: list[Block] = [
         ("h", 1, f"Does the paper reproduce? {paper.citation}"),
-        ("p", f"*{paper.title}*. Every paper number below cites the line of the paper's LaTeX it comes from (`{paper.source}`, "
-              "study file paper_figures/lfnet_paper.toml)."),
+        (
+            "p",
+            f"*{paper.title}*. Every paper number below cites the line of the paper's LaTeX it comes from (`{paper.source}`, "
+            "study file paper_figures/lfnet_paper.toml).",
+        ),
         *banner_blocks(cells),
         ("h", 2, "Headline"),
         ("list", headline(a)),
         ("table", ["run", "as the cells recorded it", "run", "as the cells recorded it"], side_by_side(banner(a, cells))),
         ("h", 2, "Contents"),
         ("toc",),
-        ("details", "**How verdicts are given**: the rules, stated before any number, for values, claims, paired comparisons and "
-                    "rankings", [
-            ("p", VALUE_RULE),
-            ("p", CLAIM_RULE),
-            ("p", f"Paired comparisons on this page are the {TEST}: Δ is the difference of two methods' means with its 95 % "
-                  "interval and its p, Holm-adjusted once per column over the column's registered comparisons (the same p in "
-                  "every table, box plot and claim; the measured best method against the reference method reads it too, so "
-                  "choosing the best after the fact is covered); where p ≥ 0.05 the page gives the seeds per method at which a "
-                  "true gap of that size would be found with 80 % power. Every interval names its seeds (n) and degrees of "
-                  "freedom (df); one wider than the metric's range is not estimable with so few seeds and is not printed. "
-                  "A column's ranking is shown with its uncertainty: each method's rank over "
-                  f"{N_BOOT} two-level bootstrap resamples (test cases, the same draw for every method, then each method's "
-                  "seed level from Student's t on its seeds, as the paired test's seed term: for two identical methods at 3 "
-                  "seeds one is at rank 1 in ≥ 95 % of resamples in under 5 % of columns), and Kendall's τ with the paper's "
-                  "order with its 95 % bootstrap interval. Every pair of the methods with two or more seeds is compared too "
-                  "(the significance map, Holm over all the column's pairs, a family of its own), and their ranks are given "
-                  f"under three schemes ({', '.join(SCHEMES)}: the last counts each method's significant wins in the map)."),
-        ]),
-    ]  # fmt: skip
+        (
+            "details",
+            "**How verdicts are given**: the rules, stated before any number, for values, claims, paired comparisons and rankings",
+            [
+                ("p", VALUE_RULE),
+                ("p", CLAIM_RULE),
+                (
+                    "p",
+                    f"Paired comparisons on this page are the {TEST}: Δ is the difference of two methods' means with its 95 % "
+                    "interval and its p, Holm-adjusted once per column over the column's registered comparisons (the same p in "
+                    "every table, box plot and claim; the measured best method against the reference method reads it too, so "
+                    "choosing the best after the fact is covered); where p ≥ 0.05 the page gives the seeds per method at which a "
+                    "true gap of that size would be found with 80 % power. Every interval names its seeds (n) and degrees of "
+                    "freedom (df); one wider than the metric's range is not estimable with so few seeds and is not printed. "
+                    "A column's ranking is shown with its uncertainty: each method's rank over "
+                    f"{N_BOOT} two-level bootstrap resamples (test cases, the same draw for every method, then each method's "
+                    "seed level from Student's t on its seeds, as the paired test's seed term: for two identical methods at 3 "
+                    "seeds one is at rank 1 in ≥ 95 % of resamples in under 5 % of columns), and Kendall's τ with the paper's "
+                    "order with its 95 % bootstrap interval. Every pair of the methods with two or more seeds is compared too "
+                    "(the significance map, Holm over all the column's pairs, a family of its own), and their ranks are given "
+                    f"under three schemes ({', '.join(SCHEMES)}: the last counts each method's significant wins in the map).",
+                ),
+            ],
+        ),
+    ]
     shown: set[Path] = set()  # a figure is embedded once, under the first table that shows its group
     for t in a.tables:
         if any(g.entries for g in t.groups):  # a table with no cells at all is named in the headline and under Datasets
@@ -146,9 +156,14 @@ def banner_blocks(cells: pd.DataFrame) -> list[Block]:
         if len(checks) == len(settings)
         else "the values and claims of these settings (the others are verdict grade)"
     )
-    return [("banner", f"Pipeline check, not a verdict: {where}. It tests that {scope} can be computed, not whether the paper "
-                       f"reproduces; verdicts need a budget other than `quick`, at least {MIN_SEEDS} seeds per method and no "
-                       "`--max-steps`, `--train-size` or `--test-size`.")]  # fmt: skip
+    return [
+        (
+            "banner",
+            f"Pipeline check, not a verdict: {where}. It tests that {scope} can be computed, not whether the paper "
+            f"reproduces; verdicts need a budget other than `quick`, at least {MIN_SEEDS} seeds per method and no "
+            "`--max-steps`, `--train-size` or `--test-size`.",
+        )
+    ]
 
 
 def headline(a: Assessment) -> list[str]:
@@ -203,8 +218,10 @@ def table_line(t: TableReport, stops: dict | None = None) -> str:
             flag = f" [{g.degenerate[e.method]}: its mean measures nothing]" if e.method in g.degenerate else ""
             stopped = (stops or {}).get((g.dataset, g.raters, "protocol"), {})  # {method: stop-audit flag}
             flag += f" [{stopped[e.method]}]" if e.method in stopped else ""
-            text = (f"**{t.table.label}** ({column.dataset} {column_name(column)}, on {g.dataset} `{g.raters}`): "
-                    f"{value_text(e, column.metric)}{flag}{against}")  # fmt: skip
+            text = (
+                f"**{t.table.label}** ({column.dataset} {column_name(column)}, on {g.dataset} `{g.raters}`): "
+                f"{value_text(e, column.metric)}{flag}{against}"
+            )
             best = next((x for x in trained if x.method == r.get("winner")), None)
             if best is not None and best is not e:
                 test = r.get("test") or {}
@@ -256,8 +273,16 @@ def not_run_line(t: TableReport) -> str:
     n = table_counts(t)["not run"]
     if not n:
         return ""
-    methods = list(dict.fromkeys(e.method for g in t.groups if is_paper_setting(g) for rows in g.entries.values() for e in rows
-                                 if e.paper and not e.measured and e.method != "average"))  # fmt: skip
+    methods = list(
+        dict.fromkeys(
+            e.method
+            for g in t.groups
+            if is_paper_setting(g)
+            for rows in g.entries.values()
+            for e in rows
+            if e.paper and not e.measured and e.method != "average"
+        )
+    )
     parts = [f"{', '.join(map(display, methods))} not trained here"] if methods else []
     absent = list(t.not_run)
     if absent:
@@ -274,10 +299,18 @@ def has_curves(logs: pd.DataFrame, dataset: str, raters: str) -> bool:
     return bool(len(evals)) and evals.groupby(["method", "seed", "stage"])["step"].nunique().max() >= 2
 
 
-def table_blocks(t: TableReport, figs: dict, out_dir: Path, shown: set[Path], cells: pd.DataFrame, ranks: dict,
-                 logs: pd.DataFrame | None = None, stops: dict | None = None) -> list[Block]:  # fmt: skip
+def table_blocks(
+    t: TableReport,
+    figs: dict,
+    out_dir: Path,
+    shown: set[Path],
+    cells: pd.DataFrame,
+    ranks: dict,
+    logs: pd.DataFrame | None = None,
+    stops: dict | None = None,
+) -> list[Block]:
     """A paper table's section: its not-run values in one line, then per rater setting its group line and per column the
-    measured rows (flagged as the report's tables flag them: `tables.row_flags`, `stops` the stop audit's flags), the ranking line,
+    measured rows (flagged as the report's tables flag them: `table_notes.row_flags`, `stops` the stop audit's flags), the ranking line,
     the significance map's summary and the ranking schemes; the setting's figures in one row of figures at its end (the
     learning curves only where `logs`, the training logs, hold a curve)."""
     logs = pd.DataFrame() if logs is None else logs
@@ -286,7 +319,7 @@ def table_blocks(t: TableReport, figs: dict, out_dir: Path, shown: set[Path], ce
         blocks.append(("p", line))
     for g in t.groups:
         blocks += [("h", 3, f"{g.dataset}, raters `{g.raters}`: {g.kind}"), ("p", group_line(g))]
-        flags = tables.row_flags(cells, stops, g.dataset, g.raters, "protocol")
+        flags = table_notes.row_flags(cells, stops, g.dataset, g.raters, "protocol")
         gallery: list[tuple[Path, str]] = []
         for j, rows in sorted(g.entries.items()):
             column = t.table.columns[j]
@@ -298,9 +331,21 @@ def table_blocks(t: TableReport, figs: dict, out_dir: Path, shown: set[Path], ce
             if not measured:
                 blocks.append(("p", "No method of this column was measured here."))
                 continue
-            blocks.append(("table", ["method", "paper", "measured (n seeds)", "95 % CI (n seeds, df)", "Δ measured − paper [95 % CI]",
-                                     "verdict", "precision / recall / area"],
-                           [entry_row(e, extra, column.metric, stand_in=is_stand_in(g), flag=flags.get(e.method, "")) for e in measured]))  # fmt: skip
+            blocks.append(
+                (
+                    "table",
+                    [
+                        "method",
+                        "paper",
+                        "measured (n seeds)",
+                        "95 % CI (n seeds, df)",
+                        "Δ measured − paper [95 % CI]",
+                        "verdict",
+                        "precision / recall / area",
+                    ],
+                    [entry_row(e, extra, column.metric, stand_in=is_stand_in(g), flag=flags.get(e.method, "")) for e in measured],
+                )
+            )
             key = (t.table.id, g.dataset, g.raters, j)
             r = ranks.get(key)
             pairs = pairs_blocks(r) if r is not None else []
@@ -336,13 +381,26 @@ def pairs_blocks(r: ColumnRanking) -> list[Block]:
     n_pairs = len(sig.tests)
     test = TEST.split(" (")[0]
     family = f"the one pair, {test}" if n_pairs == 1 else f"{plural(n_pairs, 'pair')}, {test}, Holm over the {n_pairs} pairs"
-    text = (f"Every pair ({family}): " + (f"resolved {', '.join(resolved)}" if resolved else "none resolved")
-            + (f"; {n_pairs - len(resolved)} not resolved" if resolved and len(resolved) < n_pairs else "") + ".")  # fmt: skip
+    text = (
+        f"Every pair ({family}): "
+        + (f"resolved {', '.join(resolved)}" if resolved else "none resolved")
+        + (f"; {n_pairs - len(resolved)} not resolved" if resolved and len(resolved) < n_pairs else "")
+        + "."
+    )
     schemes = r.schemes
     if (schemes.nunique(axis=1) == 1).all():
         order = schemes["mean-then-rank"].sort_values(kind="stable")
-        return [("p", text + " Ranks agree under the three schemes (" + ", ".join(SCHEMES) + "): "
-                 + ", ".join(f"{rank} {display(m)}" for m, rank in order.items()) + ".")]  # fmt: skip
+        return [
+            (
+                "p",
+                text
+                + " Ranks agree under the three schemes ("
+                + ", ".join(SCHEMES)
+                + "): "
+                + ", ".join(f"{rank} {display(m)}" for m, rank in order.items())
+                + ".",
+            )
+        ]
     rows = [[display(m), *(str(schemes.loc[m, s]) for s in SCHEMES)] for m in schemes.sort_values("mean-then-rank", kind="stable").index]
     return [("p", text + " Ranks differ by scheme:"), ("table", ["method", *SCHEMES], rows)]
 
@@ -352,9 +410,11 @@ def group_line(g: Group) -> str:
     parts = [g.note or "—", f"budget {g.budget}{quick}", f"stopped by: {g.stops or '—'}"]
     labels = g.labels
     if labels:
-        parts.append(f"pool (no training): Average {100 * labels['average']:.2f}, majority-vote label {100 * labels['majority']:.2f} "
-                     f"({labels['majority_area_ratio']:.2f}× GT area), STAPLE label {100 * labels['staple']:.2f} "
-                     f"({labels['staple_area_ratio']:.2f}×)")  # fmt: skip
+        parts.append(
+            f"pool (no training): Average {100 * labels['average']:.2f}, majority-vote label {100 * labels['majority']:.2f} "
+            f"({labels['majority_area_ratio']:.2f}× GT area), STAPLE label {100 * labels['staple']:.2f} "
+            f"({labels['staple_area_ratio']:.2f}×)"
+        )
     return "; ".join(parts)
 
 
@@ -363,7 +423,7 @@ def entry_row(e: Entry, extra: pd.DataFrame, metric: str = "dsc", stand_in: bool
     precision / recall / area; a degenerate-prediction flag follows the method's name. Intervals by `interval`, in the
     range of `metric`."""
     m, p, d = e.measured, e.paper, digits(metric)
-    delta = "" if stand_in else _delta(e, d, metric)
+    delta = "" if stand_in else delta_cell(e, d, metric)
     ci = interval(m.ci[0], m.ci[1], m.n, m.n - 1, d, value_range(metric)) if m else "–"
     pra = "–"
     if e.method in extra.index:
@@ -371,19 +431,6 @@ def entry_row(e: Entry, extra: pd.DataFrame, metric: str = "dsc", stand_in: bool
         pra = " / ".join("–" if pd.isna(r[k]) else f"{r[k]:.2f}" for k in ("precision", "recall", "area"))  # precision: none predicted
     label = (display(e.method) if e.method != "average" else "*Average*") + (f" [{flag}]" if flag else "")
     return [label, mean_sd(*p, d) if p else "–", measured_text(e, d) if m else "–", ci, delta, e.verdict, pra]
-
-
-def _delta(e: Entry, d: int, metric: str) -> str:
-    """Measured − paper with its 95 % interval where the verdict computed one (`Entry.delta`; df those of the measured
-    side), else the difference alone."""
-    if not (e.measured and e.paper):
-        return "–"
-    delta = getattr(e, "delta", None)
-    if delta is None:
-        return f"{e.measured.mean - e.paper[0]:+.{d}f}"
-    diff, low, high = delta
-    n = e.measured.n
-    return f"{diff:+.{d}f} " + interval(low, high, n, n - 1, d, difference_range(metric), signed=True)
 
 
 def ranking_line(r: dict, ranks: ColumnRanking | None = None) -> str:

@@ -53,8 +53,14 @@ class ColumnRanking:
 
 def column_rows(table: pd.DataFrame, column: Column, dataset: str, raters: str, reference: str) -> pd.DataFrame:
     """The long table's rows of one column of one group at the protocol: method, seed, case, value."""
-    rows = table[(table["dataset"] == dataset) & (table["raters"] == raters) & (table["noise"] == "protocol")
-                 & (table["reference"] == reference) & (table["metric"] == column.metric) & (table["structure"] == column.structure)]  # fmt: skip
+    rows = table[
+        (table["dataset"] == dataset)
+        & (table["raters"] == raters)
+        & (table["noise"] == "protocol")
+        & (table["reference"] == reference)
+        & (table["metric"] == column.metric)
+        & (table["structure"] == column.structure)
+    ]
     return rows[["method", "seed", "case", "value"]]
 
 
@@ -72,7 +78,9 @@ def rank_columns(a: Assessment, cells: pd.DataFrame) -> dict[tuple, ColumnRankin
                 if len(trained) < 2:
                     continue
                 seeded, _ = ranking.rankable(rows, [e.method for e in trained])  # one seed: no seed level, no seed-aware test
-                shares = ranking.rank_distribution(rows, seeded, higher_is_better(column.metric), N_BOOT, seed=0) if len(seeded) >= 2 else None
+                shares = (
+                    ranking.rank_distribution(rows, seeded, higher_is_better(column.metric), N_BOOT, seed=0) if len(seeded) >= 2 else None
+                )
                 paper = {e.method: e.paper[0] for e in trained if e.paper and e.method in seeded}
                 tau = ranking.kendall_interval(rows, paper, N_BOOT, seed=0) if len(paper) >= 3 else (math.nan,) * 3
                 warning = pipeline_line(cells, g.dataset, g.raters, g)
@@ -122,10 +130,12 @@ def figure_files(
     for dataset, raters in sorted({(g.dataset, g.raters) for t in assessment.tables for g in t.groups}):
         path = fused_figure(results, data_root, dataset, raters, fig_dir)
         if path is not None:
-            caption = (f"{dataset}, raters `{raters}`: two training images, each rater's label, then the fused labels "
-                       f"{display(assessment.study.reference_method)} (seed 0) is trained with or against: the raters' "
-                       "average, STAPLE, the majority vote, its own fused labels (`Method.own_fused_labels`, each titled "
-                       "in the figure) and its predicted probability map.")  # fmt: skip
+            caption = (
+                f"{dataset}, raters `{raters}`: two training images, each rater's label, then the fused labels "
+                f"{display(assessment.study.reference_method)} (seed 0) is trained with or against: the raters' "
+                "average, STAPLE, the majority vote, its own fused labels (`Method.own_fused_labels`, each titled "
+                "in the figure) and its predicted probability map."
+            )
             out[("fused", dataset, raters)] = [(path, caption)]
     for key, r in ranks.items():
         if r.shares is not None:
@@ -150,10 +160,12 @@ def boxplot_caption(path: Path, table: pd.DataFrame, dataset: str, raters: str, 
         (table["dataset"] == dataset) & (table["raters"] == raters) & (table["reference"] == reference) & (table["metric"] == "dsc")
     ]
     warning = checks.get((dataset, raters), "")
-    return (f"{dataset}, raters `{raters}`, at the protocol: DSC (%) of each of the {rows['case'].nunique()} test cases against "
-            f"{reference} ({structure}), averaged over each method's seeds; box: quartiles, whiskers: 1.5 × IQR, triangle: "
-            f"mean. Above each box: the Holm-adjusted p of the {TEST} against {display(study.current().reference_method)}."
-            + (f" **{_sentence(warning)}**" if warning else ""))  # fmt: skip
+    return (
+        f"{dataset}, raters `{raters}`, at the protocol: DSC (%) of each of the {rows['case'].nunique()} test cases against "
+        f"{reference} ({structure}), averaged over each method's seeds; box: quartiles, whiskers: 1.5 × IQR, triangle: "
+        f"mean. Above each box: the Holm-adjusted p of the {TEST} against {display(study.current().reference_method)}."
+        + (f" **{_sentence(warning)}**" if warning else "")
+    )
 
 
 def _sentence(text: str) -> str:
@@ -162,10 +174,14 @@ def _sentence(text: str) -> str:
 
 def curves_caption(dataset: str, raters: str, diagnostic: bool) -> str:
     if diagnostic:
-        return (f"{dataset}, raters `{raters}`: validation DSC against ground truth during training, mean ± sd over seeds; a "
-                "diagnostic only, never used to stop or to select a checkpoint.")  # fmt: skip
-    return (f"{dataset}, raters `{raters}`: each method's validation loss (its own objective, against the raters) per stage, "
-            "mean ± sd over seeds; dotted: the restored step.")  # fmt: skip
+        return (
+            f"{dataset}, raters `{raters}`: validation DSC against ground truth during training, mean ± sd over seeds; a "
+            "diagnostic only, never used to stop or to select a checkpoint."
+        )
+    return (
+        f"{dataset}, raters `{raters}`: each method's validation loss (its own objective, against the raters) per stage, "
+        "mean ± sd over seeds; dotted: the restored step."
+    )
 
 
 def rank_plot(r: ColumnRanking, fig_dir: Path) -> Shown:
@@ -173,22 +189,30 @@ def rank_plot(r: ColumnRanking, fig_dir: Path) -> Shown:
     methods = list(r.shares.index)
     every = sorted(set(methods))
     where = f"{r.dataset}, raters `{r.raters}`: {column_name(r.column)} against {r.reference}"
-    fig = plots.rank_figure(r.shares, f"{where.replace('`', '')}\nrank over {N_BOOT} bootstrap resamples (cases, then seed level)",
-                                     {m: plots.method_color(m, every) for m in methods}, {m: display(m) for m in methods},
-                                     r.warning)  # fmt: skip
+    fig = plots.rank_figure(
+        r.shares,
+        f"{where.replace('`', '')}\nrank over {N_BOOT} bootstrap resamples (cases, then seed level)",
+        {m: plots.method_color(m, every) for m in methods},
+        {m: display(m) for m in methods},
+        r.warning,
+    )
     stem = f"ranks_{tables.slug(r.dataset, r.raters, r.table, r.column.metric, r.column.structure)}"
     path = plots.save(fig, fig_dir / stem)[0]
-    caption = (f"{where} ({r.table}): each method's rank (1 = best) over {N_BOOT} two-level bootstrap resamples: the test "
-               "cases drawn with replacement, the same for every method, and each method's seed level from its own t "
-               "(bench/report/ranking.py). Circle area: "
-               "the share of resamples at that rank; cross: the median rank; line: the central 95 % of ranks; methods "
-               "ordered by mean rank." + (f" {tau_text(r)}." if r.n_tau >= 3 else "") + unranked(r)
-               + (f" **{_sentence(r.warning)}**" if r.warning else ""))  # fmt: skip
+    caption = (
+        f"{where} ({r.table}): each method's rank (1 = best) over {N_BOOT} two-level bootstrap resamples: the test "
+        "cases drawn with replacement, the same for every method, and each method's seed level from its own t "
+        "(bench/report/ranking.py). Circle area: "
+        "the share of resamples at that rank; cross: the median rank; line: the central 95 % of ranks; methods "
+        "ordered by mean rank."
+        + (f" {tau_text(r)}." if r.n_tau >= 3 else "")
+        + unranked(r)
+        + (f" **{_sentence(r.warning)}**" if r.warning else "")
+    )
     return path, caption
 
 
 def unranked(r: ColumnRanking) -> str:
-    """" Not ranked: X (1 seed) …", the column's methods with one seed (no seed level to resample), or ""."""
+    """ " Not ranked: X (1 seed) …", the column's methods with one seed (no seed level to resample), or ""."""
     left = [f"{display(m)} ({n} seed)" for m, n in r.seeds.items() if n < 2]
     return f" Not ranked (one seed, no seed level to resample): {', '.join(left)}." if left else ""
 
@@ -200,15 +224,19 @@ def significance_plot(r: ColumnRanking, fig_dir: Path) -> Shown:
     unit = " points" if scale(r.column.metric) == 100 else ""
     n_pairs = len(sig.tests)
     title = f"{where.replace('`', '')}\nevery pair, {TEST.split(' (')[0]}, Holm over {plural(n_pairs, 'pair')}"
-    fig = significance.significance_figure(sig, title, {m: display(m) for m in sig.methods}, scale(r.column.metric),
-                                           digits(r.column.metric), r.warning)  # fmt: skip
+    fig = significance.significance_figure(
+        sig, title, {m: display(m) for m in sig.methods}, scale(r.column.metric), digits(r.column.metric), r.warning
+    )
     path = plots.save(fig, fig_dir / f"significance_{tables.slug(r.dataset, r.raters, r.table, r.column.metric, r.column.structure)}")[0]
     left = [f"{display(m)} ({n} seed)" for m, n in r.seeds.items() if n < 2]
-    caption = (f"{where} ({r.table}): every pair of methods by the {TEST}, Holm-adjusted over the column's "
-               f"{plural(n_pairs, 'pair')}. Cell: the row's method against the column's, Δ of the means in the row's favour{unit} and its "
-               f"Holm p; green: the row's method significantly better (p < {sig.alpha:g}), red: significantly worse, grey "
-               "n.s.: not resolved." + (f" Left out (no seed-to-seed spread): {', '.join(left)}." if left else "")
-               + (f" **{_sentence(r.warning)}**" if r.warning else ""))  # fmt: skip
+    caption = (
+        f"{where} ({r.table}): every pair of methods by the {TEST}, Holm-adjusted over the column's "
+        f"{plural(n_pairs, 'pair')}. Cell: the row's method against the column's, Δ of the means in the row's favour{unit} and its "
+        f"Holm p; green: the row's method significantly better (p < {sig.alpha:g}), red: significantly worse, grey "
+        "n.s.: not resolved."
+        + (f" Left out (no seed-to-seed spread): {', '.join(left)}." if left else "")
+        + (f" **{_sentence(r.warning)}**" if r.warning else "")
+    )
     return path, caption
 
 

@@ -24,12 +24,20 @@ Block = tuple
 #: evidence cannot tell, grey where no verdict was given; a pipeline check in the figures' warning red (it is what a smoke
 #: run's reader must not miss).
 VERDICT_CLASS = {
-    "reproduced": "good", "holds": "good",
-    "not reproduced": "bad", "does not hold": "bad",
-    "inconclusive": "unsure", "no material difference": "unsure",
-    "pipeline check": "check", "unattainable with the paper's stated precision": "none", "incomplete": "none", "not run": "none", "not comparable": "none", "not checkable": "none",
+    "reproduced": "good",
+    "holds": "good",
+    "not reproduced": "bad",
+    "does not hold": "bad",
+    "inconclusive": "unsure",
+    "no material difference": "unsure",
+    "pipeline check": "check",
+    "unattainable with the paper's stated precision": "none",
+    "incomplete": "none",
+    "not run": "none",
+    "not comparable": "none",
+    "not checkable": "none",
     "no paper value": "none",
-}  # fmt: skip
+}
 
 
 WARNING_COLOR = "#b00020"  # bench/report/plots.py's, of the figures' "pipeline check, not a verdict" line
@@ -127,22 +135,26 @@ def _class(text: str) -> str:
 def to_html(blocks: list[Block], out_dir: Path, title: str) -> str:
     ids = iter(anchors(blocks))
     body = "".join(_html_block(b, blocks, out_dir, ids) for b in blocks)
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>{STYLE}</style></head>"
-            f"<body>{body}<script>{SCRIPT}</script></body></html>\n")  # fmt: skip
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>{STYLE}</style></head>"
+        f"<body>{body}<script>{SCRIPT}</script></body></html>\n"
+    )
 
 
-STYLE = ("body{font-family:sans-serif;font-size:14px;max-width:1300px;margin:1.5em auto;padding:0 1em;line-height:1.4}"
-         "h1{font-size:1.8em;margin:.3em 0}h2{font-size:1.4em;margin:1em 0 .4em}h3{font-size:1.15em;margin:.9em 0 .3em}p{margin:.4em 0}"
-         "table{border-collapse:collapse;margin:.5em 0 1em}td,th{border:1px solid #ccc;padding:3px 7px;font-size:90%;text-align:left}"
-         "img{max-width:100%}figcaption{font-size:75%;color:#333}.file{color:#888}code{background:#f4f4f4}"
-         ".v-good{color:#1a7f37;font-weight:bold}.v-bad{color:#c62828;font-weight:bold}.v-unsure{color:#b26a00;font-weight:bold}"
-         f".v-none{{color:#777}}.v-check{{color:{WARNING_COLOR}}}"
-         f".banner{{border:2px solid {WARNING_COLOR};background:#fdecee;color:{WARNING_COLOR};font-weight:bold;padding:.5em .8em;"
-         "margin:.8em 0;border-radius:4px}.banner code{background:none}"
-         ".toc{font-size:90%;line-height:1.6}.toc a{white-space:nowrap}.toc .sub{color:#555}"
-         ".figs{display:grid;grid-template-columns:repeat(auto-fill,minmax(290px,1fr));gap:1em;margin:.5em 0 1em}"
-         ".figs figure{margin:0;cursor:zoom-in}.figs figure.wide,.figs figure.big{grid-column:1/-1}.figs figure.wide:not(.big) img{max-height:230px}.figs figure.big{cursor:zoom-out}"
-         "details{margin:.4em 0}summary{cursor:pointer}figcaption details{margin:0}")  # fmt: skip
+STYLE = (
+    "body{font-family:sans-serif;font-size:14px;max-width:1300px;margin:1.5em auto;padding:0 1em;line-height:1.4}"
+    "h1{font-size:1.8em;margin:.3em 0}h2{font-size:1.4em;margin:1em 0 .4em}h3{font-size:1.15em;margin:.9em 0 .3em}p{margin:.4em 0}"
+    "table{border-collapse:collapse;margin:.5em 0 1em}td,th{border:1px solid #ccc;padding:3px 7px;font-size:90%;text-align:left}"
+    "img{max-width:100%}figcaption{font-size:75%;color:#333}.file{color:#888}code{background:#f4f4f4}"
+    ".v-good{color:#1a7f37;font-weight:bold}.v-bad{color:#c62828;font-weight:bold}.v-unsure{color:#b26a00;font-weight:bold}"
+    f".v-none{{color:#777}}.v-check{{color:{WARNING_COLOR}}}"
+    f".banner{{border:2px solid {WARNING_COLOR};background:#fdecee;color:{WARNING_COLOR};font-weight:bold;padding:.5em .8em;"
+    "margin:.8em 0;border-radius:4px}.banner code{background:none}"
+    ".toc{font-size:90%;line-height:1.6}.toc a{white-space:nowrap}.toc .sub{color:#555}"
+    ".figs{display:grid;grid-template-columns:repeat(auto-fill,minmax(290px,1fr));gap:1em;margin:.5em 0 1em}"
+    ".figs figure{margin:0;cursor:zoom-in}.figs figure.wide,.figs figure.big{grid-column:1/-1}.figs figure.wide:not(.big) img{max-height:230px}.figs figure.big{cursor:zoom-out}"
+    "details{margin:.4em 0}summary{cursor:pointer}figcaption details{margin:0}"
+)
 #: A figure of a row is clicked to show it across the page, and again to put it back (its caption opens on its own).
 SCRIPT = "document.querySelectorAll('.figs figure img').forEach(i=>i.onclick=()=>i.parentNode.classList.toggle('big'))"
 WIDE = 2.5  # a figure this many times wider than high (the fused labels) takes a whole row
@@ -194,8 +206,10 @@ def _figure(out_dir: Path, path: Path, caption: str, folded: bool = False) -> st
     caption = f"{_inline(caption)} <span class='file'>({html.escape(path.as_posix())})</span>"
     if folded:  # in a row of figures the caption opens on a click: the figure's own title says what it shows
         caption = f"<details><summary>how to read it</summary>{caption}</details>"
-    return (f'<figure{wide}><img alt="{html.escape(path.stem)}" '
-            f'src="data:image/png;base64,{base64.b64encode(data).decode()}"><figcaption>{caption}</figcaption></figure>')  # fmt: skip
+    return (
+        f'<figure{wide}><img alt="{html.escape(path.stem)}" '
+        f'src="data:image/png;base64,{base64.b64encode(data).decode()}"><figcaption>{caption}</figcaption></figure>'
+    )
 
 
 def verdict_of(text: str) -> str:

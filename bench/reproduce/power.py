@@ -75,8 +75,7 @@ def components_of(part: pd.DataFrame, exclude: tuple[str, ...] = ()) -> tuple[Co
         if grid.shape[0] < 2 or grid.shape[1] < 2:
             continue
         var = variance_components(grid.to_numpy())
-        rows.append({"method": method, "seeds": grid.shape[0], "cases": grid.shape[1],
-                     **{f"sd_{k}": math.sqrt(v) for k, v in var.items()}})  # fmt: skip
+        rows.append({"method": method, "seeds": grid.shape[0], "cases": grid.shape[1], **{f"sd_{k}": math.sqrt(v) for k, v in var.items()}})
     per_method = pd.DataFrame(rows, columns=["method", "seeds", "cases", "sd_seed", "sd_case", "sd_resid"])
     if per_method.empty:
         raise ValueError("no method has 2 or more seeds and cases with values here: the seed variance cannot be estimated")

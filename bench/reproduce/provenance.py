@@ -15,7 +15,7 @@ import pandas as pd
 
 from bench import store
 from bench.evaluate.long_table import select
-from bench.report.tables import OPTIONS
+from bench.report.table_notes import OPTIONS
 from bench.report.views import own_reading
 from bench.reproduce.assessment import Assessment, cell_info, span
 from bench.reproduce.page_format import Block, plural
@@ -34,12 +34,22 @@ def provenance(results: Path) -> pd.DataFrame:
     numpy, commit) and the reading its numbers are read from (`bench.report.views.own_reading`)."""
     cells = cell_info(results)
     machine = [
-        {**info["cell"], "cpu": info.get("cpu", ""), "device": info.get("device", ""), "precision": info.get("precision", ""),
-         "engine": info.get("engine", ""), "threads": info.get("threads"), "python": info.get("versions", {}).get("python", ""),
-         "torch": info.get("versions", {}).get("torch", ""), "numpy": info.get("versions", {}).get("numpy", ""),
-         "commit": (info.get("git_commit") or "")[:10], "reading": own_reading(r)}
-        for r in store.records(results) for info in (r.manifest,)
-    ]  # fmt: skip
+        {
+            **info["cell"],
+            "cpu": info.get("cpu", ""),
+            "device": info.get("device", ""),
+            "precision": info.get("precision", ""),
+            "engine": info.get("engine", ""),
+            "threads": info.get("threads"),
+            "python": info.get("versions", {}).get("python", ""),
+            "torch": info.get("versions", {}).get("torch", ""),
+            "numpy": info.get("versions", {}).get("numpy", ""),
+            "commit": (info.get("git_commit") or "")[:10],
+            "reading": own_reading(r),
+        }
+        for r in store.records(results)
+        for info in (r.manifest,)
+    ]
     columns = ["cpu", "device", "precision", "engine", "threads", "python", "torch", "numpy", "commit", "reading"]
     return cells.merge(pd.DataFrame(machine, columns=[*store.KEYS, *columns]), on=store.KEYS, how="left")
 
@@ -118,20 +128,33 @@ def banner(a: Assessment, cells: pd.DataFrame) -> list[list[str]]:
     """What was run and where, as (what, value) rows: the first thing on the page."""
     return [
         ["results folder", f"`{a.results}`"],
-        ["verdict grade?", "; ".join(f"no, a pipeline check: {d} `{r}`: {reason}" for (d, r), part in cells.groupby(["dataset", "raters"], sort=True)
-                            if (reason := ", ".join(pipeline_reasons(part)))) or "yes, every rater setting"],
+        [
+            "verdict grade?",
+            "; ".join(
+                f"no, a pipeline check: {d} `{r}`: {reason}"
+                for (d, r), part in cells.groupby(["dataset", "raters"], sort=True)
+                if (reason := ", ".join(pipeline_reasons(part)))
+            )
+            or "yes, every rater setting",
+        ],
         ["budget", (f"`{a.budget}`: {a.protocol}" if a.protocol else f"`{a.budget}`") if a.budget else "–"],
-        ["reading", ", ".join(f"`{r}`" for r in sorted(set(cells["reading"]))) + " (the weights each cell's numbers are read from: "
-                    "docs/decisions.md, \"Readings along one trajectory\"; `bench report --reading NAME` for another)"],
-        ["cells", f"{len(cells)} finished: {plural(cells['method'].nunique(), 'method')}, "
-                  f"{plural(len(cells[['dataset', 'raters']].drop_duplicates()), 'rater setting')}"],
+        [
+            "reading",
+            ", ".join(f"`{r}`" for r in sorted(set(cells["reading"]))) + " (the weights each cell's numbers are read from: "
+            'docs/decisions.md, "Readings along one trajectory"; `bench report --reading NAME` for another)',
+        ],
+        [
+            "cells",
+            f"{len(cells)} finished: {plural(cells['method'].nunique(), 'method')}, "
+            f"{plural(len(cells[['dataset', 'raters']].drop_duplicates()), 'rater setting')}",
+        ],
         ["seeds", seeds_per_method(cells)],
         ["images (train / val / test)", _sizes(cells)],
         ["run options", _options(cells)],
         ["rater settings", _settings(cells)],
         ["machine", _combos(cells, MACHINE, _machine)],
         ["software", _combos(cells, SOFTWARE, _software)],
-    ]  # fmt: skip
+    ]
 
 
 def configuration_blocks(cells: pd.DataFrame) -> list[Block]:
@@ -142,19 +165,43 @@ def configuration_blocks(cells: pd.DataFrame) -> list[Block]:
     rows = []
     for (dataset, raters), part in cells.groupby(["dataset", "raters"], sort=True):
         reasons = pipeline_reasons(part)
-        rows.append([
-            f"{dataset} `{raters}`", ", ".join(sorted(set(part["budget"]))), seeds_per_method(part), _sizes(part).removeprefix(f"{dataset} "),
-            _options(part), ", ".join(_distinct(part["input"])) or "–", _combos(part, MACHINE, _machine),
-            _combos(part, SOFTWARE, _software), "; ".join(reasons) or "none: verdict grade",
-        ])  # fmt: skip
+        rows.append(
+            [
+                f"{dataset} `{raters}`",
+                ", ".join(sorted(set(part["budget"]))),
+                seeds_per_method(part),
+                _sizes(part).removeprefix(f"{dataset} "),
+                _options(part),
+                ", ".join(_distinct(part["input"])) or "–",
+                _combos(part, MACHINE, _machine),
+                _combos(part, SOFTWARE, _software),
+                "; ".join(reasons) or "none: verdict grade",
+            ]
+        )
     return [
         ("h", 2, "Run configuration and environment"),
-        ("p", "Per rater setting, as each finished cell recorded it (config.json: budget, options, split sizes; manifest.json: "
-              "device, precision, CPU, versions, commit). Any of the reasons in the last column makes the setting's values and "
-              "claims a pipeline check, not a verdict."),
-        ("table", ["setting", "budget", "seeds", "images (train / val / test)", "run options", "input", "machine", "software",
-                   "pipeline check because"], rows),
-    ]  # fmt: skip
+        (
+            "p",
+            "Per rater setting, as each finished cell recorded it (config.json: budget, options, split sizes; manifest.json: "
+            "device, precision, CPU, versions, commit). Any of the reasons in the last column makes the setting's values and "
+            "claims a pipeline check, not a verdict.",
+        ),
+        (
+            "table",
+            [
+                "setting",
+                "budget",
+                "seeds",
+                "images (train / val / test)",
+                "run options",
+                "input",
+                "machine",
+                "software",
+                "pipeline check because",
+            ],
+            rows,
+        ),
+    ]
 
 
 def pipeline_line(cells: pd.DataFrame, dataset: str, raters: str, group: Group | None = None) -> str:

@@ -37,9 +37,10 @@ except ModuleNotFoundError:  # Python 3.10
 
 import methods
 from bench import store
+from bench.evaluate import predictions
 from bench.evaluate.long_table import KEYS, select, summarise
 from bench.evaluate.scoring import reference_mask
-from bench.report import example_figures, plots, render, rows, tables
+from bench.report import example_figures, plots, render, rows, table_notes, tables
 from bench.run import plan, resolve, split_cache
 from datasets import get_dataset
 
@@ -88,11 +89,18 @@ def read_recipe(path: Path) -> Recipe:
                 v.get("stand_in", ""),
                 v.get("raters"),
                 v.get("input"),
-            )  # fmt: skip
+            )
             for k, v in sections.items()
         }
-        recipe = Recipe(path.stem, raw["title"], tuple(raw["render"]), settings["paper"], settings.get("quick"), raw.get("param", ""),
-                        int(raw.get("examples", 2)))  # fmt: skip
+        recipe = Recipe(
+            path.stem,
+            raw["title"],
+            tuple(raw["render"]),
+            settings["paper"],
+            settings.get("quick"),
+            raw.get("param", ""),
+            int(raw.get("examples", 2)),
+        )
     except (tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as e:
         raise ValueError(f"recipe {path}: {type(e).__name__}: {e}") from None
     unknown = set(recipe.render) - set(RENDERINGS)
@@ -142,13 +150,19 @@ def render_recipe(
     tests = render.all_tests(rows) if len(rows) else pd.DataFrame()
     for kind in recipe.render:
         if kind == "table":
-            written += tables.write_tables(summary, out, note, outcomes=store.training_outcomes(store.records(results)), cells=tables.run_records(results),
-                                           cases=rows)  # fmt: skip
+            written += tables.write_tables(
+                summary,
+                out,
+                note,
+                outcomes=store.training_outcomes(store.records(results)),
+                cells=table_notes.run_records(results),
+                cases=rows,
+            )
             written.append(render.write_tests(tests, out))
         elif kind == "boxplot":
-            written += render.write_boxplots(rows, tests, out, fig_note, cells=tables.run_records(results))
+            written += render.write_boxplots(rows, tests, out, fig_note, cells=table_notes.run_records(results))
         elif kind == "noise":
-            written += render.write_noise_figures(summary, out, fig_note, cells=tables.run_records(results))
+            written += render.write_noise_figures(summary, out, fig_note, cells=table_notes.run_records(results))
         elif kind == "param":
             written += param_figures(recipe, setting, summary, out, fig_note, cells, data_root)
         else:
@@ -160,8 +174,9 @@ def titled(recipe: Recipe, note: str, extra: str = "") -> str:
     return "\n".join(t for t in (note, textwrap.fill(recipe.title, 75) + extra) if t)
 
 
-def param_figures(recipe: Recipe, setting: Setting, summary: pd.DataFrame, out: Path, note: str, cells: list[store.Cell],
-                  data_root: Path) -> list[Path]:  # fmt: skip
+def param_figures(
+    recipe: Recipe, setting: Setting, summary: pd.DataFrame, out: Path, note: str, cells: list[store.Cell], data_root: Path
+) -> list[Path]:
     """One figure per swept method: test DSC against the parameter's values (plain cell = the default value, as the method
     resolves it on the data: LF-Net's β = R − 1)."""
     written = []
@@ -222,7 +237,7 @@ def image_figure(kind, recipe, setting, cells, results, data_root, out, note) ->
             cell = next((c for c in done if c.method == method and c.seed == seed), None)
             if cell is None:
                 continue
-            probs[method], case_ids, _ = store.read_predictions(store.cell_dir(results, cell))
+            probs[method], case_ids, _ = predictions.read_predictions(store.cell_dir(results, cell))
             test = splits.test.subset(np.flatnonzero(np.isin(splits.test.case_ids, case_ids)))
         if test is None:
             return []

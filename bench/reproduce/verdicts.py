@@ -15,8 +15,8 @@ from scipy import stats as scipy_stats
 from bench import study
 from bench.evaluate import metrics
 from bench.evaluate.long_table import select
-from bench.report import stats, tables
-from bench.report.tables import MIN_SEEDS  # a protocol group with fewer seeds per method is a pipeline check
+from bench.report import stats, table_notes
+from bench.report.table_notes import MIN_SEEDS  # a protocol group with fewer seeds per method is a pipeline check
 from bench.study import Claim, Column, Study, Table
 from datasets import DATASETS
 
@@ -275,7 +275,7 @@ def group_for(dataset: str, raters: str, own: str, cells: pd.DataFrame, column: 
     labels = next((x for x in mine.loc[mine["noise"] == "protocol", "labels"] if x), {})
     counts = mine["stops"].value_counts()
     stops = " · ".join(f"{s or 'unknown'} {c}/{len(mine)}" for s, c in counts.items())
-    degenerate = tables.method_flags(mine)
+    degenerate = table_notes.method_flags(mine)
     if degenerate:  # most validation cases predicted empty (or full): such a mean measures nothing
         stops += "; degenerate predictions: " + ", ".join(f"{m} {flag}" for m, flag in degenerate.items())
     notes, kind, stands_in_for = [], "verdict", ""

@@ -24,13 +24,14 @@ import torch
 
 import methods
 from bench import store
+from bench.evaluate import predictions
 from bench.evaluate.pixel import dice
 from bench.evaluate.scoring import reference_mask
 from bench.run.readings import Scorer, held_readings, trajectory
 from bench.run.resolve import RunOptions, cell_method, is_oracle, option_record, stage_schedules, trained_method
 from bench.run.split_cache import DataKey, data_fingerprint, fused_test_references, load_splits, training_subset
 from bench.store import Cell
-from bench.train import hardware, harness, steps
+from bench.train import hardware, harness, inference, steps
 from bench.train.budget import Schedule, curve_steps, reading_steps
 from bench.train.checkpoints import save_result
 from bench.train.teacher import teacher_diagnostic
@@ -121,9 +122,16 @@ def versions() -> dict[str, str]:
 
 def new_manifest(cell: Cell) -> dict:
     return {
-        "cell": cell.record(), "status": "running", "started": time.time(), "command": sys.argv,
-        "git_commit": git_commit(), "git_changed": git_changed(), "versions": versions(), "host": platform.node(), "pid": os.getpid(),
-    }  # fmt: skip
+        "cell": cell.record(),
+        "status": "running",
+        "started": time.time(),
+        "command": sys.argv,
+        "git_commit": git_commit(),
+        "git_changed": git_changed(),
+        "versions": versions(),
+        "host": platform.node(),
+        "pid": os.getpid(),
+    }
 
 
 SETUP = ("device", "cpu", "precision", "threads", "engine")  # what changes a run's numbers besides its code and data
@@ -210,12 +218,17 @@ def readout_spread(method: methods.Method, probs: np.ndarray, test: RaterData, d
     """How much a drawing consensus depends on its draws: the test DSC (%, foreground, against GT, else the majority
     vote) of the cell's read-out `probs` beside a second read-out of the same weights with other draws (draw seed 1).
     `sd` ≈ |a − b| / √2, the Monte-Carlo sd of one read-out's DSC (docs/methods.md#samples)."""
-    other = harness.predict_proba(method, test.images, device=device, precision=precision, seed=seed, draw_seed=1)
+    other = inference.predict_proba(method, test.images, device=device, precision=precision, seed=seed, draw_seed=1)
     ref = test.gt if test.gt is not None else reference_mask(test, "majority")
     a, b = (float(dice(p.argmax(1) > 0, ref > 0).mean()) * 100 for p in (probs, other))
-    return {"draws": method.consensus_draws, "estimator": method.consensus_estimator,
-            "reference": "gt" if test.gt is not None else "majority", "dsc": round(a, 4), "dsc_other_draws": round(b, 4),
-            "sd": round(abs(a - b) / 2**0.5, 4)}  # fmt: skip
+    return {
+        "draws": method.consensus_draws,
+        "estimator": method.consensus_estimator,
+        "reference": "gt" if test.gt is not None else "majority",
+        "dsc": round(a, 4),
+        "dsc_other_draws": round(b, 4),
+        "sd": round(abs(a - b) / 2**0.5, 4),
+    }
 
 
 def split(data: RaterData, val: bool = False) -> harness.Split:
@@ -235,7 +248,7 @@ def gt_selected(method: methods.Method, best: dict, test: RaterData, device: tor
     validation GT DSC, scored on the test split against GT (mean per-image foreground DSC, %, the long table's rule). The
     cell's rows stay the rule's."""
     method.load_state_dict(best["state"])
-    probs = harness.predict_proba(method, test.images, device=device, precision=precision, seed=seed)
+    probs = inference.predict_proba(method, test.images, device=device, precision=precision, seed=seed)
     test_dsc = dice(probs.argmax(1) > 0, test.gt > 0)
     return {"gt_best_step": int(best["step"]), "val_gt_dsc": float(best["dsc"]), "test_gt_dsc": round(float(test_dsc.mean()) * 100, 4)}
 
@@ -256,24 +269,40 @@ def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
     try:
         data = cell_data(cell, opts)
         manifest.update(
-            data_root=str(opts.data_root), rater_setting=data.splits.raters_info,
+            data_root=str(opts.data_root),
+            rater_setting=data.splits.raters_info,
             data_fingerprint=data_fingerprint(DataKey.of_cell(cell, opts.data_root)),
-        )  # fmt: skip
+        )
         method = cell_method(cell.method, cell.seed, data.dataset, data.train, opts.budget)
         schedules = stage_schedules([s.name for s in method.stages], trained_method(cell.method)[0], data.dataset, data.train.n, opts)
         store.write_config(out, cell_config(cell, opts, data, method, schedules))
-        chosen = hardware.resolve_precision(method, first_batch(method, data.train, device), schedules[method.stages[0].name], device,
-                                           opts.precision, store.precision_record())  # fmt: skip
+        chosen = hardware.resolve_precision(
+            method,
+            first_batch(method, data.train, device),
+            schedules[method.stages[0].name],
+            device,
+            opts.precision,
+            store.precision_record(),
+        )
         precision, engine = chosen["precision"], steps.pick_engine(opts.engine, device)
         manifest.update(
-            device=str(device), precision=str(hardware.autocast_dtype(device, precision) or "float32"), precision_choice=chosen,
-            deviations=method.deviations(), threads=torch.get_num_threads(), cpu=hardware.cpu_isa(), engine=engine,
-        )  # fmt: skip
+            device=str(device),
+            precision=str(hardware.autocast_dtype(device, precision) or "float32"),
+            precision_choice=chosen,
+            deviations=method.deviations(),
+            threads=torch.get_num_threads(),
+            cpu=hardware.cpu_isa(),
+            engine=engine,
+        )
         manifest["starts"], changed = starts(previous, manifest, resumed=any((out / store.CHECKPOINTS).glob("stage-*.pt")))
         if changed:
             said = ", ".join(f"{k} {a} (now {b})" for k, (a, b) in changed.items())
-            print(f"warning: {cell} resumes a run started with {said}: its steps before and after are two trajectories, not "
-                  "one run's (the manifest's `starts` records each part); rerun it with --force for one", file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"warning: {cell} resumes a run started with {said}: its steps before and after are two trajectories, not "
+                "one run's (the manifest's `starts` records each part); rerun it with --force for one",
+                file=sys.stderr,
+                flush=True,
+            )
         if method.needs_consistent_raters and not data.train.rater_ids_consistent:
             manifest["deviations"].append("rater slots are not consistent identities here; per-rater modelling runs per slot")
         store.write_manifest(out, manifest)
@@ -289,11 +318,20 @@ def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
             manifest["test_curve"] = {"stage": decides, "steps": sorted(curve), "selects": False}
         store.write_manifest(out, manifest)
         fitted = harness.fit(
-            method, split(train), schedules, harness.Runtime(cell.seed, device, precision, engine), val=split(val, val=True),
-            out=harness.Output(out / store.CHECKPOINTS, log_path=out / store.TRAIN_LOG, progress=opts.progress,
-                               desc=f"{cell.method} seed {cell.seed}", announce=opts.announce,
-                               curve=trajectory(scorer, out, decides, curve, fixed)),
-        )  # fmt: skip
+            method,
+            split(train),
+            schedules,
+            harness.Runtime(cell.seed, device, precision, engine),
+            val=split(val, val=True),
+            out=harness.Output(
+                out / store.CHECKPOINTS,
+                log_path=out / store.TRAIN_LOG,
+                progress=opts.progress,
+                desc=f"{cell.method} seed {cell.seed}",
+                announce=opts.announce,
+                curve=trajectory(scorer, out, decides, curve, fixed),
+            ),
+        )
         manifest["stages"] = fitted.stages
         if budget.primary in fitted.readings:  # the cell's result: its budget's primary reading (`trajectory`: the selection)
             method.load_state_dict(fitted.readings[budget.primary]["state"])
@@ -303,19 +341,17 @@ def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
             ended = schedules[decides]
             manifest["reading"] = "rule" if ended.early_stopping else "min-val-loss" if ended.restore_best else "last"
         t1 = time.time()
-        val_probs = harness.predict_proba(method, val.images, device=device, precision=precision, seed=cell.seed)
+        val_probs = inference.predict_proba(method, val.images, device=device, precision=precision, seed=cell.seed)
         manifest["degenerate"] = degenerate(val_probs, val)
         manifest["validation_raters"] = validation_agreement(val_probs, val)
         if val.gt is not None:  # a diagnostic of the method's learned fused label, if it has one (GT read after training only)
-            teacher = teacher_diagnostic(
-                method, val.images, val.raters, val.rater_valid, val.gt, device=device, precision=precision
-            )
+            teacher = teacher_diagnostic(method, val.images, val.raters, val.rater_valid, val.gt, device=device, precision=precision)
             if teacher is not None:
                 manifest["teacher"] = teacher
         probs, outputs, rows, bins = scorer.read(method)
         if method.consensus_draws:
             manifest["consensus"] = readout_spread(method, probs, data.test, device, precision, cell.seed)
-        store.write_predictions(out / store.PREDICTIONS, probs, data.test.case_ids, outputs)
+        predictions.write_predictions(out / store.PREDICTIONS, probs, data.test.case_ids, outputs)
         if "samples" in outputs:
             manifest["samples"] = opts.samples
         if fitted.gt_best and data.test.gt is not None:  # it loads other weights into the method
@@ -324,8 +360,12 @@ def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
             reached = fitted.stages[decides]["step"]
             fixed_read = {f"step-{n}": {"step": n, "score": None} for n in sorted(fixed) if n <= reached}
             manifest["readings"] = {**fixed_read, **held_readings(scorer, out, method, fitted.readings, budget.primary)}
-        manifest.update(status="done", train_seconds=round(t1 - t0, 2), predict_seconds=round(time.time() - t1, 2),
-                        seconds=round(time.time() - manifest["started"], 2))  # fmt: skip
+        manifest.update(
+            status="done",
+            train_seconds=round(t1 - t0, 2),
+            predict_seconds=round(time.time() - t1, 2),
+            seconds=round(time.time() - manifest["started"], 2),
+        )
         store.finish_cell(out, manifest, rows, bins)
         return {"cell": str(cell), "status": "done", "reason": ""}
     except KeyboardInterrupt:  # Ctrl-C: the manifest says so (its checkpoints resume it), and the interrupt goes on up

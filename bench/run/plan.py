@@ -57,9 +57,16 @@ class SweepSpec:
 
     @classmethod
     def build(
-        cls, dataset: str, methods: str | list[str], seeds: list[int], noise_levels: list[str], grid: dict | None = None,
-        raters: str | None = None, network_input: str | None = None, data_root: Path | None = None,
-    ) -> SweepSpec:  # fmt: skip
+        cls,
+        dataset: str,
+        methods: str | list[str],
+        seeds: list[int],
+        noise_levels: list[str],
+        grid: dict | None = None,
+        raters: str | None = None,
+        network_input: str | None = None,
+        data_root: Path | None = None,
+    ) -> SweepSpec:
         """methods: a group name (`resolve_methods`) or names; grid: method -> {parameter: values} (`--set`, a recipe's `set`);
         data_root: where the data is, so that a grid's values are checked and resolved on its shape (`expand_params`)."""
         spec = get_dataset(dataset)
@@ -154,7 +161,9 @@ def data_spec(dataset: str, root: Path | None, raters: RaterSetting, levels: lis
     return methods.DataSpec(train.in_channels, train.n_classes, train.n_raters, train.rater_ids_consistent)
 
 
-def expand_params(names: list[str], grid: dict[str, dict[str, list]], dataset: DatasetSpec, data: methods.DataSpec | None = None) -> list[str]:
+def expand_params(
+    names: list[str], grid: dict[str, dict[str, list]], dataset: DatasetSpec, data: methods.DataSpec | None = None
+) -> list[str]:
     """One method name per combination of the values in `grid` (method -> {parameter: values}).
 
     A value equal to what the method gets anyway on this dataset (its registered default, the dataset's paper setting,
@@ -275,8 +284,12 @@ def schedule_change(cell: Cell, opts: RunOptions, config: dict) -> str:
     if not had or "train_images" not in config:
         return ""  # a cell from before schedules were recorded: kept, as check_data keeps cells without a fingerprint
     now = stage_schedules(list(had), trained_method(cell.method)[0], get_dataset(cell.dataset), config["train_images"], opts)
-    changes = [f"{stage} {key} {had[stage].get(key)} (now {value})" for stage, sched in now.items()
-               for key, value in dataclasses.asdict(sched).items() if key != "source" and had[stage].get(key) != value]  # fmt: skip
+    changes = [
+        f"{stage} {key} {had[stage].get(key)} (now {value})"
+        for stage, sched in now.items()
+        for key, value in dataclasses.asdict(sched).items()
+        if key != "source" and had[stage].get(key) != value
+    ]
     return f"the {opts.budget.name} budget changed since: {', '.join(changes)}" if changes else ""
 
 
@@ -411,8 +424,12 @@ def check_data(cells, opts) -> None:
     done = [c for c in cells if not opts.force and store.is_done(opts.results, c)]
     for key in dict.fromkeys(DataKey.of_cell(c, opts.data_root) for c in done):
         now = data_fingerprint(key)
-        stale = [c for c in done if DataKey.of_cell(c, opts.data_root) == key
-                 and store.read_manifest(store.cell_dir(opts.results, c)).get("data_fingerprint", now) != now]  # fmt: skip
+        stale = [
+            c
+            for c in done
+            if DataKey.of_cell(c, opts.data_root) == key
+            and store.read_manifest(store.cell_dir(opts.results, c)).get("data_fingerprint", now) != now
+        ]
         if stale:
             raise PlanError(
                 f"{len(stale)} finished cell(s) in {opts.results} were trained on other data than {key} gives now, e.g. "

@@ -16,7 +16,7 @@ import torch
 
 import methods
 from bench import store
-from bench.train import harness
+from bench.train import inference
 from datasets import DataError
 from datasets.adapters import folder
 
@@ -26,14 +26,18 @@ MULTIPLE = 16  # the shared U-Net halves the size four times
 def result_weights(cell: Path) -> Path:
     """The file holding a finished cell's result weights; DataError for an unfinished cell or one without weights."""
     if not (cell / store.METRICS).is_file():
-        raise DataError(f"{cell}: not a finished cell (no {store.METRICS}); give a cell folder runs/<dataset>/<raters>/<noise>/<method>/seed-<s> whose run finished")
+        raise DataError(
+            f"{cell}: not a finished cell (no {store.METRICS}); give a cell folder runs/<dataset>/<raters>/<noise>/<method>/seed-<s> whose run finished"
+        )
     chosen = cell / store.CHECKPOINTS / store.RESULT_WEIGHTS
     if chosen.is_file():
         return chosen
     last = sorted((cell / store.CHECKPOINTS).glob("stage-*.pt"), key=lambda p: int(p.name.split("-")[1]))
     last = [p for p in last if not p.name.endswith(".partial.pt")]
     if not last:
-        raise DataError(f"{cell}: its weights are not kept ({store.CHECKPOINTS}/ is gone, e.g. a cell kept by scripts/keep_cells.sh); retrain it to predict")
+        raise DataError(
+            f"{cell}: its weights are not kept ({store.CHECKPOINTS}/ is gone, e.g. a cell kept by scripts/keep_cells.sh); retrain it to predict"
+        )
     return last[-1]
 
 
@@ -63,7 +67,9 @@ def predict_images(cell: Path, images_dir: Path, out_dir: Path, device: torch.de
     manifest = store.read_manifest(cell)
     data_root = Path(manifest.get("data_root", ""))
     if not (data_root / "dataset.json").is_file():
-        raise DataError(f"{cell}: its dataset {store.cell_at(cell).dataset} is not a folder:PATH dataset (or {data_root} moved); bench predict reads images as your own folder's adapter does")
+        raise DataError(
+            f"{cell}: its dataset {store.cell_at(cell).dataset} is not a folder:PATH dataset (or {data_root} moved); bench predict reads images as your own folder's adapter does"
+        )
     layout = folder.read_layout(data_root)
     cases = folder.cases_in(images_dir, layout.ending)
     if not cases:
@@ -77,11 +83,11 @@ def predict_images(cell: Path, images_dir: Path, out_dir: Path, device: torch.de
         if images.shape[1] != method.spec.in_channels:
             raise DataError(f"{images_dir}/{case}_*: {images.shape[1]} channel(s), the cell's network takes {method.spec.in_channels}")
         padded, (rows, cols) = pad(images)
-        probs = harness.predict_proba(method, padded, device=device, precision=precision, seed=seed)[:, :, rows, cols]
+        probs = inference.predict_proba(method, padded, device=device, precision=precision, seed=seed)[:, :, rows, cols]
         out = {case: probs.argmax(1).astype(np.uint8)}
         for k, name in enumerate(layout.classes[1:], start=1):
             out[f"{case}_prob-{name}"] = probs[:, k].astype(np.float32)
-        extra = harness.predict_outputs(method, padded, n_samples=n_samples, seed=seed, device=device, precision=precision)
+        extra = inference.predict_outputs(method, padded, n_samples=n_samples, seed=seed, device=device, precision=precision)
         for k, name in enumerate(config.get("raters") or []) if "rater_outputs" in extra else []:
             out[f"{case}_rater-{name}"] = extra["rater_outputs"][:, k, rows, cols].astype(np.uint8)
         if type(method).predict_samples is not methods.Method.predict_samples and "samples" in extra:

@@ -22,7 +22,7 @@ from bench import store
 from bench.evaluate.long_table import CALIBRATION, COLUMNS, with_keys
 from bench.evaluate.scoring import reference_mask, score_predictions
 from bench.identity import Cell
-from bench.train import harness
+from bench.train import inference
 from bench.train.readings import Curve
 from datasets import RaterData
 
@@ -33,7 +33,7 @@ def score_cell(
     """The cell's long rows and reliability bins against every reference (bench.evaluate.scoring), with its KEYS.
 
     fused: the test split's cached majority and STAPLE references (`bench.run.split_cache.fused_test_references`), cut to its
-    cases; outputs: the method's samples and per-rater outputs (`harness.predict_outputs`); empty: the empty-pair rule.
+    cases; outputs: the method's samples and per-rater outputs (`inference.predict_outputs`); empty: the empty-pair rule.
     """
     rows, bins = score_predictions(probs, test, empty=empty, fused=fused, outputs=outputs)
     keys = cell.record()
@@ -59,12 +59,12 @@ class Scorer:
     empty: str
 
     def probs(self, method: methods.Method) -> np.ndarray:
-        return harness.predict_proba(method, self.test.images, device=self.device, precision=self.precision, seed=self.cell.seed)
+        return inference.predict_proba(method, self.test.images, device=self.device, precision=self.precision, seed=self.cell.seed)
 
     def read(self, method: methods.Method) -> tuple[np.ndarray, dict, pd.DataFrame, pd.DataFrame]:
         """(probs, outputs, long rows, reliability bins) of the method's current weights."""
         probs = self.probs(method)
-        outputs = harness.predict_outputs(
+        outputs = inference.predict_outputs(
             method, self.test.images, n_samples=self.samples, seed=self.cell.seed, device=self.device, precision=self.precision
         )
         return probs, outputs, *score_cell(self.cell, probs, self.test, self.fused, outputs, self.empty)

@@ -20,11 +20,12 @@ from tqdm.auto import tqdm
 
 import methods
 from bench import store
+from bench.evaluate import predictions
 from bench.files import UnreadableFile
 from bench.run import resolve, split_cache
 from bench.run.cell import readout_spread
 from bench.run.readings import score_cell
-from bench.train import harness
+from bench.train import inference
 from datasets import DataError, get_dataset
 
 
@@ -70,15 +71,17 @@ def predicted_test(results: Path, cell, case_ids: np.ndarray, data_root: Path):
     where = {c: i for i, c in enumerate(splits.test.case_ids)}
     missing = [c for c in case_ids if c not in where]
     if missing:
-        raise ValueError(f"{len(missing)} predicted case(s) (e.g. {missing[0]}) are not in {cell.dataset}'s test split; the data "
-                         f"changed since the cell ran: `{store.retrain_command(results, cell, force=True)}` retrains it")  # fmt: skip
+        raise ValueError(
+            f"{len(missing)} predicted case(s) (e.g. {missing[0]}) are not in {cell.dataset}'s test split; the data "
+            f"changed since the cell ran: `{store.retrain_command(results, cell, force=True)}` retrains it"
+        )
     return splits.test.subset(np.array([where[c] for c in case_ids]))
 
 
 def rescore_cell(results: Path, folder: Path, info: dict, data_root: Path) -> None:
     """Score one finished cell against every reference from its predictions; rewrites its metrics and reliability bins."""
     cell = store.cell_of(info)
-    probs, case_ids, outputs = store.read_predictions(folder)
+    probs, case_ids, outputs = predictions.read_predictions(folder)
     test = predicted_test(results, cell, case_ids, data_root)
     empty = store.read_config(folder).get("options", {}).get("empty_pair", "one")  # the rule the cell was run under
     rows, bins = score_cell(cell, probs, test, outputs=outputs, empty=empty)
@@ -114,18 +117,20 @@ def reread_cell(results: Path, folder: Path, info: dict, data_root: Path) -> boo
     if had == now:
         return False
     if not any((folder / store.CHECKPOINTS).glob("stage-*.pt")):
-        raise FileNotFoundError(f"{folder / store.CHECKPOINTS}: no weights to read the consensus again from (a kept cell keeps "
-                                f"none); `{store.retrain_command(results, cell, force=True)}` trains it again at today's read-out")  # fmt: skip
+        raise FileNotFoundError(
+            f"{folder / store.CHECKPOINTS}: no weights to read the consensus again from (a kept cell keeps "
+            f"none); `{store.retrain_command(results, cell, force=True)}` trains it again at today's read-out"
+        )
     method = resolve.load_trained(folder)
     method.consensus_draws, method.consensus_estimator = now["consensus_draws"], now["consensus_estimator"]
-    probs, case_ids, outputs = store.read_predictions(folder)
+    probs, case_ids, outputs = predictions.read_predictions(folder)
     test = predicted_test(results, cell, case_ids, data_root)
     precision = "bf16" if info.get("precision") == "torch.bfloat16" else "fp32"
     device = torch.device("cpu")
     with torch_threads(config.get("options", {}).get("threads", 1)):
-        probs = harness.predict_proba(method, test.images, device=device, precision=precision, seed=cell.seed)
+        probs = inference.predict_proba(method, test.images, device=device, precision=precision, seed=cell.seed)
         spread = readout_spread(method, probs, test, device, precision, cell.seed)
-    store.write_predictions(folder / store.PREDICTIONS, probs, case_ids, outputs)
+    predictions.write_predictions(folder / store.PREDICTIONS, probs, case_ids, outputs)
     config["method_config"].update(now)
     store.write_config(folder, config)
     info["consensus"] = {**spread, "reread": {"at": time.time(), "had": info.get("consensus", had)}}

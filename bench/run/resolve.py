@@ -88,9 +88,14 @@ def stage_schedules(stages: list[str], trains: str, dataset: DatasetSpec, n_trai
 def option_record(opts: RunOptions) -> dict:
     """The run options that change a cell's result beyond its identity; recorded in config.json."""
     return {
-        "budget": opts.budget.name, "max_steps": opts.max_steps, "train_size": opts.train_size, "test_size": opts.test_size,
-        "threads": opts.threads, "samples": opts.samples, "empty_pair": opts.empty_pair,
-    }  # fmt: skip
+        "budget": opts.budget.name,
+        "max_steps": opts.max_steps,
+        "train_size": opts.train_size,
+        "test_size": opts.test_size,
+        "threads": opts.threads,
+        "samples": opts.samples,
+        "empty_pair": opts.empty_pair,
+    }
 
 
 def load_trained(cell_dir: Path):
@@ -125,8 +130,10 @@ def load_trained(cell_dir: Path):
     path = store.checkpoint_path(cell_dir / store.CHECKPOINTS, k, stages[k].name)
     if not path.is_file():
         found = sorted(p.name for p in (cell_dir / store.CHECKPOINTS).glob("*.pt"))
-        raise FileNotFoundError(f"{path}: no checkpoint of the last stage {stages[k].name!r}; the cell did not finish training "
-                                f"(checkpoints found: {', '.join(found) or 'none'})")  # fmt: skip
+        raise FileNotFoundError(
+            f"{path}: no checkpoint of the last stage {stages[k].name!r}; the cell did not finish training "
+            f"(checkpoints found: {', '.join(found) or 'none'})"
+        )
     state = torch.load(path, map_location="cpu", weights_only=True)
     try:
         method.load_state_dict(state)

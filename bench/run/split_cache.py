@@ -152,8 +152,10 @@ def load_splits(key: DataKey) -> Splits:
         started = time.time()
         splits = spec.load(key.data_root, key.setting, key.level, key.cache)
         if path is not None and time.time() - started >= NOTE_SECONDS:
-            warnings.warn(Note(f"decoded {key} in {time.time() - started:.0f} s; every results folder reads it from {path.parent} "
-                               "from now on"), stacklevel=2)  # fmt: skip
+            warnings.warn(
+                Note(f"decoded {key} in {time.time() - started:.0f} s; every results folder reads it from {path.parent} from now on"),
+                stacklevel=2,
+            )
     if splits.raters_info.get("labels_version") != fusion_version():  # new splits, or statistics of an older rule
         splits.raters_info.update(labels=label_statistics(splits.train), labels_version=fusion_version())
         fresh = True

@@ -159,8 +159,10 @@ def check_scheduler(address: str) -> None:
         asyncio.run(asyncio.wait_for(probe(), SCHEDULER_TIMEOUT + 1))
     except Exception as e:  # refused, unreachable, timed out, not an address, or something else answering there
         why = str(e).splitlines()[0][:160] if isinstance(e, (OSError, ValueError)) and str(e) else "no dask scheduler answered"
-        raise ConnectionError(f"cannot reach the dask scheduler at {address} within {SCHEDULER_TIMEOUT} s ({why}); start it "
-                              "(`dask scheduler`, then `dask worker ADDRESS`) or correct --scheduler") from None  # fmt: skip
+        raise ConnectionError(
+            f"cannot reach the dask scheduler at {address} within {SCHEDULER_TIMEOUT} s ({why}); start it "
+            "(`dask scheduler`, then `dask worker ADDRESS`) or correct --scheduler"
+        ) from None
 
 
 def usable_cpus() -> int:

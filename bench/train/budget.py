@@ -128,10 +128,21 @@ class Budget:
         """The Schedule of `stage` of the registered method `method` (a variant uses its base's line) on `dataset`."""
         if not self.paper_lines:
             return Schedule(
-                "adam", self.lr, self.batch_size(dataset), self.max_steps, self.early_stopping, self.eval_every, self.patience,
-                self.min_delta, self.patience_ratio, self.smooth, self.min_evals, restore=self.fixed_length, rule_cap=self.rule_cap,
+                "adam",
+                self.lr,
+                self.batch_size(dataset),
+                self.max_steps,
+                self.early_stopping,
+                self.eval_every,
+                self.patience,
+                self.min_delta,
+                self.patience_ratio,
+                self.smooth,
+                self.min_evals,
+                restore=self.fixed_length,
+                rule_cap=self.rule_cap,
                 source=f"{self.name} budget: Adam lr {self.lr:g}, batch {self.batch_size(dataset)}",
-            )  # fmt: skip
+            )
         line = paper_stage(method, stage)
         epochs = line.epochs
         reading = stage_reading(method, dataset)
@@ -141,9 +152,16 @@ class Budget:
         steps_per_epoch = math.ceil(n_train / batch)
         length = f"{line.steps} steps" if line.steps else f"{epochs} epochs"
         return Schedule(
-            line.optimiser, line.lr, batch, line.steps or epochs * steps_per_epoch, False, min(steps_per_epoch, line.steps or steps_per_epoch),
-            weight_decay=line.weight_decay, augment=line.augment, source=f"{length}; {line.source}",
-        )  # fmt: skip
+            line.optimiser,
+            line.lr,
+            batch,
+            line.steps or epochs * steps_per_epoch,
+            False,
+            min(steps_per_epoch, line.steps or steps_per_epoch),
+            weight_decay=line.weight_decay,
+            augment=line.augment,
+            source=f"{length}; {line.source}",
+        )
 
     def config_overrides(self, method: str, dataset: DatasetSpec) -> dict:
         """Method config fields a budget sets: the study's stage reading where the budget reads it as a config field."""
@@ -200,26 +218,48 @@ def stage_reading(method: str, dataset: DatasetSpec) -> dict:
 
 
 QUICK = Budget(
-    "quick", early_stopping=True, max_steps=80, capped_data=True, readings=False,
+    "quick",
+    early_stopping=True,
+    max_steps=80,
+    capped_data=True,
+    readings=False,
     description="laptop CPU default: the stopping rule on a validation subset (128 images; 32 on large images), cap 80 steps per stage",
-)  # fmt: skip
+)
 PLATEAU = Budget(
-    "plateau", early_stopping=True, max_steps=5_000,
+    "plateau",
+    early_stopping=True,
+    max_steps=5_000,
     description="the recommended comparison: the same rule on all training and validation images, cap 5,000 steps per stage",
-)  # fmt: skip
+)
 PLATEAU_1127 = Budget(
-    "plateau-1127", early_stopping=True, max_steps=5_000, min_delta=0.01, patience_ratio=0.0,
+    "plateau-1127",
+    early_stopping=True,
+    max_steps=5_000,
+    min_delta=0.01,
+    patience_ratio=0.0,
     description="the rule of 2026-11-27 (a 1 % fall of the smoothed level within 5 evaluations), kept for its audit's folders",
-)  # fmt: skip
+)
 LONG = Budget(
-    "long", early_stopping=False, fixed_length=True, max_steps=4_000, primary="min-val-loss", rule_cap=5_000,
+    "long",
+    early_stopping=False,
+    fixed_length=True,
+    max_steps=4_000,
+    primary="min-val-loss",
+    rule_cap=5_000,
     description="the stop audit: every stage 4,000 steps on all images, the lowest validation loss restored (bench audit-stops)",
-)  # fmt: skip
+)
 TRAJECTORY = Budget(
-    "trajectory", early_stopping=False, fixed_length=True, max_steps=8_000, primary="selection", rule_cap=5_000,
+    "trajectory",
+    early_stopping=False,
+    fixed_length=True,
+    max_steps=8_000,
+    primary="selection",
+    rule_cap=5_000,
     description="one trajectory read many ways: every stage 8,000 steps on all images, the rule replayed, the GT-free selection kept",
-)  # fmt: skip
-PAPER_BUDGET = Budget("paper", early_stopping=False, primary="last", description="the paper's fixed epochs; competitors as their official code")
+)
+PAPER_BUDGET = Budget(
+    "paper", early_stopping=False, primary="last", description="the paper's fixed epochs; competitors as their official code"
+)
 BUDGETS = {
     b.name: b
     for b in (
@@ -230,9 +270,12 @@ BUDGETS = {
         TRAJECTORY,
         PAPER_BUDGET,
         Budget(
-            "paper-rcl15", early_stopping=False, reading_as_config=True, primary="last",
+            "paper-rcl15",
+            early_stopping=False,
+            reading_as_config=True,
+            primary="last",
             description="paper, MNIST RCN: L_rcl in the first 15 of 70 epochs",
-        ),  # fmt: skip
+        ),
     )
 }
 

@@ -23,7 +23,10 @@ def save_checkpoint(method: Method, k: int, name: str, checkpoint_dir: Path | No
     and the earlier stages' weights, which its own file holds too: a cell keeps one stage's weights on disk."""
     if checkpoint_dir is None:
         return
-    write_state({"model": method.state_dict(), **partial} if partial else method.state_dict(), checkpoint_path(checkpoint_dir, k, name, partial is not None))
+    write_state(
+        {"model": method.state_dict(), **partial} if partial else method.state_dict(),
+        checkpoint_path(checkpoint_dir, k, name, partial is not None),
+    )
     if partial is None:
         checkpoint_path(checkpoint_dir, k, name, partial=True).unlink(missing_ok=True)
         for earlier in earlier_checkpoints(checkpoint_dir, k):

@@ -10,7 +10,6 @@ import dataclasses
 import math
 import sys
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,11 +21,11 @@ from bench import store
 from bench.train.budget import Schedule
 from bench.train.checkpoints import append_log, logged_stops, resume, save_checkpoint, trim_log
 from bench.train.hardware import autocast, autocast_dtype, make_batch, to_tensors
+from bench.train.inference import evaluating, probabilities, readout_ids
 from bench.train.readings import Curve, Held, agreement, snapshot
 from bench.train.steps import make_step
 from bench.train.stopping import StopState
 from methods.base import Method, StepContext
-from methods.latent import per_image
 
 
 class NonFiniteLoss(RuntimeError):
@@ -40,9 +39,17 @@ def fixed_schedules(method: Method, steps: int, batch_size: int, lr: float = 1e-
 
 @torch.inference_mode()
 def validate(
-    method: Method, data: dict[str, torch.Tensor], stage: str, epoch: int, step: int, seed: int, device, dtype, consensus: bool = False,
+    method: Method,
+    data: dict[str, torch.Tensor],
+    stage: str,
+    epoch: int,
+    step: int,
+    seed: int,
+    device,
+    dtype,
+    consensus: bool = False,
     batch_size: int = 128,
-) -> tuple[dict[str, float], np.ndarray | None]:  # fmt: skip
+) -> tuple[dict[str, float], np.ndarray | None]:
     """The method's own loss on the validation split, in eval mode, with one fixed generator: {part: mean over images};
     with `consensus`, also the consensus (N, L, H, W) float32 where the loss's pass gives it (`Method.validation`), else
     None.
@@ -72,8 +79,9 @@ def validate(
 DIAGNOSTIC_DRAWS = 16
 
 
-def diagnostic_dsc(method: Method, images: torch.Tensor, gt: np.ndarray, device, dtype, seed: int = 0, probs: np.ndarray | None = None
-                   ) -> float:  # fmt: skip
+def diagnostic_dsc(
+    method: Method, images: torch.Tensor, gt: np.ndarray, device, dtype, seed: int = 0, probs: np.ndarray | None = None
+) -> float:
     """Mean per-image DSC (%) of the foreground (any class but 0) against ground truth: logged, never used to select.
     `probs` (N, L, H, W): the consensus already read by the validation pass (`validate`); None reads it here."""
     return agreement(validation_consensus(method, images, device, dtype, seed) if probs is None else probs, gt)
@@ -146,8 +154,9 @@ class Fitted:
         return {"dsc": r["score"], "step": r["step"], "state": r["state"]} if r else {}
 
 
-def fit(method: Method, train: Split, schedules: dict[str, Schedule], run: Runtime, val: Split | None = None,
-        out: Output = Output()) -> Fitted:  # fmt: skip
+def fit(
+    method: Method, train: Split, schedules: dict[str, Schedule], run: Runtime, val: Split | None = None, out: Output = Output()
+) -> Fitted:
     """Train `method` stage by stage on `train`; returns each stage's stop record (`Fitted`).
 
     Each stage trains under its Schedule: every `eval_every` steps the method's own loss on `val` (raters only, never its
@@ -270,15 +279,22 @@ class StageRun:
                 kind = self.stop.ends(self.step, sched.max_steps, sched.patience, sched.min_evals, sched.patience_ratio)
             elif self.step >= sched.max_steps:
                 kind = "fixed"
-            reason = {"plateau": f"{self.stop.bad} evaluations without a new low (last at evaluation {self.stop.improved_at})",
-                      "cap": "reached the budget's step cap", "fixed": sched.source}.get(kind, "")  # fmt: skip
+            reason = {
+                "plateau": f"{self.stop.bad} evaluations without a new low (last at evaluation {self.stop.improved_at})",
+                "cap": "reached the budget's step cap",
+                "fixed": sched.source,
+            }.get(kind, "")
             append_log(log_path, row)
             if lines and not kind and time.perf_counter() - said >= LINE_SECONDS:
                 said = time.perf_counter()
                 left = (sched.max_steps - self.step) * self.seconds() / max(self.step, 1)  # at the stage's mean rate so far
                 val = f", validation loss {row['val_loss']:.4g}" if "val_loss" in row else ""
-                print(f"{title}: step {self.step:,}/{sched.max_steps:,} (epoch {self.epoch}), loss {row['train_loss']:.4g}{val}, "
-                      f"about {left / 60:.0f} min to the {'cap' if sched.early_stopping else 'end'}", file=sys.stderr, flush=True)  # fmt: skip
+                print(
+                    f"{title}: step {self.step:,}/{sched.max_steps:,} (epoch {self.epoch}), loss {row['train_loss']:.4g}{val}, "
+                    f"about {left / 60:.0f} min to the {'cap' if sched.early_stopping else 'end'}",
+                    file=sys.stderr,
+                    flush=True,
+                )
             if checkpoint_dir is not None and not kind and time.perf_counter() - saved >= out.checkpoint_seconds:
                 save_checkpoint(self.method, self.k, stage.name, checkpoint_dir, partial=self.state())
                 saved = time.perf_counter()
@@ -291,10 +307,16 @@ class StageRun:
         if restored:
             self.method.load_state_dict(self.best_state)
         record = {
-            "stage": stage.name, "event": "stop", "step": self.step, "epoch": self.epoch, "seconds": self.seconds(), "stop": kind,
+            "stage": stage.name,
+            "event": "stop",
+            "step": self.step,
+            "epoch": self.epoch,
+            "seconds": self.seconds(),
+            "stop": kind,
             "reason": f"{kind}: {reason}",
-            "best_step": self.stop.best_step, "restored_step": self.stop.best_step if restored else self.step,
-        }  # fmt: skip
+            "best_step": self.stop.best_step,
+            "restored_step": self.stop.best_step if restored else self.step,
+        }
         if val_data is not None:
             record["best_val_loss"] = self.stop.best
         if self.rule_stop:
@@ -320,8 +342,17 @@ class StageRun:
         `rule_cap`); where this stage holds the readings (reads: the validation (gt, fused), either None), the GT
         diagnostic and the agreement with the raters' fused label, each offered to its reading."""
         gt, fused = reads or (None, None)
-        parts, probs = validate(self.method, val_data, self.stage.name, self.epoch, self.step, self.seed, self.device, self.dtype,
-                                consensus=gt is not None or fused is not None)  # fmt: skip
+        parts, probs = validate(
+            self.method,
+            val_data,
+            self.stage.name,
+            self.epoch,
+            self.step,
+            self.seed,
+            self.device,
+            self.dtype,
+            consensus=gt is not None or fused is not None,
+        )
         out = {f"val_{key}": v for key, v in parts.items()}
         if (gt is not None or fused is not None) and probs is None:
             probs = validation_consensus(self.method, val_data["images"], self.device, self.dtype, self.seed)
@@ -351,102 +382,15 @@ class StageRun:
     def state(self) -> dict:
         """What a mid-stage checkpoint holds beside the weights."""
         return {
-            "optimiser": self.optimiser.state_dict(), "order": self.order.get_state() if self.perm is None else self.epoch_order,
-            "gen": self.gen.get_state(), "stop": dataclasses.asdict(self.stop), "step": self.step, "epoch": self.epoch,
-            "offset": self.offset, "best": self.best_state, "held": self.held.saved(), "rule_stop": self.rule_stop,
+            "optimiser": self.optimiser.state_dict(),
+            "order": self.order.get_state() if self.perm is None else self.epoch_order,
+            "gen": self.gen.get_state(),
+            "stop": dataclasses.asdict(self.stop),
+            "step": self.step,
+            "epoch": self.epoch,
+            "offset": self.offset,
+            "best": self.best_state,
+            "held": self.held.saved(),
+            "rule_stop": self.rule_stop,
             "seconds": time.perf_counter() - self.started,
-        }  # fmt: skip
-
-
-@contextmanager
-def evaluating(method: Method):
-    """Eval mode for a validation pass in the middle of training; each child's mode is restored afterwards."""
-    modes = {name: child.training for name, child in method.named_children()}
-    top = method.training
-    method.eval()
-    try:
-        yield
-    finally:
-        method.training = top
-        for name, child in method.named_children():
-            child.train(modes[name])
-
-
-# Read-out streams: the draws of a consensus, of the samples and of per-rater outputs come from different ids.
-READOUTS = ("consensus", "samples", "raters")
-
-
-def readout_ids(seed: int, readout: str, n: int, draw_seed: int = 0) -> torch.Tensor:
-    """Each image's read-out identity (n,) int64: its index in the split, the cell's seed, the read-out stream and a draw
-    seed (0 for a cell's own read-out; another value reads the same model with other draws, to measure their spread).
-    A method that draws seeds each image's draws from it (methods/latent.py::per_image)."""
-    stream = (seed * 64 + draw_seed) * len(READOUTS) + READOUTS.index(readout)
-    return stream * 2**32 + torch.arange(n, dtype=torch.int64)
-
-
-def predict_proba(
-    method: Method, images: np.ndarray, *, device: torch.device, precision: str = "auto", batch_size: int = 256, seed: int = 0,
-    draw_seed: int = 0,
-) -> np.ndarray:  # fmt: skip
-    """Probabilities of the true label, float32 (N, L, H, W), in large batches without gradients. A method whose
-    consensus draws (`consensus_draws`) draws per image from `readout_ids(seed, "consensus", N, draw_seed)`."""
-    method.to(device=device, memory_format=torch.channels_last).eval()
-    ids = readout_ids(seed, "consensus", len(images), draw_seed)
-    return probabilities(method, torch.from_numpy(images), device, autocast_dtype(device, precision), ids, batch_size)
-
-
-@torch.inference_mode()
-def predict_outputs(
-    method: Method, images: np.ndarray, *, n_samples: int, seed: int, device: torch.device, precision: str = "auto", batch_size: int = 256
-) -> dict[str, np.ndarray]:
-    """Every output a method offers for images (N, C, H, W), for the set metrics, class indices (argmax):
-    "rater_outputs" (N, R, H, W), one per rater slot, where the method has them; "samples" (N, M, H, W): M draws from a
-    method that samples, else M draws from the mixture of its per-rater outputs (a slot drawn uniformly per draw), so
-    that every method's set metrics are read at the same M. A method with one prediction has no samples here: M draws
-    from it are M copies, whose set metrics equal its one prediction's. Every draw is per image, seeded from
-    `readout_ids(seed, …)`, so a cell's outputs are reproducible and independent of the batch.
-    """
-    if n_samples < 1:
-        raise ValueError(f"--samples must be at least 1, not {n_samples}")
-    if type(method).predict_samples is Method.predict_samples and type(method).predict_raters is Method.predict_raters:
-        return {}  # neither hook overridden: nothing to predict (most methods)
-    method.to(device=device, memory_format=torch.channels_last).eval()
-    dtype = autocast_dtype(device, precision)
-    n = len(images)
-    ids = {name: readout_ids(seed, name, n) for name in ("samples", "raters")}
-    out: dict[str, list] = {"samples": [], "rater_outputs": []}
-    size = max(1, batch_size // max(n_samples, method.spec.n_raters))
-    bar = tqdm(total=n, desc="samples", leave=False, disable=not sys.stderr.isatty(), unit="img")
-    for start in range(0, n, size):
-        part = slice(start, start + size)
-        x = torch.from_numpy(images[part]).to(device).contiguous(memory_format=torch.channels_last)
-        with autocast(device, dtype):
-            drawn = method.predict_samples(x, n_samples, ids["samples"][part])
-            per_rater = method.predict_raters(x, ids["raters"][part])
-        if per_rater is not None:
-            per_rater = per_rater.float().argmax(2).to(torch.uint8).cpu()  # (B, R, H, W)
-            out["rater_outputs"].append(per_rater)
-        if drawn is not None:
-            out["samples"].append(drawn.float().argmax(2).to(torch.uint8).cpu())
-        elif per_rater is not None:  # M draws from the mixture of the per-rater outputs
-            draw_slots = lambda rng, r=per_rater.shape[1]: rng.integers(r, size=n_samples)  # noqa: E731
-            slot = per_image(ids["samples"][part], draw_slots, torch.device("cpu"))  # (B, M)
-            out["samples"].append(torch.take_along_dim(per_rater, slot[:, :, None, None].long(), dim=1))
-        bar.update(len(x))
-    bar.close()
-    return {key: torch.cat(parts).numpy() for key, parts in out.items() if parts}
-
-
-@torch.inference_mode()
-def probabilities(method: Method, images: torch.Tensor, device: torch.device, dtype, ids: torch.Tensor, batch_size: int = 256
-                  ) -> np.ndarray:  # fmt: skip
-    """The consensus of images (N, C, H, W) → (N, L, H, W) float32; ids (N,) the images' read-out ids (`readout_ids`)."""
-    draws = method.consensus_draws
-    size = batch_size if not draws else max(1, batch_size // 4)  # a drawing consensus decodes 16 draws of each image at once
-    out = []
-    for chunk, chunk_ids in zip(images.split(size), ids.split(size)):
-        x = chunk.to(device).contiguous(memory_format=torch.channels_last)
-        with autocast(device, dtype):
-            probs = method.predict_proba(x, chunk_ids) if draws else method.predict_proba(x)
-        out.append(probs.float().cpu())
-    return torch.cat(out).numpy()
+        }

@@ -170,9 +170,11 @@ class GraphedStep(EagerStep):
     def snapshot(self, gen: torch.Generator) -> dict:
         """Copies of what a warm-up step changes: weights, buffers, the optimiser's state tensors, the generator."""
         tensors = [*self.method.parameters(), *self.method.buffers()]
-        return {"tensors": [t.detach().clone() for t in tensors],
-                "optimiser": {id(p): {k: v.clone() for k, v in s.items() if torch.is_tensor(v)} for p, s in self.optimiser.state.items()},
-                "gen": gen.get_state()}  # fmt: skip
+        return {
+            "tensors": [t.detach().clone() for t in tensors],
+            "optimiser": {id(p): {k: v.clone() for k, v in s.items() if torch.is_tensor(v)} for p, s in self.optimiser.state.items()},
+            "gen": gen.get_state(),
+        }
 
     def restore(self, saved: dict, gen: torch.Generator) -> None:
         """Puts the snapshot back in place (capture records addresses, so no tensor is replaced)."""

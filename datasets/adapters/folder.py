@@ -144,10 +144,21 @@ def read_layout(root: Path) -> Layout:
     if axis not in (0, 1, 2):
         raise DataError(f"{path}: axis must be 0, 1 or 2 (a volume's slicing axis), got {axis!r}")
     spacing = tuple(float(s) for s in meta.get("spacing", (1.0, 1.0)))
-    return Layout(root, slug(str(meta.get("name") or root.name)), tuple(channels[str(k)] for k in range(len(channels))), names,
-                  structures, ending, raters, axis, {k: list(map(str, v)) for k, v in splits.items()},
-                  {str(k): str(v) for k, v in (meta.get("groups") or {}).items()}, spacing,  # type: ignore[arg-type]
-                  str(meta.get("description", "")), str(meta.get("licence", "that of the data you bring")))  # fmt: skip
+    return Layout(
+        root,
+        slug(str(meta.get("name") or root.name)),
+        tuple(channels[str(k)] for k in range(len(channels))),
+        names,
+        structures,
+        ending,
+        raters,
+        axis,
+        {k: list(map(str, v)) for k, v in splits.items()},
+        {str(k): str(v) for k, v in (meta.get("groups") or {}).items()},
+        spacing,  # type: ignore[arg-type]
+        str(meta.get("description", "")),
+        str(meta.get("licence", "that of the data you bring")),
+    )
 
 
 def read_file(path: Path) -> tuple[np.ndarray, dict]:
@@ -325,7 +336,9 @@ def rater_data(layout: Layout, part: dict, raters: np.ndarray | None = None, nam
     return RaterData(
         images=fit(part["images"]).reshape(-1, len(layout.channels), *shape).astype(np.float32),
         raters=(raters if raters is not None else fit(part["raters"]).reshape(-1, n_raters, *shape)).astype(np.uint8),
-        rater_valid=np.ones((len(part["ids"]), n_raters), bool) if raters is not None else np.array(part["valid"], bool).reshape(-1, n_raters),
+        rater_valid=np.ones((len(part["ids"]), n_raters), bool)
+        if raters is not None
+        else np.array(part["valid"], bool).reshape(-1, n_raters),
         gt=fit([g for case in part["gt"] for g in case]).astype(np.uint8) if has_gt else None,
         case_ids=np.array(part["ids"], dtype=str),
         groups=np.array(part["groups"], dtype=str),
@@ -334,7 +347,7 @@ def rater_data(layout: Layout, part: dict, raters: np.ndarray | None = None, nam
         rater_names=names or layout.raters,
         raters_simulated=raters is not None,
         spacing=part["spacing"][0] if part["spacing"] else layout.spacing,
-    )  # fmt: skip
+    )
 
 
 def load_folder(data_root: Path, setting: RaterSetting, level: str, cache: Path | None) -> Splits:

@@ -126,10 +126,14 @@ def pool_info(
         what = f"{name}: noise level {level} ({style} raters, strength {strength:.4g}, training Average DSC {realised:.3f})"
         detail = "; ".join(problems)
         if level != PROTOCOL if refuse is None else refuse:
-            raise DataError(f"{what} gives a degenerate rater pool: {detail} (each must be >= {USABLE_MINIMUM:.0%}); "
-                            "choose a higher target Average DSC (less noise)")  # fmt: skip
-        warning = (f"{what}: the rater pool is sparse: {detail} (below the {USABLE_MINIMUM:.0%} a chosen noise level needs; "
-                   "the published protocol's pool is kept as it is)")  # fmt: skip
+            raise DataError(
+                f"{what} gives a degenerate rater pool: {detail} (each must be >= {USABLE_MINIMUM:.0%}); "
+                "choose a higher target Average DSC (less noise)"
+            )
+        warning = (
+            f"{what}: the rater pool is sparse: {detail} (below the {USABLE_MINIMUM:.0%} a chosen noise level needs; "
+            "the published protocol's pool is kept as it is)"
+        )
         warnings.warn(Note(warning), stacklevel=3)
     return {
         "style": style,

@@ -106,7 +106,7 @@ def base(tmp_path_factory) -> Path:
     """The tiny results folder, trained once; never written into (cases copy it)."""
     root = tmp_path_factory.mktemp("damaged")
     sweep = root / f"{SWEEP}.toml"
-    sweep.write_text('seeds = [0, 1]\n')
+    sweep.write_text("seeds = [0, 1]\n")
     results = root / "results"
     out = run_bench("run", *TINY, "--config", str(sweep), "--results", str(results))
     assert out.returncode == 0, out.stderr
@@ -191,7 +191,9 @@ def check_case(kind: str, how: str, verb: str, base: Path, tmp_path: Path) -> No
     if verb == "rescore":  # it re-scores the healthy cell too (from its 8-bit predictions): the same rows, its other files untouched
         assert {k: v for k, v in after.items() if k not in RESCORED} == {k: v for k, v in other.items() if k not in RESCORED}
         keys = [k for k in ROW_KEYS if k != "value"]
-        pd.testing.assert_frame_equal(pd.read_parquet(cell(results, 1) / store.METRICS)[keys], pd.read_parquet(cell(base, 1) / store.METRICS)[keys])
+        pd.testing.assert_frame_equal(
+            pd.read_parquet(cell(results, 1) / store.METRICS)[keys], pd.read_parquet(cell(base, 1) / store.METRICS)[keys]
+        )
     else:
         assert after == other
 
@@ -217,7 +219,10 @@ def test_run_trains_a_damaged_cell_of_its_own_again_with_a_note(name, how, base,
     other = file_states(cell(results, 1))
     out = run_bench("run", *TINY, "--seeds", "0,1", "--results", str(results))
     assert out.returncode == 0, out.stderr
-    assert f"note: {cell(results, 0) / name}: " in out.stderr and "training the cell mnist-5k/lfnet/protocol/mv-unet/seed-0 again" in out.stderr
+    assert (
+        f"note: {cell(results, 0) / name}: " in out.stderr
+        and "training the cell mnist-5k/lfnet/protocol/mv-unet/seed-0 again" in out.stderr
+    )
     assert "2 cells: 1 trained, 1 already done, 0 failed" in out.stdout
     assert store.damage(cell(results, 0)) is None and file_states(cell(results, 1)) == other
     assert sorted(set(pd.read_parquet(results / store.METRICS)["seed"])) == [0, 1]
@@ -256,7 +261,7 @@ def test_a_damaged_sweep_file_is_read_by_no_verb_and_written_anew(how, base, tmp
     out = run_bench("run", *TINY, "--seeds", "0,1", "--dry-run", "--results", str(results))
     assert out.returncode == 0 and "0 of 2 cells would run" in out.stdout, out.stderr
     sweep = tmp_path / f"{SWEEP}.toml"
-    sweep.write_text('seeds = [0, 1]\n')
+    sweep.write_text("seeds = [0, 1]\n")
     out = run_bench("run", *TINY, "--config", str(sweep), "--results", str(results))
     assert out.returncode == 0, out.stderr
     assert kept.read_text() == sweep.read_text()
@@ -271,7 +276,10 @@ def test_rescore_names_the_run_that_retrains_a_cell_it_cannot_score(base, tmp_pa
     assert "failed mnist-5k/lfnet/protocol/mv-unet/seed-0" in out.stdout and "rescored mnist-5k/lfnet/protocol/mv-unet/seed-1" in out.stdout
     line = next(x for x in out.stderr.splitlines() if x.startswith("failed: "))
     assert f"{cell(results, 0) / store.PREDICTIONS}: missing" in line
-    assert f"python -m bench run --results {results} --dataset mnist-5k --raters lfnet --noise-levels protocol --methods mv-unet --seeds 0" in line
+    assert (
+        f"python -m bench run --results {results} --dataset mnist-5k --raters lfnet --noise-levels protocol --methods mv-unet --seeds 0"
+        in line
+    )
     assert "the tables in" in out.stderr and "are left as they were" in out.stderr
     assert json.loads((cell(results, 0) / store.MANIFEST).read_text())["status"] == "done"  # nothing of the cell was touched
 

@@ -338,13 +338,17 @@ def reachable(results: Path, phase: str) -> bool:
 def check_campaign(rounds: list[Round], reference: Reference, min_landed: int) -> None:
     kills = [k for r in rounds for k in r.kills]
     landed = sum(k.landed for k in kills)
-    print(f"\nkill campaign: {len(kills)} kills in {len(rounds)} results folder(s), {landed} landed mid-run "
-          "(the sweep was alive when SIGKILLed)")  # fmt: skip
+    print(
+        f"\nkill campaign: {len(kills)} kills in {len(rounds)} results folder(s), {landed} landed mid-run "
+        "(the sweep was alive when SIGKILLed)"
+    )
     n = 0
     for r in rounds:
         for k in r.kills:
-            print(f"  kill {n:2d} {r.results.name}  {k.plan:<24} at {k.at:5.1f} s  {'landed' if k.landed else 'missed (had exited)':<20}"
-                  f"  cells done after: {k.done}/4  {k.trigger}")  # fmt: skip
+            print(
+                f"  kill {n:2d} {r.results.name}  {k.plan:<24} at {k.at:5.1f} s  {'landed' if k.landed else 'missed (had exited)':<20}"
+                f"  cells done after: {k.done}/4  {k.trigger}"
+            )
             n += 1
     for k in kills:
         assert not k.unreadable, f"after kill {k}: unreadable files {k.unreadable}"
@@ -374,8 +378,10 @@ def check_resumed(results: Path, reference: Reference, kills: list[Kill]) -> sub
     assert [t for t in leftovers if t.startswith("runs")] == []
     killed_pids = {k.pid for k in kills}
     assert all(int(re.search(r"\.(\d+)\.tmp", t).group(1)) in killed_pids for t in leftovers), (leftovers, killed_pids)
-    print(f"  {results.name}: final rerun {seconds:.1f} s: {4 - done_before} cells trained, {done_before} already done; rows lost 0; "
-          f"stale temporary files left (results root, by killed processes): {len(leftovers)} {leftovers}")  # fmt: skip
+    print(
+        f"  {results.name}: final rerun {seconds:.1f} s: {4 - done_before} cells trained, {done_before} already done; rows lost 0; "
+        f"stale temporary files left (results root, by killed processes): {len(leftovers)} {leftovers}"
+    )
     return final
 
 
@@ -388,8 +394,20 @@ def test_killed_sweep_resumes_to_the_reference_bit_for_bit(tmp_path, reference):
 @pytest.mark.slow
 def test_twelve_kills_at_random_times_and_phases_then_resume(tmp_path, reference):
     """12 kills: seeded random times (fractions of the reference run, see kill_campaign) between every phase."""
-    plans = ["training", "random", "between-stages", "random", "mid-write", "scoring",
-             "random", "training", "between-stages", "random", "mid-write", "random"]  # fmt: skip
+    plans = [
+        "training",
+        "random",
+        "between-stages",
+        "random",
+        "mid-write",
+        "scoring",
+        "random",
+        "training",
+        "between-stages",
+        "random",
+        "mid-write",
+        "random",
+    ]
     rounds = kill_campaign(tmp_path, reference, plans, seed=2024)
     check_campaign(rounds, reference, min_landed=10)
 
@@ -431,8 +449,11 @@ def test_a_kill_while_the_log_is_trimmed_keeps_finished_stages(tmp_path, monkeyp
     from bench.train import checkpoints
 
     log = tmp_path / "train_log.csv"
-    for row in ({"stage": "soft_label", "epoch": 0, "loss": 0.5}, {"stage": "soft_label", "epoch": 1, "loss": 0.4},
-                {"stage": "segmentation", "epoch": 0, "loss": 2.0}):  # fmt: skip
+    for row in (
+        {"stage": "soft_label", "epoch": 0, "loss": 0.5},
+        {"stage": "soft_label", "epoch": 1, "loss": 0.4},
+        {"stage": "segmentation", "epoch": 0, "loss": 2.0},
+    ):
         checkpoints.append_log(log, row)
 
     def killed(*args, **kwargs):
@@ -510,9 +531,11 @@ def test_two_sweeps_into_one_folder_train_each_cell_once(tmp_path, reference, st
     assert unreadable(results, checkpoints=True) == []
     assert temp_files(results) == []
     shared = "sweep 1" if trainer["lf-net", 0] == first.pid else "sweep 2"
-    print(f"\nconcurrent writers ({'together' if not stagger else f'sweep 2 {stagger} s later'}): {seconds:.1f} s; "
-          f"sweep 1 trained {sum(p == first.pid for p in trainer.values())}, sweep 2 {sum(p == second.pid for p in trainer.values())}"
-          f" of 3 cells; shared cell lf-net/seed-0 trained by {shared}; rows lost 0")  # fmt: skip
+    print(
+        f"\nconcurrent writers ({'together' if not stagger else f'sweep 2 {stagger} s later'}): {seconds:.1f} s; "
+        f"sweep 1 trained {sum(p == first.pid for p in trainer.values())}, sweep 2 {sum(p == second.pid for p in trainer.values())}"
+        f" of 3 cells; shared cell lf-net/seed-0 trained by {shared}; rows lost 0"
+    )
 
 
 # --------------------------------------------------------------------------- 3. non-finite loss
@@ -620,8 +643,10 @@ def full_disk(tmp_path_factory, reference):
         fault = DiskFault(first, done, temp_files(results), unreadable(results, checkpoints=True), kept, statuses(results), None, results)
         remount(mnt, f"size={40 * one_cell}")
         fault.second = run(KILLED, results)
-        print(f"\nfull disk ({one_cell * 3 // 2 / 2**20:.0f} MiB): exit {first.returncode}, {len(done)} of 4 cells done; "
-              f"stderr:\n{first.stderr.strip()}")  # fmt: skip
+        print(
+            f"\nfull disk ({one_cell * 3 // 2 / 2**20:.0f} MiB): exit {first.returncode}, {len(done)} of 4 cells done; "
+            f"stderr:\n{first.stderr.strip()}"
+        )
         yield fault
     finally:
         umount(mnt)

@@ -48,15 +48,27 @@ def test_manifest_records_what_a_rerun_needs(twice):
         assert len(m["git_commit"]) == 40 and m["device"] == "cpu" and m["precision"] in ("float32", "torch.bfloat16")
         assert len(m["data_fingerprint"]) == 32 and m["data_root"]
         assert m["command"][1:3] == ["run", "--methods"]  # argv as given
-        assert m["cell"] == {"dataset": "mnist-5k", "raters": "lfnet", "noise": "protocol", "method": m["cell"]["method"],
-                             "seed": m["cell"]["seed"]}  # fmt: skip
+        assert m["cell"] == {
+            "dataset": "mnist-5k",
+            "raters": "lfnet",
+            "noise": "protocol",
+            "method": m["cell"]["method"],
+            "seed": m["cell"]["seed"],
+        }
         assert m["cell"]["method"] in ("mv-unet", "lf-net") and m["seconds"] > 0
         selection = m["selection"]  # the GT-best weights of the last stage, scored on the test split (docs/decisions.md)
         assert selection["gt_best_step"] in (2, 4) and 0 <= selection["test_gt_dsc"] <= 100 and 0 <= selection["val_gt_dsc"] <= 100
     assert len({m["data_fingerprint"] for m in manifests}) == 1  # every cell saw the same data
     config = json.loads(next(twice[0].glob("runs/**/lf-net/seed-0/config.json")).read_text())
-    assert config["options"] == {"budget": "quick", "max_steps": 4, "train_size": 64, "test_size": 24, "threads": 1, "samples": 16,
-                                 "empty_pair": "one"}
+    assert config["options"] == {
+        "budget": "quick",
+        "max_steps": 4,
+        "train_size": 64,
+        "test_size": 24,
+        "threads": 1,
+        "samples": 16,
+        "empty_pair": "one",
+    }
     assert config["method_config"]["lam"] == 0.01 and list(config["schedules"]) == ["soft_label", "segmentation"]
     assert all(s["max_steps"] == 4 and s["lr"] == 1e-3 and s["early_stopping"] for s in config["schedules"].values())
 
