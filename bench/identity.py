@@ -8,10 +8,12 @@ results folder is `bench.store`'s business.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from bench.evaluate.long_table import KEYS
 from datasets import DataError, RaterSetting, get_dataset
+from methods.registry import MethodRef
 
 
 @dataclass(frozen=True)
@@ -21,6 +23,10 @@ class Cell:
     `raters` is the checked `RaterSetting` (`DatasetSpec.setting`); a label given instead (a folder's name, a manifest's
     field) is checked into one as the cell is made (`rater_setting`). What predictions are scored against is not part
     of it: every cell is scored against every reference.
+
+    `method` is the method's label (`lf-net@beta=3`, its folder's name) and `ref` the typed `MethodRef`: a cell the plan
+    makes is given the reference (`method` is then its label); a label read back (a folder, a manifest) is parsed once,
+    where its reference is first asked for.
     """
 
     dataset: str
@@ -32,6 +38,14 @@ class Cell:
     def __post_init__(self) -> None:
         if not isinstance(self.raters, RaterSetting):
             object.__setattr__(self, "raters", rater_setting(self.dataset, self.raters))
+        if isinstance(self.method, MethodRef):
+            self.__dict__["ref"] = self.method
+            object.__setattr__(self, "method", self.method.label)
+
+    @cached_property
+    def ref(self) -> MethodRef:
+        """The cell's method and its parameters (`MethodRef.parse` of a label read back, at most once a cell)."""
+        return MethodRef.parse(self.method)
 
     @property
     def parts(self) -> tuple[str, ...]:

@@ -193,14 +193,15 @@ def finished(results: Path, strict: bool = True) -> list[tuple[Path, dict, Unrea
     return out
 
 
-def damage(folder: Path, strict: bool = True, manifest: dict | None = None) -> UnreadableFile | None:
+def damage(folder: Path, strict: bool = True, manifest: dict | None = None, seen: dict | None = None) -> UnreadableFile | None:
     """The first file of a finished cell that cannot be read (manifest.json, config.json, metrics.parquet and, where
     present, calibration.parquet, train_log.csv and predictions.npz) or, when `strict`, that is missing but must be there
     (the first three), with its repair; None when there is none. Cheap: Parquet footers and the archive's directory, not
-    the predictions themselves. `manifest`: the manifest already read (None: read it here, or it could not be read)."""
+    the predictions themselves. `manifest`: the manifest already read (None: read it here, or it could not be read);
+    `seen`: filled with the config it read, for a reader that keeps it (`bench.results_folder`)."""
     checks = (
         (MANIFEST, True, check_manifest if manifest is None else lambda p: check_manifest(p, manifest)),
-        (CONFIG, True, read_json),
+        (CONFIG, True, read_json if seen is None else lambda p: seen.setdefault(CONFIG, read_json(p))),
         (METRICS, True, check_table),
         (CALIBRATION_BINS, False, check_table),
         (TRAIN_LOG, False, lambda p: read_table(p, columns=["stage", "step"])),
@@ -332,15 +333,15 @@ def finish_cell(folder: Path, manifest: dict, rows: pd.DataFrame, bins: pd.DataF
     write_table(folder / METRICS, rows)
 
 
-def collect(results: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Gather every finished cell into `<results>/`: metrics.parquet (the long table), summary.csv, calibration.parquet and
-    train_logs.parquet; returns (table, summary)."""
+def collect(results: Path, cells: list[CellRecord] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Gather every finished cell (`cells`, if read already) into `<results>/`: metrics.parquet (the long table),
+    summary.csv, calibration.parquet and train_logs.parquet; returns (table, summary)."""
     with locked(results / ".collect.lock"):  # two sweeps finishing together: the later read is written last
         for stale in results.glob(".*.tmp*"):  # a collect killed mid-write left it
             pid = re.search(r"\.(\d+)\.tmp", stale.name)
             if pid and not alive(int(pid.group(1))):
                 stale.unlink(missing_ok=True)
-        cells = records(results)
+        cells = records(results) if cells is None else cells
         folders = [r.folder for r in cells if (r.folder / METRICS).is_file()]
         # Every cell is read before any table is written: a damaged cell leaves the tables as they were.
         table = gather(folders, METRICS, COLUMNS)
@@ -353,11 +354,12 @@ def collect(results: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     return table, summary
 
 
-def read_collected(results: Path, name: str, rebuild_missing: bool = False) -> pd.DataFrame:
+def read_collected(results: Path, name: str, rebuild_missing: bool = False, opened=None) -> pd.DataFrame:
     """A collected table of `<results>/` (`METRICS`, `SUMMARY`, `CALIBRATION_BINS`, `TRAIN_LOGS`); empty where nothing
     was collected. A table that is damaged, or missing while finished cells are there, is first rebuilt from the cells
     (`collect`, with a note); one that cannot be rebuilt raises UnreadableFile naming it and the repair. The reliability
-    bins and training logs are optional (an older collect had none): missing, they are rebuilt only on `rebuild_missing`."""
+    bins and training logs are optional (an older collect had none): missing, they are rebuilt only on `rebuild_missing`.
+    `opened`: the folder's `bench.results_folder.ResultsFolder`, to rebuild from its read."""
     path = results / name
     text = {k: str for k in ("dataset", "raters", "noise", "method", "reference", "structure", "metric")}  # "protocol", "0.45"
     read = (lambda: read_table(path, dtype=text)) if name == SUMMARY else (lambda: read_table(path))
@@ -369,7 +371,7 @@ def read_collected(results: Path, name: str, rebuild_missing: bool = False) -> p
         problem = "missing"
     except UnreadableFile as e:
         problem = e.problem
-    cells = finished(results)
+    cells = finished(results) if opened is None else opened.finished
     if not cells:
         if problem == "missing":
             return pd.DataFrame()
@@ -380,7 +382,7 @@ def read_collected(results: Path, name: str, rebuild_missing: bool = False) -> p
         if found is not None:  # a table rebuilt without that cell would drop it silently: the cell is repaired first
             raise found
     try:
-        collect(results)
+        collect(results) if opened is None else opened.collect()
     except OSError as e:
         raise UnreadableFile(
             path,

@@ -16,6 +16,7 @@ from methods import d_persona  # noqa: F401  and D-Persona)
 from methods.base import DataSpec, Method, Stage, StepContext
 from methods.registry import (
     MethodEntry,
+    MethodRef,
     UnknownMethodError,
     build_method,
     get_entry,
@@ -25,13 +26,13 @@ from methods.registry import (
     register_method,
     register_variant,
     resolve_config,
-    split_name,
 )
 
 __all__ = [
     "DataSpec",
     "Method",
     "MethodEntry",
+    "MethodRef",
     "Stage",
     "StepContext",
     "UnknownMethodError",
@@ -43,5 +44,4 @@ __all__ = [
     "register_method",
     "register_variant",
     "resolve_config",
-    "split_name",
 ]

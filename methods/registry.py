@@ -115,24 +115,65 @@ def format_value(value) -> str:
 SAFE_VALUE = re.compile(r"[A-Za-z0-9_+-][A-Za-z0-9._+-]*")  # the name is a folder name: no '/', no '..'
 
 
+@dataclass(frozen=True, eq=False)
+class MethodRef:
+    """A cell's method as a typed value: the registered name (or the study's Oracle) and its parameters, keys sorted.
+
+    `label` is its one spelling (`lf-net@beta=3@lam=0.1`): the cell's folder name and the tables' "method"; `parse` is
+    the one reader of a label (a folder's name, a manifest's field). Two references are one when their labels are.
+    The plan (bench/run/plan.py) makes them once; the cell (`bench.identity.Cell.ref`) carries one.
+    """
+
+    name: str
+    params: tuple[tuple[str, object], ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.name or PARAM_SEP in self.name:
+            raise UnknownMethodError(f"{self.name!r}: a method name holds no {PARAM_SEP!r}; its parameters follow it, e.g. lf-net@beta=3")
+        object.__setattr__(self, "params", tuple(sorted(dict(self.params).items())))
+        for key, value in self.params:
+            text = format_value(value)
+            if not SAFE_VALUE.fullmatch(text) or ".." in text:
+                raise UnknownMethodError(f"{self.name}.{key}={text!r}: a parameter value may hold only letters, digits and . _ + -")
+
+    @classmethod
+    def of(cls, name: str, params: dict | None = None) -> MethodRef:
+        """`lf-net`, {"beta": 3} -> the reference labelled `lf-net@beta=3`."""
+        return cls(name, tuple((params or {}).items()))
+
+    @classmethod
+    def parse(cls, label: str) -> MethodRef:
+        """`lf-net@beta=3@lam=0.1` -> MethodRef("lf-net", (("beta", 3), ("lam", 0.1))); a plain name -> no parameters."""
+        name, *parts = label.split(PARAM_SEP)
+        params = {}
+        for part in parts:
+            key, sep, value = part.partition("=")
+            if not sep or not key:
+                raise UnknownMethodError(f"{label!r}: expected {name}@PARAM=VALUE, e.g. lf-net@beta=3")
+            if key in params:
+                raise UnknownMethodError(f"{label!r}: parameter {key!r} given twice")
+            params[key] = parse_value(value)
+        return cls.of(name, params)
+
+    @property
+    def label(self) -> str:
+        return PARAM_SEP.join([self.name, *(f"{key}={format_value(value)}" for key, value in self.params)])
+
+    @property
+    def kwargs(self) -> dict:
+        """The parameters as config overrides."""
+        return dict(self.params)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, MethodRef) and self.label == other.label
+
+    def __hash__(self) -> int:
+        return hash(self.label)
+
+    def __str__(self) -> str:
+        return self.label
+
+
 def param_name(base: str, params: dict) -> str:
-    """`lf-net`, {"beta": 3} -> `lf-net@beta=3`; no parameters -> `base`."""
-    parts = []
-    for key in sorted(params):
-        value = format_value(params[key])
-        if not SAFE_VALUE.fullmatch(value) or ".." in value:
-            raise UnknownMethodError(f"{base}.{key}={value!r}: a parameter value may hold only letters, digits and . _ + -")
-        parts.append(f"{key}={value}")
-    return PARAM_SEP.join([base, *parts])
-
-
-def split_name(name: str) -> tuple[str, dict]:
-    """`lf-net@beta=3@lam=0.1` -> ("lf-net", {"beta": 3, "lam": 0.1}); a plain name -> (name, {})."""
-    base, *parts = name.split(PARAM_SEP)
-    params = {}
-    for part in parts:
-        key, sep, value = part.partition("=")
-        if not sep or not key:
-            raise UnknownMethodError(f"{name!r}: expected {base}@PARAM=VALUE, e.g. lf-net@beta=3")
-        params[key] = parse_value(value)
-    return base, params
+    """`lf-net`, {"beta": 3} -> `lf-net@beta=3`; no parameters -> `base` (`MethodRef.of(...).label`)."""
+    return MethodRef.of(base, params).label

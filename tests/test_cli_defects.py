@@ -63,7 +63,7 @@ def test_set_refuses_a_wrong_type_where_the_default_is_none(method, key, value, 
 
 def test_set_accepts_the_annotated_types_where_the_default_is_none():
     names = plan.expand_params(["lf-net"], {"lf-net": {"beta": [3, None], "rcl_epochs": [2]}}, get_dataset("mnist-5k"))
-    assert names == ["lf-net@beta=3@rcl_epochs=2", "lf-net@rcl_epochs=2"]
+    assert [n.label for n in names] == ["lf-net@beta=3@rcl_epochs=2", "lf-net@rcl_epochs=2"]
 
 
 def test_set_with_a_wrong_type_is_one_line_before_any_cell(tmp_path, capsys):
@@ -237,7 +237,7 @@ def test_report_defaults_to_results_report(tmp_path, monkeypatch, capsys):
     files.write_table(results / "metrics.parquet", pd.DataFrame({"value": [0.5]}))
     files.write_table(results / "summary.csv", pd.DataFrame({"dataset": ["toy"]}))
     drawn = []
-    monkeypatch.setattr(render, "render", lambda res, out, audit, *_: drawn.append((res, out)) or [])
+    monkeypatch.setattr(render, "render", lambda res, out, audit, *_: drawn.append((Path(res.path), out)) or [])  # the opened folder
     assert run_main(["report", "--results", str(results)], capsys)[0] == 0
     assert drawn == [(results, results / "report")] and (results / "report").is_dir()
     assert run_main(["report", "--results", str(results), "--out", str(tmp_path / "figs")], capsys)[0] == 0

@@ -76,7 +76,8 @@ def test_a_set_value_equal_to_the_resolved_default_is_the_plain_methods_cell(tmp
     assert listed(out) == ["mnist-5k/lfnet/protocol/lf-net/seed-0", "mnist-5k/lfnet/protocol/lf-net@beta=3/seed-0"]
     data = methods.DataSpec(1, 2, 5)
     assert plan.resolved_config("lf-net", get_dataset("mnist-5k"), data)["beta"] == 4
-    assert plan.expand_params(["lf-net"], {"lf-net": {"beta": [4, 3]}}, get_dataset("mnist-5k"), data) == ["lf-net", "lf-net@beta=3"]
+    refs = plan.expand_params(["lf-net"], {"lf-net": {"beta": [4, 3]}}, get_dataset("mnist-5k"), data)
+    assert [r.label for r in refs] == ["lf-net", "lf-net@beta=3"]
 
 
 @pytest.fixture
@@ -108,7 +109,7 @@ def test_a_set_value_outside_the_declared_domain_is_refused(ranged_method, value
     with pytest.raises(methods.UnknownMethodError, match="outside its range 0.0..10.0"):
         plan.expand_params([ranged_method], {ranged_method: {"scale": [11.0]}}, get_dataset("mnist-5k"), data)
     names = plan.expand_params([ranged_method], {ranged_method: {"votes": [1, 5], "scale": [0.5]}}, get_dataset("mnist-5k"), data)
-    assert names == ["ranged-net@scale=0.5@votes=1", "ranged-net@scale=0.5@votes=5"]
+    assert [n.label for n in names] == ["ranged-net@scale=0.5@votes=1", "ranged-net@scale=0.5@votes=5"]
 
 
 def test_a_set_value_outside_the_domain_is_one_line_before_any_cell(ranged_method, tmp_path):

@@ -20,7 +20,7 @@ def build(name, data, seed=0):
     """The method as a sweep builds it for a cell (registry defaults; ms-lesion has no paper overrides)."""
     if name == study.current().oracle:
         data = oracle_view(data)
-    return resolve.cell_method(name, seed, get_dataset("ms-lesion"), data, BUDGETS["quick"]), data
+    return resolve.cell_method(methods.MethodRef.parse(name), seed, get_dataset("ms-lesion"), data, BUDGETS["quick"]), data
 
 
 def first_batch(method, data, n=4):

@@ -121,7 +121,8 @@ def test_every_method_names_the_epoch_and_step_branches_of_its_loss_in_graph_key
     images, raters, valid = toy_split(n=4)
     found = {}
     for name in [*methods.method_names(), "lf-net@rcl_epochs=1"]:
-        base, params = methods.split_name(name)
+        ref = methods.MethodRef.parse(name)
+        base, params = ref.name, ref.kwargs
         torch.manual_seed(0)
         method = build_method(base, DataSpec(1, 2, 3), params)
         found[name] = hidden_branches(method, whole_batch(method, images, raters, valid))

@@ -17,19 +17,24 @@ def test_parse_and_format_values_round_trip():
     assert [methods.parse_value(v) for v in ("3", "0.05", "1e-3", "true", "None", "sll")] == [3, 0.05, 0.001, True, None, "sll"]
     name = methods.param_name("lf-net", {"lam": 0.1, "beta": 3, "use_ce": False})
     assert name == "lf-net@beta=3@lam=0.1@use_ce=false"  # keys sorted: one name per combination
-    assert methods.split_name(name) == ("lf-net", {"beta": 3, "lam": 0.1, "use_ce": False})
-    assert methods.split_name("mv-unet") == ("mv-unet", {})
+    ref = methods.MethodRef.parse(name)
+    assert (ref.name, ref.kwargs) == ("lf-net", {"beta": 3, "lam": 0.1, "use_ce": False})
+    assert methods.MethodRef.parse("mv-unet").kwargs == {}
     with pytest.raises(methods.UnknownMethodError, match="expected lf-net@PARAM=VALUE"):
-        methods.split_name("lf-net@beta")
+        methods.MethodRef.parse("lf-net@beta")
+
+
+def labels(refs: list[methods.MethodRef]) -> list[str]:
+    return [ref.label for ref in refs]
 
 
 def test_expand_drops_the_effective_default_so_the_default_point_is_the_plain_cell():
     mnist = get_dataset("mnist-5k")  # LF-Net's λ is 0.01 on MNIST (dataset entry), 0.05 elsewhere
-    names = plan.expand_params(["mv-unet", "lf-net"], {"lf-net": {"lam": [0.001, 0.01], "tau": [2.5, 1.0]}}, mnist)
+    names = labels(plan.expand_params(["mv-unet", "lf-net"], {"lf-net": {"lam": [0.001, 0.01], "tau": [2.5, 1.0]}}, mnist))
     assert names == ["mv-unet", "lf-net@lam=0.001", "lf-net@lam=0.001@tau=1.0", "lf-net", "lf-net@tau=1.0"]
     riga = get_dataset("riga")
-    assert plan.expand_params(["lf-net"], {"lf-net": {"lam": [0.01, 0.05]}}, riga) == ["lf-net@lam=0.01", "lf-net"]
-    assert plan.expand_params(["oracle"], {"oracle": {"beta": [2]}}, mnist) == ["oracle@beta=2"]
+    assert labels(plan.expand_params(["lf-net"], {"lf-net": {"lam": [0.01, 0.05]}}, riga)) == ["lf-net@lam=0.01", "lf-net"]
+    assert labels(plan.expand_params(["oracle"], {"oracle": {"beta": [2]}}, mnist)) == ["oracle@beta=2"]
 
 
 def test_expand_rejects_unknown_parameters_and_wrong_types():
@@ -43,8 +48,9 @@ def test_expand_rejects_unknown_parameters_and_wrong_types():
 
 
 def test_cell_trains_the_named_parameters():
-    trains, params = resolve.trained_method("oracle@beta=2")
-    assert (trains, params) == (study.current().oracle_trains, {"beta": 2})
+    trains = resolve.trained(methods.MethodRef.parse("oracle@beta=2"))
+    assert trains == methods.MethodRef.of(study.current().oracle_trains, {"beta": 2})
+    trains, params = trains.name, trains.kwargs
     spec = methods.DataSpec(1, 2, 5, True)
     built = methods.build_method(trains, spec, params)
     assert built.cfg.beta == 2 and dataclasses.asdict(built.cfg)["lam"] == 0.05

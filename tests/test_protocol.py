@@ -271,7 +271,9 @@ def test_set_refuses_epoch_and_step_fields():
     for key in ("seg_epochs", "epochs", "max_steps"):
         with pytest.raises(methods.UnknownMethodError, match="budget"):
             plan.expand_params(["lf-net"], {"lf-net": {key: [3]}}, mnist)
-    assert plan.expand_params(["lf-net"], {"lf-net": {"rcl_epochs": [15]}}, mnist) == ["lf-net@rcl_epochs=15"]  # a loss schedule
+    assert plan.expand_params(["lf-net"], {"lf-net": {"rcl_epochs": [15]}}, mnist) == [
+        methods.MethodRef.parse("lf-net@rcl_epochs=15")
+    ]  # a loss schedule
 
 
 def test_flips_move_image_raters_and_targets_together():

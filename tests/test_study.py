@@ -45,7 +45,7 @@ def test_generic_code_reads_the_papers_settings_from_the_study():
     mnist, lidc = get_dataset("mnist-5k"), get_dataset("lidc")
     assert resolve.dataset_overrides(mnist, "lf-net-s") == PAPER.method_settings("mnist-5k", "lf-net") == {"lam": 0.01}
     assert resolve.dataset_overrides(lidc, "lf-net") == {}
-    assert resolve.trained_method(f"{PAPER.oracle}@beta=3") == (PAPER.oracle_trains, {"beta": 3})
+    assert resolve.trained(methods.MethodRef.parse(f"{PAPER.oracle}@beta=3")) == methods.MethodRef.of(PAPER.oracle_trains, {"beta": 3})
     paper, rcl15 = BUDGETS["paper"], BUDGETS["paper-rcl15"]
     assert paper.schedule("lf-net", "segmentation", mnist, 128).max_steps == 15  # 15 epochs of one step: the RCN reading
     assert paper.schedule("lf-net", "segmentation", lidc, 2).max_steps == 70

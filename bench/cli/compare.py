@@ -52,13 +52,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from bench import store
     from bench.evaluate import metrics
     from bench.report import compare
+    from bench.results_folder import ResultsFolder
 
     a, b = Path(args.a), Path(args.b)
     if a.resolve() == b.resolve():
         raise UsageError(f"A and B are the same folder {a}; give two results folders, e.g. the same methods under two budgets")
-    tables = []
+    tables, opened = [], []
     for folder in (a, b):
-        table = store.read_collected(folder, store.METRICS)  # a damaged table is rebuilt from the cells (a note says so)
+        opened.append(ResultsFolder.open(folder))  # every cell read once, and handed down
+        table = opened[-1].read_collected(store.METRICS)  # a damaged table is rebuilt from the cells (a note says so)
         if table.empty:
             raise UsageError(f"no results table {folder / store.METRICS}; give a folder a `python -m bench run --results …` wrote")
         tables.append(table)
@@ -73,14 +75,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
     table = compare.compare_tables(*tables, [m.name for m in metrics.in_table("table1")], args.references)
     if table.empty:
         raise UsageError(f"{args.a} and {args.b} share no method with values under one dataset, rater setting, noise level and reference")
-    runs, diff = compare.run_lines(a, b, *tables, table), compare.differences(a, b)
+    runs, diff = compare.run_lines(*opened, *tables, table), compare.differences(*opened)
     written = compare.write(
         table,
         out,
         *names,
-        header=compare.header(a, b, runs, args.references, diff),
+        header=compare.header(*opened, runs, args.references, diff),
         run="\n".join(runs),
-        extra=compare.protocols(a, b, table, *names),
+        extra=compare.protocols(*opened, table, *names),
     )
     print(f"{names[1]} (B) against {names[0]} (A)")
     print("\n".join(runs))

@@ -213,7 +213,8 @@ def run_options(args: argparse.Namespace, results: Path, root: Path, force: bool
 
 
 def run_cells(cells: list, args: argparse.Namespace, results: Path, root: Path, force: bool = False) -> list[dict]:
-    """`bench.run.plan.execute` with the run options and backend of the flags."""
+    """`bench.run.plan.execute` with the run options and backend of the flags; the caller collects the results folder
+    (`bench.results_folder.ResultsFolder.collect`, opened after training)."""
     from bench.run import plan
 
-    return plan.execute(cells, run_options(args, results, root, force), args.backend, args.n_jobs, args.scheduler)
+    return plan.execute(cells, run_options(args, results, root, force), args.backend, args.n_jobs, args.scheduler, collect=False)

@@ -47,8 +47,8 @@ def recipe_cells(setting, root: Path | None = None) -> list:
 def cmd_paper(args: argparse.Namespace) -> int:
     from bench import store
     from bench.reproduce import recipes
+    from bench.results_folder import ResultsFolder
     from bench.run import split_cache
-    from bench.run.plan import check_damage
     from datasets import DataError
 
     check_run_options(args)
@@ -78,7 +78,7 @@ def cmd_paper(args: argparse.Namespace) -> int:
             skipped[name] = str(e)
             print(f"skipped {name}: {e}", file=sys.stderr)
     cells = list(dict.fromkeys(c for name in plans for c in plans[name]))
-    damaged = check_damage(cells, results)  # the recipes' own damaged cells train again; another one is refused here
+    damaged = ResultsFolder.open(results).refuse_damage(cells)  # the recipes' own damaged cells train again; another one is refused here
     if args.dry_run:
         for name, plan in plans.items():
             todo = sum(not store.is_done(results, c) or c in damaged for c in plan)
@@ -89,6 +89,9 @@ def cmd_paper(args: argparse.Namespace) -> int:
         return 0
     check_out(out_root, "the output folder", "choose another with --out")  # before anything trains or is written
     outcomes = run_cells(cells, args, results, root)
+    opened = ResultsFolder.open(results)  # read once, after training: collected, rendered and assessed from this read
+    if cells:
+        opened.collect()
     failed = [o for o in outcomes if o["status"] == "failed"]
     smoke = ", ".join(
         f"{flag} {v}"
@@ -101,7 +104,7 @@ def cmd_paper(args: argparse.Namespace) -> int:
         if name in skipped:
             recipes.write_readme(loaded[name], args.budget, out, [], skipped[name], smoke)
             continue
-        written = recipes.render_recipe(loaded[name], args.budget, plans[name], results, root, out, smoke)
+        written = recipes.render_recipe(loaded[name], args.budget, plans[name], opened, root, out, smoke)
         recipes.write_readme(loaded[name], args.budget, out, written, smoke=smoke)
         label = "quick stand-in" if args.budget == "quick" else "paper setting"
         print(f"{name} ({label}): {len(written)} files in {out}/")
@@ -112,5 +115,5 @@ def cmd_paper(args: argparse.Namespace) -> int:
         f"{len(failed)} cells failed; outputs in {out_root}/"
     )
     if (results / store.METRICS).is_file():
-        write_reproduction(results, root, out_root.parent)
+        write_reproduction(opened, root, out_root.parent)
     return 1 if failed else 0

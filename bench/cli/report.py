@@ -49,7 +49,7 @@ def add_parser(verbs) -> None:
 def cmd_report(args: argparse.Namespace) -> int:
     from bench import store
     from bench.report import render, stop_audit
-    from bench.run.plan import check_damage
+    from bench.results_folder import ResultsFolder
 
     results = Path(args.results)
     out = Path(args.out) if args.out else results / store.REPORT  # beside the results, not in the source tree
@@ -63,14 +63,16 @@ def cmd_report(args: argparse.Namespace) -> int:
             f"give a folder `python -m bench audit-stops RULE LONG` wrote into (e.g. docs/audit/mnist-5k/rule)"
         )
     extra = hard_metrics(args.metrics) if args.metrics else ()
-    check_damage([], results)  # a damaged cell is refused before anything is written: its file, what is wrong, the repair
+    folder = ResultsFolder.open(results)  # every cell read once, and handed down
+    folder.refuse_damage()  # a damaged cell is refused before anything is written: its file, what is wrong, the repair
     if args.reading:
-        results, out = reading_view(results, args.reading, args.out)
+        results, out = reading_view(folder, args.reading, args.out)
+        folder = ResultsFolder.open(results)
     # Every folder the report writes into, checked before anything is written.
     check_out(out, "the report folder", "choose another with --out")
     check_out(results / store.PAPER, "the reproduction report's folder", f"make {results} writable, or report from a writable copy of it")
     # A damaged or missing table is rebuilt from the cells (a note says so), so that every figure is drawn.
-    table, *_ = [store.read_collected(results, name, rebuild_missing=True) for name in store.COLLECTED]
+    table, *_ = [folder.read_collected(name, rebuild_missing=True) for name in store.COLLECTED]
     if table.empty:
         raise UsageError(f"the results table {results / store.METRICS} is empty; {first}")
     if missing := [m for m in extra if m not in set(table["metric"])]:
@@ -79,11 +81,11 @@ def cmd_report(args: argparse.Namespace) -> int:
             f"score its cells again from their predictions: `python -m bench rescore --results {results}`"
         )
     out.mkdir(parents=True, exist_ok=True)
-    written = render.render(results, out, audit, extra)
+    written = render.render(folder, out, audit, extra)
     for path in written:
         print(path)
     print(f"{len(written)} files written to {out}/")
-    write_reproduction(results, data_root(args.data_root).absolute(), results / store.PAPER, audit)
+    write_reproduction(folder, data_root(args.data_root).absolute(), results / store.PAPER, audit)
     return 0
 
 
@@ -98,7 +100,7 @@ def hard_metrics(text: str) -> tuple[str, ...]:
     return names
 
 
-def reading_view(results: Path, name: str, out: str | None) -> tuple[Path, Path]:
+def reading_view(results, name: str, out: str | None) -> tuple[Path, Path]:
     """The results folder of reading `name` (`bench.report.views.view`) and its report folder (`--out`, else its report/)."""
     from bench import store
     from bench.report import views
@@ -112,7 +114,7 @@ def reading_view(results: Path, name: str, out: str | None) -> tuple[Path, Path]
     return folder, Path(out) if out else folder / store.REPORT
 
 
-def write_reproduction(results: Path, root: Path, out: Path, audit: Path | None = None) -> None:
+def write_reproduction(results, root: Path, out: Path, audit: Path | None = None) -> None:
     """The reproduction report (bench/reproduce/assessment.py) in OUT/REPRODUCTION.md and .html, when any cell measures a paper
     value; `audit`: the folder whose stop audit flags the methods (default: `results`)."""
     from bench.reproduce import assessment, page

@@ -265,6 +265,7 @@ def config_value(path: Path, key: str, value, action: argparse.Action):
 def cmd_run(args: argparse.Namespace) -> int:
     from bench import files, store
     from bench.evaluate import metrics
+    from bench.results_folder import ResultsFolder
     from bench.run.plan import SweepSpec
     from datasets import get_dataset
 
@@ -305,7 +306,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         files.write_text(store.sweep_record(results, Path(args.config).stem), sweep_file)
     start = time.time()
     outcomes = run_cells(cells, args, results, data_root(args.data_root).absolute(), force=args.force)
-    summary = store.read_summary(results)
+    folder = ResultsFolder.open(results)  # read once, after training: collected, tabled and checked from this read
+    if cells:
+        folder.collect()
+    summary = folder.read_summary()
     shown = summary[
         (summary["dataset"] == spec.dataset)
         & (summary["raters"] == spec.raters.label)
@@ -314,13 +318,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         & (summary["reference"] == reference)
         & summary["metric"].isin([m.name for m in metrics.in_table("table1")])
     ]
-    print(format_table(shown, list(spec.methods), store.training_outcomes(store.records(results))))
+    print(format_table(shown, list(spec.methods), folder.training_outcomes))
     counts = {s: sum(o["status"] == s for o in outcomes) for s in ("done", "skipped", "failed")}
     print(
         f"\n{len(cells)} cells: {counts['done']} trained, {counts['skipped']} already done, {counts['failed']} failed "
         f"in {time.time() - start:.0f} s; results in {results}/ (metrics.parquet, summary.csv)"
     )
-    old = store.old_layout_cells(results)
+    old = folder.old_layout
     if old:
         print(
             f"note: {len(old)} cell(s) in {results}/runs use the layout before every reference was scored; "

@@ -21,7 +21,6 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from bench import store
 from bench.evaluate import metrics
 from bench.evaluate.long_table import GROUP, mean_sd
 from bench.report import stats
@@ -31,6 +30,7 @@ from bench.report.rows import display, registry_order
 from bench.report.table_notes import run_records, run_text
 from bench.report.table_text import markdown_table
 from bench.report.tables import default_reference
+from bench.results_folder import ResultsFolder
 
 MAIN = "main"  # `--references main`: each dataset's default reference only; "all": every reference both folders scored
 
@@ -176,7 +176,7 @@ def protocols(a: Path, b: Path, table: pd.DataFrame, name_a: str, name_b: str) -
         name_a, name_b = f"A ({name_a})", f"B ({name_b})"
     selected = {}
     for side, folder in (("a", a), ("b", b)):
-        for r in store.records(folder):
+        for r in ResultsFolder.of(folder).records:
             if (r.manifest.get("selection") or {}).get("test_gt_dsc") is not None:
                 selected.setdefault((side, *(r.keys[k] for k in GROUP[:3]), r.keys["method"]), []).append(
                     r.manifest["selection"]["test_gt_dsc"]
@@ -247,7 +247,7 @@ def facts(folder: Path, keys: set[tuple] | None = None) -> dict[str, set[str]]:
     method are in `keys`, where given): config.json's `CONFIG_FACTS` and the method's config, manifest.json's
     `MACHINE_FACTS` under `machine.`."""
     out: dict[str, set[str]] = defaultdict(set)
-    for r in store.records(folder):
+    for r in ResultsFolder.of(folder).records:
         cell, info, config = r.keys, r.manifest, r.config
         if keys is not None and (cell["dataset"], cell["raters"], cell["noise"], cell["method"]) not in keys:
             continue
@@ -260,7 +260,7 @@ def facts(folder: Path, keys: set[tuple] | None = None) -> dict[str, set[str]]:
 
 
 def cell_keys(folder: Path) -> set[tuple]:
-    return {(r.keys["dataset"], r.keys["raters"], r.keys["noise"], r.keys["method"]) for r in store.records(folder)}
+    return {(r.keys["dataset"], r.keys["raters"], r.keys["noise"], r.keys["method"]) for r in ResultsFolder.of(folder).records}
 
 
 def differences(a: Path, b: Path) -> list[str]:

@@ -77,6 +77,7 @@ from bench.report.rows import (
 )
 from bench.report.table_notes import run_records, run_text, samples_note
 from bench.report.tables import SET_TABLE, default_reference, slug, write_tables
+from bench.results_folder import ResultsFolder
 from datasets.raters import RATER_NAMES
 
 # --------------------------------------------------------------------------- tables
@@ -164,18 +165,19 @@ def run_of(cells: pd.DataFrame | None, seeds: dict[str, int], dataset: str, rate
 # --------------------------------------------------------------------------- render
 
 
-def read_inputs(results_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    return store.read_collected(results_dir, store.METRICS), store.read_summary(results_dir)
+def read_inputs(results_dir: Path | ResultsFolder) -> tuple[pd.DataFrame, pd.DataFrame]:
+    folder = ResultsFolder.of(results_dir)
+    return folder.read_collected(store.METRICS), folder.read_summary()
 
 
-def render(results_dir: Path, out_dir: Path, audit: Path | None = None, extra: tuple[str, ...] = ()) -> list[Path]:
+def render(results_dir: Path | ResultsFolder, out_dir: Path, audit: Path | None = None, extra: tuple[str, ...] = ()) -> list[Path]:
     """Write every table and figure for `<results_dir>`'s collected results into `out_dir`; return the written paths (sorted).
 
     Reads only the collected tables (see the module docstring). An empty results table writes nothing and returns [].
     `audit`: the folder whose stop audit flags the methods (`stop_audit.failures`; default `results_dir`), named atop
     each table when it is another. `extra`: hard metrics added as columns of Tables I and II (`bench report --metrics`).
     """
-    results_dir, out_dir = Path(results_dir), Path(out_dir)
+    results_dir, out_dir = ResultsFolder.of(results_dir), Path(out_dir)  # the folder read once
     table, summary = read_inputs(results_dir)
     if table.empty:
         return []
@@ -185,7 +187,7 @@ def render(results_dir: Path, out_dir: Path, audit: Path | None = None, extra: t
     written += write_tables(
         summary,
         out_dir,
-        outcomes=store.training_outcomes(store.records(results_dir)),
+        outcomes=ResultsFolder.of(results_dir).training_outcomes,
         note="" if audit is None else f"stop-audit flags from {audit / store.STOP_AUDIT} (another run of the same rule)",
         samples=samples_note(table),
         audit=stop_audit.failures(results_dir, audit),
@@ -199,7 +201,7 @@ def render(results_dir: Path, out_dir: Path, audit: Path | None = None, extra: t
     written += write_noise_figures(summary, out_dir, cells=cells)
     written += write_rater_heatmaps(summary, out_dir, cells=cells)
     for name, writer in ((store.CALIBRATION_BINS, write_reliability), (store.TRAIN_LOGS, write_learning_curves)):
-        collected = store.read_collected(results_dir, name)
+        collected = results_dir.read_collected(name)
         if not collected.empty:
             written += writer(collected, out_dir, cells=cells)
     written += write_test_curves(results_dir, out_dir, cells)

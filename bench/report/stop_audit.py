@@ -46,6 +46,7 @@ from bench.report.stop_logs import (
     spans,
     spread,
 )
+from bench.results_folder import ResultsFolder
 from bench.train.stopping import replay_stage
 
 
@@ -182,7 +183,7 @@ def heads(summary: pd.DataFrame) -> pd.DataFrame:
 def recorded_rule(results: Path) -> dict:
     """The stopping rule a results folder's cells trained under: the first early-stopping stage schedule its first
     finished cell's config records (with `--max-steps` applied), named by its budget."""
-    for r in store.records(results):
+    for r in ResultsFolder.of(results).records:
         config = r.config
         for schedule in (config.get("schedules") or {}).values():
             if schedule.get("early_stopping"):
@@ -387,9 +388,9 @@ def failures(results: Path, audit: Path | None = None) -> dict[tuple[str, str, s
     if path.is_file():
         table = files.read_table(path, dtype={"noise": str})  # a damaged file: one line naming it (files.UnreadableFile)
         verdict = {(r.dataset, r.raters, r.noise, r.method): r.verdict for r in table.drop_duplicates(GROUP).itertuples()}
-    audited = None if audit == results else {key(r): r.config.get("budget") for r in store.records(audit)}
+    audited = None if Path(audit) == Path(results) else {key(r): r.config.get("budget") for r in ResultsFolder.of(audit).records}
     out: dict = {}
-    for r in store.records(results):
+    for r in ResultsFolder.of(results).records:
         budget = r.config.get("budget") or {}
         if budget.get("name") in AUDITED_BUDGETS:
             said = verdict.get(key(r)) if audited is None or audited.get(key(r)) == budget else None

@@ -12,6 +12,7 @@ from bench import store
 from bench.evaluate.long_table import select
 from bench.report.rows import display, registry_order
 from bench.report.table_text import TextTable
+from bench.results_folder import ResultsFolder
 
 
 def degenerate_flags(outcomes: pd.DataFrame | None, dataset: str, raters: str, noise: str) -> dict[str, str]:
@@ -79,13 +80,17 @@ OPTIONS = ("max_steps", "train_size", "test_size")
 MIN_SEEDS = 3
 
 
-def run_records(results: Path) -> pd.DataFrame:
+def run_records(results: Path | ResultsFolder) -> pd.DataFrame:
     """One row per finished cell of `results`: its keys, budget, reading (`views.own_reading`) and `OPTIONS` (None where not
-    set), from config.json and the manifest."""
+    set), from config.json and the manifest; derived once per opened folder."""
+    return ResultsFolder.of(results).derive(cell_rows)
+
+
+def cell_rows(results: ResultsFolder) -> pd.DataFrame:
     from bench.report.views import own_reading
 
     rows = []
-    for r in store.records(results):
+    for r in ResultsFolder.of(results).records:
         options = r.config.get("options") or {}
         budget = r.config.get("budget", {}).get("name", "")
         rows.append({**r.keys, "budget": budget, "reading": own_reading(r), **{k: options.get(k) for k in OPTIONS}})

@@ -27,6 +27,7 @@ from bench.report.rows import display, registry_order
 from bench.report.stop_logs import GROUP, setup
 from bench.report.table_text import markdown_table
 from bench.report.views import own_reading
+from bench.results_folder import ResultsFolder
 
 MARKDOWN, CSV, FIGURE = "trajectory_audit.md", "trajectory_audit.csv", "test_curves"
 CHECKED = {"dsc": None, "ged": "raters", "dice_match": "raters"}  # metric: reference (None: gt, else the majority)
@@ -118,7 +119,7 @@ def audit(results: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(values, verdicts, cells): per cell, reading and metric the values (`reading_values`); per GROUP and metric the
     verdict, its tolerance and cause; per cell its setup, spread, the rule's stop and restored step, the lowest validation
     loss's step, the horizon and seconds."""
-    records = store.records(results)
+    records = ResultsFolder.of(results).records
     if not records:
         raise ValueError(f"no finished cell in {results}")
     values = pd.concat([reading_values(cell_readings(r)) for r in records], ignore_index=True)
@@ -176,7 +177,7 @@ def test_curves(results: Path) -> pd.DataFrame:
     """Every finished cell's test curve (`test_curve.parquet`) as mean per-case DSC against its reference per step: columns
     GROUP, seed, step, epoch, dsc (an empty pair reads 1, as the long table's DSC)."""
     frames = []
-    for r in store.records(results):
+    for r in ResultsFolder.of(results).records:
         if (r.folder / store.TEST_CURVE).is_file():
             c = read_table(r.folder / store.TEST_CURVE)
             both = 2 * c["tp"] + c["fp"] + c["fn"]

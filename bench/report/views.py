@@ -16,6 +16,7 @@ from pathlib import Path
 
 from bench import store
 from bench.files import read_table, write_json, write_table
+from bench.results_folder import ResultsFolder
 from bench.train.budget import BUDGETS
 
 VIEWS = "views"  # under a results folder: one folder a reading
@@ -31,7 +32,7 @@ def own_reading(record: store.CellRecord) -> str:
 def readings_of(results: Path) -> Counter:
     """How many finished cells of `results` hold each reading, their own or scored beside it."""
     counts: Counter = Counter()
-    for r in store.records(results):
+    for r in ResultsFolder.of(results).records:
         counts.update({own_reading(r), *(r.manifest.get("readings") or {})})
     return counts
 
@@ -42,7 +43,7 @@ def view(results: Path, name: str) -> tuple[Path, int, int]:
     folder = results / VIEWS / name
     shutil.rmtree(folder, ignore_errors=True)
     held = left = 0
-    for r in store.records(results):
+    for r in ResultsFolder.of(results).records:
         own = own_reading(r) == name
         if not own and name not in (r.manifest.get("readings") or {}):
             left += 1

@@ -41,6 +41,7 @@ from bench.reproduce.verdicts import (
     stand_ins,
     study_tolerance,
 )
+from bench.results_folder import ResultsFolder
 from bench.study import Column, Study, Table
 from datasets import DATASETS
 
@@ -60,6 +61,7 @@ class Assessment:
     logs: pd.DataFrame = field(default_factory=pd.DataFrame)  # the collected training logs, for the selection and the page's curves
     stops: dict = field(default_factory=dict)  # {(dataset, raters, noise): {method: flag}}: bench.report.stop_audit.failures
     audit: Path | None = None  # the folder whose stop audit gave `stops`
+    folder: ResultsFolder | None = None  # `results` as read once (for the page's provenance)
 
 
 # --------------------------------------------------------------------------- reading the results folder
@@ -71,7 +73,7 @@ def cell_info(results: Path) -> pd.DataFrame:
     run options `OPTIONS` (None where not set), the split sizes `IMAGES` it trained, validated and was scored on, and its
     selection reading ({} where not kept: `bench.run.cell.gt_selected`)."""
     rows = []
-    for r in store.records(results):
+    for r in ResultsFolder.of(results).records:
         setting, options, config = r.manifest.get("rater_setting") or {}, r.config.get("options") or {}, r.config
         rows.append(
             {
@@ -106,8 +108,8 @@ def per_seed(table: pd.DataFrame, column: Column, reference: str) -> pd.DataFram
 
 def assess(results: Path, data_root: Path, paper: Study | None = None, audit: Path | None = None) -> Assessment:
     """`audit`: the folder whose stop audit flags the methods (`stop_audit.failures`; default `results`)."""
-    paper = paper or study.current()
-    table = store.read_collected(results, store.METRICS)
+    paper, results = paper or study.current(), ResultsFolder.of(results)
+    table = results.read_collected(store.METRICS)
     if not set(store.COLUMNS) <= set(table.columns):  # nothing collected yet (or a table from elsewhere): nothing measured
         table = pd.DataFrame(columns=store.COLUMNS)
     cells = cell_info(results)
@@ -116,11 +118,11 @@ def assess(results: Path, data_root: Path, paper: Study | None = None, audit: Pa
     tables = [assess_table(t, table, cells, paper, data_root) for t in paper.tables]
     values = [assess_value(v, table, cells, paper) for v in paper.values]
     claims = [assess_claim(c, tables, table, cells, paper) for c in paper.claims]
-    logs = store.read_collected(results, store.TRAIN_LOGS)
+    logs = results.read_collected(store.TRAIN_LOGS)
     selection = assess_selection(logs, table, cells)
     return Assessment(
         paper,
-        results,
+        results.path,
         budget,
         tables,
         claims,
@@ -131,7 +133,8 @@ def assess(results: Path, data_root: Path, paper: Study | None = None, audit: Pa
         protocol_note(budgets),
         logs,
         stop_audit.failures(results, audit),
-        audit or results,
+        audit or results.path,
+        results,
     )
 
 

@@ -73,7 +73,7 @@ CLAIM_VERDICTS = (
 def write(assessment: Assessment, out_dir: Path, data_root: Path) -> list[Path]:
     """Render the assessment and its figures into `out_dir`; returns the files written."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    cells = provenance(assessment.results)
+    cells = provenance(assessment.folder or assessment.results)
     ranks = rank_columns(assessment, cells)
     figs = figure_files(assessment, out_dir / "figures", data_root, cells, ranks)
     blocks = page(assessment, figs, out_dir, cells, ranks)

@@ -20,6 +20,7 @@ from bench.report.views import own_reading
 from bench.reproduce.assessment import Assessment, cell_info, span
 from bench.reproduce.page_format import Block, plural
 from bench.reproduce.verdicts import Group, pipeline_reasons
+from bench.results_folder import ResultsFolder
 from datasets import DataError, get_dataset
 
 
@@ -47,7 +48,7 @@ def provenance(results: Path) -> pd.DataFrame:
             "commit": (info.get("git_commit") or "")[:10],
             "reading": own_reading(r),
         }
-        for r in store.records(results)
+        for r in ResultsFolder.of(results).records
         for info in (r.manifest,)
     ]
     columns = ["cpu", "device", "precision", "engine", "threads", "python", "torch", "numpy", "commit", "reading"]

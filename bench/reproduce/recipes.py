@@ -41,6 +41,7 @@ from bench.evaluate import predictions
 from bench.evaluate.long_table import KEYS, select, summarise
 from bench.evaluate.scoring import reference_mask
 from bench.report import example_figures, plots, render, rows, table_notes, tables
+from bench.results_folder import ResultsFolder
 from bench.run import plan, resolve, split_cache
 from datasets import get_dataset
 
@@ -138,10 +139,11 @@ def render_recipe(
 ) -> list[Path]:
     """Render one recipe from its own cells (and its dataset for the image figures) into `out`."""
     setting, note = recipe.setting(budget), note_for(recipe, budget, smoke)
+    results = ResultsFolder.of(results)  # read once for the recipe's tables and notes
     fig_note = textwrap.fill(note, 75)  # figure titles are not wider than a 7-inch figure
-    table = store.read_collected(results, store.METRICS) if cells else pd.DataFrame()
+    table = results.read_collected(store.METRICS) if cells else pd.DataFrame()
     rows = cell_rows(table, cells) if cells else table
-    averages = store.rater_averages(store.records(results))
+    averages = ResultsFolder.of(results).rater_averages
     if cells:
         averages = averages.merge(pd.DataFrame([c.record() for c in cells])[["dataset", "raters", "noise"]].drop_duplicates())
     summary = summarise(rows, averages) if len(rows) else pd.DataFrame()
@@ -154,7 +156,7 @@ def render_recipe(
                 summary,
                 out,
                 note,
-                outcomes=store.training_outcomes(store.records(results)),
+                outcomes=ResultsFolder.of(results).training_outcomes,
                 cells=table_notes.run_records(results),
                 cases=rows,
             )
@@ -166,7 +168,7 @@ def render_recipe(
         elif kind == "param":
             written += param_figures(recipe, setting, summary, out, fig_note, cells, data_root)
         else:
-            written += image_figure(kind, recipe, setting, cells, results, data_root, out, fig_note)
+            written += image_figure(kind, recipe, setting, cells, results.path, data_root, out, fig_note)
     return written
 
 
@@ -189,7 +191,8 @@ def param_figures(
             default = plan.resolved_config(base, dataset, data)[param]
         points = []
         for method in sorted(set(summary["method"])):
-            name, params = methods.split_name(method)
+            ref = methods.MethodRef.parse(method)
+            name, params = ref.name, ref.kwargs
             if name != base or set(params) - {param}:
                 continue
             value = params.get(param, default)
@@ -222,7 +225,7 @@ def image_figure(kind, recipe, setting, cells, results, data_root, out, note) ->
         return plots.save(fig, out / f"raters_{stem}")
     done = [c for c in cells if store.is_done(results, c)]
     if kind == "fused":
-        cell = next((c for c in done if methods.split_name(c.method)[0] == rows.reference_method()), None)
+        cell = next((c for c in done if c.ref.name == rows.reference_method()), None)
         if cell is None:
             return []
         method = resolve.load_trained(store.cell_dir(results, cell))

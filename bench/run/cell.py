@@ -28,7 +28,7 @@ from bench.evaluate import predictions
 from bench.evaluate.pixel import dice
 from bench.evaluate.scoring import reference_mask
 from bench.run.readings import Scorer, held_readings, trajectory
-from bench.run.resolve import RunOptions, cell_method, is_oracle, option_record, stage_schedules, trained_method
+from bench.run.resolve import RunOptions, cell_method, is_oracle, option_record, stage_schedules, trained
 from bench.run.split_cache import DataKey, data_fingerprint, fused_test_references, load_splits, training_subset
 from bench.store import Cell
 from bench.train import hardware, harness, inference, steps
@@ -43,8 +43,10 @@ REPO = Path(__file__).resolve().parents[2]
 
 @dataclass(frozen=True)
 class CellData:
-    """What one cell trains, validates and is scored on (after the budget's subsets and the oracle's view)."""
+    """What one cell trains, validates and is scored on (after the budget's subsets and the oracle's view), and the key
+    of its data (`DataKey`, made once a cell: its splits, fingerprint and fused references are read by it)."""
 
+    key: DataKey
     dataset: DatasetSpec
     splits: Splits
     train: RaterData
@@ -53,14 +55,15 @@ class CellData:
 
 
 def cell_data(cell: Cell, opts: RunOptions) -> CellData:
-    splits = load_splits(DataKey.of_cell(cell, opts.data_root))
+    key = DataKey.of_cell(cell, opts.data_root)
+    splits = load_splits(key)
     dataset = get_dataset(cell.dataset)
     train = training_subset(splits.train, opts.train_size or opts.budget.train_size(dataset))
     val = training_subset(splits.val, opts.budget.val_size(dataset))
     test = splits.test if opts.test_size is None else splits.test.subset(np.arange(min(opts.test_size, splits.test.n)))
-    if is_oracle(cell.method):
+    if is_oracle(cell.ref):
         train, val = oracle_view(train), oracle_view(val)  # the oracle's own objective: ground truth is its only rater
-    return CellData(dataset, splits, train, val, test)
+    return CellData(key, dataset, splits, train, val, test)
 
 
 def cell_config(cell: Cell, opts: RunOptions, data: CellData, method: methods.Method, schedules: dict[str, Schedule]) -> dict:
@@ -68,7 +71,7 @@ def cell_config(cell: Cell, opts: RunOptions, data: CellData, method: methods.Me
     return {
         "options": option_record(opts),
         "method": cell.method,
-        "trains": trained_method(cell.method)[0],
+        "trains": trained(cell.ref).name,
         "method_config": dataclasses.asdict(method.cfg),
         "budget": opts.budget.record(),
         "schedules": {name: dataclasses.asdict(s) for name, s in schedules.items()},
@@ -271,10 +274,10 @@ def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
         manifest.update(
             data_root=str(opts.data_root),
             rater_setting=data.splits.raters_info,
-            data_fingerprint=data_fingerprint(DataKey.of_cell(cell, opts.data_root)),
+            data_fingerprint=data_fingerprint(data.key),
         )
-        method = cell_method(cell.method, cell.seed, data.dataset, data.train, opts.budget)
-        schedules = stage_schedules([s.name for s in method.stages], trained_method(cell.method)[0], data.dataset, data.train.n, opts)
+        method = cell_method(cell.ref, cell.seed, data.dataset, data.train, opts.budget)
+        schedules = stage_schedules([s.name for s in method.stages], trained(cell.ref).name, data.dataset, data.train.n, opts)
         store.write_config(out, cell_config(cell, opts, data, method, schedules))
         chosen = hardware.resolve_precision(
             method,
@@ -308,7 +311,7 @@ def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
         store.write_manifest(out, manifest)
         t0 = time.time()
         train, val = data.train, data.val
-        fused = fused_test_references(DataKey.of_cell(cell, opts.data_root))
+        fused = fused_test_references(data.key)
         scorer = Scorer(cell, data.test, {k: v[: data.test.n] for k, v in fused.items()}, device, precision, opts.samples, opts.empty_pair)
         decides, budget = method.consensus_stage or method.stages[-1].name, opts.budget  # the stage whose weights predict
         curve = curve_steps(schedules[decides], train.n, budget.paper_lines) if budget.readings else frozenset()

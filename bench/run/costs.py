@@ -14,7 +14,7 @@ import torch
 
 from bench.identity import Cell
 from bench.run.cell import cell_data
-from bench.run.resolve import RunOptions, cell_method, stage_schedules, trained_method
+from bench.run.resolve import RunOptions, cell_method, stage_schedules, trained
 from bench.train.hardware import autocast_dtype, to_tensors
 from bench.train.steps import make_step
 from methods.base import StepContext
@@ -25,9 +25,9 @@ STEPS = 3  # timed steps a stage, after one warm-up step
 def stage_costs(cell: Cell, opts: RunOptions) -> dict[str, tuple[int, float]]:
     """Per stage of the cell's method: (its steps under the budget, seconds a step measured here on the CPU)."""
     data = cell_data(cell, opts)
-    method = cell_method(cell.method, cell.seed, data.dataset, data.train, opts.budget)
+    method = cell_method(cell.ref, cell.seed, data.dataset, data.train, opts.budget)
     stages = method.stages
-    schedules = stage_schedules([s.name for s in stages], trained_method(cell.method)[0], data.dataset, data.train.n, opts)
+    schedules = stage_schedules([s.name for s in stages], trained(cell.ref).name, data.dataset, data.train.n, opts)
     device, threads = torch.device("cpu"), torch.get_num_threads()
     dtype = autocast_dtype(device, opts.precision)
     train = data.train

@@ -26,7 +26,7 @@ import methods
 from bench import store, study
 from bench.files import UnreadableFile, unwritable
 from bench.run import sweep
-from bench.run.resolve import RunOptions, cell_method, dataset_overrides, is_oracle, option_record, stage_schedules, trained_method
+from bench.run.resolve import RunOptions, cell_method, dataset_overrides, is_oracle, option_record, stage_schedules, trained
 from bench.run.split_cache import DataKey, data_fingerprint, load_splits
 from bench.store import Cell
 from bench.train import hardware, steps
@@ -43,7 +43,8 @@ class PlanError(ValueError):
 class SweepSpec:
     """The cells of one sweep, from `run`'s flags or a recipe's setting: checked, expanded and without duplicates.
 
-    `methods` holds the expanded names (a `--set` value becomes its own cell, `lf-net@beta=3`);
+    `refs` holds the expanded methods, each resolved once into a `MethodRef` (a `--set` value becomes its own cell,
+    `lf-net@beta=3`), `methods` their labels;
     `raters` is the dataset's checked rater setting: its style (the default when none is given), with
     the network input `--input` names, labelled `<style>+<input>` where it is not the style's own (`cm+clean`);
     `noise_levels` are canonical labels ("protocol", or a target Average DSC such as "0.45").
@@ -52,7 +53,7 @@ class SweepSpec:
     dataset: str
     raters: RaterSetting
     noise_levels: tuple[str, ...]
-    methods: tuple[str, ...]
+    refs: tuple[methods.MethodRef, ...]
     seeds: tuple[int, ...]
 
     @classmethod
@@ -95,15 +96,19 @@ class SweepSpec:
         for method in grid or {}:
             if method not in names:
                 raise PlanError(f"--set {method}.…: method {method!r} is not in --methods ({', '.join(names)})")
-        names = expand_params(names, grid or {}, spec, data_spec(dataset, data_root, setting, levels) if grid else None)
-        if spec.reference != "gt" and any(is_oracle(n) for n in names):
+        refs = expand_params(names, grid or {}, spec, data_spec(dataset, data_root, setting, levels) if grid else None)
+        if spec.reference != "gt" and any(is_oracle(r) for r in refs):
             raise PlanError(
                 f"the oracle trains on ground truth and {dataset} has none (reference: {spec.reference}); drop oracle from --methods"
             )
-        return cls(dataset, setting, tuple(levels), tuple(names), tuple(seeds))
+        return cls(dataset, setting, tuple(levels), tuple(refs), tuple(seeds))
+
+    @property
+    def methods(self) -> tuple[str, ...]:
+        return tuple(ref.label for ref in self.refs)
 
     def cells(self) -> list[Cell]:
-        return plan_cells(list(self.methods), self.dataset, self.raters, list(self.noise_levels), list(self.seeds))
+        return plan_cells(list(self.refs), self.dataset, self.raters, list(self.noise_levels), list(self.seeds))
 
 
 def resolve_methods(text: str, has_gt: bool = True) -> list[str]:
@@ -146,8 +151,8 @@ def _text(values) -> str:
     return ",".join(map(str, values))
 
 
-def plan_cells(method_names: list[str], dataset: str, raters: RaterSetting, noise_levels: list[str], seeds: list[int]) -> list[Cell]:
-    return [Cell(dataset, raters, noise, m, s) for noise in noise_levels for m in method_names for s in seeds]
+def plan_cells(refs: list[methods.MethodRef], dataset: str, raters: RaterSetting, noise_levels: list[str], seeds: list[int]) -> list[Cell]:
+    return [Cell(dataset, raters, noise, m, s) for noise in noise_levels for m in refs for s in seeds]
 
 
 def data_spec(dataset: str, root: Path | None, raters: RaterSetting, levels: list[str]) -> methods.DataSpec | None:
@@ -163,8 +168,8 @@ def data_spec(dataset: str, root: Path | None, raters: RaterSetting, levels: lis
 
 def expand_params(
     names: list[str], grid: dict[str, dict[str, list]], dataset: DatasetSpec, data: methods.DataSpec | None = None
-) -> list[str]:
-    """One method name per combination of the values in `grid` (method -> {parameter: values}).
+) -> list[methods.MethodRef]:
+    """One method per combination of the values in `grid` (method -> {parameter: values}), as a `MethodRef`.
 
     A value equal to what the method gets anyway on this dataset (its registered default, the dataset's paper setting,
     e.g. λ = 0.01 on MNIST, or, with `data`, a default the method resolves on the data's shape, e.g. LF-Net's β = R − 1)
@@ -175,7 +180,7 @@ def expand_params(
     out = []
     for name in names:
         effective = effective_config(name, dataset)
-        config = methods.get_entry(trained_method(name)[0]).cls.Config
+        config = methods.get_entry(trained(methods.MethodRef(name)).name).cls.Config
         hints, fields = typing.get_type_hints(config), {f.name: f for f in dataclasses.fields(config)}
         keys = sorted(grid.get(name, {}))
         for key in keys:
@@ -191,13 +196,13 @@ def expand_params(
                 check_domain(name, key, value, fields[key], data)
         resolved = resolved_config(name, dataset, data) if data is not None and keys else effective
         for combo in itertools.product(*(grid[name][k] for k in keys)):
-            out.append(methods.param_name(name, {k: v for k, v in zip(keys, combo) if v not in (effective[k], resolved[k])}))
-    return list(dict.fromkeys(out))
+            out.append(methods.MethodRef.of(name, {k: v for k, v in zip(keys, combo) if v not in (effective[k], resolved[k])}))
+    return list(dict.fromkeys(out))  # one cell a label (`MethodRef` equality)
 
 
 def effective_config(name: str, dataset: DatasetSpec) -> dict:
     """The config fields the (unparametrised) method `name` trains with on `dataset`: registry defaults, then the dataset's paper settings."""
-    trains, _ = trained_method(name)
+    trains = trained(methods.MethodRef(name)).name
     return dataclasses.asdict(methods.resolve_config(trains, dataset_overrides(dataset, trains)))
 
 
@@ -205,7 +210,7 @@ def resolved_config(name: str, dataset: DatasetSpec, data: methods.DataSpec) -> 
     """`effective_config` with each field left None resolved as the method resolves it on data of this shape: the built
     method's attribute of the field's name (LF-Net's `beta`, R − 1), where it has a plain value."""
     effective = effective_config(name, dataset)
-    trains, _ = trained_method(name)
+    trains = trained(methods.MethodRef(name)).name
     try:
         with torch.random.fork_rng(devices=[]):  # building initialises weights: the caller's random state stays as it was
             method = methods.build_method(trains, data, dataset_overrides(dataset, trains))
@@ -283,7 +288,7 @@ def schedule_change(cell: Cell, opts: RunOptions, config: dict) -> str:
     had = config.get("schedules")
     if not had or "train_images" not in config:
         return ""  # a cell from before schedules were recorded: kept, as check_data keeps cells without a fingerprint
-    now = stage_schedules(list(had), trained_method(cell.method)[0], get_dataset(cell.dataset), config["train_images"], opts)
+    now = stage_schedules(list(had), trained(cell.ref).name, get_dataset(cell.dataset), config["train_images"], opts)
     changes = [
         f"{stage} {key} {had[stage].get(key)} (now {value})"
         for stage, sched in now.items()
@@ -294,9 +299,15 @@ def schedule_change(cell: Cell, opts: RunOptions, config: dict) -> str:
 
 
 def execute(
-    cells: list[Cell], opts: RunOptions, backend: str = "auto", n_jobs: int | None = None, scheduler: str | None = None
+    cells: list[Cell],
+    opts: RunOptions,
+    backend: str = "auto",
+    n_jobs: int | None = None,
+    scheduler: str | None = None,
+    collect: bool = True,
 ) -> list[dict]:
-    """Run `cells` (finished ones are skipped unless `opts.force`) and collect the results folder.
+    """Run `cells` (finished ones are skipped unless `opts.force`) and collect the results folder (unless not `collect`:
+    the caller collects from its own read, `bench.results_folder.ResultsFolder.collect`).
 
     Checks first, in one line each, before anything trains: the results folder is writable, the
     device exists, finished cells ran with the same options, the data loads and every method can
@@ -316,7 +327,7 @@ def execute(
     for message, note in said:  # shown once the checks passed, so a refusal stays one line
         print(f"{'note' if note else 'warning'}: {message}", file=sys.stderr)
     outcomes = sweep.run_sweep(cells, opts, backend, n_jobs, scheduler) if cells else []
-    if cells:
+    if cells and collect:
         store.collect(results)
     return outcomes
 
@@ -334,20 +345,20 @@ def data_checks(cells: list[Cell], opts: RunOptions, every: bool = True) -> list
         for key in keys if every else keys[:1]:
             splits = load_splits(key)
             check_sizes(splits, key.dataset, opts)
-            check_compatible({c.method for c in cells if c.dataset == key.dataset}, key.dataset, splits.train, opts.budget)
+            check_compatible({c.ref for c in cells if c.dataset == key.dataset}, key.dataset, splits.train, opts.budget)
             sparse.append((splits.raters_info or {}).get("warning"))
     said = [(str(w.message), issubclass(w.category, Note)) for w in caught]
     said += [(m, True) for m in sparse if m and not any(m == text for text, _ in said)]  # from the cache: the loader did not warn
     return list(dict.fromkeys(said))
 
 
-def check_compatible(names: set[str], dataset: str, train, budget) -> None:
+def check_compatible(refs: set[methods.MethodRef], dataset: str, train, budget) -> None:
     """Build each method once on the data's shape, so a method that cannot run on it fails here, not in every cell."""
-    for name in sorted(names):
+    for ref in sorted(refs, key=str):
         try:
-            cell_method(name, 0, get_dataset(dataset), train, budget)
+            cell_method(ref, 0, get_dataset(dataset), train, budget)
         except (ValueError, TypeError) as e:
-            raise PlanError(f"{name} cannot run on {dataset}: {e}") from None
+            raise PlanError(f"{ref} cannot run on {dataset}: {e}") from None
 
 
 def check_options(cells, opts) -> None:

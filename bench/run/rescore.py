@@ -94,8 +94,8 @@ READOUT = ("consensus_draws", "consensus_estimator")  # a drawing consensus's re
 
 def readout_now(cell) -> dict:
     """The read-out the cell's method gives now: its registry defaults and the cell's own parameters."""
-    trains, params = resolve.trained_method(cell.method)
-    config = methods.resolve_config(trains, params)
+    trains = resolve.trained(cell.ref)
+    config = methods.resolve_config(trains.name, trains.kwargs)
     return {key: getattr(config, key) for key in READOUT}
 
 

@@ -41,17 +41,16 @@ class RunOptions:
     empty_pair: str = "one"  # the set metrics' value for two empty masks (bench.evaluate.multirater.EMPTY_RULES)
 
 
-def trained_method(name: str) -> tuple[str, dict]:
-    """The registered method a cell trains and its parameters; the study's Oracle trains its `oracle_trains`
-    (`oracle@beta=3` -> ("lf-net", {"beta": 3}) for the LF-Net paper)."""
+def trained(ref: methods.MethodRef) -> methods.MethodRef:
+    """The registered method a cell trains, with its parameters; the study's Oracle trains its `oracle_trains`
+    (`oracle@beta=3` -> `lf-net@beta=3` for the LF-Net paper)."""
     paper = study.current()
-    base, params = methods.split_name(name)
-    return (paper.oracle_trains if base == paper.oracle else base), params
+    return dataclasses.replace(ref, name=paper.oracle_trains) if ref.name == paper.oracle else ref
 
 
-def is_oracle(name: str) -> bool:
-    """Whether a cell name is the study's Oracle row (a data view: its only rater is the ground truth)."""
-    return methods.split_name(name)[0] == study.current().oracle
+def is_oracle(ref: methods.MethodRef) -> bool:
+    """Whether a cell's method is the study's Oracle row (a data view: its only rater is the ground truth)."""
+    return ref.name == study.current().oracle
 
 
 def dataset_overrides(dataset: DatasetSpec, name: str) -> dict:
@@ -62,15 +61,15 @@ def dataset_overrides(dataset: DatasetSpec, name: str) -> dict:
     return study.current().method_settings(dataset.card.name, first)
 
 
-def cell_method(name: str, seed: int, dataset: DatasetSpec, train: RaterData, budget: Budget) -> methods.Method:
+def cell_method(ref: methods.MethodRef, seed: int, dataset: DatasetSpec, train: RaterData, budget: Budget) -> methods.Method:
     """The cell's method for data shaped like `train`, initialised from `seed`: registry defaults, the dataset's paper
     settings, the budget's (paper-rcl15 only), then the cell's own parameters (`lf-net@beta=3`)."""
-    trains, params = trained_method(name)
+    trains = trained(ref)
     spec = methods.DataSpec(train.in_channels, train.n_classes, train.n_raters, train.rater_ids_consistent)
-    overrides = {**dataset_overrides(dataset, trains), **budget.config_overrides(trains, dataset), **params}
+    overrides = {**dataset_overrides(dataset, trains.name), **budget.config_overrides(trains.name, dataset), **trains.kwargs}
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)  # network initialisation
-        return methods.build_method(trains, spec, overrides)
+        return methods.build_method(trains.name, spec, overrides)
 
 
 def stage_schedules(stages: list[str], trains: str, dataset: DatasetSpec, n_train: int, opts: RunOptions) -> dict[str, Schedule]:
