@@ -270,26 +270,28 @@ def read_cases(layout: Layout, cases: list[str], test: bool, problems: list[str]
 
 
 def split_cases(layout: Layout, train_cases: list[str], test_cases: list[str]) -> tuple[list[str], list[str], list[str], str]:
-    """(train, val, test) case lists and the rule that made them."""
-    named = {part: [c for c in layout.splits.get(part, [])] for part in ("val", "test")}
+    """(train, val, test) case lists and the rule that made them: dataset.json's splits, else imagesTs/ for test, else a
+    share of the groups (`FRACTIONS`) cut off what is left."""
+    named = {part: list(layout.splits.get(part, [])) for part in ("val", "test")}
     pool = [c for c in train_cases if c not in named["val"] and c not in named["test"]]
-    rule = []
-    test = named["test"] or test_cases
-    if not test:
+
+    def cut(part: str) -> tuple[list[str], list[str]]:
         groups = np.array([layout.groups.get(c, c) for c in pool])
-        rest, cut = split_by_group(groups, (1 - FRACTIONS["test"], FRACTIONS["test"]), DATA_SEED)
-        pool, test = [pool[i] for i in rest], [pool[i] for i in cut]
-        rule.append(f"test = {FRACTIONS['test']:.0%} of the groups")
-    else:
+        rest, taken = split_by_group(groups, (1 - FRACTIONS[part], FRACTIONS[part]), DATA_SEED)
+        return [pool[i] for i in rest], [pool[i] for i in taken]
+
+    rule, test = [], named["test"] or test_cases
+    if test:
         rule.append("test = dataset.json's splits.test" if named["test"] else "test = imagesTs/")
-    val = named["val"]
-    if not val:
-        groups = np.array([layout.groups.get(c, c) for c in pool])
-        rest, cut = split_by_group(groups, (1 - FRACTIONS["val"], FRACTIONS["val"]), DATA_SEED)
-        pool, val = [pool[i] for i in rest], [pool[i] for i in cut]
-        rule.append(f"val = {FRACTIONS['val']:.0%} of the other groups")
     else:
+        pool, test = cut("test")
+        rule.append(f"test = {FRACTIONS['test']:.0%} of the groups")
+    val = named["val"]
+    if val:
         rule.append("val = dataset.json's splits.val")
+    else:
+        pool, val = cut("val")
+        rule.append(f"val = {FRACTIONS['val']:.0%} of the other groups")
     return pool, val, test, ", ".join(rule) + f" (split_by_group, seed {DATA_SEED}; by case id, a volume's slices kept together)"
 
 
