@@ -22,6 +22,19 @@ from bench.identity import Cell
 MISSING = "missing from a finished cell"  # the problem `store.damage` names for a required file that is not there
 
 
+def own_folder(manifest: dict | None) -> None:
+    """Register a folder:PATH dataset a cell was trained on (its manifest's data root), so that a report in a fresh process
+    knows its reference and structures; a folder that moved is left unregistered (the tables then read the rows alone)."""
+    from datasets import FOLDER, DataError, get_dataset
+
+    dataset, root = str((manifest or {}).get("cell", {}).get("dataset", "")), (manifest or {}).get("data_root")
+    if dataset.startswith(FOLDER) and root:
+        try:
+            get_dataset(dataset, Path(root))
+        except DataError:
+            pass
+
+
 class ResultsFolder:
     """A results folder read once: `path`, `finished` ((folder, manifest, damage) as `store.finished` gives them) and
     `records` (`store.CellRecord`s, their configs already read where the damage check read them)."""
@@ -37,6 +50,7 @@ class ResultsFolder:
                 info = self.manifests[folder] = read_json(folder / store.MANIFEST)
             except UnreadableFile:
                 info = self.manifests[folder] = None
+            own_folder(info)
             if not (folder / store.METRICS).is_file() and (info or {}).get("status") != "done":
                 continue  # not finished (store.finished)
             if "reference" in (info or {}).get("cell", {}):

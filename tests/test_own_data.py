@@ -222,3 +222,38 @@ def test_predict_refuses_an_unfinished_cell_and_wrong_channels(tmp_path, capsys)
     (cell / "metrics.parquet").unlink()
     assert main(["predict", str(cell), "--images", str(root / "imagesTr"), "--out", str(tmp_path / "o")]) == 2
     assert "not a finished cell" in capsys.readouterr().err
+
+
+def test_a_report_in_a_fresh_process_knows_a_folder_without_ground_truth(tmp_path):
+    from bench.report import tables
+    from bench.results_folder import ResultsFolder
+    from datasets import DATASETS
+
+    root = write_png_folder(tmp_path / "nogt")
+    for path in (root / "labelsTr/gt").iterdir():
+        path.unlink()
+    (root / "labelsTr/gt").rmdir()
+    results = tmp_path / "r"
+    assert (
+        main(
+            [
+                "run",
+                "--dataset",
+                f"folder:{root}",
+                "--methods",
+                "mv-unet",
+                "--seeds",
+                "0",
+                "--max-steps",
+                "1",
+                "--results",
+                str(results),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
+    del DATASETS["folder-nogt"]  # as in a new process: only the results folder knows the dataset
+    assert tables.default_reference("folder-nogt") == "gt"  # unknown datasets are taken as scored against GT
+    ResultsFolder.open(results)  # registers it again from the cell's recorded data root
+    assert tables.default_reference("folder-nogt") == "majority"
