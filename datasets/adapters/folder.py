@@ -46,7 +46,7 @@ from datasets.contract import DataError, DatasetCard, RaterData, RaterSetting, S
 from datasets.raters.levels import simulate_level
 from datasets.raters.morpho import simulate_raters
 from datasets.raters.pool import fixed_pool_info
-from datasets.settings import PROTOCOL, STYLE_NOTES
+from datasets.settings import STYLE_NOTES
 
 PREFIX = "folder:"  # --dataset folder:PATH
 ENDINGS = (".nii.gz", ".nii", ".png", ".tif", ".tiff")
@@ -429,4 +429,17 @@ def styles(layout: Layout) -> tuple[str, ...]:
     return ("files", "morpho") if layout.has_gt and layout.binary else ("files",)
 
 
-__all__ = ["GT", "PREFIX", "PROTOCOL", "FolderProblems", "Layout", "card", "load_folder", "read_folder", "read_layout", "styles"]
+__all__ = [
+    "GT",
+    "PREFIX",
+    "FolderProblems",
+    "Layout",
+    "card",
+    "case_images",
+    "cases_in",
+    "load_folder",
+    "read_folder",
+    "read_layout",
+    "styles",
+    "write_like",
+]
