@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench import store
-from bench.files import UnreadableFile, read_json
+from bench.files import UnreadableFile
 from bench.identity import Cell
 
 MISSING = "missing from a finished cell"  # the problem `store.damage` names for a required file that is not there
@@ -45,21 +45,9 @@ class ResultsFolder:
         self.configs: dict[Path, dict] = {}  # the configs the damage checks read
         self.finished: list[tuple[Path, dict, UnreadableFile | None]] = []
         self._derived: dict = {}
-        for folder in store.cell_folders(self.path):
-            try:
-                info = self.manifests[folder] = read_json(folder / store.MANIFEST)
-            except UnreadableFile:
-                info = self.manifests[folder] = None
+        self.finished = store.finished(self.path, manifests=self.manifests, configs=self.configs)
+        for info in self.manifests.values():
             own_folder(info)
-            if not (folder / store.METRICS).is_file() and (info or {}).get("status") != "done":
-                continue  # not finished (store.finished)
-            if "reference" in (info or {}).get("cell", {}):
-                continue  # the old layout (`old_layout`)
-            seen: dict = {}
-            found = store.damage(folder, manifest=info, seen=seen)
-            if store.CONFIG in seen:
-                self.configs[folder] = seen[store.CONFIG]
-            self.finished.append((folder, info if found is None or found.path.name != store.MANIFEST else {}, found))
 
     @classmethod
     def open(cls, path: Path) -> ResultsFolder:
@@ -89,7 +77,7 @@ class ResultsFolder:
 
     def refuse_damage(self, cells: list[Cell] = ()) -> dict[Cell, UnreadableFile]:
         """The damaged cells among `cells` (a run trains them again); another damaged cell is raised, naming its file and
-        repair (`bench.run.plan.check_damage`, from this read)."""
+        repair (what `bench run` checks before it trains, `bench.run.plan.check_damage`)."""
         damaged = self.damaged
         others = [found for cell, found in damaged.items() if cell not in cells]
         if others:
@@ -99,18 +87,11 @@ class ResultsFolder:
     @cached_property
     def records(self) -> list[store.CellRecord]:
         """Every finished cell (`store.records`), from this read: UnreadableFile for one with a damaged file."""
-        out = []
-        for folder, info, found in self.finished:
-            if found is not None and found.problem == MISSING:
-                found = store.damage(folder, strict=False, manifest=info)  # a missing file is left to the strict verbs
-            if found is not None:
-                raise found
-            if set(info.get("cell", {})) == set(store.KEYS) and info.get("status") == "done":
-                record = store.CellRecord(folder, info)
-                if folder in self.configs:
-                    record.__dict__["config"] = self.configs[folder]  # the cached property, already read
-                out.append(record)
-        return out
+        rows = [
+            (folder, info, store.damage(folder, strict=False, manifest=info) if found is not None and found.problem == MISSING else found)
+            for folder, info, found in self.finished
+        ]  # a missing file is left to the strict verbs
+        return store.records(self.path, rows, self.configs)
 
     @property
     def old_layout(self) -> list[Path]:

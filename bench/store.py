@@ -174,21 +174,26 @@ def cell_folders(results: Path) -> list[Path]:
     return [p for p in sorted((results / RUNS).glob("*/*/*/*/seed-*")) if p.is_dir()]
 
 
-def finished(results: Path, strict: bool = True) -> list[tuple[Path, dict, UnreadableFile | None]]:
-    """(folder, manifest, damage) of every finished cell in the current layout: one with a metrics.parquet, or whose
-    manifest says it finished. `damage` is the first of its files that cannot be read (`damage`; `strict`: or that is
-    missing), None when all can; the manifest is {} when it is the damaged file. Each manifest is read once."""
+def finished(results: Path, strict: bool = True, manifests: dict | None = None, configs: dict | None = None) -> list[tuple]:
+    """(folder, manifest, damage) of every finished cell in the current layout (a metrics.parquet, or a manifest that says
+    so); damage: its first unreadable (`strict`: or missing) file (`damage`), the manifest {} when it is that file.
+    `manifests` and `configs`, where given, receive every cell's manifest (None: unreadable) and the configs read."""
     out = []
     for folder in cell_folders(results):
         try:
             info = read_json(folder / MANIFEST)
         except UnreadableFile:
             info = None
+        if manifests is not None:
+            manifests[folder] = info
         if not (folder / METRICS).is_file() and (info or {}).get("status") != "done":
             continue  # not finished: a run trains it (a damaged manifest of an unfinished cell is rewritten then)
         if "reference" in (info or {}).get("cell", {}):
             continue  # the old layout: `bench rescore` moves it (old_layout_cells)
-        found = damage(folder, strict, manifest=info)
+        seen: dict = {}
+        found = damage(folder, strict, manifest=info, seen=seen)
+        if configs is not None and CONFIG in seen:
+            configs[folder] = seen[CONFIG]
         out.append((folder, info if found is None or found.path.name != MANIFEST else {}, found))
     return out
 
@@ -274,16 +279,18 @@ class CellRecord:
         return self.manifest.get("degenerate", {})
 
 
-def records(results: Path) -> list[CellRecord]:
-    """Every finished cell in the current layout, each manifest read once; UnreadableFile, naming the file and its repair,
-    for a finished cell with a file that cannot be read (it would be dropped from a table otherwise). A missing file is
-    left to the verbs that check strictly first (`run`, `rescore`, `report`)."""
+def records(results: Path, rows: list | None = None, configs: dict | None = None) -> list[CellRecord]:
+    """Every finished cell (`finished`'s `rows`, read here where not given, with the `configs` read beside them); an
+    UnreadableFile naming the file and its repair for a cell with a file that cannot be read (a table would drop it)."""
     out = []
-    for folder, info, found in finished(results, strict=False):
+    for folder, info, found in finished(results, strict=False) if rows is None else rows:
         if found is not None:
             raise found
         if set(info.get("cell", {})) == set(KEYS) and info.get("status") == "done":
-            out.append(CellRecord(folder, info))
+            record = CellRecord(folder, info)
+            if configs and folder in configs:
+                record.__dict__["config"] = configs[folder]  # the cached property, already read
+            out.append(record)
     return out
 
 

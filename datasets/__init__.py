@@ -90,14 +90,5 @@ def register_folder(path: Path) -> DatasetSpec:
     return spec
 
 
-def dataset_root(name: str, data_root: Path) -> tuple[str, Path]:
-    """A --dataset as given and the data root -> (the registered name, the data root its cells read): "folder:PATH" -> its
-    "folder-<name>" and PATH; any other name as it is."""
-    if not name.startswith(folder.PREFIX):
-        return name, data_root
-    spec = register_folder(Path(name[len(folder.PREFIX) :]))
-    return spec.card.name, Path(spec.card.source)
-
-
 __all__ = ["DATASETS", "DataError", "DatasetCard", "DatasetSpec", "Loader", "RaterData", "RaterSetting", "Splits", "checked_loader"]
-__all__ += ["collect", "dataset_root", "get_dataset", "oracle_view", "register_folder"]
+__all__ += ["collect", "get_dataset", "oracle_view", "register_folder"]

@@ -57,6 +57,12 @@ def test_readme_example_runs_check_run_predict_and_export(tmp_path, monkeypatch,
     assert {"gt", "majority", "rater:ann"} <= set(table["reference"])
 
 
+def smoke(root: Path, results: Path, method: str, steps: int) -> int:
+    """`bench run` of one method, seed 0, a few steps, on the folder at `root`."""
+    args = ["--methods", method, "--seeds", "0", "--max-steps", str(steps), "--results", str(results), "--no-progress"]
+    return main(["run", "--dataset", f"folder:{root}", *args])
+
+
 def write_nifti_folder(root: Path, volume: bool, n_cases: int = 8) -> Path:
     """Three raters (rater c skips case 3) and a ground truth: 2-D slices (32, 32) or volumes (32, 32, 4) along axis 2."""
     rng = np.random.default_rng(1)
@@ -94,25 +100,7 @@ def test_nifti_folder_check_run_predict_export(tmp_path, volume, capsys):
 
     results = tmp_path / "results"
     assert main(["check", f"folder:{root}"]) == 0
-    assert (
-        main(
-            [
-                "run",
-                "--dataset",
-                f"folder:{root}",
-                "--methods",
-                "mh-unet",
-                "--seeds",
-                "0",
-                "--max-steps",
-                "2",
-                "--results",
-                str(results),
-                "--no-progress",
-            ]
-        )
-        == 0
-    )
+    assert smoke(root, results, "mh-unet", 2) == 0
     name = spec.card.name
     cell = results / f"runs/{name}/files/protocol/mh-unet/seed-0"
     new = tmp_path / "new"
@@ -194,25 +182,7 @@ def test_noise_levels_only_on_simulated_raters_and_one_data_root(tmp_path, capsy
 def test_predict_refuses_an_unfinished_cell_and_wrong_channels(tmp_path, capsys):
     root = write_png_folder(tmp_path / "d")
     results = tmp_path / "r"
-    assert (
-        main(
-            [
-                "run",
-                "--dataset",
-                f"folder:{root}",
-                "--methods",
-                "mv-unet",
-                "--seeds",
-                "0",
-                "--max-steps",
-                "1",
-                "--results",
-                str(results),
-                "--no-progress",
-            ]
-        )
-        == 0
-    )
+    assert smoke(root, results, "mv-unet", 1) == 0
     cell = results / "runs/folder-d/files/protocol/mv-unet/seed-0"
     rgb = tmp_path / "rgb"
     rgb.mkdir()
@@ -234,25 +204,7 @@ def test_a_report_in_a_fresh_process_knows_a_folder_without_ground_truth(tmp_pat
         path.unlink()
     (root / "labelsTr/gt").rmdir()
     results = tmp_path / "r"
-    assert (
-        main(
-            [
-                "run",
-                "--dataset",
-                f"folder:{root}",
-                "--methods",
-                "mv-unet",
-                "--seeds",
-                "0",
-                "--max-steps",
-                "1",
-                "--results",
-                str(results),
-                "--no-progress",
-            ]
-        )
-        == 0
-    )
+    assert smoke(root, results, "mv-unet", 1) == 0
     del DATASETS["folder-nogt"]  # as in a new process: only the results folder knows the dataset
     assert tables.default_reference("folder-nogt") == "gt"  # unknown datasets are taken as scored against GT
     ResultsFolder.open(results)  # registers it again from the cell's recorded data root

@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 from conftest import run_bench
 
-from bench import files, results_folder, store
+from bench import files, store
 from bench.run import sweep
 
 TINY = ["--max-steps", "2", "--train-size", "32", "--test-size", "12", "--no-progress", "--backend", "sequential"]
@@ -52,7 +52,7 @@ def reads(monkeypatch):
             counts[str(path)] += 1
         return real(path)
 
-    for module in (files, store, results_folder):
+    for module in (files, store):  # every read of a cell file goes through store
         monkeypatch.setattr(module, "read_json", counting)
     train = sweep.run_sweep
 

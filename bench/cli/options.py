@@ -72,14 +72,14 @@ def data_root(arg: str | None) -> Path:
 def own_folder(args: argparse.Namespace) -> None:
     """`--dataset folder:PATH` (your own data, README: Your own data) -> its registered name "folder-<name>", with PATH as
     the data root every cell reads; other datasets are left as they are."""
-    from datasets import dataset_root
+    from datasets import register_folder
 
     if not args.dataset.startswith("folder:"):
         return
     if args.data_root:
         raise UsageError(f"--dataset {args.dataset} is its own data root; leave --data-root {args.data_root} out")
-    args.dataset, root = dataset_root(args.dataset, Path())
-    args.data_root = str(root)
+    card = register_folder(Path(args.dataset.removeprefix("folder:"))).card
+    args.dataset, args.data_root = card.name, card.source
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:

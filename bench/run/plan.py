@@ -25,6 +25,7 @@ import torch
 import methods
 from bench import store, study
 from bench.files import UnreadableFile, unwritable
+from bench.results_folder import ResultsFolder
 from bench.run import sweep
 from bench.run.resolve import RunOptions, cell_method, dataset_overrides, is_oracle, option_record, stage_schedules, trained
 from bench.run.split_cache import DataKey, data_fingerprint, load_splits
@@ -388,11 +389,7 @@ def preflight(cells: list[Cell], opts: RunOptions) -> dict[Cell, UnreadableFile]
 def check_damage(cells: list[Cell], results: Path) -> dict[Cell, UnreadableFile]:
     """Finished cells of `results` with a damaged file (`store.damage`): this run's are returned, to train again; another
     one stops the run before anything trains, naming its file and repair, since collecting the table would drop it."""
-    damaged = {store.cell_at(folder): found for folder, _, found in store.finished(results) if found is not None}
-    others = [found for cell, found in damaged.items() if cell not in cells]
-    if others:
-        raise others[0] if len(others) == 1 else others[0].with_repair(f"{others[0].repair} ({len(others)} damaged cells in all)")
-    return damaged
+    return ResultsFolder.open(results).refuse_damage(cells)
 
 
 def retrain_damaged(damaged: dict[Cell, UnreadableFile], opts: RunOptions) -> None:

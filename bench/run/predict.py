@@ -2,7 +2,7 @@
 
 A cell's result weights are `checkpoints/result.pt` where a reading chose weights other than those training ended on
 (the `trajectory` budget's selection), else its last stage's file, which the harness writes after restoring what the
-budget restores. The method is rebuilt from config.json (its resolved config and data shape), so no training data is
+budget restores. The method is rebuilt from config.json as `resolve.load_trained` rebuilds it, so no training data is
 read. Images are read and scaled as the folder adapter reads them, padded (centred, zeros) to a multiple of 16 for the
 U-Net's four poolings, and the outputs cropped back.
 """
@@ -16,6 +16,7 @@ import torch
 
 import methods
 from bench import store
+from bench.run import resolve
 from bench.train import inference
 from datasets import DataError
 from datasets.adapters import folder
@@ -23,31 +24,23 @@ from datasets.adapters import folder
 MULTIPLE = 16  # the shared U-Net halves the size four times
 
 
-def result_weights(cell: Path) -> Path:
-    """The file holding a finished cell's result weights; DataError for an unfinished cell or one without weights."""
+def load_method(cell: Path) -> tuple[methods.Method, dict]:
+    """A finished cell's method with its result weights (`resolve.load_trained`, then `checkpoints/result.pt` where a
+    reading chose other weights than its last stage's), and its config.json; DataError for a cell that cannot predict."""
     if not (cell / store.METRICS).is_file():
         raise DataError(
             f"{cell}: not a finished cell (no {store.METRICS}); give a cell folder runs/<dataset>/<raters>/<noise>/<method>/seed-<s> whose run finished"
         )
+    try:
+        method = resolve.load_trained(cell)
+    except FileNotFoundError as e:  # e.g. a cell kept by scripts/keep_cells.sh, without its checkpoints
+        raise DataError(f"{e}; its weights are not kept: retrain the cell to predict") from None
+    except ValueError as e:
+        raise DataError(str(e)) from None
     chosen = cell / store.CHECKPOINTS / store.RESULT_WEIGHTS
     if chosen.is_file():
-        return chosen
-    last = sorted((cell / store.CHECKPOINTS).glob("stage-*.pt"), key=lambda p: int(p.name.split("-")[1]))
-    last = [p for p in last if not p.name.endswith(".partial.pt")]
-    if not last:
-        raise DataError(
-            f"{cell}: its weights are not kept ({store.CHECKPOINTS}/ is gone, e.g. a cell kept by scripts/keep_cells.sh); retrain it to predict"
-        )
-    return last[-1]
-
-
-def load_method(cell: Path) -> tuple[methods.Method, dict]:
-    """The cell's method with its result weights, and its config.json."""
-    config = store.read_config(cell)
-    spec = methods.DataSpec(**config["data_spec"])
-    method = methods.build_method(config["trains"], spec, config["method_config"])
-    method.load_state_dict(torch.load(result_weights(cell), map_location="cpu", weights_only=True))
-    return method.eval(), config
+        method.load_state_dict(torch.load(chosen, map_location="cpu", weights_only=True))
+    return method, store.read_config(cell)
 
 
 def pad(images: np.ndarray) -> tuple[np.ndarray, tuple[slice, slice]]:
