@@ -3,10 +3,13 @@
 Everything the code needs to know about one paper lives in that file, each entry with the line of
 the paper's LaTeX it comes from: which method is "ours" (`reference_method`), what the Oracle row
 trains, the paper budget's schedules, settings that differ by dataset, the numbers of its tables
-and text, and the claims of its text. Generic code (budget, sweep, report, statistics, the
-reproduction report) asks `current()` when it needs the study, never at import, instead of naming a
-method; a second paper is a second file (`BENCH_STUDY=path/to/study.toml python -m bench …`), not
-edits across the package.
+and text, and the claims of its text. A second paper is a second file
+(`BENCH_STUDY=path/to/study.toml python -m bench …`), not edits across the package.
+
+The study is a value handed down, never an ambient global: a command reads the environment once,
+where it starts (`from_environment`, in `bench.cli.main`), and passes the `Study` to the code that
+needs it (the run's `RunOptions.study`, the report's `paper` arguments); library callers that do
+not choose get `default()`, the packaged LF-Net study.
 """
 
 from __future__ import annotations
@@ -123,6 +126,7 @@ class Study:
     tables: tuple[Table, ...]
     values: tuple[Value, ...]
     claims: tuple[Claim, ...]
+    file: str = ""  # the file it was read from (errors name it)
     ablation_text: tuple[str, ...] = ()  # rows the text reports below the ablation table's rule
     full_model: dict = field(default_factory=dict)  # the reference method's row in the ablation table: label, after
 
@@ -188,6 +192,7 @@ def load(path: Path = STUDY_FILE) -> Study:
             tuple(tables),
             values,
             claims,
+            str(path),
             tuple(shown.get("ablation_text", [])),
             dict(shown.get("full_model", {})),
         )
@@ -196,16 +201,18 @@ def load(path: Path = STUDY_FILE) -> Study:
 
 
 def study_file() -> Path:
-    """The study file in use: the one `$BENCH_STUDY` names (a second paper's study is a second file), else the LF-Net
-    paper's (`STUDY_FILE`)."""
+    """The study file `$BENCH_STUDY` names (a second paper's study is a second file), else the LF-Net paper's
+    (`STUDY_FILE`)."""
     return Path(os.environ.get("BENCH_STUDY") or STUDY_FILE)
 
 
+def from_environment() -> Study:
+    """The study a command reruns: the file `$BENCH_STUDY` names, else the packaged one. Read once, where the command
+    starts (`bench.cli.main`), and handed down from there."""
+    return load(study_file())
+
+
 @cache
-def _load_once(path: Path) -> Study:
-    return load(path)
-
-
-def current() -> Study:
-    """The study this benchmark reruns, from `study_file()`; read once per file and process (workers inherit the variable)."""
-    return _load_once(study_file())
+def default() -> Study:
+    """The packaged LF-Net study (`STUDY_FILE`), for callers outside a command that choose no other."""
+    return load(STUDY_FILE)

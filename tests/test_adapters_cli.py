@@ -100,8 +100,8 @@ def check_lidc_report(results) -> None:
 @pytest.mark.parametrize("name", ["ms-lesion", "lidc", "riga", "choledoch"])
 def test_every_method_runs_on_every_adapter(tmp_path, name):
     binary_only = {"staple-unet", "lf-net-sll-staple"} if name == "riga" else set()
-    names = [m for m in [*methods.method_names(), study.current().oracle] if m not in binary_only]
+    names = [m for m in [*methods.method_names(), study.default().oracle] if m not in binary_only]
     if name in ("lidc", "riga"):
-        names.remove(study.current().oracle)  # no ground truth to train the oracle on
+        names.remove(study.default().oracle)  # no ground truth to train the oracle on
     table = run_on_fixture(tmp_path, name, ",".join(names))
     assert set(table["method"]) == set(names)

@@ -8,8 +8,11 @@ import numpy as np
 import pandas as pd
 from test_report import markdown_rows, rows_for, write_results
 
+from bench import study
 from bench.evaluate import long_table
 from bench.report import plots, render, stats, table_text, tables
+
+PAPER = study.default()
 
 
 def long_rows(offsets: dict[str, float], n_seeds: int = 3, n_cases: int = 12, seed: int = 0) -> pd.DataFrame:
@@ -23,7 +26,7 @@ def long_rows(offsets: dict[str, float], n_seeds: int = 3, n_cases: int = 12, se
 def dsc_cells(table: pd.DataFrame, tmp_path, with_cases: bool = True) -> dict[str, str]:
     """Each method row's DSC cell as Table I's Markdown prints it, after `write_tables` with (or without) the per-case rows."""
     tmp_path.mkdir(exist_ok=True)
-    tables.write_tables(long_table.summarise(table), tmp_path, cases=table if with_cases else None)
+    tables.write_tables(PAPER, long_table.summarise(table), tmp_path, cases=table if with_cases else None)
     _, _, cells = markdown_rows(tmp_path / "table1_toy_cm_protocol_gt_foreground.md")
     return {label: row[0] for label, row in cells.items()}
 
@@ -86,7 +89,7 @@ def test_rows_equal_as_printed_are_never_resolved():
         ]
     )
     columns, names = tables.table_columns("table1", "foreground")[:1], ["mv-unet", "cm-unet", "lf-net"]
-    table = tables.build_table(summary, columns, names, "t", "Methods", "main", False, cases=cases)
+    table = tables.build_table(PAPER, summary, columns, names, "t", "Methods", "main", False, cases=cases)
     assert [(row[0].bold, row[0].shared) for row in table.rows] == [(False, True), (False, True), (False, False)]
     assert table_text.markdown_cell(table.rows[1][0]) == f"81.23 ± 3.00 {table_text.SHARED}"
 
@@ -162,7 +165,7 @@ def test_a_field_run_gets_the_set_metrics_table_with_m_the_floor_and_every_pair_
     every pair on every set metric (family "set"); no LF-Net ran, so the box plot's p is against the best mean."""
     table = field_rows({"prob-unet": 16, "d-persona": 16, "mv-unet": 1}, {"prob-unet": 0.0, "d-persona": -0.005, "mv-unet": -0.2})
     write_results(tmp_path / "results", table.to_records(index=False).tolist())
-    written = render.render(tmp_path / "results", tmp_path / "out")
+    written = render.render(PAPER, tmp_path / "results", tmp_path / "out")
     path = tmp_path / "out" / "set_metrics_lidc_real_protocol.md"
     assert path in written and (tmp_path / "out" / "set_metrics_lidc_real_protocol.tex") in written
     labels, header, cells = markdown_rows(path)
@@ -200,8 +203,8 @@ def test_a_field_run_gets_the_set_metrics_table_with_m_the_floor_and_every_pair_
 def test_no_set_metrics_table_without_samples_or_per_rater_outputs(tmp_path):
     table = field_rows({"lf-net": 1, "mv-unet": 1}, {"lf-net": 0.0, "mv-unet": -0.1})
     summary = long_table.summarise(table)
-    assert tables.set_metrics_table(summary, table, "lidc", "real", "protocol") is None
-    assert render.set_tests(table).empty
+    assert tables.set_metrics_table(PAPER, summary, table, "lidc", "real", "protocol") is None
+    assert render.set_tests(PAPER, table).empty
 
 
 # --------------------------------------------------------------------------- captions that travel
@@ -240,7 +243,7 @@ def test_every_report_table_and_figure_states_budget_seeds_and_pipeline_check(tm
         ]
     )
     files.write_table(results / "train_logs.parquet", logs)
-    written = render.render(results, tmp_path / "out")
+    written = render.render(PAPER, results, tmp_path / "out")
     run = "seeds per method: 2; pipeline check, not a verdict: fewer than 3 seeds (MV-UNet 2, LF-Net 2)"
     figures = [p for p in written if p.suffix == ".png"]
     assert {p.name.split("_")[0] for p in figures} == {"boxplot", "rater", "reliability", "learning", "diagnostic"}
@@ -250,7 +253,7 @@ def test_every_report_table_and_figure_states_budget_seeds_and_pipeline_check(tm
         if path.suffix in (".md", ".tex"):
             assert run in path.read_text(), path.name
     no_tests = pd.DataFrame(columns=["method", "p_holm"])
-    fig = plots.caveat(plots.boxplot_figure(table, no_tests, ["mv-unet", "lf-net"], ["mv-unet", "lf-net"], "t"), "Run: budget quick")
+    fig = plots.caveat(plots.boxplot_figure(PAPER, table, no_tests, ["mv-unet", "lf-net"], ["mv-unet", "lf-net"], "t"), "Run: budget quick")
     assert plots.caption(fig) == "Run: budget quick"
 
 
@@ -258,7 +261,7 @@ def test_box_plot_axis_spans_the_data_not_a_constant():
     """Three methods with DSC 0 everywhere (empty predictions): the axis is a few points around 0, not ± 0.04."""
     cases = pd.DataFrame({"method": ["mv-unet", "cm-unet", "lf-net"] * 4, "case": np.repeat(range(4), 3), "value": 0.0})
     names = ["mv-unet", "cm-unet", "lf-net"]
-    fig = plots.boxplot_figure(cases, pd.DataFrame(columns=["method", "p_holm"]), names, names, "t")
+    fig = plots.boxplot_figure(PAPER, cases, pd.DataFrame(columns=["method", "p_holm"]), names, names, "t")
     low, high = fig.axes[0].get_ylim()
     assert low < 0 < high and high - low >= 3
 

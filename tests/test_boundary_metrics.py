@@ -9,11 +9,14 @@ import pytest
 from medpy.metric import binary as medpy_binary
 from scipy.spatial.distance import cdist
 
+from bench import study
 from bench.cli.options import UsageError
 from bench.cli.report import hard_metrics
 from bench.evaluate import boundary, long_table, metrics
 from bench.evaluate.scoring import score_predictions
 from bench.report import table_text, tables
+
+PAPER = study.default()
 
 
 def random_pairs(seed: int, n: int = 40) -> list[tuple[np.ndarray, np.ndarray, tuple[float, float]]]:
@@ -187,9 +190,9 @@ def test_report_adds_them_as_columns_when_asked(scored):
     )
     summary = long_table.summarise(long[long_table.COLUMNS])
     part = summary[summary["reference"] == "gt"]
-    (_, plain), *_ = tables.group_tables(part, ("toy", "r", "protocol", "gt"))
+    (_, plain), *_ = tables.group_tables(PAPER, part, ("toy", "r", "protocol", "gt"))
     assert [c.metric for c in plain.columns] == ["dsc", "bahd"]
-    (_, table), *_ = tables.group_tables(part, ("toy", "r", "protocol", "gt"), extra=("hd95", "assd", "nsd"))
+    (_, table), *_ = tables.group_tables(PAPER, part, ("toy", "r", "protocol", "gt"), extra=("hd95", "assd", "nsd"))
     assert [c.metric for c in table.columns] == ["dsc", "bahd", "hd95", "assd", "nsd"]
     header = table_text.to_markdown(table).splitlines()
     assert any("HD95 ↓" in line and "ASSD ↓" in line and "NSD (%) ↑" in line for line in header)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bench import files, store
+from bench import files, store, study
 from bench.reproduce import assessment
 from tests.test_reproduction import make_results, write_cell
 
@@ -46,7 +46,7 @@ def test_stop_kinds_read_from_the_field_and_from_an_older_reason(tmp_path):
 def test_a_stand_in_is_a_field_of_its_group(tmp_path):
     results = tmp_path / "results"
     make_results(results, {"lf-net": 0.9, "lf-net-s": 0.85})
-    found = assessment.assess(results, tmp_path / "data")
+    found = assessment.assess(results, tmp_path / "data", study.default())
     ablation = next(t for t in found.tables if t.table.id == "table4")  # the Choledoch ablation, measured on mnist-5k
     assert ablation.groups and all(g.stands_in_for == "choledoch" for g in ablation.groups)
     main = next(t for t in found.tables if t.table.id == "table1")

@@ -25,6 +25,8 @@ from bench.train import harness
 from bench.train.budget import BUDGETS
 from datasets import get_dataset
 
+PAPER = study.default()
+
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
@@ -58,11 +60,11 @@ def run_main(argv: list[str], capsys) -> tuple[int, str, str]:
 )
 def test_set_refuses_a_wrong_type_where_the_default_is_none(method, key, value, expected):
     with pytest.raises(methods.UnknownMethodError, match=re.escape(expected)):
-        plan.expand_params([method], {method: {key: [value]}}, get_dataset("mnist-5k"))
+        plan.expand_params([method], {method: {key: [value]}}, get_dataset("mnist-5k"), PAPER)
 
 
 def test_set_accepts_the_annotated_types_where_the_default_is_none():
-    names = plan.expand_params(["lf-net"], {"lf-net": {"beta": [3, None], "rcl_epochs": [2]}}, get_dataset("mnist-5k"))
+    names = plan.expand_params(["lf-net"], {"lf-net": {"beta": [3, None], "rcl_epochs": [2]}}, get_dataset("mnist-5k"), PAPER)
     assert [n.label for n in names] == ["lf-net@beta=3@rcl_epochs=2", "lf-net@rcl_epochs=2"]
 
 
@@ -92,11 +94,11 @@ def test_duplicate_seeds_or_noise_levels_are_refused(flags, expected, tmp_path, 
 
 
 def test_method_groups_combine_and_each_method_runs_once(capsys, tmp_path):
-    paper = study.current()
-    names = plan.resolve_methods("all,ablation,readings")
-    assert len(names) == len(set(names)) and names[: len(plan.resolve_methods("all"))] == plan.resolve_methods("all")
-    assert set(plan.resolve_methods("ablation")) | {r["method"] for r in paper.readings} <= set(names)
-    assert plan.resolve_methods("readings,mv-unet") == [*(r["method"] for r in paper.readings), "mv-unet"]
+    paper = study.default()
+    names = plan.resolve_methods("all,ablation,readings", paper)
+    assert len(names) == len(set(names)) and names[: len(plan.resolve_methods("all", paper))] == plan.resolve_methods("all", paper)
+    assert set(plan.resolve_methods("ablation", paper)) | {r["method"] for r in paper.readings} <= set(names)
+    assert plan.resolve_methods("readings,mv-unet", paper) == [*(r["method"] for r in paper.readings), "mv-unet"]
     code, out, err = run_main(["run", "--methods", "mv-unet,all,mv-unet", "--dry-run", "--results", str(tmp_path / "r")], capsys)
     assert (code, err) == (2, "error: --methods mv-unet,all,mv-unet: mv-unet given more than once; list each value once\n")
 
@@ -237,7 +239,7 @@ def test_report_defaults_to_results_report(tmp_path, monkeypatch, capsys):
     files.write_table(results / "metrics.parquet", pd.DataFrame({"value": [0.5]}))
     files.write_table(results / "summary.csv", pd.DataFrame({"dataset": ["toy"]}))
     drawn = []
-    monkeypatch.setattr(render, "render", lambda res, out, audit, *_: drawn.append((Path(res.path), out)) or [])  # the opened folder
+    monkeypatch.setattr(render, "render", lambda paper, res, out, audit, *_: drawn.append((Path(res.path), out)) or [])  # the opened folder
     assert run_main(["report", "--results", str(results)], capsys)[0] == 0
     assert drawn == [(results, results / "report")] and (results / "report").is_dir()
     assert run_main(["report", "--results", str(results), "--out", str(tmp_path / "figs")], capsys)[0] == 0

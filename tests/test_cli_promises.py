@@ -13,10 +13,12 @@ import pytest
 from conftest import run_bench
 
 import methods
-from bench import store
+from bench import store, study
 from bench.evaluate.long_table import COLUMNS
 from bench.run import plan
 from datasets import DATASETS, DatasetCard, DatasetSpec, RaterData, Splits, get_dataset
+
+PAPER = study.default()
 
 DRY = ["--dry-run", "--methods", "mv-unet", "--train-size", "32", "--test-size", "8"]
 
@@ -75,8 +77,8 @@ def test_a_set_value_equal_to_the_resolved_default_is_the_plain_methods_cell(tmp
     assert out.returncode == 0, out.stderr
     assert listed(out) == ["mnist-5k/lfnet/protocol/lf-net/seed-0", "mnist-5k/lfnet/protocol/lf-net@beta=3/seed-0"]
     data = methods.DataSpec(1, 2, 5)
-    assert plan.resolved_config("lf-net", get_dataset("mnist-5k"), data)["beta"] == 4
-    refs = plan.expand_params(["lf-net"], {"lf-net": {"beta": [4, 3]}}, get_dataset("mnist-5k"), data)
+    assert plan.resolved_config("lf-net", get_dataset("mnist-5k"), data, PAPER)["beta"] == 4
+    refs = plan.expand_params(["lf-net"], {"lf-net": {"beta": [4, 3]}}, get_dataset("mnist-5k"), PAPER, data)
     assert [r.label for r in refs] == ["lf-net", "lf-net@beta=3"]
 
 
@@ -105,10 +107,10 @@ def ranged_method(monkeypatch):
 def test_a_set_value_outside_the_declared_domain_is_refused(ranged_method, value, message):
     data = methods.DataSpec(1, 2, 5)
     with pytest.raises(methods.UnknownMethodError, match=f"ranged-net.votes={value}: .*{message.replace('(', '.').replace(')', '.')}"):
-        plan.expand_params([ranged_method], {ranged_method: {"votes": [value]}}, get_dataset("mnist-5k"), data)
+        plan.expand_params([ranged_method], {ranged_method: {"votes": [value]}}, get_dataset("mnist-5k"), PAPER, data)
     with pytest.raises(methods.UnknownMethodError, match="outside its range 0.0..10.0"):
-        plan.expand_params([ranged_method], {ranged_method: {"scale": [11.0]}}, get_dataset("mnist-5k"), data)
-    names = plan.expand_params([ranged_method], {ranged_method: {"votes": [1, 5], "scale": [0.5]}}, get_dataset("mnist-5k"), data)
+        plan.expand_params([ranged_method], {ranged_method: {"scale": [11.0]}}, get_dataset("mnist-5k"), PAPER, data)
+    names = plan.expand_params([ranged_method], {ranged_method: {"votes": [1, 5], "scale": [0.5]}}, get_dataset("mnist-5k"), PAPER, data)
     assert [n.label for n in names] == ["ranged-net@scale=0.5@votes=1", "ranged-net@scale=0.5@votes=5"]
 
 

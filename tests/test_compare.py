@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from test_reproduction import write_cell
 
-from bench import files, store
+from bench import files, store, study
 from bench.cli import compare as cli_compare
 from bench.cli.options import UsageError
 from bench.report import compare, plots
@@ -29,7 +29,7 @@ def results(folder, shift: float, max_steps: int) -> None:
 def parse(*argv) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     cli_compare.add_parser(parser.add_subparsers(dest="verb"))
-    return parser.parse_args(["compare", *argv])
+    return parser.parse_args(["compare", *argv], argparse.Namespace(study=study.default()))
 
 
 @pytest.fixture
@@ -76,7 +76,7 @@ def test_compare_takes_the_main_reference_and_prints_no_nan_rows(pair):
     every = compare.compare_tables(*tables, ["dsc", "bahd"], references="all")
     assert set(every["reference"]) == {"gt", "majority"}
     assert every[["mean_a", "mean_b", "diff"]].notna().all().all()
-    assert "nan" not in compare.to_markdown(every, "a", "b")
+    assert "nan" not in compare.to_markdown(study.default(), every, "a", "b")
 
 
 def test_difference_axis_spans_the_data():
@@ -99,7 +99,7 @@ def test_difference_axis_spans_the_data():
             "df": 4.0,
         }
     )
-    (ax,) = compare.difference_figure(table, "t", "a", "b").axes
+    (ax,) = compare.difference_figure(study.default(), table, "t", "a", "b").axes
     low, high = ax.get_xlim()
     assert low <= 0 and high >= 2.5 and high - low < 10
 
@@ -125,7 +125,7 @@ def test_compare_shows_how_the_ordering_moves_with_the_protocol(tmp_path):
                 files.write_json(cell / "manifest.json", {**manifest, "selection": {"test_gt_dsc": 100 * mean + 1}})
         store.collect(folder)
     table = compare.compare_tables(*(store.read_collected(f, store.METRICS) for f in (a, b)), ["dsc"])
-    text = compare.protocols(a, b, table, "plateau", "paper")
+    text = compare.protocols(study.default(), a, b, table, "plateau", "paper")
     assert "| LF-Net | 80.00 (2) | 90.00 (1) | 81.00 (2) | 91.00 (1) |" in text
     assert "| QMV-UNet | 85.00 (1) | 80.00 (2) | 86.00 (1) | 81.00 (2) |" in text
     assert "- τ(plateau, paper) = 0.33 over 3 methods" in text and "- τ(plateau, plateau, GT-selected) = 1.00 over 3 methods" in text

@@ -13,14 +13,15 @@ from datasets import get_dataset, oracle_view
 from methods.base import StepContext
 
 CPU = torch.device("cpu")
-NAMES = [*methods.method_names(), study.current().oracle]
+PAPER = study.default()
+NAMES = [*methods.method_names(), PAPER.oracle]
 
 
 def build(name, data, seed=0):
     """The method as a sweep builds it for a cell (registry defaults; ms-lesion has no paper overrides)."""
-    if name == study.current().oracle:
+    if name == PAPER.oracle:
         data = oracle_view(data)
-    return resolve.cell_method(methods.MethodRef.parse(name), seed, get_dataset("ms-lesion"), data, BUDGETS["quick"]), data
+    return resolve.cell_method(methods.MethodRef.parse(name), seed, get_dataset("ms-lesion"), data, BUDGETS["quick"], PAPER), data
 
 
 def first_batch(method, data, n=4):

@@ -13,6 +13,7 @@ import torch
 from conftest import run_bench
 from torch.distributions import MultivariateNormal, Normal, kl_divergence
 
+from bench import study
 from bench.train import harness, inference
 from bench.train.steps import param_groups
 from methods.base import DataSpec, StepContext
@@ -383,7 +384,7 @@ def test_the_tables_compare_set_metrics_at_one_m_beside_the_perfect_sampler_floo
     table = pd.DataFrame(
         rows, columns=["dataset", "raters", "noise", "method", "seed", "reference", "case", "structure", "metric", "value", "n_samples"]
     )
-    line, apart = samples_note(table)[("lidc", "real", "protocol")]
+    line, apart = samples_note(study.default(), table)[("lidc", "real", "protocol")]
     assert apart == {"mh-unet"}  # scored at M = 4 while the others drew 16: left out, never compared
     assert "M = 16" in line and "GED 0.040" in line and "MH-UNet (M = 4)" in line
     summary = pd.DataFrame(
@@ -403,7 +404,7 @@ def test_the_tables_compare_set_metrics_at_one_m_beside_the_perfect_sampler_floo
             for r, k in (("majority", "dsc"), ("majority", "bahd"), ("raters", "ged"), ("raters", "dice_match"))
         ]
     )
-    write_tables(summary, tmp_path, samples=samples_note(table))
+    write_tables(study.default(), summary, tmp_path, samples=samples_note(study.default(), table))
     md = next(tmp_path.glob("table2_*.md")).read_text()
     mh = next(r for r in md.splitlines() if r.startswith("| MH-UNet"))
     cm = next(r for r in md.splitlines() if r.startswith("| CM-UNet"))

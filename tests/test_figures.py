@@ -12,12 +12,14 @@ import torch
 from matplotlib.image import imread
 
 import methods
-from bench import store
+from bench import store, study
 from bench.report import example_figures, plots, rater_figures
 from bench.run import resolve
 from datasets.raters import RATER_NAMES
 from datasets.raters.morpho import simulate_raters
 from labels.fusion import majority_vote, threshold_vote_mask
+
+PAPER = study.default()
 
 SIZE = 28
 N_RATERS = len(RATER_NAMES)
@@ -349,17 +351,17 @@ def eval_logs(steps: dict[str, list[int]]) -> pd.DataFrame:
 
 def test_one_evaluation_is_a_note_not_a_chart_and_steps_are_integer_ticks():
     logs = eval_logs({"mv-unet": [20], "lf-net": [1, 2, 3]})  # three steps: fractional ticks by default
-    fig = plots.learning_curve_figure(logs, ["mv-unet", "lf-net"], "t")
+    fig = plots.learning_curve_figure(PAPER, logs, ["mv-unet", "lf-net"], "t")
     once, curve = [ax for ax in fig.axes if ax.get_visible()]
     assert not once.axison and not once.lines and [t.get_gid() for t in once.texts] == ["note"]
     assert "one evaluation only (step 20)" in once.texts[0].get_text().replace("\n", " ")
     assert curve.axison and not curve.texts and curve.lines
     assert all(float(x).is_integer() for x in curve.get_xticks())
-    diagnostic = plots.diagnostic_figure(logs[logs["method"] == "mv-unet"], ["mv-unet"], ["mv-unet"], "t")
+    diagnostic = plots.diagnostic_figure(PAPER, logs[logs["method"] == "mv-unet"], ["mv-unet"], ["mv-unet"], "t")
     assert [t.get_gid() for t in diagnostic.axes[0].texts] == ["note"] and not diagnostic.axes[0].lines
-    drawn = plots.diagnostic_figure(logs, ["mv-unet", "lf-net"], ["mv-unet", "lf-net"], "t")
+    drawn = plots.diagnostic_figure(PAPER, logs, ["mv-unet", "lf-net"], ["mv-unet", "lf-net"], "t")
     assert not drawn.axes[0].texts and all(float(x).is_integer() for x in drawn.axes[0].get_xticks())
-    long = plots.learning_curve_figure(eval_logs({"mv-unet": list(range(20, 20001, 20))}), ["mv-unet"], "t").axes[0]
+    long = plots.learning_curve_figure(PAPER, eval_logs({"mv-unet": list(range(20, 20001, 20))}), ["mv-unet"], "t").axes[0]
     assert len(long.get_xticks()) <= 6  # 5-digit steps in a 3-inch panel: few enough ticks not to run together
 
 

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from conftest import REPO, run_bench, run_cli
 
-from bench import files, store
+from bench import files, store, study
 from bench.run import plan
 
 CELL = store.Cell("mnist-5k", "lfnet", "protocol", "mv-unet", 0)
@@ -37,12 +37,12 @@ def test_a_flag_without_a_verb_names_the_verb():
 
 
 def test_the_names_tables_print_are_taken_and_a_typo_gets_a_hint():
-    assert plan.resolve_methods("MV-UNet,LF-Net,cm-UNET") == ["mv-unet", "lf-net", "cm-unet"]
+    assert plan.resolve_methods("MV-UNet,LF-Net,cm-UNET", study.default()) == ["mv-unet", "lf-net", "cm-unet"]
     with pytest.raises(plan.PlanError, match=r"unknown method 'mvunet'; did you mean mv-unet\? known: "):
-        plan.resolve_methods("mvunet")
+        plan.resolve_methods("mvunet", study.default())
     with pytest.raises(plan.PlanError, match=r"unknown method 'feild'; did you mean field\? "):
-        plan.resolve_methods("all,feild")
-    assert plan.resolve_methods("field,lf-net") == ["prob-unet", "pionono", "d-persona", "lf-net"]
+        plan.resolve_methods("all,feild", study.default())
+    assert plan.resolve_methods("field,lf-net", study.default()) == ["prob-unet", "pionono", "d-persona", "lf-net"]
 
 
 @pytest.mark.parametrize(
@@ -263,11 +263,11 @@ def test_one_evaluation_draws_a_note_and_a_long_title_fits():
         }
     )
     title = "pipeline check: every stage was capped by --max-steps, so these curves show a smoke run and not a training\nmnist-5k"
-    curves = plots.learning_curve_figure(logs, ["mv-unet"], title)
+    curves = plots.learning_curve_figure(study.default(), logs, ["mv-unet"], title)
     (ax,) = [a for a in curves.axes if a.get_visible()]
     assert not ax.lines and [t.get_text().replace("\n", " ") for t in ax.texts] == ["one evaluation only (step 20): no curve to draw"]
     assert all(len(line) <= 42 for line in curves._suptitle.get_text().split("\n"))
-    diagnostic = plots.diagnostic_figure(logs, ["mv-unet"], ["mv-unet"], "gt")
+    diagnostic = plots.diagnostic_figure(study.default(), logs, ["mv-unet"], ["mv-unet"], "gt")
     assert not diagnostic.axes[0].lines and diagnostic.axes[0].texts[0].get_gid() == "note"
 
 
@@ -342,7 +342,7 @@ def test_the_readmes_method_example_registers_and_trains(tmp_path, monkeypatch):
     assert out.returncode == 2 and out.stderr.strip() == "error: my-net.smoothing=5: outside its range 0.0..1.0", out.stderr
     assert not (tmp_path / "r").exists()
     assert "my-net" in methods.method_names() and "my-net" not in methods.method_names("main")
-    assert "my-net" not in plan.resolve_methods("all")
+    assert "my-net" not in plan.resolve_methods("all", study.default())
     assert "from methods import my_net  # noqa: F401" in section and "`methods/__init__.py`" in section
 
 

@@ -9,6 +9,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from bench import study
 from bench.report import compare
 from bench.report.intervals import difference_range, interval, value_range
 
@@ -55,14 +56,14 @@ def test_compare_prints_n_and_df_and_no_interval_wider_than_dsc(tmp_path):
     a = long_table({"lf-net": [0.80, 0.81], "mv-unet": [0.60, 0.61], "mh-unet": [0.5]})
     b = long_table({"lf-net": [0.20, 0.95], "mv-unet": [0.62, 0.63], "mh-unet": [0.5, 0.52]})
     table = compare.compare_tables(a, b, ["dsc"])
-    text = compare.to_markdown(table, "a", "b")
+    text = compare.to_markdown(study.default(), table, "a", "b")
     rows = {line.split(" | ")[0].strip("| "): line for line in text.splitlines() if line.startswith("| ") and "±" in line}
     assert "not estimable with 2/2 seeds (df 1" in rows["LF-Net"]
     assert "no interval with 1/2 seeds" in rows["MH-UNet"]
     assert "| +2.00 [-6.74, +10.74] (n 2/2, df 1.01) |" in rows["MV-UNet"]  # 2 seeds: the df of one seed term (stats.seed_df)
     for low, high in re.findall(r"\[([-+\d.]+), ([-+\d.]+)\]", text):
         assert -100 <= float(low) < float(high) <= 100
-    fig = compare.difference_figure(table, "t", "a", "b")
+    fig = compare.difference_figure(study.default(), table, "t", "a", "b")
     (ax,) = fig.axes
     assert ax.get_xlim()[1] - ax.get_xlim()[0] < 100  # the unestimable interval is not drawn
     assert "LF-Net\n(not estimable, 2/2 seeds)" in [t.get_text() for t in ax.get_yticklabels()]

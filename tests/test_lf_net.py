@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 
 import methods.lf_net as lf
+from bench import study
 from bench.report import rows
 from bench.train import harness, inference
 from labels.fusion import majority_vote, threshold_vote_mask
@@ -234,7 +235,7 @@ def test_every_variant_is_registered_in_its_group():
     assert set(EXPECTED) == set(VARIANTS)
     assert {n for n in method_names() if n.startswith("lf-net")} == set(VARIANTS)
     assert get_entry("lf-net").group == "main"
-    readings = [n for n in method_names() if rows.table_of(n) == "readings"]  # the study says where they are shown
+    readings = [n for n in method_names() if rows.table_of(study.default(), n) == "readings"]  # the study says where they are shown
     assert readings == ["lf-net-sll-image", "lf-net-sll-image-no-tv-sl", "lf-net-rcn-image", "lf-net-rcn-shared"]
     assert all(get_entry(n).group == "variant" for n in readings)
     assert all(get_entry(n).group == "ablation" for n in VARIANTS if n != "lf-net" and n not in readings)

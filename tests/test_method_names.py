@@ -10,6 +10,7 @@ import pytest
 from conftest import REPO
 
 import methods
+from bench import study
 from bench.identity import Cell, cell_of
 from bench.run import cell as cell_module
 from bench.run import plan
@@ -44,7 +45,7 @@ def test_keys_are_sorted_and_values_typed():
         (lambda: MethodRef.parse("lf-net@soft_label=a/b"), "may hold only letters, digits and . _ + -"),
         (lambda: MethodRef("lf-net@beta=3"), "a method name holds no '@'"),
         (lambda: methods.get_entry("lf-nett"), "unknown method 'lf-nett'; known: mv-unet"),
-        (lambda: plan.resolve_methods("lf-nett"), "unknown method 'lf-nett'; did you mean lf-net?"),
+        (lambda: plan.resolve_methods("lf-nett", study.default()), "unknown method 'lf-nett'; did you mean lf-net?"),
     ],
 )
 def test_bad_names_and_values_are_refused_in_one_line(make, message):
@@ -54,7 +55,7 @@ def test_bad_names_and_values_are_refused_in_one_line(make, message):
 
 
 def test_the_plan_makes_references_once_and_the_cell_carries_them(monkeypatch):
-    spec = plan.SweepSpec.build("mnist-5k", "mv-unet,lf-net", [0], ["protocol"], {"lf-net": {"beta": [3]}})
+    spec = plan.SweepSpec.build("mnist-5k", "mv-unet,lf-net", [0], ["protocol"], {"lf-net": {"beta": [3]}}, paper=study.default())
     assert spec.methods == ("mv-unet", "lf-net@beta=3") and all(isinstance(r, MethodRef) for r in spec.refs)
     monkeypatch.setattr(MethodRef, "parse", classmethod(lambda cls, label: pytest.fail(f"{label} parsed again")))
     cells = spec.cells()

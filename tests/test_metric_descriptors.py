@@ -9,10 +9,13 @@ import pandas as pd
 import pytest
 from conftest import REPO
 
+from bench import study
 from bench.cli.run import format_table
 from bench.evaluate import long_table, metrics
 from bench.evaluate.scoring import score_predictions
 from bench.report import stats, table_text, tables
+
+PAPER = study.default()
 
 
 @pytest.fixture
@@ -41,12 +44,12 @@ def test_a_registered_metric_is_scored_tabled_and_tested(toy_metric, tiny_data):
     )
     summary = long_table.summarise(long[long_table.COLUMNS])
     part = summary[summary["reference"] == "gt"]
-    (stem, table), *_ = tables.group_tables(part, ("toy", "r", "protocol", "gt"))
+    (stem, table), *_ = tables.group_tables(PAPER, part, ("toy", "r", "protocol", "gt"))
     markdown = table_text.to_markdown(table)
     assert "fg share (%) ↓" in markdown.splitlines()[2] and r"fg share (\%)~$\downarrow$" in table_text.to_latex(table)
-    printed = format_table(part, ["mv-unet", "lf-net"])
+    printed = format_table(PAPER, part, ["mv-unet", "lf-net"])
     assert "fg share (%) ↓" in printed
-    tests = stats.paired_tests(long, "fg_share", "foreground", "lf-net", metrics.higher_is_better("fg_share"))
+    tests = stats.paired_tests(PAPER, long, "fg_share", "foreground", "lf-net", metrics.higher_is_better("fg_share"))
     assert len(tests) and not metrics.higher_is_better("fg_share")
 
 

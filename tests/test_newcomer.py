@@ -8,7 +8,7 @@ import importlib.util
 import pandas as pd
 import pytest
 
-from bench import files, store
+from bench import files, store, study
 from bench.cli import main
 from bench.identity import Cell
 
@@ -181,5 +181,5 @@ def test_the_printed_table_shows_the_oracle_once_when_it_is_asked_for_by_name():
         for m in ("mv-unet", "oracle")
         for k in ("dsc", "bahd")
     ]
-    lines = format_table(pd.DataFrame(rows), ["mv-unet", "oracle"]).splitlines()
+    lines = format_table(study.default(), pd.DataFrame(rows), ["mv-unet", "oracle"]).splitlines()
     assert [line.split()[0] for line in lines[3:]] == ["mv-unet", "oracle"]

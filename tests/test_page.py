@@ -15,9 +15,11 @@ import pandas as pd
 import pytest
 from test_reproduction import make_results, write_cell
 
-from bench import files, store
+from bench import files, store, study
 from bench.report import plots, render, table_notes, tables
 from bench.reproduce import assessment, page, page_format, provenance
+
+PAPER = study.default()
 
 MEANS = {"mv-unet": 0.5762, "staple-unet": 0.70, "cm-unet": 0.93, "lf-net": 0.99}
 MACHINE = {
@@ -45,7 +47,7 @@ def record_run(results: Path, flags: dict[str, str] | None = None, max_steps: in
 
 
 def write_page(results: Path, out: Path) -> tuple[str, str, list[Path]]:
-    written = page.write(assessment.assess(results, results.parent / "data"), out, results.parent / "data")
+    written = page.write(assessment.assess(results, results.parent / "data", PAPER), out, results.parent / "data")
     return written[0].read_text(), written[1].read_text(), written
 
 
@@ -207,9 +209,9 @@ def test_a_pipeline_check_says_so_on_its_box_plot(tmp_path, monkeypatch):
     drawn = {}
     original = render.boxplot_figure
 
-    def spy(cases, tests, methods, all_methods, title, warning="", *rest):
+    def spy(paper, cases, tests, methods, all_methods, title, warning="", *rest):
         drawn[title] = warning
-        return original(cases, tests, methods, all_methods, title, warning, *rest)
+        return original(paper, cases, tests, methods, all_methods, title, warning, *rest)
 
     monkeypatch.setattr(render, "boxplot_figure", spy)
     make_results(tmp_path, MEANS, budget="quick")
@@ -238,10 +240,10 @@ def test_the_box_plot_draws_the_warning():
     cases = pd.DataFrame({"method": ["lf-net"] * 4 + ["mv-unet"] * 4, "case": list("abcd") * 2, "value": np.linspace(0.5, 0.9, 8)})
     tests = pd.DataFrame({"method": ["mv-unet"], "p_holm": [0.01]})
     fig = render.boxplot_figure(
-        cases, tests, ["mv-unet", "lf-net"], ["lf-net", "mv-unet"], "t", "pipeline check, not a verdict: budget quick"
+        PAPER, cases, tests, ["mv-unet", "lf-net"], ["lf-net", "mv-unet"], "t", "pipeline check, not a verdict: budget quick"
     )
     assert fig._suptitle.get_text() == "pipeline check, not a verdict: budget quick"
-    assert render.boxplot_figure(cases, tests, ["mv-unet", "lf-net"], ["lf-net", "mv-unet"], "t")._suptitle is None
+    assert render.boxplot_figure(PAPER, cases, tests, ["mv-unet", "lf-net"], ["lf-net", "mv-unet"], "t")._suptitle is None
 
 
 def test_paths_with_stars_are_code_not_italics():
@@ -269,16 +271,16 @@ def test_versus_states_the_gap_its_interval_and_the_seeds_it_needs():
         "p_holm": 0.2,
         "seeds_needed": 7.0,
     }
-    text = page.versus(test, 100, "staple-unet")
+    text = page.versus(PAPER, test, 100, "staple-unet")
     assert text == (
         "Δ +3.20 points [+2.90, +3.50] (n 3/3, df 3.8) in STAPLE-UNet's favour, p 0.2, a true gap of this size found with 80 % "
         "power at about 7 seeds per method"
     )
-    assert page.versus(test, 100, "staple-unet", named=False).startswith("Δ +3.20 points [+2.90, +3.50] (n 3/3, df 3.8), p 0.2,")
-    assert page.versus(test, 100, "lf-net").startswith("Δ -3.20 points [-3.50, -2.90] (n 3/3, df 3.8) in LF-Net's favour")
-    assert "seeds per method" not in page.versus({**test, "p_holm": 0.01}, 100, "staple-unet")
-    assert "more test cases" in page.versus({**test, "seeds_needed": float("inf")}, 100, "staple-unet")
-    assert page.versus({**test, "p_holm": float("nan")}, 100, "staple-unet").startswith("Δ +3.20 points in")
+    assert page.versus(PAPER, test, 100, "staple-unet", named=False).startswith("Δ +3.20 points [+2.90, +3.50] (n 3/3, df 3.8), p 0.2,")
+    assert page.versus(PAPER, test, 100, "lf-net").startswith("Δ -3.20 points [-3.50, -2.90] (n 3/3, df 3.8) in LF-Net's favour")
+    assert "seeds per method" not in page.versus(PAPER, {**test, "p_holm": 0.01}, 100, "staple-unet")
+    assert "more test cases" in page.versus(PAPER, {**test, "seeds_needed": float("inf")}, 100, "staple-unet")
+    assert page.versus(PAPER, {**test, "p_holm": float("nan")}, 100, "staple-unet").startswith("Δ +3.20 points in")
 
 
 def test_a_flag_from_the_manifests_reaches_the_group_table(tmp_path):
@@ -288,7 +290,7 @@ def test_a_flag_from_the_manifests_reaches_the_group_table(tmp_path):
     record_run(tmp_path, flags={"lf-net": "full"})
     cells = provenance.provenance(tmp_path)
     assert table_notes.degenerate_flags(cells, "mnist-5k", "lfnet", "protocol") == {"lf-net": "full 3/3"}
-    found = assessment.assess(tmp_path, tmp_path / "data")
+    found = assessment.assess(tmp_path, tmp_path / "data", PAPER)
     table1 = next(line for line in page.headline(found) if line.startswith("**Table I**"))
     assert "LF-Net 90.00" in table1 and "[full 3/3: its mean measures nothing]" in table1, table1  # the headline carries the flag too
 
@@ -348,10 +350,10 @@ def test_the_selection_table_prints_no_nan_interval():
             }
         ]
     )
-    (*_, (_, header, rows)) = page.selection_blocks(SimpleNamespace(selection=selection))
+    (*_, (_, header, rows)) = page.selection_blocks(SimpleNamespace(selection=selection, study=PAPER))
     assert header[6] == "gain [95 % CI] (n seeds, df)" and rows[0][6] == "+0.00 no interval with 1 seed"
     two = selection.assign(seeds=2, gain=3.0, gain_low=-250.0, gain_high=256.0)
-    assert page.selection_blocks(SimpleNamespace(selection=two))[-1][2][0][6] == "+3.00 not estimable with 2 seeds (df 1)"
+    assert page.selection_blocks(SimpleNamespace(selection=two, study=PAPER))[-1][2][0][6] == "+3.00 not estimable with 2 seeds (df 1)"
 
 
 def test_a_field_run_gets_the_set_metrics_section_and_a_run_without_samples_none():
@@ -387,9 +389,9 @@ def test_a_field_run_gets_the_set_metrics_section_and_a_run_without_samples_none
                     )
     table = pd.DataFrame(rows, columns=store.COLUMNS)
     cells = pd.DataFrame(columns=[*store.KEYS, "budget", "flag", *table_notes.OPTIONS])
-    blocks = page.set_metrics_blocks(SimpleNamespace(table=table, stops={}), cells)
+    blocks = page.set_metrics_blocks(SimpleNamespace(table=table, stops={}, study=PAPER), cells)
     assert blocks[0] == ("h", 2, "Set metrics against the rater set") and ("h", 3, "lidc, raters `real`") in blocks
     (_, header, body), *_ = [b for b in blocks if b[0] == "table"]
     assert header[1] == "GED ↓ (M = 16)" and [r[0] for r in body] == ["MV-UNet", "Prob. U-Net"]
     one = table.assign(n_samples=1)
-    assert page.set_metrics_blocks(SimpleNamespace(table=one, stops={}), cells) == []
+    assert page.set_metrics_blocks(SimpleNamespace(table=one, stops={}, study=PAPER), cells) == []

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from conftest import run_bench
 
-from bench import cli, store
+from bench import cli, store, study
 from bench.cli.paper import recipe_cells
 from bench.reproduce import recipes
 from datasets import DATASETS
@@ -58,7 +58,7 @@ def test_every_shipped_recipe_parses_and_plans_known_cells(budget):
     for recipe in shipped.values():
         setting = recipe.setting(budget)
         assert setting.dataset in DATASETS, recipe.name
-        cells = recipe_cells(setting)
+        cells = recipe_cells(study.default(), setting)
         assert len(cells) == len(set(cells)), recipe.name
         assert {c.seed for c in cells} <= set(setting.seeds), recipe.name
         assert {c.noise for c in cells} <= {parse_level(n) for n in setting.noise_levels}, recipe.name  # canonical labels
@@ -67,7 +67,7 @@ def test_every_shipped_recipe_parses_and_plans_known_cells(budget):
         assert all(c.dataset == setting.dataset for c in cells), recipe.name
         if budget == "quick" and recipe.quick is not None:
             assert recipe.quick.stand_in, f"{recipe.name}: a quick stand-in must say what it stands in for"
-    beta = recipe_cells(shipped["fig_beta"].setting(budget))
+    beta = recipe_cells(study.default(), shipped["fig_beta"].setting(budget))
     assert {c.method for c in beta} >= {"lf-net@beta=1", "lf-net@beta=5"}
 
 

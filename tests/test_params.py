@@ -12,6 +12,8 @@ from bench.evaluate.scoring import reference_mask
 from bench.run import plan, resolve
 from datasets import get_dataset
 
+PAPER = study.default()
+
 
 def test_parse_and_format_values_round_trip():
     assert [methods.parse_value(v) for v in ("3", "0.05", "1e-3", "true", "None", "sll")] == [3, 0.05, 0.001, True, None, "sll"]
@@ -30,26 +32,26 @@ def labels(refs: list[methods.MethodRef]) -> list[str]:
 
 def test_expand_drops_the_effective_default_so_the_default_point_is_the_plain_cell():
     mnist = get_dataset("mnist-5k")  # LF-Net's λ is 0.01 on MNIST (dataset entry), 0.05 elsewhere
-    names = labels(plan.expand_params(["mv-unet", "lf-net"], {"lf-net": {"lam": [0.001, 0.01], "tau": [2.5, 1.0]}}, mnist))
+    names = labels(plan.expand_params(["mv-unet", "lf-net"], {"lf-net": {"lam": [0.001, 0.01], "tau": [2.5, 1.0]}}, mnist, PAPER))
     assert names == ["mv-unet", "lf-net@lam=0.001", "lf-net@lam=0.001@tau=1.0", "lf-net", "lf-net@tau=1.0"]
     riga = get_dataset("riga")
-    assert labels(plan.expand_params(["lf-net"], {"lf-net": {"lam": [0.01, 0.05]}}, riga)) == ["lf-net@lam=0.01", "lf-net"]
-    assert labels(plan.expand_params(["oracle"], {"oracle": {"beta": [2]}}, mnist)) == ["oracle@beta=2"]
+    assert labels(plan.expand_params(["lf-net"], {"lf-net": {"lam": [0.01, 0.05]}}, riga, PAPER)) == ["lf-net@lam=0.01", "lf-net"]
+    assert labels(plan.expand_params(["oracle"], {"oracle": {"beta": [2]}}, mnist, PAPER)) == ["oracle@beta=2"]
 
 
 def test_expand_rejects_unknown_parameters_and_wrong_types():
     mnist = get_dataset("mnist-5k")
     with pytest.raises(methods.UnknownMethodError, match="lf-net has no parameter 'gamma'"):
-        plan.expand_params(["lf-net"], {"lf-net": {"gamma": [1]}}, mnist)
+        plan.expand_params(["lf-net"], {"lf-net": {"gamma": [1]}}, mnist, PAPER)
     with pytest.raises(methods.UnknownMethodError, match="lf-net.lam='high': expected a float"):
-        plan.expand_params(["lf-net"], {"lf-net": {"lam": ["high"]}}, mnist)
+        plan.expand_params(["lf-net"], {"lf-net": {"lam": ["high"]}}, mnist, PAPER)
     with pytest.raises(methods.UnknownMethodError, match="lf-net.use_ce=1: expected a bool"):
-        plan.expand_params(["lf-net"], {"lf-net": {"use_ce": [1]}}, mnist)
+        plan.expand_params(["lf-net"], {"lf-net": {"use_ce": [1]}}, mnist, PAPER)
 
 
 def test_cell_trains_the_named_parameters():
-    trains = resolve.trained(methods.MethodRef.parse("oracle@beta=2"))
-    assert trains == methods.MethodRef.of(study.current().oracle_trains, {"beta": 2})
+    trains = resolve.trained(methods.MethodRef.parse("oracle@beta=2"), PAPER)
+    assert trains == methods.MethodRef.of(PAPER.oracle_trains, {"beta": 2})
     trains, params = trains.name, trains.kwargs
     spec = methods.DataSpec(1, 2, 5, True)
     built = methods.build_method(trains, spec, params)

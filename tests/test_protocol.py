@@ -15,12 +15,15 @@ import torch
 from torch import nn
 
 import methods
+from bench import study
 from bench.run import cell, plan
 from bench.train import harness, steps
 from bench.train.budget import BUDGETS, Schedule
 from datasets import get_dataset
 from datasets.contract import RaterData
 from methods.base import DataSpec, Method, Stage, StepContext
+
+PAPER = study.default()
 
 CPU = torch.device("cpu")
 RUN, QUIET = harness.Runtime(0, CPU), harness.Output(progress=False)
@@ -243,35 +246,35 @@ def test_a_finished_cell_resumed_reports_every_stage_as_logged(tmp_path):
 def test_budgets_resolve_per_stage():
     mnist, lidc = get_dataset("mnist-5k"), get_dataset("lidc")
     paper = BUDGETS["paper"]
-    sll = paper.schedule("lf-net", "soft_label", mnist, 3200)
+    sll = paper.schedule("lf-net", "soft_label", mnist, 3200, PAPER)
     assert (sll.max_steps, sll.batch_size, sll.lr, sll.optimiser, sll.early_stopping) == (10 * 25, 128, 1e-4, "adam", False)
-    assert paper.schedule("lf-net", "segmentation", mnist, 3200).max_steps == 15 * 25  # "RCN epoch 15" read as stage 2's length
-    assert paper.schedule("lf-net-s", "segmentation", lidc, 100).max_steps == 70 * 50  # variants use LF-Net's line; batch 2
+    assert paper.schedule("lf-net", "segmentation", mnist, 3200, PAPER).max_steps == 15 * 25  # "RCN epoch 15" read as stage 2's length
+    assert paper.schedule("lf-net-s", "segmentation", lidc, 100, PAPER).max_steps == 70 * 50  # variants use LF-Net's line; batch 2
     other = BUDGETS["paper-rcl15"]
-    assert other.schedule("lf-net", "segmentation", mnist, 3200).max_steps == 70 * 25
-    assert other.config_overrides("lf-net", mnist) == {"rcl_epochs": 15} and other.config_overrides("lf-net", lidc) == {}
-    cm = paper.schedule("cm-unet-global", "train", mnist, 3200)
+    assert other.schedule("lf-net", "segmentation", mnist, 3200, PAPER).max_steps == 70 * 25
+    assert other.config_overrides("lf-net", mnist, PAPER) == {"rcl_epochs": 15} and other.config_overrides("lf-net", lidc, PAPER) == {}
+    cm = paper.schedule("cm-unet-global", "train", mnist, 3200, PAPER)
     assert (cm.optimiser, cm.lr, cm.weight_decay, cm.batch_size, cm.augment, cm.max_steps) == ("adamw", 1e-2, 1e-5, 5, "flip", 40 * 640)
-    assert paper.schedule("qmv-unet", "train", mnist, 3200).max_steps == 150 * 25
-    mr = paper.schedule("mr-net", "train", lidc, 80)
+    assert paper.schedule("qmv-unet", "train", mnist, 3200, PAPER).max_steps == 150 * 25
+    mr = paper.schedule("mr-net", "train", lidc, 80, PAPER)
     assert (mr.lr, mr.weight_decay, mr.batch_size, mr.max_steps) == (1e-4, 5e-4, 8, 123 * 10)
     quick, plateau = BUDGETS["quick"], BUDGETS["plateau"]
     for name in methods.method_names():
         m = methods.build_method(name, DataSpec(1, 2, 5))
         for stage in m.stages:
-            q, p = quick.schedule(name, stage.name, mnist, 3200), plateau.schedule(name, stage.name, mnist, 3200)
+            q, p = quick.schedule(name, stage.name, mnist, 3200, PAPER), plateau.schedule(name, stage.name, mnist, 3200, PAPER)
             assert q.early_stopping and p.early_stopping
             assert (q.eval_every, q.patience, q.min_delta, q.lr) == (p.eval_every, p.patience, p.min_delta, p.lr)  # one rule
             assert p.max_steps > q.max_steps
-            paper.schedule(name, stage.name, mnist, 3200)  # every stage of every method has a paper line
+            paper.schedule(name, stage.name, mnist, 3200, PAPER)  # every stage of every method has a paper line
 
 
 def test_set_refuses_epoch_and_step_fields():
     mnist = get_dataset("mnist-5k")
     for key in ("seg_epochs", "epochs", "max_steps"):
         with pytest.raises(methods.UnknownMethodError, match="budget"):
-            plan.expand_params(["lf-net"], {"lf-net": {key: [3]}}, mnist)
-    assert plan.expand_params(["lf-net"], {"lf-net": {"rcl_epochs": [15]}}, mnist) == [
+            plan.expand_params(["lf-net"], {"lf-net": {key: [3]}}, mnist, PAPER)
+    assert plan.expand_params(["lf-net"], {"lf-net": {"rcl_epochs": [15]}}, mnist, PAPER) == [
         methods.MethodRef.parse("lf-net@rcl_epochs=15")
     ]  # a loss schedule
 
@@ -328,7 +331,7 @@ def test_the_printed_table_says_how_cells_stopped_and_flags_degenerate_rows():
         + [("lidc", "real", "protocol", "lf-net", s, "plateau+cap", "", 0.1, 0.0) for s in range(3)],
         columns=["dataset", "raters", "noise", "method", "seed", "stops", "flag", "empty_share", "full_share"],
     )
-    lines = format_table(summary, ["mv-unet", "lf-net"], outcomes).splitlines()
+    lines = format_table(PAPER, summary, ["mv-unet", "lf-net"], outcomes).splitlines()
     mv, lf = next(x for x in lines if x.startswith("mv-unet")), next(x for x in lines if x.startswith("lf-net"))
     assert "plateau 3/3" in mv and mv.endswith("empty 2/3")
     assert "plateau+cap 3/3" in lf and "empty" not in lf
@@ -349,7 +352,7 @@ def test_a_cell_records_its_threads_isa_stops_and_flag(tmp_path):
     assert config["budget"]["name"] == "quick" and config["schedules"]["train"]["max_steps"] == 3 and config["threads"] == 1
     log = pd.read_csv(folder / "train_log.csv")
     assert list(log["event"]) == ["eval", "stop"] and log["diagnostic_gt_dsc"].notna().iloc[0]
-    assert dataclasses.asdict(BUDGETS["quick"].schedule("mv-unet", "train", get_dataset("mnist-5k"), 1))["eval_every"] == 20
+    assert dataclasses.asdict(BUDGETS["quick"].schedule("mv-unet", "train", get_dataset("mnist-5k"), 1, PAPER))["eval_every"] == 20
     logs = pd.read_parquet(results / "train_logs.parquet")
     assert set(logs["method"]) == {"mv-unet"} and list(logs["event"]) == ["eval", "stop"]
     assert cli.main(["report", "--results", str(results), "--out", str(tmp_path / "report")]) == 0

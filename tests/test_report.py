@@ -9,10 +9,12 @@ import pytest
 from matplotlib.image import imread
 from test_reproduction import write_cell
 
-from bench import files, store
+from bench import files, store, study
 from bench.cli import report as cli_report
 from bench.evaluate import long_table
 from bench.report import plots, render, rows, table_notes, table_text, tables
+
+PAPER = study.default()
 
 # (method, DSC offset): lf-net best among the compared methods, the oracle above it (it must not be bolded).
 TOY_METHODS = {"mv-unet": -0.20, "cm-unet": -0.10, "lf-net": 0.0, "oracle": 0.05}
@@ -119,7 +121,7 @@ def markdown_rows(path):
 def rendered(tmp_path_factory):
     root = tmp_path_factory.mktemp("report")
     make_results(root / "results")
-    written = render.render(root / "results", root / "out")
+    written = render.render(PAPER, root / "results", root / "out")
     return root, written
 
 
@@ -251,7 +253,7 @@ def test_noise_figure_x_is_the_realised_average_dsc(rendered):
     # a third level whose realised Average DSC (0.61) sorts unlike its label: x must come from the label's own average
     runs = pd.concat([runs, runs.iloc[[0]].assign(noise="0.6", mean=0.7)], ignore_index=True)
     averages = pd.concat([averages, averages.iloc[[0]].assign(noise="0.6", mean=0.61)], ignore_index=True)
-    fig = plots.noise_figure(runs, averages, ["lf-net"], ["lf-net"], "t")
+    fig = plots.noise_figure(PAPER, runs, averages, ["lf-net"], ["lf-net"], "t")
     (ax,) = fig.axes
     (line,) = [c.lines[0] for c in ax.containers]
     by_noise = runs.set_index("noise")["mean"]
@@ -263,7 +265,7 @@ def test_noise_figure_x_is_the_realised_average_dsc(rendered):
 
 def test_render_is_deterministic(rendered, tmp_path):
     root, written = rendered
-    again = render.render(root / "results", tmp_path)
+    again = render.render(PAPER, root / "results", tmp_path)
     assert [p.name for p in again] == [p.name for p in written]
     for a, b in zip(written, again):
         assert a.read_bytes() == b.read_bytes(), a.name
@@ -304,9 +306,9 @@ def test_render_every_reference_rater_heat_map_and_reliability(tmp_path):
     results = tmp_path / "results"
     write_results(results, rows, averages)
 
-    without = {p.name for p in render.render(results, tmp_path / "without")}
+    without = {p.name for p in render.render(PAPER, results, tmp_path / "without")}
     files.write_table(results / "calibration.parquet", calibration_bins(list(methods_here)))
-    written = render.render(results, tmp_path / "out")
+    written = render.render(PAPER, results, tmp_path / "out")
     names = {p.name for p in written}
     stems = [f"table1_toy_cm_protocol_{r}_foreground" for r in ("gt", "majority", "staple")]
     figures = ["boxplot_dsc_toy_cm_protocol_gt_foreground", "rater_dsc_toy_cm_protocol_foreground"]
@@ -347,7 +349,7 @@ def test_the_average_row_is_the_raters_against_gt_and_only_in_the_gt_table(tmp_p
     averages = pd.DataFrame({"dataset": ["toy"], "raters": ["cm"], "noise": ["protocol"], "dsc": [0.5]})
     summary = long_table.summarise(pd.DataFrame(long, columns=long_table.COLUMNS), averages)
     assert set(summary.loc[summary["method"] == rows.AVERAGE, "reference"]) == {"gt"}
-    tables.write_tables(summary, tmp_path)
+    tables.write_tables(PAPER, summary, tmp_path)
     for reference in ("gt", "majority", "staple"):
         labels, _, cells = markdown_rows(tmp_path / f"table1_toy_cm_protocol_{reference}_foreground.md")
         if reference == "gt":
@@ -361,7 +363,7 @@ def test_a_dataset_without_gt_gets_table2_with_the_rater_set_metrics(tmp_path):
     references = {r: m for r, m in ALL_REFERENCES.items() if r != "gt"}
     rows = rows_for("lidc", "real", "protocol", {"mv-unet": -0.2, "lf-net": 0.0}, ["foreground"], references, rng, n_cases=8, n_seeds=2)
     table = write_results(tmp_path / "results", rows)
-    written = render.render(tmp_path / "results", tmp_path / "out")
+    written = render.render(PAPER, tmp_path / "results", tmp_path / "out")
     tables_written = {p.name for p in written if p.name.startswith("table") and p.name != "tables.md"}
     stems = [f"table2_lidc_real_protocol_{r}_foreground" for r in ("majority", "staple")]
     assert tables_written == {f"{s}.{ext}" for s in stems for ext in ("md", "tex")}  # no Table I, no Table III (no soft metrics)
@@ -394,7 +396,7 @@ def test_render_with_parameter_cells_only_writes_no_table_or_figure(tmp_path):
     cells = {"lf-net@beta=2": 0.0, "lf-net@beta=3": 0.01}
     write_results(tmp_path / "results", rows_for("toy", "cm", "protocol", cells, ["foreground"], ALL_REFERENCES, rng, n_cases=4, n_seeds=1))
     files.write_table(tmp_path / "results" / "calibration.parquet", calibration_bins(list(cells), n_seeds=1))
-    written = render.render(tmp_path / "results", tmp_path / "out")
+    written = render.render(PAPER, tmp_path / "results", tmp_path / "out")
     assert [p.name for p in written] == ["paired_tests.csv"]
     assert pd.read_csv(written[0]).empty  # no LF-Net to test against
 
@@ -429,7 +431,7 @@ def test_every_table_file_states_budget_seeds_and_pipeline_check_and_one_seed_is
             "test_size": None,
         }
     )
-    written = tables.write_tables(summary, tmp_path, cells=cells)
+    written = tables.write_tables(PAPER, summary, tmp_path, cells=cells)
     run = "Run: budget quick; seeds per method: 1; pipeline check, not a verdict: budget quick, --max-steps 20, fewer than 3 seeds ("
     assert {p.name for p in written} >= {"tables.md", "table1_toy_cm_protocol_gt_foreground.md", "table4_toy_cm_protocol_gt.tex"}
     for path in written:
@@ -437,7 +439,7 @@ def test_every_table_file_states_budget_seeds_and_pipeline_check_and_one_seed_is
         assert text.count(run) == (2 if path.suffix == ".tex" else text.count("### ")) > 0, path.name  # .tex: header and footnote
         assert "**" not in text and r"\textbf" not in text, path.name
     (tmp_path / "plain").mkdir()
-    plain = tables.write_tables(summary, tmp_path / "plain")
+    plain = tables.write_tables(PAPER, summary, tmp_path / "plain")
     assert all(
         "Run: budget not recorded; seeds per method: 1; pipeline check, not a verdict: fewer than 3 seeds" in p.read_text() for p in plain
     )
@@ -446,7 +448,7 @@ def test_every_table_file_states_budget_seeds_and_pipeline_check_and_one_seed_is
 def parse_report(*argv):
     parser = argparse.ArgumentParser()
     cli_report.add_parser(parser.add_subparsers(dest="verb"))
-    return parser.parse_args(["report", *argv])
+    return parser.parse_args(["report", *argv], argparse.Namespace(study=PAPER))
 
 
 def test_cli_defaults_and_errors(tmp_path, capsys):
@@ -523,7 +525,7 @@ def test_a_degenerate_row_is_flagged_and_never_bold(tmp_path):
             for c in range(10)
         ]
     )
-    written = tables.write_tables(summary, tmp_path, outcomes=outcomes, cases=cases)
+    written = tables.write_tables(PAPER, summary, tmp_path, outcomes=outcomes, cases=cases)
     labels, _, cells = markdown_rows(tmp_path / "table1_toy_cm_protocol_gt_foreground.md")
     assert labels == ["MV-UNet [empty 2/3]", "LF-Net", "*Oracle*"]
     # LF-Net is the only method left competing: nothing to resolve it from, so nothing is bold
@@ -533,7 +535,7 @@ def test_a_degenerate_row_is_flagged_and_never_bold(tmp_path):
     assert r"MV-UNet [empty 2/3] & 95.00 $\pm$ 1.00" in tex and r"LF-Net & 80.00" in tex and r"\multicolumn{3}" in tex
     assert tex.count(r"\begin{") == tex.count(r"\end{")
     (tmp_path / "plain").mkdir()
-    without = tables.write_tables(summary, tmp_path / "plain", cases=cases)
+    without = tables.write_tables(PAPER, summary, tmp_path / "plain", cases=cases)
     assert [p.name for p in without] == [p.name for p in written]
     labels, _, cells = markdown_rows(tmp_path / "plain" / "table1_toy_cm_protocol_gt_foreground.md")
     assert labels[0] == "MV-UNet" and cells["MV-UNet"][0].startswith("**")  # without the manifests nothing is known
@@ -547,7 +549,7 @@ def test_render_reads_the_flags_from_the_manifests(tmp_path):
         folder = store.cell_dir(tmp_path / "results", store.Cell(**keys))
         folder.mkdir(parents=True)
         files.write_json(folder / "manifest.json", {"cell": keys, "status": "done", "degenerate": {"flag": "empty"}})
-    render.render(tmp_path / "results", tmp_path / "out")
+    render.render(PAPER, tmp_path / "results", tmp_path / "out")
     labels, _, cells = markdown_rows(tmp_path / "out" / "table1_toy_cm_protocol_gt_foreground.md")
     assert "LF-Net [empty 3/3]" in labels and not cells["LF-Net [empty 3/3]"][0].startswith("**")
     assert cells["CM-UNet"][0].startswith("**")  # the best unflagged method
@@ -557,7 +559,7 @@ def test_render_reads_budget_and_run_options_from_the_cells(tmp_path):
     for method in ("mv-unet", "lf-net"):
         write_cell(tmp_path, method, 0, np.linspace(0.5, 0.9, 6), budget="quick", options={"max_steps": 10})
     store.collect(tmp_path)
-    render.render(tmp_path, tmp_path / "out")
+    render.render(PAPER, tmp_path, tmp_path / "out")
     text = (tmp_path / "out" / "table1_mnist-5k_lfnet_protocol_gt_foreground.md").read_text()
     assert "Run: budget quick; seeds per method: 1; pipeline check, not a verdict: budget quick, --max-steps 10, fewer than 3" in text
     assert "**" not in text  # one seed each: no bold

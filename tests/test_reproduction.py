@@ -16,7 +16,7 @@ from bench.reproduce import assessment, page
 from bench.reproduce import verdicts as verdicts_module
 from bench.reproduce.verdicts import ClaimReport, Entry
 
-PAPER = study.current()
+PAPER = study.default()
 LABELS = {
     "average": 0.465,
     "majority": 0.63,
@@ -120,7 +120,7 @@ def verdicts(tmp_path_factory):
     """mnist-5k under lfnet at the plateau: MV-UNet and CM-UNet near the paper, STAPLE-UNet far below it, LF-Net best."""
     results = tmp_path_factory.mktemp("repro") / "results"
     make_results(results, {"mv-unet": 0.5762, "staple-unet": 0.70, "cm-unet": 0.93, "lf-net": 0.99})
-    return results, assessment.assess(results, results.parent / "data")
+    return results, assessment.assess(results, results.parent / "data", PAPER)
 
 
 def test_values_get_the_verdict_of_the_stated_rule(verdicts):
@@ -154,7 +154,7 @@ def test_claims_hold_only_with_their_order_and_a_significant_test(verdicts):
 
 def test_a_ranking_claim_fails_when_another_method_is_ahead(tmp_path):
     make_results(tmp_path, {"mv-unet": 0.5762, "staple-unet": 0.995, "lf-net": 0.99})
-    a = assessment.assess(tmp_path, tmp_path / "data")
+    a = assessment.assess(tmp_path, tmp_path / "data", PAPER)
     best = claim(a, "best-everywhere")
     assert best.verdict == "does not hold" and any("→ behind" in line for line in best.evidence)
     ranking = a.tables[0].groups[0].ranking[0]
@@ -164,7 +164,7 @@ def test_a_ranking_claim_fails_when_another_method_is_ahead(tmp_path):
 
 def test_the_quick_budget_is_never_a_verdict(tmp_path):
     make_results(tmp_path, {"mv-unet": 0.5762, "staple-unet": 0.70, "lf-net": 0.99}, budget="quick")
-    a = assessment.assess(tmp_path, tmp_path / "data")
+    a = assessment.assess(tmp_path, tmp_path / "data", PAPER)
     rows = entries(a)
     assert {rows[m].verdict for m in ("mv-unet", "staple-unet", "lf-net")} == {"pipeline check"}
     assert rows["mv-unet"].measured.mean == pytest.approx(57.62, abs=0.01)  # the value is shown all the same
@@ -199,7 +199,7 @@ def test_an_unresolved_order_is_inconclusive_and_names_the_seeds_a_gap_that_size
         write_cell(tmp_path, "lf-net", seed, cases + ours + 0.01, dataset="choledoch", raters="choledoch")
         write_cell(tmp_path, "lf-net-cm", seed, cases + theirs, dataset="choledoch", raters="choledoch")
     store.collect(tmp_path)
-    order = claim(assessment.assess(tmp_path, tmp_path / "data"), "rcn-beats-cm")
+    order = claim(assessment.assess(tmp_path, tmp_path / "data", PAPER), "rcn-beats-cm")
     assert order.verdict == "inconclusive", order.evidence
     assert re.search(
         r"Δ \+2\.00 \[-\d.*\] \(n 3/3, df [\d.]+\), Holm p 0\.\d+ → unresolved; a true gap of this size would be found with 80 % power at "
@@ -231,7 +231,7 @@ def test_value_verdicts_are_three_way():
 
 def test_a_smoke_run_is_a_pipeline_check_whatever_its_budget(tmp_path):
     make_results(tmp_path, {"mv-unet": 0.5762, "lf-net": 0.99}, options={"max_steps": 10, "test_size": 20})
-    a = assessment.assess(tmp_path, tmp_path / "data")
+    a = assessment.assess(tmp_path, tmp_path / "data", PAPER)
     rows = entries(a)
     assert {rows[m].verdict for m in ("mv-unet", "lf-net")} == {"pipeline check"}
     group = next(g for g in a.tables[0].groups if g.entries)
@@ -239,7 +239,7 @@ def test_a_smoke_run_is_a_pipeline_check_whatever_its_budget(tmp_path):
     assert claim(a, "best-everywhere").verdict == "pipeline check"
     few = tmp_path / "few"
     make_results(few, {"mv-unet": 0.5762, "lf-net": 0.99}, seeds=2)
-    group = next(g for g in assessment.assess(few, few / "data").tables[0].groups if g.entries)
+    group = next(g for g in assessment.assess(few, few / "data", PAPER).tables[0].groups if g.entries)
     assert group.kind == "pipeline check" and "fewer than 3 seeds (lf-net 2, mv-unet 2)" in group.note
 
 
@@ -252,7 +252,7 @@ def test_a_margin_is_measured_against_the_papers_best_competitor_row(tmp_path):
         write_cell(tmp_path, "cm-unet", seed, cases + 0.07 - jitter, dataset="ms-lesion", raters="morpho")
         write_cell(tmp_path, "mv-unet", seed, cases + 0.11, dataset="ms-lesion", raters="morpho")
     store.collect(tmp_path)
-    margin = claim(assessment.assess(tmp_path, tmp_path / "data"), "ms-lesion-7-points")
+    margin = claim(assessment.assess(tmp_path, tmp_path / "data", PAPER), "ms-lesion-7-points")
     assert margin.verdict == "holds", margin.evidence  # 8 points over CM-UNet ≥ 7 − 1.5; over MV-UNet it would be 4
     assert "LF-Net − CM-UNet = +8.00" in margin.evidence[0]
 
@@ -265,7 +265,7 @@ def test_no_effect_means_no_effect_either_way_and_a_partial_ablation_is_incomple
         for method in ("lf-net-s", "lf-net-s-tv"):  # Choledoch: two of the ablation's rows only
             write_cell(tmp_path, method, seed, worse + (0.1 if method == "lf-net-s-tv" else 0), dataset="choledoch", raters="choledoch")
     store.collect(tmp_path)
-    a = assessment.assess(tmp_path, tmp_path / "data")
+    a = assessment.assess(tmp_path, tmp_path / "data", PAPER)
     tie = claim(a, "lidc-rcn-no-help")
     assert tie.verdict == "does not hold" and "→ an effect" in tie.evidence[0], tie.evidence
     modules = claim(a, "each-module-helps")
@@ -275,7 +275,7 @@ def test_no_effect_means_no_effect_either_way_and_a_partial_ablation_is_incomple
         write_cell(wide, "lf-net", seed, worse + shift, dataset="lidc", raters="real", reference="majority")
         write_cell(wide, "lf-net-s-tv-sls", seed, worse - shift, dataset="lidc", raters="real", reference="majority")
     store.collect(wide)
-    tie = claim(assessment.assess(wide, wide / "data"), "lidc-rcn-no-help")
+    tie = claim(assessment.assess(wide, wide / "data", PAPER), "lidc-rcn-no-help")
     assert tie.verdict == "inconclusive" and "→ inconclusive" in tie.evidence[0], tie.evidence
 
 
@@ -283,7 +283,7 @@ def test_a_claim_measured_only_on_a_stand_in_is_a_pipeline_check(tmp_path):
     """Table IV's rows on mnist-5k (its declared stand-in for Choledoch): the ablation claim is checked there, never graded."""
     means = {"lf-net-s": 0.60, "lf-net-s-tv": 0.90, "lf-net-s-tv-sls": 0.89, "lf-net": 0.895, "lf-net-no-ce": 0.88}
     make_results(tmp_path, means)
-    modules = claim(assessment.assess(tmp_path, tmp_path / "data"), "each-module-helps")
+    modules = claim(assessment.assess(tmp_path, tmp_path / "data", PAPER), "each-module-helps")
     assert modules.verdict == "pipeline check", modules.evidence
     assert any(
         line.startswith("mnist-5k/lfnet") and "S+TV+SLS 89.00 vs S+TV 90.00" in line and "→ behind" in line for line in modules.evidence
@@ -292,7 +292,7 @@ def test_a_claim_measured_only_on_a_stand_in_is_a_pipeline_check(tmp_path):
 
 def test_the_declared_readings_are_compared_with_the_first(tmp_path):
     make_results(tmp_path, {"lf-net": 0.89, "lf-net-no-tv-sl": 0.92, "lf-net-rcn-image": 0.89})
-    a = assessment.assess(tmp_path, tmp_path / "data")
+    a = assessment.assess(tmp_path, tmp_path / "data", PAPER)
     rows = {r["method"]: r for r in a.readings}
     assert set(rows) == {"lf-net", "lf-net-no-tv-sl", "lf-net-rcn-image"}  # lf-net-rcn-shared was not run
     assert rows["lf-net"]["test"] is None and rows["lf-net-no-tv-sl"]["measured"].mean == pytest.approx(92.0, abs=0.01)
@@ -365,10 +365,10 @@ def test_an_order_inside_the_tolerance_is_no_refutation(tmp_path):
         mean, sd = table4.value(method, j)
         write_method(tmp_path, method, mean / 100, sd / 100, "choledoch", "choledoch")
     store.collect(tmp_path)
-    modules = claim(assessment.assess(tmp_path, tmp_path / "data"), "each-module-helps")
+    modules = claim(assessment.assess(tmp_path, tmp_path / "data", PAPER), "each-module-helps")
     assert modules.verdict == "incomplete", modules.evidence  # RIGA, the other dataset of its scope, was not run
     assert any("riga" in line and "not run" in line for line in modules.evidence), modules.evidence
-    no_ce = next(line for line in modules.evidence if f"vs {display('lf-net-no-ce')} " in line)
+    no_ce = next(line for line in modules.evidence if f"vs {display(PAPER, 'lf-net-no-ce')} " in line)
     assert "Δ +0.43" in no_ce and "→ no material difference (within ±1.5)" in no_ce, modules.evidence
     assert not any("→ behind" in line for line in modules.evidence)
     pairs = next(c for c in PAPER.claims if c.id == "each-module-helps").params["pairs"]
@@ -428,14 +428,14 @@ def test_one_holm_p_per_comparison_in_the_table_the_box_plots_and_the_claims(tmp
     for method, mean in means.items():
         write_method(tmp_path, method, mean, 0.006, "choledoch", "choledoch")
     store.collect(tmp_path)
-    a = assessment.assess(tmp_path, tmp_path / "data")
-    tests = render.all_tests(a.table)
+    a = assessment.assess(tmp_path, tmp_path / "data", PAPER)
+    tests = render.all_tests(PAPER, a.table)
     tests = tests[(tests["metric"] == "dsc") & (tests["reference"] == "gt") & (tests["structure"] == "foreground")]
     assert tests.groupby("method")["p_holm"].nunique().max() == 1  # the "main" and "ablation" rows of a method agree
     tests = tests.drop_duplicates("method").set_index("method")
     assert tests.loc["lf-net-cm", "p_holm"] > tests.loc["lf-net-cm", "p"]  # the claim's one pair is adjusted with the rest
     for claim_id, method in (("rcn-beats-cm", "lf-net-cm"), ("noise-levels", "cm-unet"), ("each-module-helps", "lf-net-no-ce")):
-        line = next(x for x in claim(a, claim_id).evidence if f"vs {display(method)} " in x)
+        line = next(x for x in claim(a, claim_id).evidence if f"vs {display(PAPER, method)} " in x)
         assert f"Holm p {tests.loc[method, 'p_holm']:.2g} " in line, (claim_id, line, tests.loc[method, ["p", "p_holm"]].to_dict())
     table1 = next(t for t in a.tables if t.table.id == "table1")
     j = next(j for j, c in enumerate(table1.table.columns) if (c.dataset, c.metric) == ("choledoch", "dsc"))

@@ -6,9 +6,12 @@ import pytest
 from scipy import stats as sps
 from statsmodels.stats.multitest import multipletests
 
+from bench import study
 from bench.evaluate import long_table as schema
 from bench.evaluate.long_table import COLUMNS
 from bench.report import stats
+
+PAPER = study.default()
 
 
 def long_table(
@@ -77,7 +80,7 @@ def test_per_case_averages_seeds_and_skips_nan():
 
 def test_p_values_match_scipy_and_statsmodels():
     table = fixed_table()
-    out = stats.paired_tests(table, "dsc", "foreground").set_index("method")
+    out = stats.paired_tests(PAPER, table, "dsc", "foreground").set_index("method")
     assert sorted(out.index) == ["cm-unet", "mh-unet", "mv-unet"]  # the oracle is not a competitor by default
 
     wide = table.groupby(["method", "case"])["value"].mean().unstack("method")
@@ -100,7 +103,7 @@ def test_p_values_match_scipy_and_statsmodels():
 
 def test_oracle_and_explicit_others():
     table = fixed_table()
-    out = stats.paired_tests(table, "dsc", "foreground", others=["oracle", "mv-unet"])
+    out = stats.paired_tests(PAPER, table, "dsc", "foreground", others=["oracle", "mv-unet"])
     assert list(out["method"]) == ["oracle", "mv-unet"]
     assert out.set_index("method").loc["oracle", "effect_size"] < 0  # the oracle beats lf-net
 
@@ -108,7 +111,7 @@ def test_oracle_and_explicit_others():
 def test_effect_size_by_hand():
     # d = ref − other = [3, -1, 2, 0]: zero dropped; |d| ranks 1→1, 2→2, 3→3; R+ = 3 + 2 = 5, R− = 1; r = (5 − 1) / 6.
     table = long_table({"lf-net": np.array([[4.0, 1.0, 3.0, 5.0]]), "mv-unet": np.array([[1.0, 2.0, 1.0, 5.0]])})
-    row = stats.paired_tests(table, "dsc", "foreground").iloc[0]
+    row = stats.paired_tests(PAPER, table, "dsc", "foreground").iloc[0]
     assert row["effect_size"] == pytest.approx(4 / 6)
     assert row["median_diff"] == pytest.approx(1.0)  # median of [-1, 0, 2, 3], zeros kept
     assert row["n"] == 4 and row["n_zero"] == 1
@@ -118,7 +121,7 @@ def test_effect_size_by_hand():
 
 def test_lower_is_better_flips_the_sign():
     table = long_table({"lf-net": np.array([[1.0, 2.0, 3.0]]), "mv-unet": np.array([[2.0, 4.0, 6.0]])}, metric="bahd")
-    row = stats.paired_tests(table, "bahd", "foreground", higher_is_better=False).iloc[0]
+    row = stats.paired_tests(PAPER, table, "bahd", "foreground", higher_is_better=False).iloc[0]
     assert row["effect_size"] == pytest.approx(1.0)  # lf-net has the smaller distance on every case
     assert row["median_diff"] == pytest.approx(2.0)
     assert row["p_wilcoxon"] == pytest.approx(sps.wilcoxon([1.0, 2.0, 3.0], [2.0, 4.0, 6.0]).pvalue)
@@ -130,7 +133,7 @@ def test_nan_pairs_dropped_and_counted():
     ref = np.array([[0.9, 0.8, np.nan, 0.7, 0.95, 0.85, 0.6, 0.75]])
     other = np.array([[0.5, np.nan, 0.4, 0.6, 0.7, 0.65, 0.55, 0.5]])
     table = long_table({"lf-net": ref, "mv-unet": other})
-    row = stats.paired_tests(table, "dsc", "foreground").iloc[0]
+    row = stats.paired_tests(PAPER, table, "dsc", "foreground").iloc[0]
     keep = ~(np.isnan(ref[0]) | np.isnan(other[0]))
     assert row["n"] == 6 and row["n_nan"] == 2
     assert row["p_wilcoxon"] == pytest.approx(sps.wilcoxon(ref[0][keep], other[0][keep]).pvalue)
@@ -139,7 +142,7 @@ def test_nan_pairs_dropped_and_counted():
 def test_only_shared_cases_are_paired():
     table = long_table({"lf-net": np.arange(10.0)[None] / 10, "mv-unet": np.arange(10.0)[None] / 20})
     table = table[~((table["method"] == "mv-unet") & table["case"].isin(["c08", "c09"]))]  # mv-unet scored on 8 cases only
-    row = stats.paired_tests(table, "dsc", "foreground").iloc[0]
+    row = stats.paired_tests(PAPER, table, "dsc", "foreground").iloc[0]
     assert row["n"] == 8 and row["n_nan"] == 0
 
 
@@ -151,7 +154,7 @@ def test_groups_are_separate_holm_families_and_degenerate_cases():
     same = np.full((1, 5), 0.5)
     b = long_table({"lf-net": same, "mv-unet": same})  # noise "protocol"; all differences zero: test undefined
     c = long_table({"mv-unet": same}, dataset="other")  # no reference method: no rows
-    out = stats.paired_tests(pd.concat([a, a_majority, b, c]), "dsc", "foreground")
+    out = stats.paired_tests(PAPER, pd.concat([a, a_majority, b, c]), "dsc", "foreground")
     assert list(zip(out["dataset"], out["raters"], out["noise"], out["reference"])) == [
         ("toy", "cm", "0.45", "gt"),
         ("toy", "cm", "0.45", "majority"),
@@ -203,7 +206,7 @@ def test_training_seeds_are_a_unit_of_replication():
     cases = rng.uniform(0.5, 0.9, 200)
     lf = cases[None] + np.array([[0.02], [-0.01], [0.00]])  # three trainings 3 points apart
     mv = cases[None] + np.array([[0.00], [-0.02], [0.005]])
-    row = stats.paired_tests(long_table({"lf-net": lf, "mv-unet": mv}), "dsc", "foreground").iloc[0]
+    row = stats.paired_tests(PAPER, long_table({"lf-net": lf, "mv-unet": mv}), "dsc", "foreground").iloc[0]
     assert row["p_wilcoxon"] < 1e-30 and row["effect_size"] == pytest.approx(1.0)
     assert row["p"] > 0.3 and row["ci_low"] < 0 < row["ci_high"]
     assert row["n_seeds_ref"] == 3 and row["n_seeds"] == 3 and row["seeds_needed"] > 3
@@ -232,13 +235,13 @@ def test_one_holm_family_per_column_whatever_rows_are_asked_for():
         for m, shift in {"lf-net": 0.05, "mv-unet": 0.03, "lf-net-s": 0.0, "lf-net-s-tv": 0.02, "oracle": 0.1}.items()
     }
     table = long_table(grids)
-    full = stats.paired_tests(table, "dsc", "foreground").set_index("method")
+    full = stats.paired_tests(PAPER, table, "dsc", "foreground").set_index("method")
     assert sorted(full.index) == ["lf-net-s", "lf-net-s-tv", "mv-unet"]
-    family = stats.family_tests(table, "lf-net")
+    family = stats.family_tests(PAPER, table, "lf-net")
     assert [(r["reference_method"], r["method"]) for r in family][-1] == ("lf-net-s-tv", "lf-net-s")  # the claim's pair joins
     np.testing.assert_allclose([r["p_holm"] for r in family], multipletests([r["p"] for r in family], method="holm")[1], rtol=1e-12)
     for method in full.index:
-        alone = stats.paired_tests(table, "dsc", "foreground", others=[method]).iloc[0]
+        alone = stats.paired_tests(PAPER, table, "dsc", "foreground", others=[method]).iloc[0]
         assert alone["p_holm"] == pytest.approx(full.loc[method, "p_holm"], rel=1e-12) and alone["p_holm"] >= alone["p"]
     flipped = stats.pair_test(family, "lf-net-s", "lf-net-s-tv")  # read the other way round: the same test, signs flipped
     straight = stats.pair_test(family, "lf-net-s-tv", "lf-net-s")
@@ -249,7 +252,7 @@ def test_a_case_missing_in_one_seed_is_dropped_for_both_methods_and_counted():
     """Each seed's mean must cover the same cases: a case NaN in one seed of one method leaves the comparison."""
     ref = np.array([[0.9, 0.8, 0.7, 0.6], [0.8, np.nan, 0.6, 0.7]])
     other = np.array([[0.5, 0.4, 0.3, 0.2], [0.4, 0.5, 0.2, 0.3]])
-    row = stats.paired_tests(long_table({"lf-net": ref, "mv-unet": other}), "dsc", "foreground").iloc[0]
+    row = stats.paired_tests(PAPER, long_table({"lf-net": ref, "mv-unet": other}), "dsc", "foreground").iloc[0]
     assert row["n"] == 3 and row["n_nan"] == 1
     expected = stats.seed_case_test(ref[:, [0, 2, 3]], other[:, [0, 2, 3]])
     assert row["diff"] == pytest.approx(float(expected["diff"])) and row["p"] == pytest.approx(float(expected["p"]))

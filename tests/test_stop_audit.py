@@ -10,9 +10,11 @@ import pandas as pd
 import pytest
 from conftest import REPO, run_bench
 
-from bench import store
+from bench import store, study
 from bench.report import stop_audit, stop_audit_text, stop_logs
 from bench.report.tables import write_tables
+
+PAPER = study.default()
 
 KEY = {"dataset": "mnist-5k", "raters": "lfnet", "noise": "protocol"}
 
@@ -97,6 +99,7 @@ def test_a_verdict_on_one_seed_is_close_where_a_metric_moved_half_to_twice_its_t
     assert got.loc["cm-unet", "clear"] == "ged" and got.loc["mv-unet", "clear"] == ""
     assert got.loc["pionono", "verdict"] == "fails" and got.loc["pionono", "close"] == ""
     text = stop_audit.to_markdown(
+        PAPER,
         metrics,
         pd.DataFrame(),
         got.reset_index().assign(trained="cpu"),
@@ -127,9 +130,9 @@ def test_the_audit_shows_what_training_longer_does_to_per_rater_outputs():
     assert rule.set_index("method").loc["mh-unet", "dice_personal"] == 0.90  # the first structure's, not the background's
     assert math.isnan(rule.set_index("method").loc["mv-unet", "dice_between"])  # one output: no spread
     evidence = rule.merge(long, on=stop_audit.GROUP, suffixes=("_rule", "_long"))
-    lines = "\n".join(stop_audit_text.heads_table(evidence))
+    lines = "\n".join(stop_audit_text.heads_table(PAPER, evidence))
     assert "| MH-UNet | 90.00 → 98.00 | 40.00 → 21.00 | 21.50 |" in lines and "MV-UNet" not in lines
-    assert stop_audit_text.heads_table(evidence[evidence["method"] == "mv-unet"]) == []
+    assert stop_audit_text.heads_table(PAPER, evidence[evidence["method"] == "mv-unet"]) == []
     assert list(stop_audit.heads(summary(0.9, 0.4).iloc[:0]).columns) == [*stop_audit.GROUP, *stop_audit.HEADS]
 
 
@@ -160,13 +163,13 @@ def test_the_audit_says_what_each_stretch_of_the_long_run_bought():
     assert mv.loc["2×–end", "step"] == 400 and (mv["rule_stop"] == 100).all()
     mh = got[got["method"] == "mh-unet"]
     assert list(mh["span"]) == ["0.4–1×", "2×–end"]  # nothing logged in (0, 5], (5, 20] or (50, 100]
-    lines = "\n".join(stop_audit_text.spans_table(got))
+    lines = "\n".join(stop_audit_text.spans_table(PAPER, got))
     assert (
         "| MV-UNet | 0 | train | 100 | 0.5 at 10; 60.0 | 0.45 at 30; 62.0 | 0.4 at 100; 62.0 | 0.3 at 150; 64.0 | 0.35 at 400; 66.0 |"
         in lines
     )
     assert "| MH-UNet | 0 | train | 50 | – | – | 0.3 at 50 | – | 0.2 at 200 |" in lines
-    assert stop_audit_text.spans_table(got.iloc[:0]) == []
+    assert stop_audit_text.spans_table(PAPER, got.iloc[:0]) == []
 
 
 def test_the_spread_of_one_checkpoints_dsc_is_read_after_the_rules_restored_step_free_of_a_trend():
@@ -218,6 +221,7 @@ def test_the_spread_of_one_checkpoints_dsc_is_read_after_the_rules_restored_step
         spread=[0.0131, math.nan]
     )
     text = stop_audit.to_markdown(
+        PAPER,
         metrics,
         pd.DataFrame(),
         pd.DataFrame(columns=["method"]),
@@ -241,7 +245,7 @@ def test_the_verb_audits_two_folders_and_the_report_flags_a_failing_method(tmp_p
     assert "| mnist-5k | MV-UNet |" in proc.stdout and "| MV-UNet | train | 2 (cap) |" in proc.stdout
     table = pd.read_csv(rule / store.STOP_AUDIT / stop_audit.CSV)
     assert (rule / store.STOP_AUDIT / f"{stop_audit.FIGURE}.png").is_file() and f"]({stop_audit.FIGURE}.png)" in proc.stdout
-    ax = stop_audit.curves(stop_logs.run_logs(rule, long), ["mv-unet"]).axes[0]
+    ax = stop_audit.curves(PAPER, stop_logs.run_logs(rule, long), ["mv-unet"]).axes[0]
     drawn = {line.get_label(): line for line in ax.get_lines() if not line.get_label().startswith("_")}
     assert set(drawn) == {"train, long", "train, rule"} and drawn["train, rule"].get_linestyle() == "--"
     assert list(drawn["train, long"].get_xdata()) == [4] and list(drawn["train, rule"].get_xdata()) == [2]
@@ -294,7 +298,7 @@ def test_the_verb_audits_two_folders_and_the_report_flags_a_failing_method(tmp_p
         ]
     )
     (tmp_path / "tables").mkdir()
-    write_tables(summary, tmp_path / "tables", audit=flags)
+    write_tables(PAPER, summary, tmp_path / "tables", audit=flags)
     md = next((tmp_path / "tables").glob("table1_*.md")).read_text()
     assert "stop audit: fails" in md and "[stop audit: fails]" in md
     # A rerun under the same rule takes the audited run's verdicts (--stop-audit); one under another budget record does not.

@@ -9,8 +9,11 @@ import math
 import numpy as np
 import pytest
 
+from bench import study
 from bench.train.budget import BUDGETS, LONG, PLATEAU, PLATEAU_1127
 from bench.train.stopping import StopState
+
+PAPER = study.default()
 
 OLD = {"min_delta": 0.01, "ratio": 0.0}  # the rule of 2026-11-27 (`plateau-1127`)
 
@@ -140,7 +143,7 @@ def test_a_noisy_flat_loss_stops_where_the_rule_says(seed):
 def test_schedules_restore_the_lowest_validation_loss(budget):
     from datasets import get_dataset
 
-    sched = BUDGETS[budget].schedule("mv-unet", "train", get_dataset("mnist-5k"), 4000)
+    sched = BUDGETS[budget].schedule("mv-unet", "train", get_dataset("mnist-5k"), 4000, PAPER)
     assert sched.restore_best
     assert sched.early_stopping == (budget == "plateau")
     assert sched.max_steps == BUDGETS[budget].max_steps and sched.batch_size == 32

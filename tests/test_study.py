@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import REPO, run_bench
 
 import methods
 from bench import study
@@ -21,7 +21,7 @@ from bench.run import resolve
 from bench.train.budget import BUDGETS
 from datasets import DATASETS, get_dataset
 
-PAPER = study.current()
+PAPER = study.default()
 TEX = os.environ.get("BENCH_PAPER_TEX")
 
 
@@ -43,16 +43,20 @@ def test_the_study_names_registered_methods_and_datasets():
 def test_generic_code_reads_the_papers_settings_from_the_study():
 
     mnist, lidc = get_dataset("mnist-5k"), get_dataset("lidc")
-    assert resolve.dataset_overrides(mnist, "lf-net-s") == PAPER.method_settings("mnist-5k", "lf-net") == {"lam": 0.01}
-    assert resolve.dataset_overrides(lidc, "lf-net") == {}
-    assert resolve.trained(methods.MethodRef.parse(f"{PAPER.oracle}@beta=3")) == methods.MethodRef.of(PAPER.oracle_trains, {"beta": 3})
+    assert resolve.dataset_overrides(mnist, "lf-net-s", PAPER) == PAPER.method_settings("mnist-5k", "lf-net") == {"lam": 0.01}
+    assert resolve.dataset_overrides(lidc, "lf-net", PAPER) == {}
+    assert resolve.trained(methods.MethodRef.parse(f"{PAPER.oracle}@beta=3"), PAPER) == methods.MethodRef.of(
+        PAPER.oracle_trains, {"beta": 3}
+    )
     paper, rcl15 = BUDGETS["paper"], BUDGETS["paper-rcl15"]
-    assert paper.schedule("lf-net", "segmentation", mnist, 128).max_steps == 15  # 15 epochs of one step: the RCN reading
-    assert paper.schedule("lf-net", "segmentation", lidc, 2).max_steps == 70
-    assert rcl15.config_overrides("lf-net-s-tv", mnist) == {"rcl_epochs": 15} and paper.config_overrides("lf-net", mnist) == {}
-    cm = paper.schedule("cm-unet", "train", lidc, 10)
+    assert paper.schedule("lf-net", "segmentation", mnist, 128, PAPER).max_steps == 15  # 15 epochs of one step: the RCN reading
+    assert paper.schedule("lf-net", "segmentation", lidc, 2, PAPER).max_steps == 70
+    assert (
+        rcl15.config_overrides("lf-net-s-tv", mnist, PAPER) == {"rcl_epochs": 15} and paper.config_overrides("lf-net", mnist, PAPER) == {}
+    )
+    cm = paper.schedule("cm-unet", "train", lidc, 10, PAPER)
     assert (cm.optimiser, cm.lr, cm.batch_size, cm.augment) == ("adamw", 1e-2, 5, "flip")
-    assert paper.schedule("staple-unet", "train", lidc, 2).source == paper.schedule("mv-unet", "train", lidc, 2).source
+    assert paper.schedule("staple-unet", "train", lidc, 2, PAPER).source == paper.schedule("mv-unet", "train", lidc, 2, PAPER).source
 
 
 def generic_modules() -> list[Path]:
@@ -196,9 +200,10 @@ oracle_trains = "lf-net"
 """
 
 
-def test_a_second_study_file_is_chosen_by_bench_study(tmp_path, monkeypatch):
-    """Nothing freezes the study at import: pointing $BENCH_STUDY at another file changes "ours", the Oracle and the stage reading."""
-    from bench.report import rows
+def test_a_second_study_file_is_handed_down_from_where_the_command_starts(tmp_path, monkeypatch):
+    """A second study is a second file: handed to the code, it changes "ours", the groups and the stage reading; only the
+    command's start (`bench.cli.main`) reads $BENCH_STUDY, once, and hands the study down."""
+    from bench.run import plan
     from bench.train import budget
 
     text = study.STUDY_FILE.read_text().replace('reference_method = "lf-net"', 'reference_method = "mv-unet"')
@@ -206,13 +211,25 @@ def test_a_second_study_file_is_chosen_by_bench_study(tmp_path, monkeypatch):
     assert 'reference_method = "mv-unet"' in text
     second = tmp_path / "second.toml"
     second.write_text(text)
-    mnist = get_dataset("mnist-5k")
-    assert rows.reference_method() == PAPER.reference_method and budget.stage_reading("lf-net", mnist)
+    other, mnist = study.load(second), get_dataset("mnist-5k")
+    assert (other.reference_method, other.file) == ("mv-unet", str(second))
+    assert budget.stage_reading("lf-net", mnist, PAPER) and budget.stage_reading("lf-net", mnist, other) == {}
+    assert BUDGETS["paper"].schedule("lf-net", "segmentation", mnist, 128, other).max_steps == 70
+    assert plan.resolve_methods("ablation", other)[0] == "mv-unet" and plan.resolve_methods("ablation", PAPER)[0] == "lf-net"
     monkeypatch.setenv("BENCH_STUDY", str(second))
-    assert study.study_file() == second and rows.reference_method() == "mv-unet"
-    assert (
-        budget.stage_reading("lf-net", mnist) == {}
-        and budget.BUDGETS["paper"].schedule("lf-net", "segmentation", mnist, 128).max_steps == 70
+    out = run_bench("run", "--methods", "ablation", "--seeds", "0", "--dry-run", "--results", str(tmp_path / "r"))
+    assert out.returncode == 0, out.stderr
+    assert "protocol/mv-unet/seed-0" in out.stdout and "protocol/lf-net/seed-0" not in out.stdout
+    (tmp_path / "bad.toml").write_text("[study]\n")
+    monkeypatch.setenv("BENCH_STUDY", str(tmp_path / "bad.toml"))
+    out = run_bench("run", "--methods", "mv-unet", "--dry-run", "--results", str(tmp_path / "r"))
+    assert out.returncode == 2 and out.stderr.startswith(f"error: study {tmp_path / 'bad.toml'}: KeyError") and "BENCH_STUDY" in out.stderr
+
+
+def test_only_the_command_reads_the_study_from_the_environment():
+    """The study is never an ambient global: no module of bench/ but the command line's entry asks the environment."""
+    asked = sorted(
+        str(p.relative_to(REPO)) for p in (REPO / "bench").rglob("*.py") if re.search(r"from_environment\(|study_file\(", p.read_text())
     )
-    monkeypatch.delenv("BENCH_STUDY")
-    assert rows.reference_method() == PAPER.reference_method
+    assert asked == ["bench/cli/__init__.py", "bench/study.py"]
+    assert not hasattr(study, "current")

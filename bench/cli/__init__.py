@@ -51,11 +51,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args = parser.parse_args(argv)
     import methods
-    from bench import files
+    from bench import files, study
     from bench.run.plan import PlanError
     from bench.train.hardware import DeviceError
     from datasets import DataError
 
+    try:
+        args.study = study.from_environment()  # the environment is read here, once; every verb hands the study down
+    except ValueError as e:
+        print(f"error: {e}; fix the file or unset BENCH_STUDY", file=sys.stderr)
+        return 2
     try:
         return args.func(args)
     except (UsageError, PlanError, DataError, methods.UnknownMethodError, DeviceError, files.PlatformError, files.UnreadableFile) as e:

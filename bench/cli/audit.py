@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from bench.cli.options import UsageError
+from bench.study import Study
 
 
 def add_parser(verbs) -> None:
@@ -47,7 +48,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from bench.report import stop_audit
 
     if args.long is None:
-        return one_run(Path(args.rule))
+        return one_run(args.study, Path(args.rule))
     rule, long = Path(args.rule), Path(args.long)
     if rule.resolve() == long.resolve():
         raise UsageError(f"RULE and LONG are the same folder {rule}; give the rule's run and the long run")
@@ -74,14 +75,14 @@ def cmd_audit(args: argparse.Namespace) -> int:
             raise UsageError(f"--replay {args.replay!r} is not a budget with a stopping rule; choose one of {rules}")
         replay = BUDGETS[args.replay].record()
     command = f"python -m bench audit-stops {rule} {long}" + (f" --replay {args.replay}" if args.replay else "")
-    out = stop_audit.write(rule, long, command, replay)
+    out = stop_audit.write(args.study, rule, long, command, replay)
     print((out / stop_audit.MARKDOWN).read_text())
     print(f"written: {out / stop_audit.MARKDOWN}, {out / stop_audit.CSV}", file=sys.stderr)
     return 0
 
 
-def one_run(folder: Path) -> int:
-    """The audit from one folder of trajectories (bench/report/trajectory_audit.py)."""
+def one_run(paper: Study, folder: Path) -> int:
+    """The audit from one folder of trajectories (bench/report/trajectory_audit.py), methods named as the study `paper` names them."""
     from bench import files, store
     from bench.report import trajectory_audit
 
@@ -94,7 +95,7 @@ def one_run(folder: Path) -> int:
     problem = files.unwritable(folder)
     if problem:
         raise UsageError(f"cannot write the audit into {folder}: {problem}")
-    written = trajectory_audit.write(folder, f"python -m bench audit-stops {folder}")
+    written = trajectory_audit.write(paper, folder, f"python -m bench audit-stops {folder}")
     print(written[0].read_text())
     print("written: " + ", ".join(str(p) for p in written), file=sys.stderr)
     return 0

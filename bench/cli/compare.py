@@ -75,14 +75,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
     table = compare.compare_tables(*tables, [m.name for m in metrics.in_table("table1")], args.references)
     if table.empty:
         raise UsageError(f"{args.a} and {args.b} share no method with values under one dataset, rater setting, noise level and reference")
-    runs, diff = compare.run_lines(*opened, *tables, table), compare.differences(*opened)
+    runs, diff = compare.run_lines(args.study, *opened, *tables, table), compare.differences(*opened)
     written = compare.write(
+        args.study,
         table,
         out,
         *names,
         header=compare.header(*opened, runs, args.references, diff),
         run="\n".join(runs),
-        extra=compare.protocols(*opened, table, *names),
+        extra=compare.protocols(args.study, *opened, table, *names),
     )
     print(f"{names[1]} (B) against {names[0]} (A)")
     print("\n".join(runs))
@@ -92,6 +93,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
         + ("; ".join(shown) if shown else "nothing recorded")
         + (f"; … {len(diff) - SHOWN} more in compare.md" if diff[SHOWN:] else "")
     )
-    print("\n".join(compare.summary_lines(table)))
+    print("\n".join(compare.summary_lines(args.study, table)))
     print(f"{len(table)} comparisons: {written[1]}, {written[0]} and {len(written) - 2} figure files in {out}/")
     return 0

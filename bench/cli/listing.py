@@ -38,7 +38,6 @@ def found(layout: str, root: Path) -> str:
 
 def cmd_list(args: argparse.Namespace) -> int:
     import methods
-    from bench import study
     from datasets import DATASETS
 
     if args.what in (None, "methods"):
@@ -46,7 +45,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         for name in methods.method_names():
             entry = methods.get_entry(name)
             print(f"  {name:<22} {entry.group:<9} {entry.summary}")
-        paper = study.current()
+        paper = args.study
         print(f"  {paper.oracle:<22} {'main':<9} {paper.oracle_trains} trained on the ground truth as the only rater (upper bound)")
     if args.what in (None, "datasets"):
         root = data_root(args.data_root).absolute()

@@ -209,6 +209,7 @@ def run_options(args: argparse.Namespace, results: Path, root: Path, force: bool
         threads=args.threads,
         samples=args.samples or DEFAULT_SAMPLES,
         empty_pair=args.empty_pair or "one",
+        study=args.study,
     )
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from bench.cli.options import UsageError, add_run_options, check_out, check_run_options, data_root, run_cells
 from bench.cli.report import write_reproduction
+from bench.study import Study
 
 
 def add_parser(verbs) -> None:
@@ -27,9 +28,10 @@ def add_parser(verbs) -> None:
     p.set_defaults(func=cmd_paper)
 
 
-def recipe_cells(setting, root: Path | None = None) -> list:
-    """The cells a recipe's setting needs: the plan `run` makes of the same methods, seeds, raters, input, noise levels and set
-    (with `root`, the data's: a value equal to the default the method resolves on it is the plain method's cell)."""
+def recipe_cells(paper: Study, setting, root: Path | None = None) -> list:
+    """The cells a recipe's setting needs under the study `paper`: the plan `run` makes of the same methods, seeds, raters,
+    input, noise levels and set (with `root`, the data's: a value equal to the default the method resolves on it is the
+    plain method's cell)."""
     from bench.run.plan import SweepSpec
 
     if not setting.methods:
@@ -39,7 +41,15 @@ def recipe_cells(setting, root: Path | None = None) -> list:
         method, _, param = key.rpartition(".")
         grid.setdefault(method, {})[param] = list(values)
     spec = SweepSpec.build(
-        setting.dataset, setting.methods, list(setting.seeds), list(setting.noise_levels), grid, setting.raters, setting.input, root
+        setting.dataset,
+        setting.methods,
+        list(setting.seeds),
+        list(setting.noise_levels),
+        grid,
+        setting.raters,
+        setting.input,
+        root,
+        paper=paper,
     )
     return spec.cells()
 
@@ -69,7 +79,7 @@ def cmd_paper(args: argparse.Namespace) -> int:
     for name in chosen:
         setting = loaded[name].setting(args.budget)
         try:
-            plans[name] = recipe_cells(setting, root)
+            plans[name] = recipe_cells(args.study, setting, root)
             if plans[name] and not all(store.is_done(results, c) for c in plans[name]):  # an absent dataset is skipped, dry run too
                 c = plans[name][0]
                 split_cache.load_splits(split_cache.DataKey.of_cell(c, root))
@@ -104,7 +114,7 @@ def cmd_paper(args: argparse.Namespace) -> int:
         if name in skipped:
             recipes.write_readme(loaded[name], args.budget, out, [], skipped[name], smoke)
             continue
-        written = recipes.render_recipe(loaded[name], args.budget, plans[name], opened, root, out, smoke)
+        written = recipes.render_recipe(args.study, loaded[name], args.budget, plans[name], opened, root, out, smoke)
         recipes.write_readme(loaded[name], args.budget, out, written, smoke=smoke)
         label = "quick stand-in" if args.budget == "quick" else "paper setting"
         print(f"{name} ({label}): {len(written)} files in {out}/")
@@ -115,5 +125,5 @@ def cmd_paper(args: argparse.Namespace) -> int:
         f"{len(failed)} cells failed; outputs in {out_root}/"
     )
     if (results / store.METRICS).is_file():
-        write_reproduction(opened, root, out_root.parent)
+        write_reproduction(args.study, opened, root, out_root.parent)
     return 1 if failed else 0

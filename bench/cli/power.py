@@ -161,7 +161,7 @@ def groups(args: argparse.Namespace):
         if part.empty:
             continue
         try:
-            comp, per_method = power.components_of(part, exclude=stats.default_exclude())
+            comp, per_method = power.components_of(part, exclude=stats.default_exclude(args.study))
         except ValueError as e:
             print(f"\n{dataset}/{raters}/{noise}: {e}")
             continue

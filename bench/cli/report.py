@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from bench.cli.options import UsageError, check_out, data_root, parse_list
+from bench.study import Study
 
 
 def add_parser(verbs) -> None:
@@ -81,11 +82,11 @@ def cmd_report(args: argparse.Namespace) -> int:
             f"score its cells again from their predictions: `python -m bench rescore --results {results}`"
         )
     out.mkdir(parents=True, exist_ok=True)
-    written = render.render(folder, out, audit, extra)
+    written = render.render(args.study, folder, out, audit, extra)
     for path in written:
         print(path)
     print(f"{len(written)} files written to {out}/")
-    write_reproduction(folder, data_root(args.data_root).absolute(), results / store.PAPER, audit)
+    write_reproduction(args.study, folder, data_root(args.data_root).absolute(), results / store.PAPER, audit)
     return 0
 
 
@@ -114,12 +115,12 @@ def reading_view(results, name: str, out: str | None) -> tuple[Path, Path]:
     return folder, Path(out) if out else folder / store.REPORT
 
 
-def write_reproduction(results, root: Path, out: Path, audit: Path | None = None) -> None:
-    """The reproduction report (bench/reproduce/assessment.py) in OUT/REPRODUCTION.md and .html, when any cell measures a paper
-    value; `audit`: the folder whose stop audit flags the methods (default: `results`)."""
+def write_reproduction(paper: Study, results, root: Path, out: Path, audit: Path | None = None) -> None:
+    """The reproduction report (bench/reproduce/assessment.py) of the study `paper` in OUT/REPRODUCTION.md and .html, when any
+    cell measures a paper value; `audit`: the folder whose stop audit flags the methods (default: `results`)."""
     from bench.reproduce import assessment, page
 
-    found = assessment.assess(results, root, audit=audit)
+    found = assessment.assess(results, root, paper, audit=audit)
     if not any(t.groups for t in found.tables):
         print(f"no cell of this results folder measures a number of {found.study.citation}: no reproduction report")
         return

@@ -107,7 +107,7 @@ def stop_counts(outcomes, key: tuple) -> str:
     return " · ".join(f"{s} {c}/{len(part)}" for s, c in part["stops"].value_counts().sort_index().items())
 
 
-def format_table(summary, method_order: list[str], outcomes=None) -> str:
+def format_table(paper, summary, method_order: list[str], outcomes=None) -> str:
     """Table I as the report builds it (`bench.report.tables.build_table`: DSC (%) ↑ and bAHD ↓, mean ± std over seeds,
     the Average row first), as aligned text, each row with its seeds and, from `outcomes` (store.training_outcomes), how
     its cells stopped and a flag where most validation cases were predicted empty (or full): such a mean is not a method's
@@ -125,7 +125,15 @@ def format_table(summary, method_order: list[str], outcomes=None) -> str:
         reference = runs["reference"].iloc[0] if len(runs) else "gt"
         columns = table_columns("table1", structure)
         table = build_table(
-            part, columns, method_order, "", "method", "main", compete_all=False, flags=degenerate_flags(outcomes, dataset, raters, noise)
+            paper,
+            part,
+            columns,
+            method_order,
+            "",
+            "method",
+            "main",
+            compete_all=False,
+            flags=degenerate_flags(outcomes, dataset, raters, noise),
         )
         lines.append(f"\n{dataset} (raters {raters}, noise {noise}; scored against {reference}; {structure})")
         lines.append(f"{'method':<16}" + "".join(f"{c.markdown:>18}" for c in columns) + f"{'seeds':>7}  {'stopped by':<24}flag")
@@ -285,6 +293,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         args.raters,
         args.network_input,
         data_root(args.data_root).absolute(),
+        paper=args.study,
     )
     dataset = get_dataset(args.dataset)
     reference = args.reference or dataset.reference
@@ -318,7 +327,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         & (summary["reference"] == reference)
         & summary["metric"].isin([m.name for m in metrics.in_table("table1")])
     ]
-    print(format_table(shown, list(spec.methods), folder.training_outcomes))
+    print(format_table(args.study, shown, list(spec.methods), folder.training_outcomes))
     counts = {s: sum(o["status"] == s for o in outcomes) for s in ("done", "skipped", "failed")}
     print(
         f"\n{len(cells)} cells: {counts['done']} trained, {counts['skipped']} already done, {counts['failed']} failed "

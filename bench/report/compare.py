@@ -31,6 +31,7 @@ from bench.report.table_notes import run_records, run_text
 from bench.report.table_text import markdown_table
 from bench.report.tables import default_reference
 from bench.results_folder import ResultsFolder
+from bench.study import Study
 
 MAIN = "main"  # `--references main`: each dataset's default reference only; "all": every reference both folders scored
 
@@ -108,8 +109,8 @@ def compare_tables(a: pd.DataFrame, b: pd.DataFrame, shown: list[str], reference
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def to_markdown(table: pd.DataFrame, name_a: str, name_b: str) -> str:
-    """One Markdown table per group, structure and metric."""
+def to_markdown(paper: Study, table: pd.DataFrame, name_a: str, name_b: str) -> str:
+    """One Markdown table per group, structure and metric, methods named as `paper` names them."""
     out = []
     key = [*GROUP, "structure", "metric"]
     for group, part in table.groupby(key, sort=False):
@@ -121,7 +122,7 @@ def to_markdown(table: pd.DataFrame, name_a: str, name_b: str) -> str:
             p = "–" if np.isnan(r.p_holm) else f"{r.p_holm:.3g}"
             rows.append(
                 [
-                    display(r.method),
+                    display(paper, r.method),
                     mean_sd(r.mean_a, r.sd_a, d),
                     mean_sd(r.mean_b, r.sd_b, d),
                     f"{r.diff:+.{d}f} {shown}",
@@ -139,7 +140,7 @@ def to_markdown(table: pd.DataFrame, name_a: str, name_b: str) -> str:
     return "\n".join(out)
 
 
-def difference_figure(part: pd.DataFrame, title: str, name_a: str, name_b: str) -> Figure:
+def difference_figure(paper: Study, part: pd.DataFrame, title: str, name_a: str, name_b: str) -> Figure:
     """B − A per method with its 95 % interval; a method whose interval is not estimable (one seed on either side, or
     wider than the metric's range: `bench.report.intervals`) is the point alone, named so beside the method."""
     fig = Figure(figsize=(6.4, 1.2 + 0.42 * len(part)), layout="constrained")
@@ -153,7 +154,7 @@ def difference_figure(part: pd.DataFrame, title: str, name_a: str, name_b: str) 
     drawn = [0.0, *part["diff"], *part["ci_low"].where(shown), *part["ci_high"].where(shown)]
     ax.set_xlim(*data_limits(drawn, bounds, least=0.02))  # the data's span (and 0), not the metric's ± its range
     names = [
-        display(m) if ok else f"{display(m)}\n(not estimable, {n_a}/{n_b} seeds)"
+        display(paper, m) if ok else f"{display(paper, m)}\n(not estimable, {n_a}/{n_b} seeds)"
         for m, ok, n_a, n_b in zip(part["method"], shown, part["n_seeds_a"], part["n_seeds_b"])
     ]
     ax.set_yticks(y, names)
@@ -162,7 +163,7 @@ def difference_figure(part: pd.DataFrame, title: str, name_a: str, name_b: str) 
     return fig
 
 
-def protocols(a: Path, b: Path, table: pd.DataFrame, name_a: str, name_b: str) -> str:
+def protocols(paper: Study, a: Path, b: Path, table: pd.DataFrame, name_a: str, name_b: str) -> str:
     """How the ordering of the methods moves with the protocol: per group and method both folders ran, DSC against the
     main reference (first structure, mean over seeds) under A and under B, and the test DSC of each side's GT-selected
     weights (`manifest.json` → `selection`, an upper bound; where the cells kept it), each column's ranks (1 best) and
@@ -189,7 +190,7 @@ def protocols(a: Path, b: Path, table: pd.DataFrame, name_a: str, name_b: str) -
         frame = frame.dropna(axis=1, how="all").loc[registry_order(frame.index)]
         ranks = frame.rank(ascending=False, method="min")
         cells = [
-            [display(m), *(f"{v:.2f} ({ranks.loc[m, c]:.0f})" if not np.isnan(v) else "–" for c, v in row.items())]
+            [display(paper, m), *(f"{v:.2f} ({ranks.loc[m, c]:.0f})" if not np.isnan(v) else "–" for c, v in row.items())]
             for m, row in frame.iterrows()
         ]
         taus = []
@@ -207,7 +208,14 @@ def protocols(a: Path, b: Path, table: pd.DataFrame, name_a: str, name_b: str) -
 
 
 def write(
-    table: pd.DataFrame, out: Path, name_a: str, name_b: str, header: list[str] | None = None, run: str = "", extra: str = ""
+    paper: Study,
+    table: pd.DataFrame,
+    out: Path,
+    name_a: str,
+    name_b: str,
+    header: list[str] | None = None,
+    run: str = "",
+    extra: str = "",
 ) -> list[Path]:
     """compare.csv, compare.md (`header` lines first, `extra` last) and one difference figure per group, structure and
     metric into `out`; `run` (both sides' run lines, `run_lines`) is each figure's footer."""
@@ -217,11 +225,11 @@ def write(
     written = [out / "compare.csv", out / "compare.md"]
     files.write_table(written[0], table)
     head = "".join(f"{line}\n" for line in header or [])
-    files.write_text(written[1], f"# {name_b} (B) against {name_a} (A)\n\n{head}\n" + to_markdown(table, name_a, name_b) + extra)
+    files.write_text(written[1], f"# {name_b} (B) against {name_a} (A)\n\n{head}\n" + to_markdown(paper, table, name_a, name_b) + extra)
     for group, part in table.groupby([*GROUP, "structure", "metric"], sort=False):
         title = f"{group[0]} {group[1]} noise {group[2]}, {group[4]}, {metrics.get(group[-1]).short} against {group[3]}"
         stem = "diff_" + "_".join(str(g).replace("/", "-") for g in group)
-        written += save(caveat(difference_figure(part, title, name_a, name_b), run), out / stem)
+        written += save(caveat(difference_figure(paper, part, title, name_a, name_b), run), out / stem)
     return written
 
 
@@ -281,18 +289,19 @@ def differences(a: Path, b: Path) -> list[str]:
     return [f"{k}: {shown(fa.get(k))} (A) vs {shown(fb.get(k))} (B)" for k in keys if fa.get(k) != fb.get(k)]
 
 
-def seeds_of(table: pd.DataFrame, methods: set[str]) -> dict[str, int]:
+def seeds_of(paper: Study, table: pd.DataFrame, methods: set[str]) -> dict[str, int]:
     """Display name -> seeds, for the compared `methods` of one long table (registry order)."""
     counts = table[table["method"].isin(methods)].groupby("method")["seed"].nunique()
-    return {display(m): int(counts[m]) for m in registry_order(counts.index)}
+    return {display(paper, m): int(counts[m]) for m in registry_order(counts.index)}
 
 
-def run_lines(a: Path, b: Path, table_a: pd.DataFrame, table_b: pd.DataFrame, compared: pd.DataFrame) -> tuple[str, str]:
+def run_lines(paper: Study, a: Path, b: Path, table_a: pd.DataFrame, table_b: pd.DataFrame, compared: pd.DataFrame) -> tuple[str, str]:
     """Each side's run line (`bench.report.table_notes.run_text`: budget, seeds per method, pipeline-check status) over the
     compared methods."""
     methods = set(compared["method"])
     return tuple(
-        f"{side}: {run_text(seeds_of(t, methods), run_records(folder))}" for side, folder, t in (("A", a, table_a), ("B", b, table_b))
+        f"{side}: {run_text(seeds_of(paper, t, methods), run_records(folder))}"
+        for side, folder, t in (("A", a, table_a), ("B", b, table_b))
     )
 
 
@@ -317,7 +326,7 @@ def header(a: Path, b: Path, runs: tuple[str, str], references: str, diff: list[
     ]
 
 
-def summary_lines(table: pd.DataFrame) -> list[str]:
+def summary_lines(paper: Study, table: pd.DataFrame) -> list[str]:
     """stdout's short summary: per group and structure, each metric's B − A per method with its interval and Holm p."""
     out = []
     for group, part in table.groupby([*GROUP, "structure"], sort=False):
@@ -329,7 +338,7 @@ def summary_lines(table: pd.DataFrame) -> list[str]:
                 shown = interval(r.ci_low, r.ci_high, (r.n_seeds_a, r.n_seeds_b), r.df, d, difference_range(name), signed=True)
                 p = "–" if np.isnan(r.p_holm) else f"{r.p_holm:.3g}"
                 out.append(
-                    f"  {metric.short} {display(r.method)}: {mean_sd(r.mean_a, r.sd_a, d)} (A) → {mean_sd(r.mean_b, r.sd_b, d)} (B), "
+                    f"  {metric.short} {display(paper, r.method)}: {mean_sd(r.mean_a, r.sd_a, d)} (A) → {mean_sd(r.mean_b, r.sd_b, d)} (B), "
                     f"B − A {r.diff:+.{d}f} {shown}, p (Holm) {p}"
                 )
     return out

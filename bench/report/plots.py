@@ -26,7 +26,8 @@ from matplotlib.transforms import blended_transform_factory
 import methods
 from bench.evaluate.long_table import ordered_structures
 from bench.report import figure_notes, ranking
-from bench.report.rows import display, main_methods, oracle, reference_method, registry_order
+from bench.report.rows import display, main_methods, registry_order
+from bench.study import Study
 
 _HEAT_CMAP = "viridis"  # as bench/report/example_figures.py's heat maps
 _FONT = 8
@@ -34,9 +35,10 @@ _FONT = 8
 PALETTE = sns.color_palette("tab10") + sns.color_palette("Dark2")
 
 
-def method_color(method: str, all_methods: list[str]):
+def method_color(paper: Study, method: str, all_methods: list[str]):
     """A fixed colour per method, so a method looks the same in every figure of one report."""
-    order = [*main_methods(methods.method_names()), oracle(), *registry_order(set(all_methods) - set(methods.method_names()) - {oracle()})]
+    registered, oracle = methods.method_names(), paper.oracle
+    order = [*main_methods(paper, registered), oracle, *registry_order(set(all_methods) - set(registered) - {oracle})]
     order += [m for m in registry_order(all_methods) if m not in order]
     return PALETTE[order.index(method) % len(PALETTE)]
 
@@ -82,6 +84,7 @@ def saved_caption(png: Path) -> str:
 
 
 def boxplot_figure(
+    paper: Study,
     cases: pd.DataFrame,
     tests: pd.DataFrame,
     methods: list[str],
@@ -91,18 +94,19 @@ def boxplot_figure(
     against: str | None = None,
 ) -> Figure:
     """Per-case DSC (%) per method; the Holm-adjusted p (`tests`' p_holm, rows by `method`) of each box against `against`
-    (default: LF-Net where it is among `methods`; no p where None is found) written above each other box.
+    (default: `paper`'s reference method where it is among `methods`; no p where None is found) written above each other box.
 
     The y axis spans the values drawn (`data_limits`), not Matplotlib's ± 0.04 around a constant. `warning` (e.g.
     "pipeline check, not a verdict: budget quick") is drawn in red above everything, so that the figure says so
     wherever it is shown.
     """
-    against = against if against is not None else (reference_method() if reference_method() in methods else None)
-    labels = [display(m) for m in methods]
-    data = cases.assign(label=cases["method"].map(display), dsc=cases["value"] * 100)
+    reference = paper.reference_method
+    against = against if against is not None else (reference if reference in methods else None)
+    labels = [display(paper, m) for m in methods]
+    data = cases.assign(label=cases["method"].map(lambda m: display(paper, m)), dsc=cases["value"] * 100)
     fig = Figure(figsize=(max(6.0, 1.0 + 0.9 * len(methods)), 5.0), layout="constrained")
     ax = fig.subplots()
-    palette = {display(m): method_color(m, all_methods) for m in methods}
+    palette = {display(paper, m): method_color(paper, m, all_methods) for m in methods}
     with warnings.catch_warnings():  # seaborn 0.13 still passes `vert` to Matplotlib ≥ 3.11; not ours to fix
         warnings.filterwarnings("ignore", message=".*vert: bool", category=MatplotlibDeprecationWarning)
         sns.boxplot(
@@ -199,7 +203,9 @@ def rank_figure(
     return fig
 
 
-def noise_figure(summary: pd.DataFrame, averages: pd.DataFrame, methods: list[str], all_methods: list[str], title: str) -> Figure:
+def noise_figure(
+    paper: Study, summary: pd.DataFrame, averages: pd.DataFrame, methods: list[str], all_methods: list[str], title: str
+) -> Figure:
     """Mean test DSC (%) ± std over seeds against the realised average rater DSC (or the noise level where that is missing)."""
     noise_levels = sorted(summary["noise"].unique())
     x_by_noise = dict(zip(averages["noise"], averages["mean"] * 100))
@@ -216,8 +222,8 @@ def noise_figure(summary: pd.DataFrame, averages: pd.DataFrame, methods: list[st
             yerr=rows["std"].fillna(0) * 100,
             marker="o",
             capsize=3,
-            label=display(method),
-            color=method_color(method, all_methods),
+            label=display(paper, method),
+            color=method_color(paper, method, all_methods),
         )
     if use_average:
         ax.set_xlabel("realised Average DSC of the rater pool vs GT, training split (%)")
@@ -230,7 +236,7 @@ def noise_figure(summary: pd.DataFrame, averages: pd.DataFrame, methods: list[st
     return fig
 
 
-def learning_curve_figure(logs: pd.DataFrame, methods: list[str], title: str) -> Figure:
+def learning_curve_figure(paper: Study, logs: pd.DataFrame, methods: list[str], title: str) -> Figure:
     """One panel per method: the validation loss (the method's own objective, raters only) against the step of each stage,
     mean ± std band over seeds, log scale; a dotted line at each stage's restored step (mean over seeds). A method
     evaluated at fewer than two steps gets a note in place of its panel (`figure_notes`); steps are integer ticks."""
@@ -244,7 +250,7 @@ def learning_curve_figure(logs: pd.DataFrame, methods: list[str], title: str) ->
     palette = dict(zip(stages, sns.color_palette("Set1", len(stages))))
     for ax, method in zip(axes.flat, methods):
         part = evals[evals["method"] == method]
-        ax.set_title(display(method), fontsize=9)
+        ax.set_title(display(paper, method), fontsize=9)
         if figure_notes.no_curve(ax, part):
             continue
         sns.lineplot(  # markers: a stage evaluated once is a point, not empty axes
@@ -273,7 +279,7 @@ def learning_curve_figure(logs: pd.DataFrame, methods: list[str], title: str) ->
     return fig
 
 
-def diagnostic_figure(logs: pd.DataFrame, methods: list[str], all_methods: list[str], title: str) -> Figure:
+def diagnostic_figure(paper: Study, logs: pd.DataFrame, methods: list[str], all_methods: list[str], title: str) -> Figure:
     """Validation DSC against ground truth over the steps of the stage that decides the consensus (the one that logs it),
     mean ± std over seeds: a diagnostic that never stopped or selected anything. Evaluations at fewer than two steps: a
     note in place of the chart."""
@@ -292,8 +298,8 @@ def diagnostic_figure(logs: pd.DataFrame, methods: list[str], all_methods: list[
                 y="diagnostic_gt_dsc",
                 errorbar="sd",
                 ax=ax,
-                label=display(method),
-                color=method_color(method, all_methods),
+                label=display(paper, method),
+                color=method_color(paper, method, all_methods),
                 marker="o",  # a method evaluated once among others is a point, not nothing
                 markersize=4,
             )

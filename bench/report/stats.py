@@ -46,8 +46,8 @@ import pandas as pd
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
-from bench import study
 from bench.evaluate.long_table import GROUP, select
+from bench.study import Study
 from methods.registry import PARAM_SEP
 
 ALPHA = 0.05  # two-sided, of each Holm-adjusted comparison
@@ -82,10 +82,10 @@ TEST_COLUMNS = [
 ]
 
 
-def default_exclude() -> tuple[str, ...]:
+def default_exclude(paper: Study) -> tuple[str, ...]:
     """The study's Oracle is trained on ground truth: an upper bound, not a competitor, so by default it is left out of
     the comparisons (it would only enlarge the Holm family)."""
-    return (study.current().oracle,)
+    return (paper.oracle,)
 
 
 def welch_df(var_ref, var_other, var_case, s_ref: int, s_other: int, c: int):
@@ -280,16 +280,16 @@ def compare_models(ref: pd.DataFrame, other: pd.DataFrame, higher_is_better: boo
     return {**out, **{k: test[k] for k in ("diff", "se", "df", "ci_low", "ci_high", "p")}, "seeds_needed": needed, **wilcoxon}
 
 
-def family_pairs(present: set[str], reference_method: str, extra: Sequence[str] = ()) -> list[tuple[str, str]]:
+def family_pairs(paper: Study, present: set[str], reference_method: str, extra: Sequence[str] = ()) -> list[tuple[str, str]]:
     """The registered comparisons of one column (module docstring), each (a, b) once: the reference method against every
     other method in `present` but the Oracle and parameter-sweep cells (`lf-net@beta=3`, drawn in the parameter figures,
     never tested), and against each of `extra` (a caller's explicit choice, Oracle included); then each pair named by a
-    claim of the study whose two methods are present."""
-    registered = [m for m in present if m not in default_exclude() and PARAM_SEP not in m]
+    claim of the study (`paper`) whose two methods are present."""
+    registered = [m for m in present if m not in default_exclude(paper) and PARAM_SEP not in m]
     others = [m for m in sorted(present) if m != reference_method and (m in registered or m in extra)]
     pairs = [(reference_method, m) for m in others] if reference_method in present else []
     seen = {frozenset(p) for p in pairs}
-    for claim in study.current().claims:
+    for claim in paper.claims:
         for a, b in claim.params.get("pairs", []):
             if a in present and b in present and frozenset((a, b)) not in seen:
                 pairs.append((a, b))
@@ -297,14 +297,16 @@ def family_pairs(present: set[str], reference_method: str, extra: Sequence[str] 
     return pairs
 
 
-def family_tests(part: pd.DataFrame, reference_method: str, higher_is_better: bool = True, extra: Sequence[str] = ()) -> list[dict]:
+def family_tests(
+    paper: Study, part: pd.DataFrame, reference_method: str, higher_is_better: bool = True, extra: Sequence[str] = ()
+) -> list[dict]:
     """Every comparison of one column's family (`family_pairs`), each Holm-adjusted over the whole family.
 
     `part`: the long rows of one column (one group, metric and structure). Returns one dict per pair: reference_method
     (the pair's first method, the one a positive diff favours), method, and `compare_models`'s keys, with p_holm and
     p_wilcoxon_holm.
     """
-    return holm_family(part, family_pairs(set(part["method"]), reference_method, extra), higher_is_better)
+    return holm_family(part, family_pairs(paper, set(part["method"]), reference_method, extra), higher_is_better)
 
 
 def holm_rows(p: np.ndarray) -> np.ndarray:
@@ -371,6 +373,7 @@ def pair_test(family: list[dict], better: str, worse: str) -> dict | None:
 
 
 def paired_tests(
+    paper: Study,
     table: pd.DataFrame,
     metric: str,
     structure: str,
@@ -378,8 +381,8 @@ def paired_tests(
     higher_is_better: bool = True,
     others: Sequence[str] | None = None,
 ) -> pd.DataFrame:
-    """Reference method (default: the study's) vs each other method: the seed-aware test and the paper's Wilcoxon,
-    each Holm-adjusted over the column's whole family (`family_pairs`), whichever rows are asked for.
+    """Reference method (default: the study's, `paper.reference_method`) vs each other method: the seed-aware test and
+    the paper's Wilcoxon, each Holm-adjusted over the column's whole family (`family_pairs`), whichever rows are asked for.
 
     Per dataset × raters × noise × reference, the rows of the reference method against `others`, or by default against
     every method of its family (`family_pairs`: all but the Oracle and parameter-sweep cells); `compare_models` on the
@@ -391,7 +394,7 @@ def paired_tests(
     size with 80 % power); the paper's Wilcoxon on seed-averaged cases: statistic, n_zero, p_wilcoxon, p_wilcoxon_holm,
     effect_size (rank-biserial), median_diff.
     """
-    reference_method = reference_method or study.current().reference_method
+    reference_method = reference_method or paper.reference_method
     rows = select(table, metric=metric, structure=structure)
     out = []
     for key, part in rows.groupby(GROUP, dropna=False, sort=True):
@@ -400,7 +403,7 @@ def paired_tests(
             continue
         family = {
             r["method"]: r
-            for r in family_tests(part, reference_method, higher_is_better, extra=others or ())
+            for r in family_tests(paper, part, reference_method, higher_is_better, extra=others or ())
             if r["reference_method"] == reference_method
         }
         wanted = others if others is not None else list(family)

@@ -47,6 +47,7 @@ from bench.report.stop_logs import (
     spread,
 )
 from bench.results_folder import ResultsFolder
+from bench.study import Study
 from bench.train.stopping import replay_stage
 
 
@@ -200,7 +201,7 @@ def rule_name(rule: dict) -> str:
     )
 
 
-def curves(logs: dict[str, pd.DataFrame], methods: list[str]) -> Figure:
+def curves(paper: Study, logs: dict[str, pd.DataFrame], methods: list[str]) -> Figure:
     """One panel per method: the validation loss of each stage against its step, the long run solid and the rule's
     dashed (mean over seeds, log scale where positive); a grey line where the rule stopped each stage and a dot at the
     step each run restored. Up to the rule's stop a single-stage method's two curves are one (same seed, same batches),
@@ -210,7 +211,7 @@ def curves(logs: dict[str, pd.DataFrame], methods: list[str]) -> Figure:
     fig = Figure(figsize=(3.2 * cols, 2.6 * rows + 0.4), layout="constrained")
     axes = fig.subplots(rows, cols, squeeze=False)
     for ax, method in zip(axes.flat, methods):
-        ax.set_title(display(method), fontsize=9)
+        ax.set_title(display(paper, method), fontsize=9)
         lowest = math.inf
         for i, (stage, _) in enumerate(logs["long"][logs["long"]["method"] == method].groupby("stage", sort=False)):
             colour = f"C{i}"
@@ -349,9 +350,9 @@ def verdicts(metrics: pd.DataFrame, st: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def write(rule: Path, long: Path, command: str, replay_rule: dict) -> Path:
+def write(paper: Study, rule: Path, long: Path, command: str, replay_rule: dict) -> Path:
     """Run the audit and write `<rule>/stop_audit/` (csv of verdicts and metrics, Markdown with the cells not yet audited,
-    `pending`); returns the folder.
+    `pending`, methods named as `paper` names them); returns the folder.
     `replay_rule`: the rule replayed on the long runs (a schedule's or budget's record: `recorded_rule`, `Budget.record`)."""
     every = both_logs(rule, long)  # each training log read once
     logs = paired(every)
@@ -366,9 +367,10 @@ def write(rule: Path, long: Path, command: str, replay_rule: dict) -> Path:
     out = rule / store.STOP_AUDIT
     out.mkdir(exist_ok=True)
     files.write_text(out / CSV, verdict.merge(metrics, on=GROUP, how="left").to_csv(index=False))
-    files.write_text(out / MARKDOWN, to_markdown(metrics, st, verdict, command, rule_name(replay_rule), evidence, waiting, stretches))
+    text = to_markdown(paper, metrics, st, verdict, command, rule_name(replay_rule), evidence, waiting, stretches)
+    files.write_text(out / MARKDOWN, text)
     if len(verdict):
-        save(curves(logs, list(dict.fromkeys(verdict["method"]))), out / FIGURE)
+        save(curves(paper, logs, list(dict.fromkeys(verdict["method"]))), out / FIGURE)
     return out
 
 

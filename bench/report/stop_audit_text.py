@@ -10,6 +10,7 @@ import pandas as pd
 from bench.report.rows import display
 from bench.report.stop_logs import CHECKED, CLOSE, FIGURE, LONG_FACTOR, SPANS, TWIN_TOLERANCE, span_label
 from bench.report.table_text import markdown_table
+from bench.study import Study
 
 
 def twin_text(twin: bool, diff: float) -> str:
@@ -32,7 +33,7 @@ def pra(r: dict, suffix: str = "") -> str:
     return " / ".join("–" if pd.isna(r.get(k + suffix, math.nan)) else f"{r[k + suffix]:.2f}" for k in ("precision", "recall", "area"))
 
 
-def heads_table(evidence: pd.DataFrame) -> list[str]:
+def heads_table(paper: Study, evidence: pd.DataFrame) -> list[str]:
     """The Markdown lines of `heads` under both runs, for the methods with per-rater outputs (none: no lines)."""
     rows = [r for r in evidence.to_dict("records") if pd.notna(r.get("dice_between_rule")) or pd.notna(r.get("dice_between_long"))]
     if not rows:
@@ -48,7 +49,7 @@ def heads_table(evidence: pd.DataFrame) -> list[str]:
             ["method", "Dice_personal: rule → long", "Dice between outputs: rule → long", "Dice between raters"],
             [
                 [
-                    display(r["method"]),
+                    display(paper, r["method"]),
                     f"{pct(r['dice_personal_rule'])} → {pct(r['dice_personal_long'])}",
                     f"{pct(r['dice_between_rule'])} → {pct(r['dice_between_long'])}",
                     pct(r["dice_between_raters_rule"]),
@@ -59,7 +60,7 @@ def heads_table(evidence: pd.DataFrame) -> list[str]:
     ]
 
 
-def spans_table(sp: pd.DataFrame) -> list[str]:
+def spans_table(paper: Study, sp: pd.DataFrame) -> list[str]:
     """The Markdown lines of `spans`: a row per cell and stage, a column per stretch of the long run (no rows: no lines)."""
     if sp.empty:
         return []
@@ -70,7 +71,7 @@ def spans_table(sp: pd.DataFrame) -> list[str]:
             r["span"]: f"{r['val_loss']:.4g} at {r['step']:.0f}" + ("" if pd.isna(r["gt_dsc"]) else f"; {r['gt_dsc']:.1f}")
             for r in part.to_dict("records")
         }
-        rows.append([display(method), seed, stage, f"{part['rule_stop'].iloc[0]:.0f}", *(said.get(k, "–") for k in labels)])
+        rows.append([display(paper, method), seed, stage, f"{part['rule_stop'].iloc[0]:.0f}", *(said.get(k, "–") for k in labels)])
     return [
         "\nWhat each stretch of the long run bought (not judged): in each stretch of steps, as multiples of the rule's stop, "
         "the lowest validation loss at its step; after the semicolon the mean validation DSC against GT logged there (a "
@@ -80,6 +81,7 @@ def spans_table(sp: pd.DataFrame) -> list[str]:
 
 
 def to_markdown(
+    paper: Study,
     metrics: pd.DataFrame,
     st: pd.DataFrame,
     verdict: pd.DataFrame,
@@ -91,11 +93,11 @@ def to_markdown(
 ) -> str:
     """stop_audit.md: the verdicts, the stages and what each stretch of the long runs bought (`spans`), the test metrics,
     their `areas` and `heads` (`evidence`, columns `<name>_rule` and `<name>_long`) and the cells not yet audited
-    (`unpaired`)."""
+    (`unpaired`), methods named as `paper` names them."""
     verdicts = [
         [
             r.dataset,
-            display(r.method),
+            display(paper, r.method),
             r.verdict,
             r.moved or "—",
             close_text(r.close, r.clear),
@@ -107,7 +109,7 @@ def to_markdown(
     ]
     stages = [
         [
-            display(r.method),
+            display(paper, r.method),
             r.stage,
             f"{r.step_rule:.0f} ({r.how_rule})",
             f"{r.restored_step_rule:.0f}, {r.val_loss_rule:.4g}",
@@ -124,7 +126,7 @@ def to_markdown(
         sd = "–" if math.isnan(r.sd_rule) else f"{r.sd_rule * k:.2f}" + (" ‡" if r.method in mixed else "")
         moved.append(
             [
-                display(r.method),
+                display(paper, r.method),
                 r.metric,
                 f"{r.mean_rule * k:.3f} ({sd}, {r.n_seeds_rule:.0f})",
                 f"{r.mean_long * k:.3f} ({r.n_seeds_long:.0f})",
@@ -163,7 +165,7 @@ def to_markdown(
                     stages,
                 ),
                 f"\n![validation curves of both runs]({FIGURE}.png)\n" if len(st) else "",
-                *spans_table(stretches),
+                *spans_table(paper, stretches),
                 "\n## Test metrics\n",
                 "Spread (not judged): how far one evaluation's validation DSC against GT sits from the next in the long run, "
                 "from the step the rule's run restored on (the sd of their difference ÷ √2, mean over seeds). Each run restored one "
@@ -176,9 +178,9 @@ def to_markdown(
                 "DSC's reference, pooled over cases and seeds.\n",
                 markdown_table(
                     ["method", "precision / recall / area: rule", "long"],
-                    [[display(r["method"]), pra(r, "_rule"), pra(r, "_long")] for r in evidence.to_dict("records")],
+                    [[display(paper, r["method"]), pra(r, "_rule"), pra(r, "_long")] for r in evidence.to_dict("records")],
                 ),
-                *heads_table(evidence),
+                *heads_table(paper, evidence),
                 "\n## Not yet audited\n",
                 "Cells without a finished pair of runs: what each run has done, whether the two are twins so far "
                 "(evaluations in common, largest relative difference) and, where the rule's run finished, its test metrics. A method "
@@ -196,7 +198,7 @@ def to_markdown(
                     ],
                     [
                         [
-                            display(r["method"]),
+                            display(paper, r["method"]),
                             r["seed"],
                             r["rule_run"],
                             r["long_run"],

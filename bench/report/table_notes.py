@@ -13,6 +13,7 @@ from bench.evaluate.long_table import select
 from bench.report.rows import display, registry_order
 from bench.report.table_text import TextTable
 from bench.results_folder import ResultsFolder
+from bench.study import Study
 
 
 def degenerate_flags(outcomes: pd.DataFrame | None, dataset: str, raters: str, noise: str) -> dict[str, str]:
@@ -39,7 +40,7 @@ def method_flags(cells: pd.DataFrame) -> dict[str, str]:
 SET_METRICS_SHOWN = "GED, GED_u, Dice_match, Dice_max, Dice_soft"
 
 
-def samples_note(table: pd.DataFrame) -> dict[tuple, tuple[str, set[str]]]:
+def samples_note(paper: Study, table: pd.DataFrame) -> dict[tuple, tuple[str, set[str]]]:
     """Per (dataset, raters, noise) of a long table: the line under each table with a set metric, and the methods left
     out of its set-metric columns because they were scored at another M than the others (set metrics are compared only
     at one M: a perfect sampler's GED falls as 1/M, docs/methods.md#samples).
@@ -68,7 +69,7 @@ def samples_note(table: pd.DataFrame) -> dict[tuple, tuple[str, set[str]]]:
             shown = ", ".join(f"{k} {v:.3f}" for k, v in per.items()) if len(per) > 1 else f"{per.iloc[0]:.3f}"
             line += f"; a perfect sampler of the raters scores GED {shown} at this M (GED_u 0)"
         if apart:
-            names = ", ".join(f"{display(method)} (M = {int(m[method])})" for method in registry_order(apart))
+            names = ", ".join(f"{display(paper, method)} (M = {int(m[method])})" for method in registry_order(apart))
             line += f". Left out of these columns, scored at another M: {names}"
         out[group] = (line + ".", apart)
     return out

@@ -32,13 +32,14 @@ from bench.evaluate import metrics
 from bench.evaluate.long_table import ordered_structures, select
 from bench.evaluate.scoring import HEADLINE
 from bench.report import stats
-from bench.report.rows import AVERAGE, ablation_methods, display, main_methods, oracle, reference_method, table_of
+from bench.report.rows import AVERAGE, ablation_methods, display, main_methods, table_of
 from bench.report.table_notes import (
     row_flags,
     run_line,
     samples_note,
 )
 from bench.report.table_text import SHARED_NOTE, TableCell, TextColumn, TextTable, latex_text, to_latex, to_markdown
+from bench.study import Study
 
 
 def column(metric: str, structure: str, named: bool = False) -> TextColumn:
@@ -66,6 +67,7 @@ def soft_metrics(dataset: str) -> bool:
 
 
 def build_table(
+    paper: Study,
     summary: pd.DataFrame,
     columns: list[TextColumn],
     methods: list[str],
@@ -76,38 +78,39 @@ def build_table(
     flags: dict[str, str] | None = None,
     cases: pd.DataFrame | None = None,
 ) -> TextTable:
-    """Rows = [Average] + methods + [Oracle] (those present), cells mean ± std, a resolved best bolded (see module doc).
+    """Rows = [Average] + methods + [Oracle] (those present; the Oracle and the labels are `paper`'s), cells mean ± std, a
+    resolved best bolded (see module doc).
 
     `flags` maps a method to its degenerate-prediction flag (`degenerate_flags`); a flagged row is never bold. `cases`:
     the per-case long rows (bench.evaluate.long_table.COLUMNS) of the summary's group, which the bold's test reads; a
     column's rows are those of its structure, metric and the summary's reference for it. None: nothing is bold.
     """
-    flags = flags or {}
+    flags, oracle = flags or {}, paper.oracle
     lookup = {(r["method"], r["structure"], r["metric"]): (r["mean"], r["std"]) for r in summary.to_dict("records")}
     has = {m for m, s, k in lookup if (s, k) in {(c.structure, c.metric) for c in columns}}
     order = (
         ([AVERAGE] if AVERAGE in has else [])
-        + [m for m in methods if m in has and m not in (AVERAGE, oracle())]
-        + ([oracle()] if oracle() in has else [])
+        + [m for m in methods if m in has and m not in (AVERAGE, oracle)]
+        + ([oracle] if oracle in has else [])
     )
     table = TextTable(title, label_header, columns)
     seeds = summary[summary["method"] != AVERAGE].groupby("method")["n_seeds"].max() if "n_seeds" in summary else pd.Series(dtype=int)
     for method in order:
         table.methods.append(method)
-        table.labels.append(display(method, table_name))
-        table.italic.append(method in (AVERAGE, oracle()))
+        table.labels.append(display(paper, method, table_name))
+        table.italic.append(method in (AVERAGE, oracle))
         table.flags.append(flags.get(method, ""))
         table.rows.append([table_cell(lookup.get((method, c.structure, c.metric)), c, method == AVERAGE) for c in columns])
         if method in seeds:
             table.seeds[table.labels[-1]] = int(seeds[method])
     if order and order[0] == AVERAGE and len(order) > 1:
         table.rule_before.add(1)
-    if order and order[-1] == oracle() and len(order) > 1:
+    if order and order[-1] == oracle and len(order) > 1:
         table.rule_before.add(len(order) - 1)
     for i, method in enumerate(order):
-        if table_of(method) == "ablation-text" and not any(table_of(m) == "ablation-text" for m in order[:i]):
+        if table_of(paper, method) == "ablation-text" and not any(table_of(paper, m) == "ablation-text" for m in order[:i]):
             table.rule_before.add(i)
-    competing = [i for i, m in enumerate(order) if (compete_all or m not in (AVERAGE, oracle())) and not flags.get(m)]
+    competing = [i for i, m in enumerate(order) if (compete_all or m not in (AVERAGE, oracle)) and not flags.get(m)]
     for j, column in enumerate(columns):
         values = [lookup.get((order[i], column.structure, column.metric)) for i in competing]
         mark_best(table, j, column, competing, values, column_cases(summary, cases, column), [order[i] for i in competing])
@@ -183,7 +186,12 @@ def slug(*parts) -> str:
 
 
 def group_tables(
-    part: pd.DataFrame, group: tuple, flags: dict[str, str] | None = None, cases: pd.DataFrame | None = None, extra: tuple[str, ...] = ()
+    paper: Study,
+    part: pd.DataFrame,
+    group: tuple,
+    flags: dict[str, str] | None = None,
+    cases: pd.DataFrame | None = None,
+    extra: tuple[str, ...] = (),
 ) -> list[tuple[str, TextTable]]:
     """(file stem, table) for one dataset × raters × noise × headline reference of the summary.
 
@@ -199,18 +207,17 @@ def group_tables(
     out = []
     pairs = set(zip(part["structure"], part["metric"]))
     methods_here = set(part["method"])
-    main = main_methods(methods_here)
+    main = main_methods(paper, methods_here)
     base = slug(dataset, raters, noise, reference)
     real = not has_gt(dataset)
-    if main or oracle() in methods_here:
+    if main or paper.oracle in methods_here:
         for structure in ordered_structures({s for s, k in pairs if k in ("dsc", "bahd")}):
             columns = table_columns("table2" if real else "table1", structure)
             columns += [column(k, structure) for k in extra if (structure, k) in pairs and k not in {c.metric for c in columns}]
             kind = "DSC (%) ↑, bAHD ↓, GED ↓ and Dice_match (%) ↑" if real else "DSC (%) ↑ and bAHD ↓"
             kind += "".join(f", {c.markdown}" for c in columns if c.metric in extra)
-            table = build_table(
-                part, columns, main, group_title(kind, group, structure), "Methods", "main", compete_all=False, flags=flags, cases=cases
-            )
+            title = group_title(kind, group, structure)
+            table = build_table(paper, part, columns, main, title, "Methods", "main", compete_all=False, flags=flags, cases=cases)
             out.append((f"{'table2' if real else 'table1'}_{base}_{slug(structure)}", table))
         soft = [
             c for s in ordered_structures({s for s, _ in pairs}) for c in table_columns("table3", s, named=True) if (s, c.metric) in pairs
@@ -220,11 +227,11 @@ def group_tables(
             out.append(
                 (
                     f"table3_{slug(dataset, raters, noise)}",
-                    build_table(part, soft, main, title, "Methods", "main", compete_all=False, flags=flags, cases=cases),
+                    build_table(paper, part, soft, main, title, "Methods", "main", compete_all=False, flags=flags, cases=cases),
                 )
             )
-    ablation = ablation_methods(methods_here)
-    if any(m != reference_method() for m in ablation):
+    ablation = ablation_methods(paper, methods_here)
+    if any(m != paper.reference_method for m in ablation):
         rows = part[part["method"].isin(ablation)]
         row_pairs = set(zip(rows["structure"], rows["metric"]))
         ablation_metrics = [m.name for m in metrics.in_table("ablation")]  # per structure the last it has: soft DSC on RIGA, else DSC
@@ -233,12 +240,13 @@ def group_tables(
             for s in ordered_structures({s for s, k in row_pairs if k in ablation_metrics})
         ]
         title = group_title("ablation, DSC (%) ↑", group)
-        table = build_table(rows, columns, ablation, title, "Variant", "ablation", compete_all=True, flags=flags, cases=cases)
+        table = build_table(paper, rows, columns, ablation, title, "Variant", "ablation", compete_all=True, flags=flags, cases=cases)
         out.append((f"table4_{base}", table))
     return out
 
 
 def write_tables(
+    paper: Study,
     summary: pd.DataFrame,
     out_dir: Path,
     note: str = "",
@@ -282,7 +290,7 @@ def write_tables(
         shared = part[part["reference"].isin(["raters", "rater-mean"]) & (part["method"] != AVERAGE)]
         for reference in [r for r in HEADLINE if r in set(part.loc[part["method"] != AVERAGE, "reference"])]:
             rows = pd.concat([part[part["reference"] == reference], shared])  # the Average row only where its reference (gt) is
-            for stem, table in group_tables(rows, (dataset, raters, noise, reference), flags, group_cases, extra):
+            for stem, table in group_tables(paper, rows, (dataset, raters, noise, reference), flags, group_cases, extra):
                 if (out_dir / f"{stem}.md") in written:  # Table III does not depend on the headline reference
                     continue
                 if line and any(metrics.get(c.metric).kind == "set" for c in table.columns if c.metric in metrics.METRICS):
@@ -290,7 +298,7 @@ def write_tables(
                 table.run = run_line(table, here)
                 write(stem, table)
         if group_cases is not None:
-            table = set_metrics_table(summary, group_cases, dataset, raters, noise, flags, here)
+            table = set_metrics_table(paper, summary, group_cases, dataset, raters, noise, flags, here)
             if table is not None:
                 write(f"set_metrics_{slug(dataset, raters, noise)}", table)
     if markdown:
@@ -308,6 +316,7 @@ SET_TABLE = ("ged", "ged_unbiased", "dice_match", "dice_max", "dice_soft", "dice
 
 
 def set_metrics_table(
+    paper: Study,
     summary: pd.DataFrame,
     cases: pd.DataFrame,
     dataset: str,
@@ -329,7 +338,7 @@ def set_metrics_table(
     rows = cases[where]
     if "n_samples" not in rows or not (rows.loc[rows["metric"].isin(SET_TABLE), "n_samples"] > 1).any():
         return None
-    line, apart = samples_note(rows).get((dataset, raters, noise), ("", set()))
+    line, apart = samples_note(paper, rows).get((dataset, raters, noise), ("", set()))
     drawn = [k for k in SET_TABLE if metrics.get(k).outputs == "samples"]  # compared at one M; Dice_personal scores own outputs
     rows = rows[rows["metric"].isin(SET_TABLE) & ~(rows["method"].isin(apart) & rows["metric"].isin(drawn))]
     part = summary[
@@ -363,11 +372,11 @@ def set_metrics_table(
                     base.higher_is_better,
                 )
             )
-    methods_here = main_methods(set(part["method"]))
+    methods_here = main_methods(paper, set(part["method"]))
     if not columns or not methods_here:
         return None
     title = group_title("set metrics against the rater set (GED ↓, Dice (%) ↑)", (dataset, raters, noise, "the rater set"))
-    table = build_table(part, columns, methods_here, title, "Methods", "main", compete_all=False, flags=flags, cases=rows)
+    table = build_table(paper, part, columns, methods_here, title, "Methods", "main", compete_all=False, flags=flags, cases=rows)
     if line:
         table.notes.append(line)
     table.notes.append(

@@ -28,6 +28,7 @@ from bench.report.stop_logs import GROUP, setup
 from bench.report.table_text import markdown_table
 from bench.report.views import own_reading
 from bench.results_folder import ResultsFolder
+from bench.study import Study
 
 MARKDOWN, CSV, FIGURE = "trajectory_audit.md", "trajectory_audit.csv", "test_curves"
 CHECKED = {"dsc": None, "ged": "raters", "dice_match": "raters"}  # metric: reference (None: gt, else the majority)
@@ -152,7 +153,7 @@ def audit(results: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     return values, pd.DataFrame(rows), cells
 
 
-def rankings(values: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+def rankings(paper: Study, values: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """The methods' DSC ranks under each held reading (rank 1 best; mean over seeds), Kendall's τ between every pair of
     readings over the methods both rank, and every pair of methods whose order a reading reverses against the rule's."""
     dsc = values[(values["metric"] == "dsc") & values["reading"].isin(SHOWN)]
@@ -169,7 +170,7 @@ def rankings(values: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
             before, after = means.loc[m, "rule"] - means.loc[n, "rule"], means.loc[m, reading] - means.loc[n, reading]
             if before * after < 0:
                 first, second = (m, n) if after > 0 else (n, m)
-                lines.append(f"{reading} reverses the rule's order: {display(first)} ahead of {display(second)}")
+                lines.append(f"{reading} reverses the rule's order: {display(paper, first)} ahead of {display(paper, second)}")
     return ranks, lines
 
 
@@ -186,7 +187,9 @@ def test_curves(results: Path) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*GROUP, "seed", "step", "epoch", "dsc"])
 
 
-def curves(data: pd.DataFrame, cells: pd.DataFrame | None = None, values: pd.DataFrame | None = None, by: str = "step") -> Figure:
+def curves(
+    paper: Study, data: pd.DataFrame, cells: pd.DataFrame | None = None, values: pd.DataFrame | None = None, by: str = "step"
+) -> Figure:
     """One panel per method: its test DSC (`test_curves`, mean over seeds, each seed thin) against `by` (step, log scale, or
     epoch); with `cells` and `values` (`audit`), a grey line where the rule stopped, a dot at the rule's reading and a star
     at the primary reading (each at its own step and test DSC, mean over seeds)."""
@@ -214,7 +217,7 @@ def curves(data: pd.DataFrame, cells: pd.DataFrame | None = None, values: pd.Dat
                         color="C3" if marker == "*" else "C1",
                         markersize=7 if marker == "*" else 4,
                     )
-        ax.set_title(display(method), fontsize=9)
+        ax.set_title(display(paper, method), fontsize=9)
         if by == "step":
             ax.set_xscale("log")
         ax.set_xlabel("epoch of the stage that predicts" if by == "epoch" else by, fontsize=8)
@@ -224,14 +227,14 @@ def curves(data: pd.DataFrame, cells: pd.DataFrame | None = None, values: pd.Dat
     return fig
 
 
-def write(results: Path, command: str) -> list[Path]:
-    """trajectory_audit.md, .csv and the test-curve figure in `<results>/stop_audit/`."""
+def write(paper: Study, results: Path, command: str) -> list[Path]:
+    """trajectory_audit.md, .csv and the test-curve figure in `<results>/stop_audit/`, methods named as `paper` names them."""
     values, verdicts, cells = audit(results)
     out = results / store.STOP_AUDIT
     out.mkdir(parents=True, exist_ok=True)
     write_table(out / CSV, verdicts)
-    written = [out / CSV, *save(curves(test_curves(results), cells, values), out / FIGURE)]
-    ranks, lines = rankings(values)
+    written = [out / CSV, *save(curves(paper, test_curves(results), cells, values), out / FIGURE)]
+    ranks, lines = rankings(paper, values)
     table = []
     for r in verdicts.itertuples():
         k = SCALE[r.metric]
@@ -239,7 +242,7 @@ def write(results: Path, command: str) -> list[Path]:
         num = lambda v, k=k, sign="": "—" if math.isnan(v) else f"{v * k:{sign}.3f}"  # noqa: E731
         table.append(
             [
-                display(r.method),
+                display(paper, r.method),
                 r.metric,
                 r.seeds,
                 num(r.rule),
@@ -264,7 +267,7 @@ def write(results: Path, command: str) -> list[Path]:
     )
     read = [
         [
-            display(m),
+            display(paper, m),
             reading,
             f"{g.step:.0f}" if not math.isnan(g.step) else "—",
             f"{g.value * 100:.2f}",
@@ -274,7 +277,7 @@ def write(results: Path, command: str) -> list[Path]:
     ]
     stages = [
         [
-            display(c.method),
+            display(paper, c.method),
             c.seed,
             c.setup,
             f"{c.horizon:.0f}",
@@ -298,7 +301,7 @@ def write(results: Path, command: str) -> list[Path]:
             "Test DSC, its step (mean over seeds) and the consensus's precision / recall / area.\n",
             markdown_table(["method", "reading", "step", "DSC", "precision / recall / area"], read),
             "\n## Rankings\n",
-            markdown_table(["method", *ranks.columns], [[display(m), *(f"{v:.0f}" for v in row)] for m, row in ranks.iterrows()]),
+            markdown_table(["method", *ranks.columns], [[display(paper, m), *(f"{v:.0f}" for v in row)] for m, row in ranks.iterrows()]),
             "",
             *[f"- {line}" for line in lines],
             "\n## Cells\n",

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
 
-from bench import store, study
+from bench import store
 from bench.evaluate.long_table import pooled_areas, select
 from bench.evaluate.metrics import higher_is_better
 from bench.report import stats, stop_audit
@@ -106,9 +106,10 @@ def per_seed(table: pd.DataFrame, column: Column, reference: str) -> pd.DataFram
 # --------------------------------------------------------------------------- assessing
 
 
-def assess(results: Path, data_root: Path, paper: Study | None = None, audit: Path | None = None) -> Assessment:
-    """`audit`: the folder whose stop audit flags the methods (`stop_audit.failures`; default `results`)."""
-    paper, results = paper or study.current(), ResultsFolder.of(results)
+def assess(results: Path, data_root: Path, paper: Study, audit: Path | None = None) -> Assessment:
+    """`paper`: the study whose numbers and claims are checked; `audit`: the folder whose stop audit flags the methods
+    (`stop_audit.failures`; default `results`)."""
+    results = ResultsFolder.of(results)
     table = results.read_collected(store.METRICS)
     if not set(store.COLUMNS) <= set(table.columns):  # nothing collected yet (or a table from elsewhere): nothing measured
         table = pd.DataFrame(columns=store.COLUMNS)
@@ -272,7 +273,7 @@ def assess_readings(table: pd.DataFrame, cells: pd.DataFrame, paper: Study) -> l
         column = Column(dataset, "dsc", DATASETS[dataset].reference, structure)
         seeds = per_seed(part, column, column.reference)
         pooled = areas(part, dataset, raters, column.reference, column)
-        tests = stats.paired_tests(part, "dsc", structure, first, True, others=[n for n in names if n != first])
+        tests = stats.paired_tests(paper, part, "dsc", structure, first, True, others=[n for n in names if n != first])
         tests = tests.set_index("method") if len(tests) else pd.DataFrame()
         for reading in paper.readings:
             method = reading["method"]
@@ -318,8 +319,8 @@ def assess_table(t: Table, table: pd.DataFrame, cells: pd.DataFrame, paper: Stud
                     groups[key] = group_for(dataset, raters, column.dataset, cells, column, paper)
                 group = groups[key]
                 part = seeds[seeds["raters"] == raters]
-                group.entries[j] = column_entries(t, j, part, column, group, cells)
-                group.ranking[j] = ranking(t, j, group.entries[j], table, column, dataset, raters, reference)
+                group.entries[j] = column_entries(paper, t, j, part, column, group, cells)
+                group.ranking[j] = ranking(paper, t, j, group.entries[j], table, column, dataset, raters, reference)
                 group.extra[j] = areas(table, dataset, raters, reference, column)
                 found = True
         if not found:
@@ -327,15 +328,15 @@ def assess_table(t: Table, table: pd.DataFrame, cells: pd.DataFrame, paper: Stud
     return TableReport(t, list(groups.values()), not_run)
 
 
-def column_entries(t: Table, j: int, part: pd.DataFrame, column: Column, group: Group, cells: pd.DataFrame) -> list[Entry]:
+def column_entries(paper: Study, t: Table, j: int, part: pd.DataFrame, column: Column, group: Group, cells: pd.DataFrame) -> list[Entry]:
     factor = scale(column.metric)
     measured = {m: measure(g["value"].to_numpy(), factor) for m, g in part.groupby("method")}
     if column.metric == "dsc" and group.labels.get("average") is not None:
         measured["average"] = Measured(100 * group.labels["average"], math.nan, 0, (math.nan, math.nan))
     # Other measured methods of the rows' registry table after the paper's rows (the reference method shows in every table).
-    kinds = {table_of(r.method) for r in t.rows if r.method != study.current().reference_method} - {None}
+    kinds = {table_of(paper, r.method) for r in t.rows if r.method != paper.reference_method} - {None}
     rows = [r.method for r in t.rows]
-    order = rows + [m for m in sorted(measured) if m not in rows and table_of(m) in kinds]
+    order = rows + [m for m in sorted(measured) if m not in rows and table_of(paper, m) in kinds]
     out = []
     for method in order:
         paper_value, mine = t.value(method, j), measured.get(method)
@@ -343,17 +344,18 @@ def column_entries(t: Table, j: int, part: pd.DataFrame, column: Column, group: 
         if paper_value is None or mine is None:
             entry.verdict = "no paper value" if paper_value is None else "not run"
         else:
-            judge(entry, study_tolerance(column, study.current(), paper_value[0]))  # one tolerance per measurement, whatever table
+            judge(entry, study_tolerance(column, paper, paper_value[0]))  # one tolerance per measurement, whatever table
             if group.kind != "verdict":  # the interval is shown, the verdict is the group's
                 entry.verdict = group.kind
         out.append(entry)
     return out
 
 
-def ranking(t: Table, j: int, entries: list[Entry], table: pd.DataFrame, column: Column, dataset: str, raters: str, reference: str) -> dict:
+def ranking(
+    paper: Study, t: Table, j: int, entries: list[Entry], table: pd.DataFrame, column: Column, dataset: str, raters: str, reference: str
+) -> dict:
     """Kendall τ between the paper's and the measured order of the methods both have, each column's winner, and the
     paired test of the measured best method against the reference method."""
-    paper = study.current()
     higher = higher_is_better(column.metric)
     both = [e for e in entries if e.paper and e.measured and e.method not in ("average", paper.oracle)]
     out: dict = {"n": len(both), "scale": scale(column.metric)}
@@ -370,7 +372,7 @@ def ranking(t: Table, j: int, entries: list[Entry], table: pd.DataFrame, column:
         out["paper_winner"] = pick(paper_rows, key=lambda e: e.paper[0]).method if paper_rows else ""
         if best.method != paper.reference_method and any(e.method == paper.reference_method for e in competing):
             rows = select(table, dataset=dataset, raters=raters, noise="protocol", reference=reference)
-            tests = stats.paired_tests(rows, column.metric, column.structure, paper.reference_method, higher, others=[best.method])
+            tests = stats.paired_tests(paper, rows, column.metric, column.structure, paper.reference_method, higher, others=[best.method])
             if len(tests):
                 out["test"] = tests.iloc[0].to_dict()
     return out

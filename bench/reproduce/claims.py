@@ -13,7 +13,6 @@ import math
 
 import pandas as pd
 
-from bench import study
 from bench.evaluate.long_table import select
 from bench.evaluate.metrics import higher_is_better
 from bench.report import stats
@@ -41,7 +40,7 @@ def assess_claim(claim: Claim, tables: list[TableReport], table: pd.DataFrame, c
     if claim.kind == "unchecked":
         return ClaimReport(claim, "not checkable", [claim.params.get("why", "")])
     if claim.kind == "label":
-        return label_claim(claim, cells)
+        return label_claim(paper, claim, cells)
     checks = []
     if claim.kind == "best":
         for report in tables:
@@ -51,10 +50,10 @@ def assess_claim(claim: Claim, tables: list[TableReport], table: pd.DataFrame, c
                     groups = [g for g in report.groups if j in g.entries and g.dataset in samples(column.dataset)]
                     pairs = [(paper.reference_method, m) for m in competitors(report.table.id, paper)]
                     checks += [
-                        order_check(table, g, column, pairs, where, study_tolerance(column, paper)) | {"part": where} for g in groups
+                        order_check(paper, table, g, column, pairs, where, study_tolerance(column, paper)) | {"part": where} for g in groups
                     ]
                     checks += [] if groups else [not_run(where)]
-        return combine(claim, checks)
+        return combine(paper, claim, checks)
     for column in claim_columns(claim):
         tol = study_tolerance(column, paper)
         part = f"{column.dataset} {column.metric} {column.structure}"
@@ -70,19 +69,19 @@ def assess_claim(claim: Claim, tables: list[TableReport], table: pd.DataFrame, c
                     pairs = [tuple(p) for p in claim.params["pairs"]]
                     levels = sorted(set(mine.loc[mine["raters"] == raters, "noise"])) if claim.kind == "noise" else ["protocol"]
                     checks += [
-                        order_check(table, group, column, pairs, f"{where} noise {level}", tol, reference, level)
+                        order_check(paper, table, group, column, pairs, f"{where} noise {level}", tol, reference, level)
                         | {"part": part if claim.kind == "order" else f"{part} noise {level}"}
                         for level in levels
                     ]
                 elif claim.kind == "significant":  # against the paper table's competitors on this dataset
                     pairs = [(paper.reference_method, m) for m in competitors(table_of_dataset(column.dataset, paper), paper)]
-                    checks.append(order_check(table, group, column, pairs, where, tol, reference) | {"part": part})
+                    checks.append(order_check(paper, table, group, column, pairs, where, tol, reference) | {"part": part})
                 elif claim.kind == "margin":
                     checks.append(margin_check(claim, table, group, column, reference, where, paper, tol) | {"part": part})
                 elif claim.kind == "tie":
-                    checks.append(tie_check(claim, table, group, column, reference, where, tol) | {"part": part})
+                    checks.append(tie_check(paper, claim, table, group, column, reference, where, tol) | {"part": part})
         checks += [] if found else [not_run(part)]
-    return combine(claim, checks)
+    return combine(paper, claim, checks)
 
 
 def not_run(where: str) -> dict:
@@ -153,9 +152,10 @@ def decide(states: list[str], missing: list) -> str:
 
 
 def pair_tests(
-    table, group: Group, column: Column, pairs, where: str, tol: float, reference: str | None = None, noise: str = "protocol"
+    paper: Study, table, group: Group, column: Column, pairs, where: str, tol: float, reference: str | None = None, noise: str = "protocol"
 ) -> dict:
-    """The pairs of one check that ran, each read from its column's one Holm family (`bench.report.stats.family_tests`):
+    """The pairs of one check that ran, each read from its column's one Holm family (`bench.report.stats.family_tests` of
+    `paper`):
     "ahead" when significant in the better method's favour, "behind" when significant the other way, "no material
     difference" when not significant and its 95 % interval lies inside ± `tol`, else "unresolved" (so is a pair the
     study does not register, which has no test). Returns the check without a status: group, where, missing (pairs not
@@ -171,14 +171,14 @@ def pair_tests(
         "missing": missing,
         "results": [],
         "means": {},
-        "lines": [f"{where}: not run: {', '.join(f'{display(a)} vs {display(b)}' for a, b in missing)}"] if missing else [],
+        "lines": [f"{where}: not run: {', '.join(f'{display(paper, a)} vs {display(paper, b)}' for a, b in missing)}"] if missing else [],
     }
     ran = [p for p in pairs if p not in missing]
     if not ran:
         return out
     higher, unit = higher_is_better(column.metric), scale(column.metric)
     out["means"] = (rows.groupby("method")["value"].mean() * unit).to_dict()
-    family = stats.family_tests(rows, study.current().reference_method, higher)
+    family = stats.family_tests(paper, rows, paper.reference_method, higher)
     for better, worse in ran:
         r = stats.pair_test(family, better, worse) or {
             "diff": math.nan,
@@ -197,14 +197,14 @@ def pair_tests(
 
 
 def order_check(
-    table, group: Group, column: Column, pairs, where: str, tol: float, reference: str | None = None, noise: str = "protocol"
+    paper: Study, table, group: Group, column: Column, pairs, where: str, tol: float, reference: str | None = None, noise: str = "protocol"
 ) -> dict:
     """Each (better, worse) pair by its state (`pair_tests`), judged by direction: the check does not hold only when a
     pair is behind (significant the other way), holds when every pair is ahead, shows "no material difference" when a
     pair is inside ± `tol` (a real gap smaller than the tolerance is no refutation), is inconclusive when one is
     unresolved (with the seeds that would find a gap of that size), and incomplete when a pair was not run (`missing`
     names it) unless a pair that ran already refutes it; "not run" when no pair ran."""
-    check = pair_tests(table, group, column, pairs, where, tol, reference, noise)
+    check = pair_tests(paper, table, group, column, pairs, where, tol, reference, noise)
     if not check["results"]:
         return {**check, "status": "not run"}
     to_status = {
@@ -214,7 +214,7 @@ def order_check(
         "unresolved": "inconclusive",
     }
     lines = [
-        f"{where} ({group.budget}): {display(r['better'])} {check['means'][r['better']]:.2f} vs {display(r['worse'])} "
+        f"{where} ({group.budget}): {display(paper, r['better'])} {check['means'][r['better']]:.2f} vs {display(paper, r['worse'])} "
         f"{check['means'][r['worse']]:.2f}, {comparison(r, tol)}"
         for r in check["results"]
     ]
@@ -279,7 +279,7 @@ def margin_check(claim: Claim, table, group: Group, column: Column, reference: s
         rows = [(v[0], m) for m in competitors(t.id, paper) if (v := t.value(m, j))] if j is not None else []
         pick = max if higher_is_better(column.metric) else min
         versus = {pick(rows)[1]: claim.params["points"]} if rows else {}
-    check = pair_tests(table, group, column, [(paper.reference_method, m) for m in versus], where, tol, reference)
+    check = pair_tests(paper, table, group, column, [(paper.reference_method, m) for m in versus], where, tol, reference)
     if not check["results"]:
         return {**check, "status": "not run"}
     lines, states = [], []
@@ -288,18 +288,18 @@ def margin_check(claim: Claim, table, group: Group, column: Column, reference: s
         state = "does not hold" if r["state"] == "behind" or r["high"] < need else "holds" if r["low"] >= need else "inconclusive"
         states.append(state)
         lines.append(
-            f"{where} ({group.budget}): {display(r['better'])} − {display(r['worse'])} = {r['diff']:+.2f} points "
+            f"{where} ({group.budget}): {display(paper, r['better'])} − {display(paper, r['worse'])} = {r['diff']:+.2f} points "
             f"{shown(r)}, {holm_p(r['p_holm'])} → {r['state']} (claimed ≈ "
             f"{versus[r['worse']]:g}, at least {need:g}) → {state}"
         )
     return {**check, "status": decide(states, check["missing"]), "lines": lines + check["lines"]}
 
 
-def tie_check(claim: Claim, table, group: Group, column: Column, reference: str, where: str, tol: float) -> dict:
+def tie_check(paper: Study, claim: Claim, table, group: Group, column: Column, reference: str, where: str, tol: float) -> dict:
     """No effect: per pair, "no effect" (holds) when its 95 % interval lies inside ± `tol` (equivalence), "an effect"
     (does not hold) when it lies entirely outside it, inconclusive otherwise; a pair not run makes it incomplete unless
     a pair that ran shows an effect (a missing test is no evidence of no effect)."""
-    check = pair_tests(table, group, column, [tuple(p) for p in claim.params["pairs"]], where, tol, reference)
+    check = pair_tests(paper, table, group, column, [tuple(p) for p in claim.params["pairs"]], where, tol, reference)
     if not check["results"]:
         return {**check, "status": "not run"}
     lines, states = [], []
@@ -307,14 +307,14 @@ def tie_check(claim: Claim, table, group: Group, column: Column, reference: str,
         inside, outside = -tol <= r["low"] and r["high"] <= tol, r["high"] < -tol or r["low"] > tol
         states.append("holds" if inside else "does not hold" if outside else "inconclusive")
         lines.append(
-            f"{where} ({group.budget}): {display(r['better'])} vs {display(r['worse'])}: Δ {r['diff']:+.2f} "
+            f"{where} ({group.budget}): {display(paper, r['better'])} vs {display(paper, r['worse'])}: Δ {r['diff']:+.2f} "
             f"{shown(r)} against ±{tol:.2g} → "
             f"{'no effect' if inside else 'an effect' if outside else 'inconclusive'}"
         )
     return {**check, "status": decide(states, check["missing"]), "lines": lines + check["lines"]}
 
 
-def label_claim(claim: Claim, cells: pd.DataFrame) -> ClaimReport:
+def label_claim(paper: Study, claim: Claim, cells: pd.DataFrame) -> ClaimReport:
     """A claim on the fused labels, checked on each rater setting's training pool at the protocol (label statistics, no
     training). Per dataset of its scope, the verdict-grade settings are judged, the paper's setting where the dataset has
     one; a dataset with only pipeline checks (a smoke run's pool is read all the same) leaves the claim incomplete, and a
@@ -330,7 +330,7 @@ def label_claim(claim: Claim, cells: pd.DataFrame) -> ClaimReport:
                 continue
             a, b = labels[left], float(right) if right.replace(".", "").isdigit() else labels[right]
             holds = a < b if op == "<" else a > b
-            verdicts.append((paper_setting(name) in (None, raters), holds, bool(pipeline_reasons(part))))
+            verdicts.append((paper_setting(paper, name) in (None, raters), holds, bool(pipeline_reasons(part))))
             evidence.append(f"{name}/{raters}: {left} {a:.3f} {op} {b:.3f} → {'holds' if holds else 'does not hold'}")
         graded = [(is_paper, h) for is_paper, h, pipeline in verdicts if not pipeline]
         if not graded:
@@ -347,7 +347,7 @@ def label_claim(claim: Claim, cells: pd.DataFrame) -> ClaimReport:
     return ClaimReport(claim, worst(statuses + ["incomplete"] * len(gaps)), evidence + gaps)
 
 
-def combine(claim: Claim, checks: list[dict]) -> ClaimReport:
+def combine(paper: Study, claim: Claim, checks: list[dict]) -> ClaimReport:
     """A claim's verdict from its checks, part by part of its scope (a column, or a column at one noise level, each
     check's "part"): a part is judged on its verdict-grade checks, under the paper's setting per dataset where that
     dataset has one, and takes the worst of their statuses (`SEVERITY`); a part with no cell, or with only pipeline
@@ -369,6 +369,6 @@ def combine(claim: Claim, checks: list[dict]) -> ClaimReport:
             continue
         for dataset in dict.fromkeys(c["group"].dataset for c in graded):
             mine = [c for c in graded if c["group"].dataset == dataset]
-            judged = [c for c in mine if is_paper_setting(c["group"])] or mine  # the paper's setting, per dataset
+            judged = [c for c in mine if is_paper_setting(paper, c["group"])] or mine  # the paper's setting, per dataset
             statuses += [c["status"] for c in judged]
     return ClaimReport(claim, worst(statuses), evidence)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench import files, study
+from bench import files
 from bench.evaluate.long_table import mean_sd, select
 from bench.report import table_notes
 from bench.report.intervals import interval, value_range
@@ -55,6 +55,7 @@ from bench.reproduce.verdicts import (
     is_paper_setting,
     pipeline_reasons,
 )
+from bench.study import Study
 
 #: Verdicts in the order the headline counts them.
 VALUE_VERDICTS = ("reproduced", "not reproduced", "inconclusive", UNATTAINABLE, "pipeline check", "not comparable", "not run")
@@ -126,7 +127,7 @@ def page(a: Assessment, figs: dict, out_dir: Path, cells: pd.DataFrame, ranks: d
     shown: set[Path] = set()  # a figure is embedded once, under the first table that shows its group
     for t in a.tables:
         if any(g.entries for g in t.groups):  # a table with no cells at all is named in the headline and under Datasets
-            blocks += table_blocks(t, figs, out_dir, shown, cells, ranks, a.logs, a.stops)
+            blocks += table_blocks(paper, t, figs, out_dir, shown, cells, ranks, a.logs, a.stops)
     blocks += set_metrics_blocks(a, cells)
     blocks += datasets_blocks(a)
     blocks += claims_blocks(a)
@@ -170,8 +171,8 @@ def headline(a: Assessment) -> list[str]:
     """The headline as sentences (the page's list at its top; `bench report` prints them): the protocol, one line of
     numbers per paper table that was measured (`table_line`), the tables not run, the claims' verdicts."""
     lines = [f"Every verdict stands {a.protocol}"] if a.protocol else []
-    lines += [line for t in a.tables if (line := table_line(t, a.stops))]
-    flagged = {f"{display(m)} [{flag}]" for group in a.stops.values() for m, flag in group.items()}
+    lines += [line for t in a.tables if (line := table_line(a.study, t, a.stops))]
+    flagged = {f"{display(a.study, m)} [{flag}]" for group in a.stops.values() for m, flag in group.items()}
     if flagged:
         lines.append(f"Not shown to be at their best by the stop audit of {a.audit}: {', '.join(sorted(flagged))} (bench audit-stops)")
     absent = [t for t in a.tables if not any(g.entries for g in t.groups)]
@@ -191,21 +192,21 @@ def headline(a: Assessment) -> list[str]:
     return lines
 
 
-def table_line(t: TableReport, stops: dict | None = None) -> str:
+def table_line(paper: Study, t: TableReport, stops: dict | None = None) -> str:
     """One paper table's headline, "" where nothing of it was measured: its first measured column under the setting
     identified as the paper's, the reference method's value (the best measured one's where it did not run) with its
     interval, the paper's value and the Δ interval the verdict reads (none beside a stand-in's: another dataset's), its
     verdict, the best method measured here (among two or more); then the table's verdict counts. A value
     whose method's stop audit does not pass (`stops`, `Assessment.stops`) carries its flag."""
     for g in t.groups:
-        if not is_paper_setting(g):
+        if not is_paper_setting(paper, g):
             continue
         for j, entries in sorted(g.entries.items()):
             trained = [e for e in entries if e.measured and e.measured.n and e.method != "average"]
             if not trained:
                 continue
             column, r = t.table.columns[j], g.ranking.get(j, {})
-            reference = study.current().reference_method
+            reference = paper.reference_method
             e = next((e for e in trained if e.method == reference), None) or next(
                 (e for e in trained if e.method == r.get("winner")), trained[0]
             )
@@ -220,18 +221,18 @@ def table_line(t: TableReport, stops: dict | None = None) -> str:
             flag += f" [{stopped[e.method]}]" if e.method in stopped else ""
             text = (
                 f"**{t.table.label}** ({column.dataset} {column_name(column)}, on {g.dataset} `{g.raters}`): "
-                f"{value_text(e, column.metric)}{flag}{against}"
+                f"{value_text(paper, e, column.metric)}{flag}{against}"
             )
             best = next((x for x in trained if x.method == r.get("winner")), None)
             if best is not None and best is not e:
                 test = r.get("test") or {}
                 p = test.get("p_holm", math.nan)
                 best_flag = f" [{stopped[best.method]}]" if best.method in stopped else ""
-                text += f"; best here {display(best.method)}{best_flag} {best.measured.mean:.{digits(column.metric)}f}"
-                text += "" if math.isnan(p) else f" (Holm p {p:.2g} against {display(test['reference_method'])})"
+                text += f"; best here {display(paper, best.method)}{best_flag} {best.measured.mean:.{digits(column.metric)}f}"
+                text += "" if math.isnan(p) else f" (Holm p {p:.2g} against {display(paper, test['reference_method'])})"
             elif best is e and len(trained) > 1:
                 text += "; the best measured here"
-            counts = table_counts(t)
+            counts = table_counts(paper, t)
             return text + ". Values: " + ", ".join(f"{counts[v]} {v}" for v in VALUE_VERDICTS if counts[v]) + "."
     return ""
 
@@ -246,20 +247,20 @@ def delta_text(e: Entry, metric: str) -> str:
     return f"{diff:+.{d}f} [{low:+.{d}f}, {high:+.{d}f}]"
 
 
-def value_text(e: Entry, metric: str) -> str:
+def value_text(paper: Study, e: Entry, metric: str) -> str:
     """ "LF-Net 89.20 [88.10, 90.30] (n 3, df 2)", or "LF-Net 92.93 (no interval with 1 seed)": a measured value with its
     interval (`interval`, in the range of `metric`)."""
     m, d = e.measured, digits(metric)
     shown = interval(m.ci[0], m.ci[1], m.n, m.n - 1, d, value_range(metric))
-    return f"{display(e.method)} {m.mean:.{d}f} " + (shown if shown.startswith("[") else f"({shown})")
+    return f"{display(paper, e.method)} {m.mean:.{d}f} " + (shown if shown.startswith("[") else f"({shown})")
 
 
-def table_counts(t: TableReport) -> Counter:
+def table_counts(paper: Study, t: TableReport) -> Counter:
     """How many of a paper table's values (trained methods, not the Average row) got each verdict under the setting
     identified as the paper's; a column without such a group counts its values as not run."""
     counts: Counter = Counter()
     for j, _ in enumerate(t.table.columns):
-        groups = [g for g in t.groups if j in g.entries and is_paper_setting(g)]
+        groups = [g for g in t.groups if j in g.entries and is_paper_setting(paper, g)]
         if not groups:
             counts["not run"] += sum(1 for r in t.table.rows if r.method != "average" and t.table.value(r.method, j))
         for g in groups:
@@ -267,23 +268,23 @@ def table_counts(t: TableReport) -> Counter:
     return counts
 
 
-def not_run_line(t: TableReport) -> str:
+def not_run_line(paper: Study, t: TableReport) -> str:
     """The values of a paper table that were not run, folded into one line: how many, the methods of its rows not trained
     here, the columns whose dataset has no cells (their instructions are in the Datasets section, once)."""
-    n = table_counts(t)["not run"]
+    n = table_counts(paper, t)["not run"]
     if not n:
         return ""
     methods = list(
         dict.fromkeys(
             e.method
             for g in t.groups
-            if is_paper_setting(g)
+            if is_paper_setting(paper, g)
             for rows in g.entries.values()
             for e in rows
             if e.paper and not e.measured and e.method != "average"
         )
     )
-    parts = [f"{', '.join(map(display, methods))} not trained here"] if methods else []
+    parts = [f"{', '.join(display(paper, m) for m in methods)} not trained here"] if methods else []
     absent = list(t.not_run)
     if absent:
         parts.append(f"no cells of {', '.join(absent)} (see [Datasets](#datasets))")
@@ -300,6 +301,7 @@ def has_curves(logs: pd.DataFrame, dataset: str, raters: str) -> bool:
 
 
 def table_blocks(
+    paper: Study,
     t: TableReport,
     figs: dict,
     out_dir: Path,
@@ -315,7 +317,7 @@ def table_blocks(
     learning curves only where `logs`, the training logs, hold a curve)."""
     logs = pd.DataFrame() if logs is None else logs
     blocks: list[Block] = [("h", 2, f"{t.table.label}: {t.table.title} (line {t.table.line})")]
-    if line := not_run_line(t):
+    if line := not_run_line(paper, t):
         blocks.append(("p", line))
     for g in t.groups:
         blocks += [("h", 3, f"{g.dataset}, raters `{g.raters}`: {g.kind}"), ("p", group_line(g))]
@@ -343,16 +345,16 @@ def table_blocks(
                         "verdict",
                         "precision / recall / area",
                     ],
-                    [entry_row(e, extra, column.metric, stand_in=is_stand_in(g), flag=flags.get(e.method, "")) for e in measured],
+                    [entry_row(paper, e, extra, column.metric, stand_in=is_stand_in(g), flag=flags.get(e.method, "")) for e in measured],
                 )
             )
             key = (t.table.id, g.dataset, g.raters, j)
             r = ranks.get(key)
-            pairs = pairs_blocks(r) if r is not None else []
+            pairs = pairs_blocks(paper, r) if r is not None else []
             if pairs and len(pairs) == 1:  # one line: after the ranking's, in its paragraph
-                blocks.append(("p", f"{ranking_line(g.ranking.get(j, {}), r)}. {pairs[0][1]}"))
+                blocks.append(("p", f"{ranking_line(paper, g.ranking.get(j, {}), r)}. {pairs[0][1]}"))
             else:
-                blocks += [("p", ranking_line(g.ranking.get(j, {}), r)), *pairs]
+                blocks += [("p", ranking_line(paper, g.ranking.get(j, {}), r)), *pairs]
             gallery += [*figs.get(("ranks", *key), []), *figs.get(("significance", *key), [])]
         if flags:
             blocks.append(("p", FLAG_NOTE + "."))
@@ -370,14 +372,14 @@ def table_blocks(
     return blocks
 
 
-def pairs_blocks(r: ColumnRanking) -> list[Block]:
+def pairs_blocks(paper: Study, r: ColumnRanking) -> list[Block]:
     """Every pair of a column (its significance map) in one line, and its ranks under the three schemes: one line where
     they agree, a table where they do not; a note where fewer than two methods have two seeds."""
     sig = r.significance
     if sig is None:
-        seeds = ", ".join(f"{display(m)} {n}" for m, n in r.seeds.items())
+        seeds = ", ".join(f"{display(paper, m)} {n}" for m, n in r.seeds.items())
         return [("p", f"Every pair: no significance map, it needs two methods with 2 or more seeds each (seeds here: {seeds}).")]
-    resolved = [f"{display(a)} > {display(b)}" for a in sig.methods for b in sig.methods if sig.better.loc[a, b]]
+    resolved = [f"{display(paper, a)} > {display(paper, b)}" for a in sig.methods for b in sig.methods if sig.better.loc[a, b]]
     n_pairs = len(sig.tests)
     test = TEST.split(" (")[0]
     family = f"the one pair, {test}" if n_pairs == 1 else f"{plural(n_pairs, 'pair')}, {test}, Holm over the {n_pairs} pairs"
@@ -397,11 +399,13 @@ def pairs_blocks(r: ColumnRanking) -> list[Block]:
                 + " Ranks agree under the three schemes ("
                 + ", ".join(SCHEMES)
                 + "): "
-                + ", ".join(f"{rank} {display(m)}" for m, rank in order.items())
+                + ", ".join(f"{rank} {display(paper, m)}" for m, rank in order.items())
                 + ".",
             )
         ]
-    rows = [[display(m), *(str(schemes.loc[m, s]) for s in SCHEMES)] for m in schemes.sort_values("mean-then-rank", kind="stable").index]
+    rows = [
+        [display(paper, m), *(str(schemes.loc[m, s]) for s in SCHEMES)] for m in schemes.sort_values("mean-then-rank", kind="stable").index
+    ]
     return [("p", text + " Ranks differ by scheme:"), ("table", ["method", *SCHEMES], rows)]
 
 
@@ -418,7 +422,7 @@ def group_line(g: Group) -> str:
     return "; ".join(parts)
 
 
-def entry_row(e: Entry, extra: pd.DataFrame, metric: str = "dsc", stand_in: bool = False, flag: str = "") -> list[str]:
+def entry_row(paper: Study, e: Entry, extra: pd.DataFrame, metric: str = "dsc", stand_in: bool = False, flag: str = "") -> list[str]:
     """One method's row: paper value, measured mean ± sd (n), its CI, Δ to the paper (blank on a stand-in dataset), verdict,
     precision / recall / area; a degenerate-prediction flag follows the method's name. Intervals by `interval`, in the
     range of `metric`."""
@@ -429,11 +433,11 @@ def entry_row(e: Entry, extra: pd.DataFrame, metric: str = "dsc", stand_in: bool
     if e.method in extra.index:
         r = extra.loc[e.method]
         pra = " / ".join("–" if pd.isna(r[k]) else f"{r[k]:.2f}" for k in ("precision", "recall", "area"))  # precision: none predicted
-    label = (display(e.method) if e.method != "average" else "*Average*") + (f" [{flag}]" if flag else "")
+    label = (display(paper, e.method) if e.method != "average" else "*Average*") + (f" [{flag}]" if flag else "")
     return [label, mean_sd(*p, d) if p else "–", measured_text(e, d) if m else "–", ci, delta, e.verdict, pra]
 
 
-def ranking_line(r: dict, ranks: ColumnRanking | None = None) -> str:
+def ranking_line(paper: Study, r: dict, ranks: ColumnRanking | None = None) -> str:
     """τ with its interval, the winners, and the measured best method against the reference method (`versus`)."""
     parts = []
     if ranks is not None and ranks.n_tau >= 3:
@@ -441,9 +445,11 @@ def ranking_line(r: dict, ranks: ColumnRanking | None = None) -> str:
     elif "tau" in r:
         parts.append(f"Kendall τ with the paper's order {r['tau']:.2f} ({r['n']} methods)")
     if r.get("winner"):
-        parts.append(f"best measured: {display(r['winner'])} (paper: {display(r['paper_winner']) if r.get('paper_winner') else '–'})")
+        parts.append(
+            f"best measured: {display(paper, r['winner'])} (paper: {display(paper, r['paper_winner']) if r.get('paper_winner') else '–'})"
+        )
     test = r.get("test")
     if test:
-        other, reference = display(test["method"]), display(test["reference_method"])
-        parts.append(f"{other} vs {reference} by the {TEST}: {versus(test, r['scale'], test['method'])}")
+        other, reference = display(paper, test["method"]), display(paper, test["reference_method"])
+        parts.append(f"{other} vs {reference} by the {TEST}: {versus(paper, test, r['scale'], test['method'])}")
     return "; ".join(parts) or "no ranking: fewer than three methods with a paper value"

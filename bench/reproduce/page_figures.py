@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench import store, study
+from bench import store
 from bench.evaluate.metrics import higher_is_better
 from bench.report import example_figures, plots, ranking, render, significance, tables
 from bench.report.rows import display
@@ -22,7 +22,7 @@ from bench.reproduce.page_format import plural
 from bench.reproduce.provenance import pipeline_line
 from bench.reproduce.verdicts import digits, measured_reference, scale
 from bench.run import resolve, split_cache
-from bench.study import Column
+from bench.study import Column, Study
 
 Shown = tuple  # a figure on the page: (PNG path, caption)
 
@@ -109,39 +109,39 @@ def figure_files(
     status their cells ran under (`render.run_of`).
     """
     fig_dir.mkdir(parents=True, exist_ok=True)
-    results = assessment.results
+    results, paper = assessment.results, assessment.study
     out: dict[tuple, list[Shown]] = {}
     if assessment.table.empty:  # nothing collected: no figure
         return out
     table = assessment.table[assessment.table["noise"] == "protocol"]
     groups = table[["dataset", "raters"]].drop_duplicates().itertuples(index=False)
     checks = {(d, r): pipeline_line(cells, d, r) for d, r in groups}
-    for path in render.write_boxplots(table, render.all_tests(table), fig_dir, pipeline_checks=checks, cells=cells):
+    for path in render.write_boxplots(paper, table, render.all_tests(paper, table), fig_dir, pipeline_checks=checks, cells=cells):
         if path.suffix == ".png":
             dataset, raters = _group_of(path.stem, table, "boxplot_dsc_")
-            out.setdefault(("boxplot", dataset, raters), []).append((path, boxplot_caption(path, table, dataset, raters, checks)))
+            out.setdefault(("boxplot", dataset, raters), []).append((path, boxplot_caption(paper, path, table, dataset, raters, checks)))
     logs = assessment.logs
     if not logs.empty:
-        for path in render.write_learning_curves(logs[logs["noise"] == "protocol"], fig_dir, cells=cells):
+        for path in render.write_learning_curves(paper, logs[logs["noise"] == "protocol"], fig_dir, cells=cells):
             if path.suffix == ".png":
                 diagnostic = not path.stem.startswith("learning")
                 dataset, raters = _group_of(path.stem, table, "diagnostic_gt_dsc_" if diagnostic else "learning_curves_")
                 out.setdefault(("curves", dataset, raters), []).append((path, curves_caption(dataset, raters, diagnostic)))
     for dataset, raters in sorted({(g.dataset, g.raters) for t in assessment.tables for g in t.groups}):
-        path = fused_figure(results, data_root, dataset, raters, fig_dir)
+        path = fused_figure(paper, results, data_root, dataset, raters, fig_dir)
         if path is not None:
             caption = (
                 f"{dataset}, raters `{raters}`: two training images, each rater's label, then the fused labels "
-                f"{display(assessment.study.reference_method)} (seed 0) is trained with or against: the raters' "
+                f"{display(paper, paper.reference_method)} (seed 0) is trained with or against: the raters' "
                 "average, STAPLE, the majority vote, its own fused labels (`Method.own_fused_labels`, each titled "
                 "in the figure) and its predicted probability map."
             )
             out[("fused", dataset, raters)] = [(path, caption)]
     for key, r in ranks.items():
         if r.shares is not None:
-            out[("ranks", *key)] = [rank_plot(r, fig_dir)]
+            out[("ranks", *key)] = [rank_plot(paper, r, fig_dir)]
         if r.significance is not None:
-            out[("significance", *key)] = [significance_plot(r, fig_dir)]
+            out[("significance", *key)] = [significance_plot(paper, r, fig_dir)]
     return out
 
 
@@ -153,7 +153,7 @@ def _group_of(stem: str, table: pd.DataFrame, prefix: str) -> tuple[str, str]:
     return "", ""
 
 
-def boxplot_caption(path: Path, table: pd.DataFrame, dataset: str, raters: str, checks: dict) -> str:
+def boxplot_caption(paper: Study, path: Path, table: pd.DataFrame, dataset: str, raters: str, checks: dict) -> str:
     reference = tables.default_reference(dataset)
     structure = path.stem.removeprefix("boxplot_dsc_" + tables.slug(dataset, raters, "protocol", reference) + "_")
     rows = table[
@@ -163,7 +163,7 @@ def boxplot_caption(path: Path, table: pd.DataFrame, dataset: str, raters: str, 
     return (
         f"{dataset}, raters `{raters}`, at the protocol: DSC (%) of each of the {rows['case'].nunique()} test cases against "
         f"{reference} ({structure}), averaged over each method's seeds; box: quartiles, whiskers: 1.5 × IQR, triangle: "
-        f"mean. Above each box: the Holm-adjusted p of the {TEST} against {display(study.current().reference_method)}."
+        f"mean. Above each box: the Holm-adjusted p of the {TEST} against {display(paper, paper.reference_method)}."
         + (f" **{_sentence(warning)}**" if warning else "")
     )
 
@@ -184,7 +184,7 @@ def curves_caption(dataset: str, raters: str, diagnostic: bool) -> str:
     )
 
 
-def rank_plot(r: ColumnRanking, fig_dir: Path) -> Shown:
+def rank_plot(paper: Study, r: ColumnRanking, fig_dir: Path) -> Shown:
     """The blob plot of one column's ranking, saved; its caption says what the circles and crosses are."""
     methods = list(r.shares.index)
     every = sorted(set(methods))
@@ -192,8 +192,8 @@ def rank_plot(r: ColumnRanking, fig_dir: Path) -> Shown:
     fig = plots.rank_figure(
         r.shares,
         f"{where.replace('`', '')}\nrank over {N_BOOT} bootstrap resamples (cases, then seed level)",
-        {m: plots.method_color(m, every) for m in methods},
-        {m: display(m) for m in methods},
+        {m: plots.method_color(paper, m, every) for m in methods},
+        {m: display(paper, m) for m in methods},
         r.warning,
     )
     stem = f"ranks_{tables.slug(r.dataset, r.raters, r.table, r.column.metric, r.column.structure)}"
@@ -205,19 +205,19 @@ def rank_plot(r: ColumnRanking, fig_dir: Path) -> Shown:
         "the share of resamples at that rank; cross: the median rank; line: the central 95 % of ranks; methods "
         "ordered by mean rank."
         + (f" {tau_text(r)}." if r.n_tau >= 3 else "")
-        + unranked(r)
+        + unranked(paper, r)
         + (f" **{_sentence(r.warning)}**" if r.warning else "")
     )
     return path, caption
 
 
-def unranked(r: ColumnRanking) -> str:
+def unranked(paper: Study, r: ColumnRanking) -> str:
     """ " Not ranked: X (1 seed) …", the column's methods with one seed (no seed level to resample), or ""."""
-    left = [f"{display(m)} ({n} seed)" for m, n in r.seeds.items() if n < 2]
+    left = [f"{display(paper, m)} ({n} seed)" for m, n in r.seeds.items() if n < 2]
     return f" Not ranked (one seed, no seed level to resample): {', '.join(left)}." if left else ""
 
 
-def significance_plot(r: ColumnRanking, fig_dir: Path) -> Shown:
+def significance_plot(paper: Study, r: ColumnRanking, fig_dir: Path) -> Shown:
     """The significance map of one column (every pair of its methods with two or more seeds), saved, with its caption."""
     sig = r.significance
     where = f"{r.dataset}, raters `{r.raters}`: {column_name(r.column)} against {r.reference}"
@@ -225,10 +225,10 @@ def significance_plot(r: ColumnRanking, fig_dir: Path) -> Shown:
     n_pairs = len(sig.tests)
     title = f"{where.replace('`', '')}\nevery pair, {TEST.split(' (')[0]}, Holm over {plural(n_pairs, 'pair')}"
     fig = significance.significance_figure(
-        sig, title, {m: display(m) for m in sig.methods}, scale(r.column.metric), digits(r.column.metric), r.warning
+        sig, title, {m: display(paper, m) for m in sig.methods}, scale(r.column.metric), digits(r.column.metric), r.warning
     )
     path = plots.save(fig, fig_dir / f"significance_{tables.slug(r.dataset, r.raters, r.table, r.column.metric, r.column.structure)}")[0]
-    left = [f"{display(m)} ({n} seed)" for m, n in r.seeds.items() if n < 2]
+    left = [f"{display(paper, m)} ({n} seed)" for m, n in r.seeds.items() if n < 2]
     caption = (
         f"{where} ({r.table}): every pair of methods by the {TEST}, Holm-adjusted over the column's "
         f"{plural(n_pairs, 'pair')}. Cell: the row's method against the column's, Δ of the means in the row's favour{unit} and its "
@@ -240,11 +240,11 @@ def significance_plot(r: ColumnRanking, fig_dir: Path) -> Shown:
     return path, caption
 
 
-def fused_figure(results: Path, data_root: Path, dataset: str, raters: str, fig_dir: Path) -> Path | None:
+def fused_figure(paper: Study, results: Path, data_root: Path, dataset: str, raters: str, fig_dir: Path) -> Path | None:
     """The paper's fused-label figure (averaging, STAPLE, MV, the method's own fused labels, probability map) from the
     reference method's seed-0 cell: its trained weights reloaded (`resolve.load_trained`) and run on two training images;
     None where the cell is not finished or the method has no fused label of its own (`Method.has_own_fused_labels`)."""
-    cell = store.Cell(dataset, raters, "protocol", study.current().reference_method, 0)
+    cell = store.Cell(dataset, raters, "protocol", paper.reference_method, 0)
     try:
         method = resolve.load_trained(store.cell_dir(results, cell))
     except (FileNotFoundError, ValueError):  # not run, or not finished: no figure
@@ -257,7 +257,7 @@ def fused_figure(results: Path, data_root: Path, dataset: str, raters: str, fig_
     if train.gt is None:
         return None
     idx = example_figures.example_indices(train, 2)
-    title = f"{dataset}, raters {raters}: fused labels of two training images ({display(cell.method)}, seed 0)"
+    title = f"{dataset}, raters {raters}: fused labels of two training images ({display(paper, cell.method)}, seed 0)"
     fig = example_figures.fused_label_figure(train.images, train.raters, train.rater_valid, method, idx, title, list(train.rater_names))
     return plots.save(fig, fig_dir / f"fused_labels_{tables.slug(dataset, raters)}")[0]
 

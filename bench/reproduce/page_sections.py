@@ -18,6 +18,7 @@ from bench.reproduce.assessment import Assessment
 from bench.reproduce.page_figures import TEST
 from bench.reproduce.page_format import Block, plural
 from bench.reproduce.verdicts import Entry, scale
+from bench.study import Study
 
 
 def set_metrics_blocks(a: Assessment, cells: pd.DataFrame) -> list[Block]:
@@ -33,7 +34,7 @@ def set_metrics_blocks(a: Assessment, cells: pd.DataFrame) -> list[Block]:
     for dataset, raters in protocol[["dataset", "raters"]].drop_duplicates().sort_values(["dataset", "raters"]).itertuples(index=False):
         here = select(cells, dataset=dataset, raters=raters, noise="protocol")
         flags = table_notes.row_flags(cells, a.stops, dataset, raters, "protocol")
-        table = tables.set_metrics_table(summary, protocol, dataset, raters, "protocol", flags, here)
+        table = tables.set_metrics_table(a.study, summary, protocol, dataset, raters, "protocol", flags, here)
         if table is None:
             continue
         run = [("p", table.run)] if table.run else []
@@ -148,7 +149,7 @@ def numbers_blocks(a: Assessment) -> list[Block]:
     return blocks
 
 
-def versus(test: dict, factor: float, favoured: str, named: bool = True) -> str:
+def versus(paper: Study, test: dict, factor: float, favoured: str, named: bool = True) -> str:
     """A paired test's row (bench.report.stats.paired_tests) as "Δ +3.20 [+2.90, +3.50] points in X's favour, p 2e-89", and the
     seeds per method at which a true gap of that size would be found with 80 % power where p ≥ 0.05. Which test it is
     (`TEST`) the caller says once.
@@ -161,7 +162,7 @@ def versus(test: dict, factor: float, favoured: str, named: bool = True) -> str:
     sign = -1.0 if favoured != test["reference_method"] else 1.0
     unit = " points" if factor == 100 else ""
     places = 2 if factor == 100 else 3
-    side = f" in {display(favoured)}'s favour" if named else ""
+    side = f" in {display(paper, favoured)}'s favour" if named else ""
     if "diff" not in test:  # transition: only the Wilcoxon columns
         diff = sign * factor * test["median_diff"] + 0.0  # + 0.0: no "-0.00"
         return f"median Δ {diff:+.{places}f}{unit} per case{side}, Wilcoxon p {test['p_holm']:.2g}"
@@ -204,7 +205,7 @@ def readings_blocks(a: Assessment) -> list[Block]:
     rows = []
     for r in a.readings:
         test, ar = r["test"], r["areas"]
-        against = versus(test, scale("dsc"), r["method"], named=False) if test else "–"
+        against = versus(a.study, test, scale("dsc"), r["method"], named=False) if test else "–"
         prf = " / ".join(f"{ar[k]:.2f}" for k in ("precision", "recall", "area")) if ar else "–"
         teacher = f"{r['teacher_fg']:.3f} / {r['teacher_bg']:.3f} ({r['teacher_cells']})" if r["teacher_cells"] else "–"
         rows.append(
@@ -257,7 +258,7 @@ def selection_blocks(a: Assessment) -> list[Block]:
     rows = [
         [
             f"{r.dataset} `{r.raters}`" + ("" if r.noise == "protocol" else f" noise {r.noise}"),
-            display(r.method),
+            display(a.study, r.method),
             str(r.seeds),
             mean_sd(r.test_dsc, r.test_sd),
             f"{mean_sd(r.rule_dsc, r.rule_sd)} (step {r.rule_step})",

@@ -43,6 +43,7 @@ from bench.evaluate.scoring import reference_mask
 from bench.report import example_figures, plots, render, rows, table_notes, tables
 from bench.results_folder import ResultsFolder
 from bench.run import plan, resolve, split_cache
+from bench.study import Study
 from datasets import get_dataset
 
 RECIPES = Path(__file__).resolve().parents[2] / "paper_figures" / "recipes"
@@ -135,9 +136,10 @@ def cell_rows(table: pd.DataFrame, cells: list[store.Cell]) -> pd.DataFrame:
 
 
 def render_recipe(
-    recipe: Recipe, budget: str, cells: list[store.Cell], results: Path, data_root: Path, out: Path, smoke: str = ""
+    paper: Study, recipe: Recipe, budget: str, cells: list[store.Cell], results: Path, data_root: Path, out: Path, smoke: str = ""
 ) -> list[Path]:
-    """Render one recipe from its own cells (and its dataset for the image figures) into `out`."""
+    """Render one recipe from its own cells (and its dataset for the image figures) into `out`, its rows those of the study
+    `paper`."""
     setting, note = recipe.setting(budget), note_for(recipe, budget, smoke)
     results = ResultsFolder.of(results)  # read once for the recipe's tables and notes
     fig_note = textwrap.fill(note, 75)  # figure titles are not wider than a 7-inch figure
@@ -149,10 +151,11 @@ def render_recipe(
     summary = summarise(rows, averages) if len(rows) else pd.DataFrame()
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
-    tests = render.all_tests(rows) if len(rows) else pd.DataFrame()
+    tests = render.all_tests(paper, rows) if len(rows) else pd.DataFrame()
     for kind in recipe.render:
         if kind == "table":
             written += tables.write_tables(
+                paper,
                 summary,
                 out,
                 note,
@@ -162,13 +165,13 @@ def render_recipe(
             )
             written.append(render.write_tests(tests, out))
         elif kind == "boxplot":
-            written += render.write_boxplots(rows, tests, out, fig_note, cells=table_notes.run_records(results))
+            written += render.write_boxplots(paper, rows, tests, out, fig_note, cells=table_notes.run_records(results))
         elif kind == "noise":
-            written += render.write_noise_figures(summary, out, fig_note, cells=table_notes.run_records(results))
+            written += render.write_noise_figures(paper, summary, out, fig_note, cells=table_notes.run_records(results))
         elif kind == "param":
-            written += param_figures(recipe, setting, summary, out, fig_note, cells, data_root)
+            written += param_figures(paper, recipe, setting, summary, out, fig_note, cells, data_root)
         else:
-            written += image_figure(kind, recipe, setting, cells, results.path, data_root, out, fig_note)
+            written += image_figure(paper, kind, recipe, setting, cells, results.path, data_root, out, fig_note)
     return written
 
 
@@ -177,7 +180,14 @@ def titled(recipe: Recipe, note: str, extra: str = "") -> str:
 
 
 def param_figures(
-    recipe: Recipe, setting: Setting, summary: pd.DataFrame, out: Path, note: str, cells: list[store.Cell], data_root: Path
+    paper: Study,
+    recipe: Recipe,
+    setting: Setting,
+    summary: pd.DataFrame,
+    out: Path,
+    note: str,
+    cells: list[store.Cell],
+    data_root: Path,
 ) -> list[Path]:
     """One figure per swept method: test DSC against the parameter's values (plain cell = the default value, as the method
     resolves it on the data: LF-Net's β = R − 1)."""
@@ -185,10 +195,10 @@ def param_figures(
     for target in setting.sets:
         base, _, param = target.rpartition(".")
         dataset = get_dataset(setting.dataset)
-        default = plan.effective_config(base, dataset)[param]
+        default = plan.effective_config(base, dataset, paper)[param]
         if default is None and cells:
             data = plan.data_spec(setting.dataset, data_root, cells[0].raters, [cells[0].noise])
-            default = plan.resolved_config(base, dataset, data)[param]
+            default = plan.resolved_config(base, dataset, data, paper)[param]
         points = []
         for method in sorted(set(summary["method"])):
             ref = methods.MethodRef.parse(method)
@@ -209,7 +219,7 @@ def param_figures(
     return written
 
 
-def image_figure(kind, recipe, setting, cells, results, data_root, out, note) -> list[Path]:
+def image_figure(paper: Study, kind, recipe, setting, cells, results, data_root, out, note) -> list[Path]:
     """The figures drawn from images: rater examples, fused labels (a trained LF-Net), qualitative grid (predictions)."""
     noise = setting.noise_levels[0]
     raters = cells[0].raters if cells else setting.raters or get_dataset(setting.dataset).rater_styles[0]
@@ -225,7 +235,7 @@ def image_figure(kind, recipe, setting, cells, results, data_root, out, note) ->
         return plots.save(fig, out / f"raters_{stem}")
     done = [c for c in cells if store.is_done(results, c)]
     if kind == "fused":
-        cell = next((c for c in done if c.ref.name == rows.reference_method()), None)
+        cell = next((c for c in done if c.ref.name == paper.reference_method), None)
         if cell is None:
             return []
         method = resolve.load_trained(store.cell_dir(results, cell))
@@ -235,7 +245,7 @@ def image_figure(kind, recipe, setting, cells, results, data_root, out, note) ->
     if kind == "qualitative":
         seed = setting.seeds[0]
         probs, test = {}, None
-        order = [*rows.main_methods({c.method for c in done}), rows.oracle()]
+        order = [*rows.main_methods(paper, {c.method for c in done}), paper.oracle]
         for method in order:
             cell = next((c for c in done if c.method == method and c.seed == seed), None)
             if cell is None:
@@ -247,7 +257,9 @@ def image_figure(kind, recipe, setting, cells, results, data_root, out, note) ->
         reference = get_dataset(setting.dataset).reference
         mask = reference_mask(test, reference)
         idx = example_figures.pick_indices(mask, recipe.examples)
-        fig = example_figures.qualitative_figure(test.images, mask, probs, idx, title, {m: rows.display(m) for m in order}, reference)
+        fig = example_figures.qualitative_figure(
+            test.images, mask, probs, idx, title, {m: rows.display(paper, m) for m in order}, reference
+        )
         return plots.save(fig, out / f"qualitative_{stem}")
     raise ValueError(f"unknown rendering {kind!r}")
 

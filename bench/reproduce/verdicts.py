@@ -12,7 +12,6 @@ import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
 
-from bench import study
 from bench.evaluate import metrics
 from bench.evaluate.long_table import select
 from bench.report import stats, table_notes
@@ -257,14 +256,13 @@ def stand_ins(table: Table, dataset: str) -> list[str]:
     return out + [table.stand_in] if table.stand_in and table.stand_in not in out else out
 
 
-def paper_setting(dataset: str) -> str | None:
+def paper_setting(paper: Study, dataset: str) -> str | None:
     """The rater setting the study identifies as the paper's on this dataset (or on the dataset it samples), if any."""
-    paper = study.current()
     return paper.paper_raters.get(dataset) or paper.paper_raters.get(DATASETS[dataset].subset_of)
 
 
-def is_paper_setting(group: Group) -> bool:
-    return paper_setting(group.dataset) in (None, group.raters)
+def is_paper_setting(paper: Study, group: Group) -> bool:
+    return paper_setting(paper, group.dataset) in (None, group.raters)
 
 
 def group_for(dataset: str, raters: str, own: str, cells: pd.DataFrame, column: Column, paper: Study) -> Group:
@@ -289,7 +287,7 @@ def group_for(dataset: str, raters: str, own: str, cells: pd.DataFrame, column: 
         kind = "pipeline check"
         shown = [r for r in reasons if r != "budget quick"]  # the group's line names its budget already
         notes += ["pipeline check: " + ", ".join(shown)] if shown else []
-    identified = paper_setting(own)
+    identified = paper_setting(paper, own)
     if identified:
         notes.append("the setting identified as the paper's" if raters == identified else f"not the paper's setting ({identified} is)")
     if column.reference == "expert" and kind == "verdict":

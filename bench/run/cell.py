@@ -61,7 +61,7 @@ def cell_data(cell: Cell, opts: RunOptions) -> CellData:
     train = training_subset(splits.train, opts.train_size or opts.budget.train_size(dataset))
     val = training_subset(splits.val, opts.budget.val_size(dataset))
     test = splits.test if opts.test_size is None else splits.test.subset(np.arange(min(opts.test_size, splits.test.n)))
-    if is_oracle(cell.ref):
+    if is_oracle(cell.ref, opts.study):
         train, val = oracle_view(train), oracle_view(val)  # the oracle's own objective: ground truth is its only rater
     return CellData(key, dataset, splits, train, val, test)
 
@@ -71,7 +71,7 @@ def cell_config(cell: Cell, opts: RunOptions, data: CellData, method: methods.Me
     return {
         "options": option_record(opts),
         "method": cell.method,
-        "trains": trained(cell.ref).name,
+        "trains": trained(cell.ref, opts.study).name,
         "method_config": dataclasses.asdict(method.cfg),
         "budget": opts.budget.record(),
         "schedules": {name: dataclasses.asdict(s) for name, s in schedules.items()},
@@ -276,8 +276,8 @@ def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
             rater_setting=data.splits.raters_info,
             data_fingerprint=data_fingerprint(data.key),
         )
-        method = cell_method(cell.ref, cell.seed, data.dataset, data.train, opts.budget)
-        schedules = stage_schedules([s.name for s in method.stages], trained(cell.ref).name, data.dataset, data.train.n, opts)
+        method = cell_method(cell.ref, cell.seed, data.dataset, data.train, opts.budget, opts.study)
+        schedules = stage_schedules([s.name for s in method.stages], trained(cell.ref, opts.study).name, data.dataset, data.train.n, opts)
         store.write_config(out, cell_config(cell, opts, data, method, schedules))
         chosen = hardware.resolve_precision(
             method,

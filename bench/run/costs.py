@@ -25,9 +25,9 @@ STEPS = 3  # timed steps a stage, after one warm-up step
 def stage_costs(cell: Cell, opts: RunOptions) -> dict[str, tuple[int, float]]:
     """Per stage of the cell's method: (its steps under the budget, seconds a step measured here on the CPU)."""
     data = cell_data(cell, opts)
-    method = cell_method(cell.ref, cell.seed, data.dataset, data.train, opts.budget)
+    method = cell_method(cell.ref, cell.seed, data.dataset, data.train, opts.budget, opts.study)
     stages = method.stages
-    schedules = stage_schedules([s.name for s in stages], trained(cell.ref).name, data.dataset, data.train.n, opts)
+    schedules = stage_schedules([s.name for s in stages], trained(cell.ref, opts.study).name, data.dataset, data.train.n, opts)
     device, threads = torch.device("cpu"), torch.get_num_threads()
     dtype = autocast_dtype(device, opts.precision)
     train = data.train

@@ -23,13 +23,14 @@ from pathlib import Path
 import torch
 
 import methods
-from bench import store, study
+from bench import store
 from bench.files import UnreadableFile, unwritable
 from bench.results_folder import ResultsFolder
 from bench.run import sweep
 from bench.run.resolve import RunOptions, cell_method, dataset_overrides, is_oracle, option_record, stage_schedules, trained
 from bench.run.split_cache import DataKey, data_fingerprint, load_splits
 from bench.store import Cell
+from bench.study import Study
 from bench.train import hardware, steps
 from datasets import DATASETS, DataError, DatasetSpec, RaterSetting, get_dataset
 from datasets.contract import Note
@@ -68,9 +69,12 @@ class SweepSpec:
         raters: str | None = None,
         network_input: str | None = None,
         data_root: Path | None = None,
+        *,
+        paper: Study,
     ) -> SweepSpec:
         """methods: a group name (`resolve_methods`) or names; grid: method -> {parameter: values} (`--set`, a recipe's `set`);
-        data_root: where the data is, so that a grid's values are checked and resolved on its shape (`expand_params`)."""
+        data_root: where the data is, so that a grid's values are checked and resolved on its shape (`expand_params`);
+        paper: the study rerun (its Oracle, its groups, its settings for the dataset)."""
         spec = get_dataset(dataset)
         try:
             setting = spec.setting(raters, network_input)  # the one check of a rater setting (datasets.DatasetSpec.setting)
@@ -93,12 +97,12 @@ class SweepSpec:
             raise PlanError(f"--seeds must be ≥ 0, got {_text(seeds)}")
         refuse_twice("--seeds", _text(seeds), list(seeds))
         refuse_twice("--noise-levels", _text(noise_levels), levels)
-        names = resolve_methods(methods, has_gt=spec.reference == "gt") if isinstance(methods, str) else list(methods)
+        names = resolve_methods(methods, paper, has_gt=spec.reference == "gt") if isinstance(methods, str) else list(methods)
         for method in grid or {}:
             if method not in names:
                 raise PlanError(f"--set {method}.…: method {method!r} is not in --methods ({', '.join(names)})")
-        refs = expand_params(names, grid or {}, spec, data_spec(dataset, data_root, setting, levels) if grid else None)
-        if spec.reference != "gt" and any(is_oracle(r) for r in refs):
+        refs = expand_params(names, grid or {}, spec, paper, data_spec(dataset, data_root, setting, levels) if grid else None)
+        if spec.reference != "gt" and any(is_oracle(r, paper) for r in refs):
             raise PlanError(
                 f"the oracle trains on ground truth and {dataset} has none (reference: {spec.reference}); drop oracle from --methods"
             )
@@ -112,11 +116,10 @@ class SweepSpec:
         return plan_cells(list(self.refs), self.dataset, self.raters, list(self.noise_levels), list(self.seeds))
 
 
-def resolve_methods(text: str, has_gt: bool = True) -> list[str]:
+def resolve_methods(text: str, paper: Study, has_gt: bool = True) -> list[str]:
     """A comma list of method names and groups, in order, each method once: `all` = the paper's methods plus the oracle
     (where the dataset has ground truth to train it); `ablation` = LF-Net's ablation rows; `readings` = LF-Net under each
     declared reading of the paper's open points; `field` = the field's sampling methods (Prob. U-Net, Pionono, D-Persona)."""
-    paper = study.current()
     groups = {
         "all": [*methods.method_names("main"), *([paper.oracle] if has_gt else [])],
         "field": methods.method_names("field"),
@@ -168,7 +171,7 @@ def data_spec(dataset: str, root: Path | None, raters: RaterSetting, levels: lis
 
 
 def expand_params(
-    names: list[str], grid: dict[str, dict[str, list]], dataset: DatasetSpec, data: methods.DataSpec | None = None
+    names: list[str], grid: dict[str, dict[str, list]], dataset: DatasetSpec, paper: Study, data: methods.DataSpec | None = None
 ) -> list[methods.MethodRef]:
     """One method per combination of the values in `grid` (method -> {parameter: values}), as a `MethodRef`.
 
@@ -180,8 +183,8 @@ def expand_params(
     """
     out = []
     for name in names:
-        effective = effective_config(name, dataset)
-        config = methods.get_entry(trained(methods.MethodRef(name)).name).cls.Config
+        effective = effective_config(name, dataset, paper)
+        config = methods.get_entry(trained(methods.MethodRef(name), paper).name).cls.Config
         hints, fields = typing.get_type_hints(config), {f.name: f for f in dataclasses.fields(config)}
         keys = sorted(grid.get(name, {}))
         for key in keys:
@@ -195,26 +198,26 @@ def expand_params(
             for value in grid[name][key]:
                 check_type(name, key, value, effective[key], hints.get(key))
                 check_domain(name, key, value, fields[key], data)
-        resolved = resolved_config(name, dataset, data) if data is not None and keys else effective
+        resolved = resolved_config(name, dataset, data, paper) if data is not None and keys else effective
         for combo in itertools.product(*(grid[name][k] for k in keys)):
             out.append(methods.MethodRef.of(name, {k: v for k, v in zip(keys, combo) if v not in (effective[k], resolved[k])}))
     return list(dict.fromkeys(out))  # one cell a label (`MethodRef` equality)
 
 
-def effective_config(name: str, dataset: DatasetSpec) -> dict:
+def effective_config(name: str, dataset: DatasetSpec, paper: Study) -> dict:
     """The config fields the (unparametrised) method `name` trains with on `dataset`: registry defaults, then the dataset's paper settings."""
-    trains = trained(methods.MethodRef(name)).name
-    return dataclasses.asdict(methods.resolve_config(trains, dataset_overrides(dataset, trains)))
+    trains = trained(methods.MethodRef(name), paper).name
+    return dataclasses.asdict(methods.resolve_config(trains, dataset_overrides(dataset, trains, paper)))
 
 
-def resolved_config(name: str, dataset: DatasetSpec, data: methods.DataSpec) -> dict:
+def resolved_config(name: str, dataset: DatasetSpec, data: methods.DataSpec, paper: Study) -> dict:
     """`effective_config` with each field left None resolved as the method resolves it on data of this shape: the built
     method's attribute of the field's name (LF-Net's `beta`, R − 1), where it has a plain value."""
-    effective = effective_config(name, dataset)
-    trains = trained(methods.MethodRef(name)).name
+    effective = effective_config(name, dataset, paper)
+    trains = trained(methods.MethodRef(name), paper).name
     try:
         with torch.random.fork_rng(devices=[]):  # building initialises weights: the caller's random state stays as it was
-            method = methods.build_method(trains, data, dataset_overrides(dataset, trains))
+            method = methods.build_method(trains, data, dataset_overrides(dataset, trains, paper))
     except (ValueError, TypeError):
         return effective  # it cannot run on this data: `check_compatible` says so in one line before anything trains
     plain = (bool, int, float, str)
@@ -289,7 +292,7 @@ def schedule_change(cell: Cell, opts: RunOptions, config: dict) -> str:
     had = config.get("schedules")
     if not had or "train_images" not in config:
         return ""  # a cell from before schedules were recorded: kept, as check_data keeps cells without a fingerprint
-    now = stage_schedules(list(had), trained(cell.ref).name, get_dataset(cell.dataset), config["train_images"], opts)
+    now = stage_schedules(list(had), trained(cell.ref, opts.study).name, get_dataset(cell.dataset), config["train_images"], opts)
     changes = [
         f"{stage} {key} {had[stage].get(key)} (now {value})"
         for stage, sched in now.items()
@@ -346,18 +349,18 @@ def data_checks(cells: list[Cell], opts: RunOptions, every: bool = True) -> list
         for key in keys if every else keys[:1]:
             splits = load_splits(key)
             check_sizes(splits, key.dataset, opts)
-            check_compatible({c.ref for c in cells if c.dataset == key.dataset}, key.dataset, splits.train, opts.budget)
+            check_compatible({c.ref for c in cells if c.dataset == key.dataset}, key.dataset, splits.train, opts)
             sparse.append((splits.raters_info or {}).get("warning"))
     said = [(str(w.message), issubclass(w.category, Note)) for w in caught]
     said += [(m, True) for m in sparse if m and not any(m == text for text, _ in said)]  # from the cache: the loader did not warn
     return list(dict.fromkeys(said))
 
 
-def check_compatible(refs: set[methods.MethodRef], dataset: str, train, budget) -> None:
+def check_compatible(refs: set[methods.MethodRef], dataset: str, train, opts: RunOptions) -> None:
     """Build each method once on the data's shape, so a method that cannot run on it fails here, not in every cell."""
     for ref in sorted(refs, key=str):
         try:
-            cell_method(ref, 0, get_dataset(dataset), train, budget)
+            cell_method(ref, 0, get_dataset(dataset), train, opts.budget, opts.study)
         except (ValueError, TypeError) as e:
             raise PlanError(f"{ref} cannot run on {dataset}: {e}") from None
 

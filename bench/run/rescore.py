@@ -92,10 +92,10 @@ def rescore_cell(results: Path, folder: Path, info: dict, data_root: Path) -> No
 READOUT = ("consensus_draws", "consensus_estimator")  # a drawing consensus's read-out (methods/latent.py)
 
 
-def readout_now(cell) -> dict:
-    """The read-out the cell's method gives now: its registry defaults and the cell's own parameters."""
-    trains = resolve.trained(cell.ref)
-    config = methods.resolve_config(trains.name, trains.kwargs)
+def readout_now(cell, trains: str) -> dict:
+    """The read-out the cell's method gives now: the registry defaults of the method it trained (config.json's `trains`)
+    and the cell's own parameters."""
+    config = methods.resolve_config(trains, cell.ref.kwargs)
     return {key: getattr(config, key) for key in READOUT}
 
 
@@ -113,7 +113,7 @@ def reread_cell(results: Path, folder: Path, info: dict, data_root: Path) -> boo
     if "consensus_draws" not in config.get("method_config", {}):
         return False  # a method whose consensus draws nothing
     had = {"consensus_estimator": "mc", **{k: v for k, v in config["method_config"].items() if k in READOUT}}
-    now = readout_now(cell)
+    now = readout_now(cell, config["trains"])
     if had == now:
         return False
     if not any((folder / store.CHECKPOINTS).glob("stage-*.pt")):

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
 import methods
-from bench import store, study
+from bench import store
 from bench.evaluate.scoring import DEFAULT_SAMPLES
+from bench.study import Study
+from bench.study import default as packaged_study
 from bench.train.budget import Budget, Schedule
 from datasets import DatasetSpec, RaterData
 
@@ -39,34 +41,38 @@ class RunOptions:
     threads: int = 1  # torch threads per cell on CPU, the same in every backend (results depend on it, not on scheduling)
     samples: int = DEFAULT_SAMPLES  # M: test-time draws of a method that samples (the set metrics; bench.evaluate.scoring)
     empty_pair: str = "one"  # the set metrics' value for two empty masks (bench.evaluate.multirater.EMPTY_RULES)
+    study: Study = field(default_factory=packaged_study)  # the paper rerun: its Oracle, its settings, its budget lines
 
 
-def trained(ref: methods.MethodRef) -> methods.MethodRef:
+def trained(ref: methods.MethodRef, paper: Study) -> methods.MethodRef:
     """The registered method a cell trains, with its parameters; the study's Oracle trains its `oracle_trains`
     (`oracle@beta=3` -> `lf-net@beta=3` for the LF-Net paper)."""
-    paper = study.current()
     return dataclasses.replace(ref, name=paper.oracle_trains) if ref.name == paper.oracle else ref
 
 
-def is_oracle(ref: methods.MethodRef) -> bool:
+def is_oracle(ref: methods.MethodRef, paper: Study) -> bool:
     """Whether a cell's method is the study's Oracle row (a data view: its only rater is the ground truth)."""
-    return ref.name == study.current().oracle
+    return ref.name == paper.oracle
 
 
-def dataset_overrides(dataset: DatasetSpec, name: str) -> dict:
+def dataset_overrides(dataset: DatasetSpec, name: str, paper: Study) -> dict:
     """The study's settings on this dataset for the method class behind `name` (LF-Net's λ = 0.01 on MNIST), so they
     reach every variant built on it and the Oracle."""
     cls = methods.get_entry(name).cls
     first = next(n for n in methods.method_names() if methods.get_entry(n).cls is cls)
-    return study.current().method_settings(dataset.card.name, first)
+    return paper.method_settings(dataset.card.name, first)
 
 
-def cell_method(ref: methods.MethodRef, seed: int, dataset: DatasetSpec, train: RaterData, budget: Budget) -> methods.Method:
+def cell_method(ref: methods.MethodRef, seed: int, dataset: DatasetSpec, train: RaterData, budget: Budget, paper: Study) -> methods.Method:
     """The cell's method for data shaped like `train`, initialised from `seed`: registry defaults, the dataset's paper
     settings, the budget's (paper-rcl15 only), then the cell's own parameters (`lf-net@beta=3`)."""
-    trains = trained(ref)
+    trains = trained(ref, paper)
     spec = methods.DataSpec(train.in_channels, train.n_classes, train.n_raters, train.rater_ids_consistent)
-    overrides = {**dataset_overrides(dataset, trains.name), **budget.config_overrides(trains.name, dataset), **trains.kwargs}
+    overrides = {
+        **dataset_overrides(dataset, trains.name, paper),
+        **budget.config_overrides(trains.name, dataset, paper),
+        **trains.kwargs,
+    }
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)  # network initialisation
         return methods.build_method(trains.name, spec, overrides)
@@ -77,7 +83,7 @@ def stage_schedules(stages: list[str], trains: str, dataset: DatasetSpec, n_trai
     takes `--max-steps` as its length, longer than its own too (the stop audit's long run is 4 × the rule's stop)."""
     out = {}
     for stage in stages:
-        sched = opts.budget.schedule(trains, stage, dataset, n_train)
+        sched = opts.budget.schedule(trains, stage, dataset, n_train, opts.study)
         if opts.max_steps is not None and (opts.max_steps < sched.max_steps or opts.budget.fixed_length):
             sched = dataclasses.replace(sched, max_steps=opts.max_steps, eval_every=min(sched.eval_every, opts.max_steps))
         out[stage] = sched

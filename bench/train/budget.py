@@ -47,8 +47,7 @@ from dataclasses import dataclass
 import torch
 
 import methods
-from bench import study
-from bench.study import PaperStage
+from bench.study import PaperStage, Study
 from datasets import DatasetSpec
 
 OPTIMISERS = ("adam", "adamw")
@@ -124,8 +123,9 @@ class Budget:
     def batch_size(self, dataset: DatasetSpec) -> int:
         return dataset.paper_batch_size if self.paper_lines else dataset.quick_batch_size
 
-    def schedule(self, method: str, stage: str, dataset: DatasetSpec, n_train: int) -> Schedule:
-        """The Schedule of `stage` of the registered method `method` (a variant uses its base's line) on `dataset`."""
+    def schedule(self, method: str, stage: str, dataset: DatasetSpec, n_train: int, paper: Study) -> Schedule:
+        """The Schedule of `stage` of the registered method `method` (a variant uses its base's line) on `dataset`; a
+        budget with paper lines reads them from the study `paper`."""
         if not self.paper_lines:
             return Schedule(
                 "adam",
@@ -143,9 +143,9 @@ class Budget:
                 rule_cap=self.rule_cap,
                 source=f"{self.name} budget: Adam lr {self.lr:g}, batch {self.batch_size(dataset)}",
             )
-        line = paper_stage(method, stage)
+        line = paper_stage(method, stage, paper)
         epochs = line.epochs
-        reading = stage_reading(method, dataset)
+        reading = stage_reading(method, dataset, paper)
         if reading and stage == reading["stage"] and not self.reading_as_config:
             epochs = reading["epochs"]
         batch = line.batch_size or dataset.paper_batch_size
@@ -163,9 +163,9 @@ class Budget:
             source=f"{length}; {line.source}",
         )
 
-    def config_overrides(self, method: str, dataset: DatasetSpec) -> dict:
+    def config_overrides(self, method: str, dataset: DatasetSpec, paper: Study) -> dict:
         """Method config fields a budget sets: the study's stage reading where the budget reads it as a config field."""
-        reading = stage_reading(method, dataset)
+        reading = stage_reading(method, dataset, paper)
         if self.reading_as_config and reading:
             return {reading["config"]: reading["epochs"]}
         return {}
@@ -197,22 +197,19 @@ def paper_base(method: str) -> str:
     return next(name for name in methods.method_names() if methods.get_entry(name).cls is cls)
 
 
-def paper_stage(method: str, stage: str) -> PaperStage:
+def paper_stage(method: str, stage: str, paper: Study) -> PaperStage:
     """The study's paper-budget line for a stage of the registered method `method` (or of the method it shares lines with)."""
-    paper = study.current()
     base = paper_base(method)
     base = paper.same_as.get(base, base)
     if (base, stage) not in paper.stages:
-        raise KeyError(
-            f"the paper budget has no schedule for {method} stage {stage!r}; add a [[budget.stage]] line to {study.study_file()}"
-        )
+        raise KeyError(f"the paper budget has no schedule for {method} stage {stage!r}; add a [[budget.stage]] line to {paper.file}")
     return paper.stages[(base, stage)]
 
 
-def stage_reading(method: str, dataset: DatasetSpec) -> dict:
+def stage_reading(method: str, dataset: DatasetSpec, paper: Study) -> dict:
     """The study's reading of a stage length it states apart from its schedule (the LF-Net paper's MNIST "RCN epoch 15"),
     for this method and dataset: {datasets, method, stage, epochs, config}, or {} where it does not apply."""
-    reading = study.current().stage_reading
+    reading = paper.stage_reading
     applies = reading and dataset.card.name in reading["datasets"] and paper_base(method) == reading["method"]
     return reading if applies else {}
 

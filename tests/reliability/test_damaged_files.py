@@ -125,7 +125,7 @@ def no_figures(monkeypatch):
     from bench.report import compare, render
     from bench.reproduce import assessment
 
-    def read_only(results, out, audit=None, extra=()):
+    def read_only(paper, results, out, audit=None, extra=()):
         render.read_inputs(results)
         for name in (store.CALIBRATION_BINS, store.TRAIN_LOGS):
             store.read_collected(results, name)
@@ -133,7 +133,9 @@ def no_figures(monkeypatch):
         return []
 
     monkeypatch.setattr(render, "render", read_only)
-    monkeypatch.setattr(report, "write_reproduction", lambda results, root, out, audit=None: assessment.assess(results, root, audit=audit))
+    monkeypatch.setattr(
+        report, "write_reproduction", lambda paper, results, root, out, audit=None: assessment.assess(results, root, paper, audit=audit)
+    )
     monkeypatch.setattr(compare, "save", lambda fig, stem: [])
 
 

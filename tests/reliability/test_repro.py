@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from conftest import REFERENCE_METHODS, REPO, TINY_SWEEP, ReferenceSweep, read_table, run_cli
 
-from bench import cli, store
+from bench import cli, store, study
 from bench.run import plan, split_cache
 from datasets import Splits, get_dataset
 
@@ -130,7 +130,7 @@ def test_dry_run_lists_exactly_the_cells_that_then_run(tmp_path, reference_sweep
 
 
 def test_cell_paths_stay_inside_the_results_folder(tmp_path, capsys):
-    names = plan.expand_params(["lf-net"], {"lf-net": {"tau": [1.5, -2.0]}}, get_dataset("mnist-5k"))
+    names = plan.expand_params(["lf-net"], {"lf-net": {"tau": [1.5, -2.0]}}, get_dataset("mnist-5k"), study.default())
     for cell in plan.plan_cells(names, "mnist-5k", "cm", ["protocol", "0.45"], [0]):
         assert store.cell_dir(tmp_path, cell).resolve().is_relative_to(tmp_path.resolve())
     assert cli.main(["run", "--methods", "lf-net", "--set", "lf-net.soft_label=../../../etc", "--results", str(tmp_path / "r")]) == 2
