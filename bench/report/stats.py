@@ -47,8 +47,8 @@ from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
 from bench.evaluate.long_table import GROUP, select
+from bench.report.rows import is_param_variant
 from bench.study import Study
-from methods.registry import PARAM_SEP
 
 ALPHA = 0.05  # two-sided, of each Holm-adjusted comparison
 SEED_DF_LEVEL = 0.10  # each seed variance's one-sided confidence limits that `seed_df` ranges over
@@ -285,7 +285,7 @@ def family_pairs(paper: Study, present: set[str], reference_method: str, extra: 
     other method in `present` but the Oracle and parameter-sweep cells (`lf-net@beta=3`, drawn in the parameter figures,
     never tested), and against each of `extra` (a caller's explicit choice, Oracle included); then each pair named by a
     claim of the study (`paper`) whose two methods are present."""
-    registered = [m for m in present if m not in default_exclude(paper) and PARAM_SEP not in m]
+    registered = [m for m in present if m not in default_exclude(paper) and not is_param_variant(m)]
     others = [m for m in sorted(present) if m != reference_method and (m in registered or m in extra)]
     pairs = [(reference_method, m) for m in others] if reference_method in present else []
     seen = {frozenset(p) for p in pairs}
