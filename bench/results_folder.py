@@ -95,7 +95,8 @@ class ResultsFolder:
 
     @property
     def old_layout(self) -> list[Path]:
-        """Cell folders written with the reference in the path (`store.old_layout_cells`), from this read."""
+        """Cell folders written with the reference in the path (`runs/<dataset>/<reference>/noise-<x>/<method>/seed-<s>`),
+        from this read; `bench rescore` moves them."""
         return [folder for folder, info in self.manifests.items() if "reference" in (info or {}).get("cell", {})]
 
     def is_done(self, cell: Cell) -> bool:

@@ -14,7 +14,7 @@ retrains it where it is one of the run's cells and refuses to collect otherwise,
 from its predictions, and a damaged collected table is rebuilt from the cells (`read_collected`).
 
 Results folders written before the evaluation reference left the cell's path
-(`runs/<dataset>/<reference>/noise-<x>/…`) are found by `old_layout_cells`; `bench rescore` moves them.
+(`runs/<dataset>/<reference>/noise-<x>/…`) are found by `ResultsFolder.old_layout`; `bench rescore` moves them.
 """
 
 from __future__ import annotations
@@ -189,7 +189,7 @@ def finished(results: Path, strict: bool = True, manifests: dict | None = None, 
         if not (folder / METRICS).is_file() and (info or {}).get("status") != "done":
             continue  # not finished: a run trains it (a damaged manifest of an unfinished cell is rewritten then)
         if "reference" in (info or {}).get("cell", {}):
-            continue  # the old layout: `bench rescore` moves it (old_layout_cells)
+            continue  # the old layout: `bench rescore` moves it (ResultsFolder.old_layout)
         seen: dict = {}
         found = damage(folder, strict, manifest=info, seen=seen)
         if configs is not None and CONFIG in seen:
@@ -291,18 +291,6 @@ def records(results: Path, rows: list | None = None, configs: dict | None = None
             if configs and folder in configs:
                 record.__dict__["config"] = configs[folder]  # the cached property, already read
             out.append(record)
-    return out
-
-
-def old_layout_cells(results: Path) -> list[Path]:
-    """Cell folders written with the reference in the path (`runs/<dataset>/<reference>/noise-<x>/<method>/seed-<s>`)."""
-    out = []
-    for folder in cell_folders(results):
-        try:
-            if "reference" in read_json(folder / MANIFEST).get("cell", {}):
-                out.append(folder)
-        except UnreadableFile:
-            continue  # not readable as either layout: `finished` reports it
     return out
 
 

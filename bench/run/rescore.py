@@ -22,6 +22,7 @@ import methods
 from bench import store
 from bench.evaluate import predictions
 from bench.files import UnreadableFile
+from bench.results_folder import ResultsFolder
 from bench.run import resolve, split_cache
 from bench.run.cell import readout_spread
 from bench.run.readings import score_cell
@@ -38,8 +39,9 @@ def migrate(results: Path) -> tuple[list[tuple[Path, Path]], list[tuple[Path, st
     references) are left where they are. Returns (moved: (old, new)), (left: (old, why)).
     """
     moved, left = [], []
-    for old in store.old_layout_cells(results):
-        info = store.read_manifest(old)
+    folder = ResultsFolder(results)
+    for old in folder.old_layout:
+        info = folder.manifests[old]
         cell = info["cell"]
         if float(cell["noise"]) != 1.0:
             left.append((old, f"noise {cell['noise']} was a radius scale, not a target Average DSC; retrain it with --noise-levels"))
