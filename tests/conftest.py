@@ -160,6 +160,12 @@ def sweep_command(methods: list[str], results: Path, *extra: str) -> list[str]:
     ]
 
 
+def long_row(dataset, raters, noise, method, seed, reference, case, structure, metric, value, n_samples=1) -> tuple:
+    """One row of the long table (`bench.evaluate.long_table.COLUMNS`) for a test that needs no counts: 0 counts, NaN
+    distance sums."""
+    return (dataset, raters, noise, method, seed, reference, case, structure, metric, value, 0, 0, 0, 0, 0, np.nan, np.nan, n_samples)
+
+
 def sorted_table(table: pd.DataFrame) -> pd.DataFrame:
     """The long table in ROW_KEYS order (rows of equal key would compare in arbitrary order: there are none)."""
     return table.sort_values(ROW_KEYS).reset_index(drop=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from conftest import long_row
 from test_report import markdown_rows, rows_for, write_results
 
 from bench import study
@@ -112,50 +113,10 @@ def field_rows(samples: dict[str, int], offsets: dict[str, float], n_seeds: int 
                     value = base if metric == "ged_floor" else base + better
                     n = m if metric != "dice_personal" else (4 if method == "mh-unet" else 1)
                     rows.append(
-                        (
-                            "lidc",
-                            "real",
-                            "protocol",
-                            method,
-                            seed,
-                            "raters",
-                            f"c{case}",
-                            "foreground",
-                            metric,
-                            value,
-                            0,
-                            0,
-                            0,
-                            0,
-                            0,
-                            np.nan,
-                            np.nan,
-                            n,
-                        )
+                        long_row("lidc", "real", "protocol", method, seed, "raters", f"c{case}", "foreground", metric, value, n_samples=n)
                     )
                 for metric, value in (("dsc", 0.6 + shift), ("bahd", 2 - shift)):
-                    rows.append(
-                        (
-                            "lidc",
-                            "real",
-                            "protocol",
-                            method,
-                            seed,
-                            "majority",
-                            f"c{case}",
-                            "foreground",
-                            metric,
-                            value,
-                            0,
-                            0,
-                            0,
-                            0,
-                            0,
-                            np.nan,
-                            np.nan,
-                            1,
-                        )
-                    )
+                    rows.append(long_row("lidc", "real", "protocol", method, seed, "majority", f"c{case}", "foreground", metric, value))
     return pd.DataFrame(rows, columns=long_table.COLUMNS)
 
 

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import long_row
 from test_reproduction import make_results, write_cell
 
 from bench import files, store, study
@@ -366,7 +367,7 @@ def test_a_field_run_gets_the_set_metrics_section_and_a_run_without_samples_none
                 for metric in tables.SET_TABLE:
                     value = (0.5 - shift if metric.startswith("ged") else 0.7 + shift) + 0.01 * seed + 0.001 * case
                     rows.append(
-                        (
+                        long_row(
                             "lidc",
                             "real",
                             "protocol",
@@ -377,14 +378,7 @@ def test_a_field_run_gets_the_set_metrics_section_and_a_run_without_samples_none
                             "foreground",
                             metric,
                             value,
-                            0,
-                            0,
-                            0,
-                            0,
-                            0,
-                            np.nan,
-                            np.nan,
-                            m if metric != "dice_personal" else 1,
+                            n_samples=m if metric != "dice_personal" else 1,
                         )
                     )
     table = pd.DataFrame(rows, columns=store.COLUMNS)

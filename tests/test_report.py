@@ -6,6 +6,7 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import long_row
 from matplotlib.image import imread
 from test_reproduction import write_cell
 
@@ -63,26 +64,7 @@ def rows_for(dataset, raters, noise, methods, structures, references, rng, n_cas
                         values = metric_values(float(np.clip(dsc + REFERENCE_SHIFT.get(reference, 0.0), 0, 1)))
                         for metric in metrics:
                             rows.append(
-                                (
-                                    dataset,
-                                    raters,
-                                    noise,
-                                    method,
-                                    seed,
-                                    reference,
-                                    f"c{case:02d}",
-                                    structure,
-                                    metric,
-                                    values[metric],
-                                    0,
-                                    0,
-                                    0,
-                                    0,
-                                    0,
-                                    np.nan,
-                                    np.nan,
-                                    1,
-                                )
+                                long_row(dataset, raters, noise, method, seed, reference, f"c{case:02d}", structure, metric, values[metric])
                             )
     return rows
 

@@ -3,6 +3,7 @@
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import long_row
 from scipy import stats as sps
 from statsmodels.stats.multitest import multipletests
 
@@ -22,28 +23,7 @@ def long_table(
     for method, grid in values.items():
         for seed, per_case in enumerate(np.atleast_2d(grid)):
             for case, value in enumerate(per_case):
-                rows.append(
-                    (
-                        dataset,
-                        raters,
-                        noise,
-                        method,
-                        seed,
-                        reference,
-                        f"c{case:02d}",
-                        structure,
-                        metric,
-                        value,
-                        0,
-                        0,
-                        0,
-                        0,
-                        0,
-                        np.nan,
-                        np.nan,
-                        1,
-                    )
-                )
+                rows.append(long_row(dataset, raters, noise, method, seed, reference, f"c{case:02d}", structure, metric, value))
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
