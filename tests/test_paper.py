@@ -87,24 +87,9 @@ def test_bad_recipe_and_unknown_name_get_one_line(tmp_path, capsys):
 def test_tiny_paper_run_renders_every_output_labelled(tmp_path):
     recipes, results, out = tmp_path / "recipes", tmp_path / "results", tmp_path / "figures"
     write_tiny_recipes(recipes)
-    run = run_bench(
-        "paper",
-        "--recipes",
-        str(recipes),
-        "--results",
-        str(results),
-        "--out",
-        str(out),
-        "--max-steps",
-        "2",
-        "--train-size",
-        "64",
-        "--test-size",
-        "16",
-        "--no-progress",
-        "--backend",
-        "sequential",
-    )
+    tiny = ["--recipes", str(recipes), "--results", str(results), "--out", str(out)]
+    tiny += ["--max-steps", "2", "--train-size", "64", "--test-size", "16"]  # a pipeline check's sizes
+    run = run_bench("paper", *tiny, "--no-progress", "--backend", "sequential")
     assert run.returncode == 0, run.stderr
     assert re.search(r"^skipped absent: lidc: .*lidc", run.stderr, re.M), run.stderr
     assert "8 of 9 recipes rendered, 1 skipped" in run.stdout
@@ -163,21 +148,6 @@ def test_tiny_paper_run_renders_every_output_labelled(tmp_path):
     assert default_out.returncode == 0, default_out.stderr
     assert (results / "paper" / "quick" / "raters" / "raters_mnist-5k_lfnet.png").is_file()  # --out defaults to RESULTS/paper
 
-    again = run_bench(
-        "paper",
-        "--recipes",
-        str(recipes),
-        "--results",
-        str(results),
-        "--out",
-        str(out),
-        "--max-steps",
-        "2",
-        "--train-size",
-        "64",
-        "--test-size",
-        "16",
-        "--dry-run",
-    )
+    again = run_bench("paper", *tiny, "--dry-run")
     assert "0 of 9 distinct cells would run" in again.stdout, again.stdout  # the absent lidc recipe's cells are not counted
     assert re.search(r"^skipped absent: lidc: .*lidc", again.stderr, re.M), again.stderr
