@@ -116,7 +116,8 @@ def test_compare_shows_how_the_ordering_moves_with_the_protocol(tmp_path):
     Kendall's τ between them; a reversal of two methods' order between A and B shows in the ranks and τ."""
     a, b = tmp_path / "plateau", tmp_path / "paper"
     spread = np.linspace(-0.01, 0.01, 20)
-    for folder, means in ((a, {"mv-unet": 0.6, "qmv-unet": 0.85, "lf-net": 0.8}), (b, {"mv-unet": 0.6, "qmv-unet": 0.8, "lf-net": 0.9})):
+    means_a, means_b = {"mv-unet": 0.6, "qmv-unet": 0.85, "lf-net": 0.8}, {"mv-unet": 0.6, "qmv-unet": 0.8, "lf-net": 0.9}
+    for folder, means in ((a, {**means_a, "oracle": 0.99}), (b, {**means_b, "oracle": 0.95})):
         for method, mean in means.items():
             for seed in range(3):
                 write_cell(folder, method, seed, np.clip(mean + spread, 0, 1), budget=folder.name)
@@ -128,4 +129,5 @@ def test_compare_shows_how_the_ordering_moves_with_the_protocol(tmp_path):
     text = compare.protocols(study.default(), a, b, table, "plateau", "paper")
     assert "| LF-Net | 80.00 (2) | 90.00 (1) | 81.00 (2) | 91.00 (1) |" in text
     assert "| QMV-UNet | 85.00 (1) | 80.00 (2) | 86.00 (1) | 81.00 (2) |" in text
+    assert "| Oracle | 99.00 | 95.00 | 100.00 | 96.00 |" in text  # shown, never ranked: LF-Net is first under paper
     assert "- τ(plateau, paper) = 0.33 over 3 methods" in text and "- τ(plateau, plateau, GT-selected) = 1.00 over 3 methods" in text

@@ -163,11 +163,19 @@ def difference_figure(paper: Study, part: pd.DataFrame, title: str, name_a: str,
     return fig
 
 
+def ranked(value: float, rank: float) -> str:
+    """A protocol table's entry: "93.79 (3)", "97.82" where unranked (the Oracle), "–" where not measured."""
+    if np.isnan(value):
+        return "–"
+    return f"{value:.2f}" if np.isnan(rank) else f"{value:.2f} ({rank:.0f})"
+
+
 def protocols(paper: Study, a: Path, b: Path, table: pd.DataFrame, name_a: str, name_b: str) -> str:
     """How the ordering of the methods moves with the protocol: per group and method both folders ran, DSC against the
     main reference (first structure, mean over seeds) under A and under B, and the test DSC of each side's GT-selected
     weights (`manifest.json` → `selection`, an upper bound; where the cells kept it), each column's ranks (1 best) and
-    Kendall's τ between every two columns over the methods both rank. Markdown; "" without DSC rows."""
+    Kendall's τ between every two columns over the methods both rank. The Oracle is shown, never ranked: it would top
+    every column and add a concordant pair per method to each τ. Markdown; "" without DSC rows."""
     from scipy.stats import kendalltau
 
     rows = table[(table["metric"] == "dsc") & (table["structure"] == table.groupby(GROUP)["structure"].transform("first"))]
@@ -188,11 +196,8 @@ def protocols(paper: Study, a: Path, b: Path, table: pd.DataFrame, name_a: str, 
         for side, name in (("a", name_a), ("b", name_b)):
             frame[f"{name}, GT-selected"] = [np.mean(selected.get((side, *group[:3], m), [np.nan])) for m in frame.index]
         frame = frame.dropna(axis=1, how="all").loc[registry_order(frame.index)]
-        ranks = frame.rank(ascending=False, method="min")
-        cells = [
-            [display(paper, m), *(f"{v:.2f} ({ranks.loc[m, c]:.0f})" if not np.isnan(v) else "–" for c, v in row.items())]
-            for m, row in frame.iterrows()
-        ]
+        ranks = frame.drop(index=paper.oracle, errors="ignore").rank(ascending=False, method="min").reindex(frame.index)
+        cells = [[display(paper, m), *(ranked(v, ranks.loc[m, c]) for c, v in row.items())] for m, row in frame.iterrows()]
         taus = []
         for x, y in ((x, y) for i, x in enumerate(frame.columns) for y in frame.columns[i + 1 :]):
             both = ranks[[x, y]].dropna()
