@@ -11,7 +11,13 @@
 #   4. the default run (`python3 -m bench run`) with --engine eager, then --engine graphed, wall time
 #      of each, and the two tables compared cell by cell (scripts/cells.py) and by `bench compare`; then eager
 #      again, the same comparison measuring how far eager reproduces itself on the card;
-#   5. the plateau run of Table I's methods, 3 seeds, graphed, concurrent cells (`--backend auto`).
+#   5. the paper recipe's cells still to run (issue 78; docs/paper/README.md), eager, concurrent cells (`--backend auto`):
+#      docs/paper/mnist-5k's kept cells are copied in first, so only the missing ones train, and each cell this call
+#      finishes comes back without its checkpoints in OUT/paper; `scripts/keep_cells.sh OUT/paper docs/paper/mnist-5k`
+#      then keeps them. A cell the deadline cuts goes on from its checkpoint in a later call while the machine is warm.
+# A second call runs only the paper cells, with the time the first call's checks took:
+#   SKIP="cuda-tests perf default-eager default-graphed default-cells default-eager-again default-eager-cells default-compare" \
+#       DEADLINE=540 scripts/gpu_check.sh OUT
 # Needs the project and its dependencies importable (pip install -e ., or PYTHONPATH=.).
 # Everything goes to OUT/gpu_check.log; one line per phase (rc, seconds) to OUT/summary.txt.
 # RUN_ARGS is appended to every `bench run`, PERF_ARGS to `bench perf` (a CPU smoke test of this script:
@@ -24,7 +30,7 @@ RUN_ARGS=${RUN_ARGS:-}
 PERF_ARGS=${PERF_ARGS:-}
 GRAPHED=${GRAPHED:-graphed}  # the second engine; eager in a CPU smoke test
 WORK=${WORK:-/tmp/gpu_check}
-SKIP=${SKIP:-}  # phases not to run, by name (e.g. SKIP="plateau-graphed plateau-cells")
+SKIP=${SKIP:-}  # phases not to run, by name (e.g. SKIP="default-eager-again default-eager-cells")
 mkdir -p "$OUT" "$WORK"
 LOG=$OUT/gpu_check.log
 START=$(date +%s)
@@ -64,6 +70,13 @@ phase default-eager-again 100 $RUN/default-eager-again --engine eager  # eager's
 phase default-eager-cells 30 python3 scripts/cells.py "$WORK/default-eager" "$WORK/default-eager-again"
 phase default-compare 40 python3 -m bench compare "$WORK/default-eager" "$WORK/default-graphed" --out "$WORK/compare-default"
 cp "$WORK/compare-default/compare.md" "$OUT/compare_default.md" 2>/dev/null
-phase plateau-graphed 600 $RUN/plateau-graphed --engine $GRAPHED --budget plateau
-phase plateau-cells 20 python3 scripts/cells.py "$WORK/plateau-graphed"
+# The declared rows still short of 3 seeds (Table I's baselines, then Table IV's; PAPER_ARGS replaces them in a smoke test)
+PAPER_ARGS=${PAPER_ARGS:-"--methods mv-unet,cm-unet,mh-unet,mean-unet,ls-unet,mr-net,lf-net-s,lf-net-s-tv,lf-net-s-sls,lf-net-s-rcls,lf-net-s-tv-sls,lf-net-no-ce --seeds 0,1,2"}
+mkdir -p "$WORK/paper" && cp -rn docs/paper/mnist-5k/runs "$WORK/paper"/ && touch "$WORK/paper.start"
+phase paper 600 $RUN/paper --engine eager --budget paper $PAPER_ARGS
+(cd "$WORK/paper" && find runs -name metrics.parquet -newer ../paper.start -printf '%h\0') | while IFS= read -r -d '' cell; do
+    mkdir -p "$OUT/paper/$cell"  # a cell this call finished, every file but its checkpoints (as scripts/keep_cells.sh)
+    find "$WORK/paper/$cell" -maxdepth 1 -type f ! -name '*.lock' -exec cp -p {} "$OUT/paper/$cell"/ \;
+done
+echo "paper: $(find "$OUT/paper" -name metrics.parquet 2>/dev/null | wc -l) cell(s) finished into $OUT/paper" | tee -a "$LOG" "$OUT/summary.txt"
 echo "total: $(($(date +%s) - START)) s" | tee -a "$LOG" "$OUT/summary.txt"
