@@ -15,6 +15,9 @@
 #      docs/paper/mnist-5k's kept cells are copied in first, so only the missing ones train, and each cell this call
 #      finishes comes back without its checkpoints in OUT/paper; `scripts/keep_cells.sh OUT/paper docs/paper/mnist-5k`
 #      then keeps them. A cell the deadline cuts goes on from its checkpoint in a later call while the machine is warm.
+#   6. with MNIST_ROOT set (a folder holding mnist/ with the four IDX files, scripts/mnist_idx.py writes them; the device
+#      tool's `carry` brings an ignored folder along), the full MNIST's declared rows (lf-net, lf-net-no-tv-sl and the
+#      Oracle at seed 0), returned in OUT/paper-mnist.
 # A second call runs only the paper cells, with the time the first call's checks took:
 #   SKIP="cuda-tests perf default-eager default-graphed default-cells default-eager-again default-eager-cells default-compare" \
 #       DEADLINE=540 scripts/gpu_check.sh OUT
@@ -70,13 +73,23 @@ phase default-eager-again 100 $RUN/default-eager-again --engine eager  # eager's
 phase default-eager-cells 30 python3 scripts/cells.py "$WORK/default-eager" "$WORK/default-eager-again"
 phase default-compare 40 python3 -m bench compare "$WORK/default-eager" "$WORK/default-graphed" --out "$WORK/compare-default"
 cp "$WORK/compare-default/compare.md" "$OUT/compare_default.md" 2>/dev/null
+keep_new() {  # keep_new NAME: each cell of $WORK/NAME finished by this call, every file but its checkpoints, into $OUT/NAME
+    (cd "$WORK/$1" && find runs -name metrics.parquet -newer "../$1.start" -printf '%h\0' 2>/dev/null) | while IFS= read -r -d '' cell; do
+        mkdir -p "$OUT/$1/$cell"
+        find "$WORK/$1/$cell" -maxdepth 1 -type f ! -name '*.lock' -exec cp -p {} "$OUT/$1/$cell"/ \;
+    done
+    echo "$1: $(find "$OUT/$1" -name metrics.parquet 2>/dev/null | wc -l) cell(s) finished into $OUT/$1" | tee -a "$LOG" "$OUT/summary.txt"
+}
+
 # The declared rows still short of 3 seeds (Table I's baselines, then Table IV's; PAPER_ARGS replaces them in a smoke test)
 PAPER_ARGS=${PAPER_ARGS:-"--methods mv-unet,cm-unet,mh-unet,mean-unet,ls-unet,mr-net,lf-net-s,lf-net-s-tv,lf-net-s-sls,lf-net-s-rcls,lf-net-s-tv-sls,lf-net-no-ce --seeds 0,1,2"}
 mkdir -p "$WORK/paper" && cp -rn docs/paper/mnist-5k/runs "$WORK/paper"/ && touch "$WORK/paper.start"
 phase paper 600 $RUN/paper --engine eager --budget paper $PAPER_ARGS
-(cd "$WORK/paper" && find runs -name metrics.parquet -newer ../paper.start -printf '%h\0') | while IFS= read -r -d '' cell; do
-    mkdir -p "$OUT/paper/$cell"  # a cell this call finished, every file but its checkpoints (as scripts/keep_cells.sh)
-    find "$WORK/paper/$cell" -maxdepth 1 -type f ! -name '*.lock' -exec cp -p {} "$OUT/paper/$cell"/ \;
-done
-echo "paper: $(find "$OUT/paper" -name metrics.parquet 2>/dev/null | wc -l) cell(s) finished into $OUT/paper" | tee -a "$LOG" "$OUT/summary.txt"
+keep_new paper
+if [[ -n ${MNIST_ROOT:-} ]]; then  # the full MNIST's declared rows
+    mkdir -p "$WORK/paper-mnist" && touch "$WORK/paper-mnist.start"
+    phase paper-mnist 600 $RUN/paper-mnist --engine eager --budget paper --dataset mnist --data-root "$MNIST_ROOT" \
+        --methods lf-net,lf-net-no-tv-sl,oracle --seeds 0
+    keep_new paper-mnist
+fi
 echo "total: $(($(date +%s) - START)) s" | tee -a "$LOG" "$OUT/summary.txt"
