@@ -427,6 +427,24 @@ def test_every_table_file_states_budget_seeds_and_pipeline_check_and_one_seed_is
     )
 
 
+def test_the_run_line_names_a_row_whose_seeds_trained_on_other_cpus_or_precisions():
+    """A seed sd pooled over a bf16 seed and an fp32 seed is said so, with each setup; a row trained one way is not named."""
+    bf16, fp32 = "cpu avx512_bf16, bf16, 1 thread", "cpu avx2, fp32, 1 thread"
+    cells = pd.DataFrame(
+        {
+            "dataset": "toy",
+            "method": ["mv-unet"] * 3 + ["lf-net"] * 3 + ["qmv-unet"] * 3,
+            "seed": [0, 1, 2] * 3,
+            "budget": "paper",
+            "setup": [bf16, bf16, fp32, bf16, bf16, bf16, bf16, fp32, fp32],
+            **{k: None for k in table_notes.OPTIONS},
+        }
+    )
+    line = table_notes.run_text({"MV-UNet": 3, "LF-Net": 3, "QMV-UNet": 3}, cells)
+    assert line.endswith(f"not a pipeline check; seeds trained on other CPUs or precisions: mv-unet, qmv-unet ({bf16} / {fp32})"), line
+    assert table_notes.run_text({"MV-UNet": 3, "LF-Net": 3, "QMV-UNet": 3}, cells.assign(setup=bf16)).endswith("not a pipeline check")
+
+
 def parse_report(*argv):
     parser = argparse.ArgumentParser()
     cli_report.add_parser(parser.add_subparsers(dest="verb"))

@@ -11,6 +11,7 @@ import pandas as pd
 from bench import store
 from bench.evaluate.long_table import select
 from bench.report.rows import display, registry_order
+from bench.report.stop_logs import setup
 from bench.report.table_text import TextTable
 from bench.results_folder import ResultsFolder
 from bench.study import Study
@@ -82,8 +83,9 @@ MIN_SEEDS = 3
 
 
 def run_records(results: Path | ResultsFolder) -> pd.DataFrame:
-    """One row per finished cell of `results`: its keys, budget, reading (`views.own_reading`) and `OPTIONS` (None where not
-    set), from config.json and the manifest; derived once per opened folder."""
+    """One row per finished cell of `results`: its keys, budget, reading (`views.own_reading`), how it trained
+    (`stop_logs.setup`: device, precision, threads) and `OPTIONS` (None where not set), from config.json and the manifest;
+    derived once per opened folder."""
     return ResultsFolder.of(results).derive(cell_rows)
 
 
@@ -94,8 +96,10 @@ def cell_rows(results: ResultsFolder) -> pd.DataFrame:
     for r in ResultsFolder.of(results).records:
         options = r.config.get("options") or {}
         budget = r.config.get("budget", {}).get("name", "")
-        rows.append({**r.keys, "budget": budget, "reading": own_reading(r), **{k: options.get(k) for k in OPTIONS}})
-    return pd.DataFrame(rows, columns=[*store.KEYS, "budget", "reading", *OPTIONS])
+        rows.append(
+            {**r.keys, "budget": budget, "reading": own_reading(r), "setup": setup(r.manifest), **{k: options.get(k) for k in OPTIONS}}
+        )
+    return pd.DataFrame(rows, columns=[*store.KEYS, "budget", "reading", "setup", *OPTIONS])
 
 
 def run_line(table: TextTable, cells: pd.DataFrame | None) -> str:
@@ -127,7 +131,11 @@ def run_text(seeds_of: dict[str, int], cells: pd.DataFrame | None) -> str:
     check = f"pipeline check, not a verdict: {', '.join(reasons)}" if reasons else "not a pipeline check"
     readings = sorted(set(cells["reading"].dropna()) - {""}) if "reading" in cells else []
     read = f"; reading {', '.join(readings)}" if readings else ""
-    return f"Run: budget {', '.join(budgets) or 'not recorded'}; seeds per method: {seeds}; {check}{read}"
+    # a row's seed sd pools over its seeds: say where they trained on other CPUs or precisions (other kernels, other numbers)
+    setups = cells.groupby("method", sort=False)["setup"].agg(lambda v: " / ".join(dict.fromkeys(v))) if "setup" in cells else pd.Series()
+    mixed = [", ".join(setups.index[setups == how]) + f" ({how})" for how in dict.fromkeys(setups) if " / " in how]
+    mix = f"; seeds trained on other CPUs or precisions: {'; '.join(mixed)}" if mixed else ""
+    return f"Run: budget {', '.join(budgets) or 'not recorded'}; seeds per method: {seeds}; {check}{read}{mix}"
 
 
 def row_flags(outcomes: pd.DataFrame | None, audit: dict | None, dataset: str, raters: str, noise: str) -> dict[str, str]:
