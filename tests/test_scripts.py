@@ -149,5 +149,17 @@ def test_kept_cells_are_a_results_folder_that_a_run_goes_on_from(reference_sweep
     rekept = subprocess.run(["bash", "scripts/keep_cells.sh", str(unfinished), str(kept)], cwd=REPO, capture_output=True, text=True)
     assert rekept.returncode == 0 and "kept 0 finished cells (0 new)" in rekept.stdout and "1 unfinished left out" in rekept.stdout
     assert (cell_folder(kept, "mv-unet", 1) / "metrics.parquet").read_bytes() == before
+    # with SINCE, only the cells that finished after it (what a card's call returns, scripts/gpu_check.sh)
+    since = tmp_path / "since"
+    since.touch()
+    os.utime(since, (1, 1))
+    for method, seed in (("lf-net", 0), ("lf-net", 1), ("mv-unet", 0), ("mv-unet", 1)):
+        os.utime(cell_folder(kept, method, seed) / "metrics.parquet", (0, 0) if method == "mv-unet" else (2, 2))
+    only = subprocess.run(
+        ["bash", "scripts/keep_cells.sh", str(kept), str(tmp_path / "new"), str(since)], cwd=REPO, capture_output=True, text=True
+    )
+    assert only.returncode == 0 and "kept 2 finished cells (2 new)" in only.stdout, only.stdout + only.stderr
+    assert sorted(p.name for p in (tmp_path / "new" / "runs").rglob("seed-*")) == ["seed-0", "seed-1"]
+    assert not list((tmp_path / "new").rglob("mv-unet"))
     bad = subprocess.run(["bash", "scripts/keep_cells.sh", str(tmp_path / "nowhere"), str(kept)], cwd=REPO, capture_output=True, text=True)
     assert bad.returncode == 2 and "nowhere holds no runs/ folder" in bad.stderr
