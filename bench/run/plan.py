@@ -32,6 +32,7 @@ from bench.run.split_cache import DataKey, data_fingerprint, load_splits
 from bench.store import Cell
 from bench.study import Study
 from bench.train import hardware, steps
+from bench.train.budget import Schedule
 from datasets import DATASETS, DataError, DatasetSpec, RaterSetting, get_dataset
 from datasets.contract import Note
 from datasets.settings import parse_level, refuse_noise_level
@@ -288,16 +289,19 @@ def option_change(had: dict, want: dict) -> str:
 
 def schedule_change(cell: Cell, opts: RunOptions, config: dict) -> str:
     """How the schedules a finished cell recorded differ from those its budget gives the same stages now ("" if not);
-    the wording of a schedule's `source` is not a difference."""
+    the wording of a schedule's `source` is not a difference. A field the cell did not record reads as its default: a
+    Schedule field is added with the default that keeps the old behaviour (`rule_cap` 0 replays no rule), so cells kept
+    from before it (docs/paper's) still match."""
     had = config.get("schedules")
     if not had or "train_images" not in config:
         return ""  # a cell from before schedules were recorded: kept, as check_data keeps cells without a fingerprint
     now = stage_schedules(list(had), trained(cell.ref, opts.study).name, get_dataset(cell.dataset), config["train_images"], opts)
+    defaults = {f.name: f.default for f in dataclasses.fields(Schedule) if f.default is not dataclasses.MISSING}
     changes = [
-        f"{stage} {key} {had[stage].get(key)} (now {value})"
+        f"{stage} {key} {had[stage].get(key, defaults.get(key))} (now {value})"
         for stage, sched in now.items()
         for key, value in dataclasses.asdict(sched).items()
-        if key != "source" and had[stage].get(key) != value
+        if key != "source" and had[stage].get(key, defaults.get(key)) != value
     ]
     return f"the {opts.budget.name} budget changed since: {', '.join(changes)}" if changes else ""
 

@@ -111,6 +111,24 @@ def test_reused_folder_whose_budget_changed_since_is_refused(tmp_path, reference
     assert len(err) == 1 and "budget changed since: segmentation batch_size" in err[0] and f"{batch} (now {batch - 1})" in err[0], err
 
 
+def test_a_schedule_field_a_kept_cell_did_not_record_reads_as_its_default(tmp_path, reference_sweep, capsys):
+    """Cells kept before a Schedule field existed (docs/paper's, before `rule_cap`) ran as its default does: they still
+    match; a recorded value other than today's is refused as above."""
+    results = reference_sweep.copy(tmp_path / "results")
+    config_path = next(results.glob("runs/**/lf-net/seed-0/config.json"))
+    config = json.loads(config_path.read_text())
+    args = ["run", "--methods", ",".join(REFERENCE_METHODS), *TINY_SWEEP, "--results", str(results), "--dry-run"]
+    for value, rc in ((None, 0), (5_000, 2)):
+        for sched in config["schedules"].values():
+            sched.pop("rule_cap", None)
+            if value is not None:
+                sched["rule_cap"] = value
+        config_path.write_text(json.dumps(config))
+        assert cli.main(args) == rc
+        err = capsys.readouterr().err
+        assert ("rule_cap 5000 (now 0)" in err) == bool(value), err
+
+
 def test_dry_run_lists_exactly_the_cells_that_then_run(tmp_path, reference_sweep, capsys):
     # Half done: copy one finished cell, so the dry run must list only the other.
     base = ["run", "--methods", "mv-unet,lf-net", *TINY_SWEEP, "--seeds", "0", "--results", str(tmp_path)]
