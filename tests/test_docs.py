@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
 
 import pytest
 from conftest import REPO
+
+from bench import cli
 
 CITATION = re.compile(r"\b((?:docs/)?[A-Za-z_]+\.md)#([A-Za-z0-9_-]+)")
 OUTSIDE = re.compile(r"DESIGN(?:\.md)? §|methods\.md §|datasets\.md §|reference/(?:methods|datasets)\.md")
@@ -78,3 +81,21 @@ def test_the_anchor_rule_is_githubs(tmp_path, heading, anchor):
     page = tmp_path / "page.md"
     page.write_text(f"{heading}\n\ntext\n")
     assert anchors(page) == {anchor}
+
+
+@pytest.mark.parametrize("kept", ["rerun", "paper"])
+def test_every_kept_cell_is_still_done_for_the_budget_it_ran_under(kept, capsys):
+    """docs/rerun and docs/paper say a run goes on from them, skipping what is kept: a dry run of each method's kept seeds
+    under the budget its cells recorded must find them all done, never refuse them as run under other options (a
+    Schedule field added since, `rule_cap`, once did) nor plan to retrain them. A dry run writes nothing."""
+    folder = REPO / "docs" / kept / "mnist-5k"
+    seeds: dict[tuple[str, str], list[str]] = {}
+    for config in sorted(folder.glob("runs/*/*/*/*/seed-*/config.json")):
+        budget = json.loads(config.read_text())["options"]["budget"]
+        seeds.setdefault((config.parent.parent.name, budget), []).append(config.parent.name.removeprefix("seed-"))
+    assert len(seeds) >= 10, seeds
+    for (method, budget), kept_seeds in seeds.items():
+        args = ["run", "--dry-run", "--budget", budget, "--methods", method, "--seeds", ",".join(kept_seeds), "--results", str(folder)]
+        assert cli.main(args) == 0, capsys.readouterr().err
+        out = capsys.readouterr().out
+        assert f"0 of {len(kept_seeds)} cells would run" in out, (method, out)
