@@ -12,7 +12,7 @@ import torch
 from test_protocol import RUN, Scripted, tiny
 
 import methods
-from bench import cli, files, store
+from bench import cli, files, store, study
 from bench.report import stop_audit, trajectory_audit
 from bench.train import budget, harness
 from bench.train.budget import Schedule
@@ -231,3 +231,14 @@ def test_the_paper_recipe_keeps_a_test_curve_that_never_selects(tmp_path):
     assert curve_dsc(curve)[3] == pytest.approx(gt_dsc(metrics))
     assert manifest["stages"]["train"]["restored_step"] == 3  # the last weights: nothing restored, nothing selected
     assert set(manifest["readings"]) >= {"selection", "gt-best", "min-val-loss"}  # scored beside, never the result
+
+
+def test_the_curve_figure_shows_one_panel_per_method_and_no_empty_frame():
+    """Five methods on a four-column grid: five panels titled by method, the row's other three hidden."""
+    data = pd.DataFrame(
+        [(m, 0, step, step, 0.5) for m in ("mv-unet", "qmv-unet", "staple-unet", "lf-net", "oracle") for step in (1, 2)],
+        columns=["method", "seed", "step", "epoch", "dsc"],
+    )
+    fig = trajectory_audit.curves(study.default(), data, by="epoch")
+    shown = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(fig.axes) == 8 and len(shown) == 5 and all(ax.get_title() for ax in shown)
