@@ -297,12 +297,12 @@ def schedule_change(cell: Cell, opts: RunOptions, config: dict) -> str:
         return ""  # a cell from before schedules were recorded: kept, as check_data keeps cells without a fingerprint
     now = stage_schedules(list(had), trained(cell.ref, opts.study).name, get_dataset(cell.dataset), config["train_images"], opts)
     defaults = {f.name: f.default for f in dataclasses.fields(Schedule) if f.default is not dataclasses.MISSING}
-    changes = [
-        f"{stage} {key} {had[stage].get(key, defaults.get(key))} (now {value})"
-        for stage, sched in now.items()
-        for key, value in dataclasses.asdict(sched).items()
-        if key != "source" and had[stage].get(key, defaults.get(key)) != value
-    ]
+    changes = []
+    for stage, sched in now.items():
+        was = defaults | had[stage]
+        changes += [
+            f"{stage} {k} {was.get(k)} (now {v})" for k, v in dataclasses.asdict(sched).items() if k != "source" and was.get(k) != v
+        ]
     return f"the {opts.budget.name} budget changed since: {', '.join(changes)}" if changes else ""
 
 
