@@ -197,10 +197,10 @@ def curves(
     cols = max(1, min(4, len(methods)))
     rows = max(1, -(-len(methods) // cols))
     fig = Figure(figsize=(max(4.8, 3.2 * cols), 2.6 * rows + 0.6), layout="constrained")
-    axes = list(fig.subplots(rows, cols, squeeze=False).flat)
-    for ax in axes[len(methods) :]:  # the last row's unused panels
+    axes = fig.subplots(rows, cols, squeeze=False)
+    for ax in list(axes.flat)[len(methods) :]:  # the last row's unused panels, as plots.py and stop_audit.py hide them
         ax.set_visible(False)
-    for ax, method in zip(axes, methods):
+    for ax, method in zip(axes.flat, methods):
         mine = data[data["method"] == method]
         for _, seed in mine.groupby("seed"):
             ax.plot(seed[by], seed["dsc"] * 100, "-", color="C0", linewidth=0.5, alpha=0.4)
