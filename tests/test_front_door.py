@@ -153,6 +153,17 @@ def test_a_dry_run_of_the_paper_recipe_estimates_each_cell_from_step_costs_measu
     assert out.stdout.splitlines()[-1].startswith("estimate: about ") and "measuring step costs 1/1: mv-unet on mnist-5k" in out.stderr
 
 
+def test_the_dry_run_says_when_its_step_costs_were_measured_beside_other_work():
+    """Two training processes on a 2-core CPU made a measured MV-UNet step (batch 32) cost 15 s, not about 0.5: the estimate then
+    says the CPU was shared; the measurement's own threads and a quiet CPU say nothing."""
+    from bench.run.costs import busy_note
+
+    note = busy_note(2.9, 2, 1)
+    assert note.startswith("note: the CPU was busy") and "load average 2.9 on 2 cores, about 1.9 of it other work" in note
+    assert busy_note(1.0, 2, 1) is None and busy_note(1.4, 2, 1) is None and busy_note(2.3, 16, 2) is None
+    assert busy_note(2.6, 16, 2) is not None
+
+
 def test_list_datasets_says_which_are_found_under_the_data_root(tmp_path):
     (tmp_path / "mnist").mkdir()
     (tmp_path / "mnist" / "train-images-idx3-ubyte.gz").write_bytes(b"x")

@@ -22,6 +22,20 @@ from methods.base import StepContext
 STEPS = 3  # timed steps a stage, after one warm-up step
 
 
+def busy_note(load: float, cores: int, threads: int) -> str | None:
+    """A line saying the step costs were measured on a shared CPU, or None: `load` the 1-minute load average as the
+    measurement ends, of which the measurement itself is at most `threads`; more than half a core of other work beside
+    it makes every step cost that of a cell running beside that work, not alone."""
+    others = load - threads
+    if others <= 0.5:
+        return None
+    return (
+        f"note: the CPU was busy while the step costs were measured (load average {load:.1f} on {cores} cores, about "
+        f"{others:.1f} of it other work): the estimate is that of cells running beside that work; measure on an idle CPU "
+        "for their time alone"
+    )
+
+
 def stage_costs(cell: Cell, opts: RunOptions) -> dict[str, tuple[int, float]]:
     """Per stage of the cell's method: (its steps under the budget, seconds a step measured here on the CPU)."""
     data = cell_data(cell, opts)
