@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import os
 import sys
 import time
 import warnings
@@ -192,8 +191,6 @@ def step_cost_estimate(cells: list, opts) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         measured = costs.measured(cells, opts, say=lambda line: print(line, file=sys.stderr, flush=True))
-    if hasattr(os, "getloadavg") and (note := costs.busy_note(os.getloadavg()[0], os.cpu_count() or 1, opts.threads)):
-        print(note, file=sys.stderr)
     total = 0.0
     for (dataset, method), stages in measured.items():
         cell = sum(steps * s for steps, s in stages.values())

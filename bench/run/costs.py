@@ -8,6 +8,7 @@ it stops.
 
 from __future__ import annotations
 
+import os
 import time
 
 import torch
@@ -15,6 +16,7 @@ import torch
 from bench.identity import Cell
 from bench.run.cell import cell_data
 from bench.run.resolve import RunOptions, cell_method, stage_schedules, trained
+from bench.run.sweep import usable_cpus
 from bench.train.hardware import autocast_dtype, to_tensors
 from bench.train.steps import make_step
 from methods.base import StepContext
@@ -70,10 +72,13 @@ def stage_costs(cell: Cell, opts: RunOptions) -> dict[str, tuple[int, float]]:
 
 
 def measured(cells: list[Cell], opts: RunOptions, say=print) -> dict[tuple[str, str], dict[str, tuple[int, float]]]:
-    """`stage_costs` once per (dataset, method) of `cells`, with a line each as it goes (a paper baseline takes seconds)."""
+    """`stage_costs` once per (dataset, method) of `cells`, with a line each as it goes (a paper baseline takes seconds),
+    and `busy_note`'s line last where other work shared the CPU."""
     out: dict[tuple[str, str], dict[str, tuple[int, float]]] = {}
     todo = list(dict.fromkeys((c.dataset, c.method) for c in cells))
     for i, key in enumerate(todo):
         say(f"measuring step costs {i + 1}/{len(todo)}: {key[1]} on {key[0]}")
         out[key] = stage_costs(next(c for c in cells if (c.dataset, c.method) == key), opts)
+    if hasattr(os, "getloadavg") and (note := busy_note(os.getloadavg()[0], usable_cpus(), opts.threads)):
+        say(note)
     return out
