@@ -242,3 +242,44 @@ def test_the_curve_figure_shows_one_panel_per_method_and_no_empty_frame():
     fig = trajectory_audit.curves(study.default(), data, by="epoch")
     shown = [ax for ax in fig.axes if ax.get_visible()]
     assert len(fig.axes) == 8 and len(shown) == 5 and all(ax.get_title() for ax in shown)
+
+
+def test_a_killed_trajectory_cell_resumes_to_the_same_readings_and_curve(tmp_path, monkeypatch):
+    """A trajectory cell killed mid-stage (after its first readings, curve points and a checkpoint) and run again ends
+    with the straight run's readings, test curve and result: the readings held in the checkpoint, the parts already
+    written and those rewritten after the resume agree (a long evidence cell spans several sessions)."""
+    import functools
+
+    monkeypatch.setattr(budget, "FIRST_READING", 2)  # step-2, 4, 8
+    monkeypatch.setattr(budget, "CURVE_EVERY", 2)
+    monkeypatch.setattr(harness, "Output", functools.partial(harness.Output, checkpoint_seconds=0))  # one at each evaluation
+    monkeypatch.setitem(budget.BUDGETS, "trajectory", dataclasses.replace(budget.BUDGETS["trajectory"], eval_every=4))
+    args = ["run", "--budget", "trajectory", "--methods", "mv-unet", "--seeds", "0", "--max-steps", "8"]
+    args += ["--train-size", "32", "--test-size", "16", "--no-progress", "--results"]
+    assert cli.main([*args, str(tmp_path / "straight")]) == 0
+
+    entry = methods.get_entry("mv-unet").cls
+    real_loss = entry.loss
+
+    def dies_at_step_7(self, batch, ctx):  # after the checkpoint at the evaluation of step 4 and the curve point at 6
+        if ctx.step == 7 and self.training:
+            raise KeyboardInterrupt  # as a SIGINT lands: the cell stops where it is
+        return real_loss(self, batch, ctx)
+
+    killed = tmp_path / "killed"
+    monkeypatch.setattr(entry, "loss", dies_at_step_7)
+    assert cli.main([*args, str(killed)]) != 0  # "interrupted: finished cells are kept; rerun the same command to resume"
+    folder = next(killed.glob("runs/**/mv-unet/seed-0"))
+    assert (folder / "checkpoints" / "stage-0-train.partial.pt").is_file() and not (folder / store.METRICS).exists()
+    assert {p.stem for p in (folder / store.PARTS).glob("*.parquet")} >= {"step-4", "curve-4", "curve-6"}
+    monkeypatch.setattr(entry, "loss", real_loss)
+    assert cli.main([*args, str(killed)]) == 0
+    assert len(files.read_json(folder / store.MANIFEST)["starts"]) == 2  # resumed, not started afresh
+
+    straight = next((tmp_path / "straight").glob("runs/**/mv-unet/seed-0"))
+    for table in (store.READINGS, store.TEST_CURVE, store.METRICS):
+        want, got = (pd.read_parquet(f / table) for f in (straight, folder))
+        key = [c for c in ("reading", "stage", "step", "reference", "metric", "case_id") if c in want]
+        pd.testing.assert_frame_equal(*(t.sort_values(key).reset_index(drop=True) for t in (got, want)))
+    a, b = (files.read_json(f / store.MANIFEST)["readings"] for f in (straight, folder))
+    assert a == b and set(a) >= {"step-8", "selection", "min-val-loss", "last"}
