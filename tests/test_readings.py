@@ -4,6 +4,7 @@ bench/run/readings.py, bench/report/trajectory_audit.py, bench/report/views.py) 
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 import pandas as pd
@@ -248,8 +249,6 @@ def test_a_killed_trajectory_cell_resumes_to_the_same_readings_and_curve(tmp_pat
     """A trajectory cell killed mid-stage (after its first readings, curve points and a checkpoint) and run again ends
     with the straight run's readings, test curve and result: the readings held in the checkpoint, the parts already
     written and those rewritten after the resume agree (a long evidence cell spans several sessions)."""
-    import functools
-
     monkeypatch.setattr(budget, "FIRST_READING", 2)  # step-2, 4, 8
     monkeypatch.setattr(budget, "CURVE_EVERY", 2)
     monkeypatch.setattr(harness, "Output", functools.partial(harness.Output, checkpoint_seconds=0))  # one at each evaluation
