@@ -138,26 +138,18 @@ def test_a_cell_without_a_bar_says_how_far_it_is_and_where_it_resumes(tmp_path, 
     """A plateau cell in a log (no terminal) was silent for an hour, and a resume never said where it resumed: a line at an
     evaluation (at most every minute; here every one) gives the step, the losses and the time left, and a resumed run
     says where it starts."""
-    from test_protocol import Killed, tiny, train_mv
+    from test_protocol import Killed, dies_at_step, tiny, train_mv
 
-    import methods
     from bench.train import harness
 
     monkeypatch.setattr(harness, "LINE_SECONDS", 0.0)
     data, val = tiny(16, seed=0), tiny(8, seed=1)
-    real_loss = methods.get_entry("mv-unet").cls.loss
-
-    def dies_at_step_7(self, batch, ctx):
-        if ctx.step == 7 and self.net.training:
-            raise Killed
-        return real_loss(self, batch, ctx)
-
-    monkeypatch.setattr(methods.get_entry("mv-unet").cls, "loss", dies_at_step_7)
+    revive = dies_at_step(monkeypatch, 7)
     with pytest.raises(Killed):
         train_mv(data, val, None, patience=100, checkpoint_dir=tmp_path, checkpoint_seconds=0, desc="mv-unet seed 1", announce=True)
     err = capsys.readouterr().err
     assert "mv-unet seed 1 train: step 2/16 (epoch 0), loss " in err and "validation loss" in err and "min to the cap" in err, err
-    monkeypatch.setattr(methods.get_entry("mv-unet").cls, "loss", real_loss)
+    revive()
     train_mv(data, val, None, patience=100, checkpoint_dir=tmp_path, checkpoint_seconds=0, desc="mv-unet seed 1", announce=True)
     assert "mv-unet seed 1: resuming train at step 6 from its checkpoint" in capsys.readouterr().err
 

@@ -167,23 +167,31 @@ class Killed(Exception):
     pass
 
 
+def dies_at_step(monkeypatch, step: int, exc: type[BaseException] = Killed):
+    """MV-UNet's loss raises `exc` at training step `step` (as a kill lands mid-stage); returns the call that puts the
+    real loss back."""
+    cls = methods.get_entry("mv-unet").cls
+    real_loss = cls.loss
+
+    def loss(self, batch, ctx):
+        if ctx.step == step and self.net.training:
+            raise exc
+        return real_loss(self, batch, ctx)
+
+    monkeypatch.setattr(cls, "loss", loss)
+    return lambda: monkeypatch.setattr(cls, "loss", real_loss)
+
+
 def test_a_killed_stage_resumes_with_the_same_stopping_state(tmp_path, monkeypatch):
     data, val = tiny(16, seed=0), tiny(8, seed=1)
     straight, records = train_mv(data, val, None, patience=100, log_path=tmp_path / "straight.csv")
     assert records.stages["train"]["step"] > 8  # the kill below lands mid-stage
     folder, log = tmp_path / "ckpt", tmp_path / "resumed.csv"
-    real_loss = methods.get_entry("mv-unet").cls.loss
-
-    def dies_at_step_7(self, batch, ctx):
-        if ctx.step == 7 and self.net.training:
-            raise Killed
-        return real_loss(self, batch, ctx)
-
-    monkeypatch.setattr(methods.get_entry("mv-unet").cls, "loss", dies_at_step_7)
+    revive = dies_at_step(monkeypatch, 7)
     with pytest.raises(Killed):
         train_mv(data, val, None, patience=100, log_path=log, checkpoint_dir=folder, checkpoint_seconds=0)
     assert (folder / "stage-0-train.partial.pt").is_file()
-    monkeypatch.setattr(methods.get_entry("mv-unet").cls, "loss", real_loss)
+    revive()
     resumed, again = train_mv(data, val, None, patience=100, log_path=log, checkpoint_dir=folder, checkpoint_seconds=0)
     assert {**again.stages["train"], "seconds": 0} == {**records.stages["train"], "seconds": 0}
     for key, value in straight.state_dict().items():

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from test_protocol import RUN, Scripted, tiny
+from test_protocol import RUN, Scripted, dies_at_step, tiny
 
 import methods
 from bench import cli, files, store, study
@@ -257,21 +257,14 @@ def test_a_killed_trajectory_cell_resumes_to_the_same_readings_and_curve(tmp_pat
     args += ["--train-size", "32", "--test-size", "16", "--no-progress", "--results"]
     assert cli.main([*args, str(tmp_path / "straight")]) == 0
 
-    entry = methods.get_entry("mv-unet").cls
-    real_loss = entry.loss
-
-    def dies_at_step_7(self, batch, ctx):  # after the checkpoint at the evaluation of step 4 and the curve point at 6
-        if ctx.step == 7 and self.training:
-            raise KeyboardInterrupt  # as a SIGINT lands: the cell stops where it is
-        return real_loss(self, batch, ctx)
-
     killed = tmp_path / "killed"
-    monkeypatch.setattr(entry, "loss", dies_at_step_7)
+    # after the checkpoint at the evaluation of step 4 and the curve point at 6, as a SIGINT lands
+    revive = dies_at_step(monkeypatch, 7, KeyboardInterrupt)
     assert cli.main([*args, str(killed)]) != 0  # "interrupted: finished cells are kept; rerun the same command to resume"
     folder = next(killed.glob("runs/**/mv-unet/seed-0"))
     assert (folder / "checkpoints" / "stage-0-train.partial.pt").is_file() and not (folder / store.METRICS).exists()
     assert {p.stem for p in (folder / store.PARTS).glob("*.parquet")} >= {"step-4", "curve-4", "curve-6"}
-    monkeypatch.setattr(entry, "loss", real_loss)
+    revive()
     assert cli.main([*args, str(killed)]) == 0
     assert len(files.read_json(folder / store.MANIFEST)["starts"]) == 2  # resumed, not started afresh
 
