@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 
 import numpy as np
 import pandas as pd
@@ -30,7 +31,7 @@ def gt_dsc(rows: pd.DataFrame) -> float:
     return rows[(rows["metric"] == "dsc") & (rows["reference"] == "gt")]["value"].mean()
 
 
-def test_readings_land_at_the_declared_steps_of_a_tiny_run(tmp_path, monkeypatch):
+def test_readings_land_at_the_declared_steps_of_a_tiny_run(tmp_path, monkeypatch, capsys):
     """A trajectory cell scores its fixed steps (250 × 2^k, here 2 × 2^k) and the readings its stage held into
     readings.parquet, its test curve every CURVE_EVERY steps, and keeps its primary reading (the selection) as its result;
     `bench report --reading` reports any of them, and `bench audit-stops FOLDER` audits the folder from this one run."""
@@ -81,6 +82,16 @@ def test_readings_land_at_the_declared_steps_of_a_tiny_run(tmp_path, monkeypatch
     assert cli.main(["audit-stops", str(results)]) == 0
     text = (results / store.STOP_AUDIT / trajectory_audit.MARKDOWN).read_text()
     assert "| MV-UNet | dsc | 1 | — |" in text and "no rule stop" in text and "selection at" in text
+
+    # The dry run's estimate counts what this run did: its evaluations, curve points and read-outs (the result and every
+    # reading, "rule" included: its stop lies past this horizon, so the run made one read-out fewer).
+    capsys.readouterr()
+    assert cli.main([*args[:-1], str(tmp_path / "dry"), "--dry-run"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("  mv-unet on mnist-5k: "))
+    evals, points, reads = map(int, re.search(r"\+ (\d+) evaluations × .*; (\d+) test-curve points × .*, (\d+) read-out", line).groups())
+    log = pd.read_csv(folder / store.TRAIN_LOG)
+    assert evals == (log["event"] == "eval").sum() == 8 // 20 + 1  # every eval_every steps and at the last
+    assert points == curve["step"].nunique() and reads == len(set(manifest["readings"]) | {"rule"})
 
 
 def test_the_selection_never_reads_gt():

@@ -147,7 +147,7 @@ def format_table(paper, summary, method_order: list[str], outcomes=None) -> str:
 def dry_run(cells: list, args: argparse.Namespace, results: Path) -> int:
     """List the cells, after every check the run makes before it trains (the results folder, options, schedules and data
     of finished cells, and the data of the cells to run), with an estimate of the time from this folder's earlier cells,
-    else from step costs measured here."""
+    else from costs measured here (`bench.run.costs`)."""
     from bench import store
     from bench.cli.options import run_options
     from bench.run import plan
@@ -185,22 +185,27 @@ def duration(seconds: float) -> str:
 
 
 def step_cost_estimate(cells: list, opts) -> None:
-    """The time of cells no earlier cell here measured, from step costs measured now (`bench.run.costs`)."""
+    """The time of cells no earlier cell here measured, from its steps, evaluations, test curve and read-outs timed now (`bench.run.costs`)."""
     from bench.run import costs
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         measured = costs.measured(cells, opts, say=lambda line: print(line, file=sys.stderr, flush=True))
     total = 0.0
-    for (dataset, method), stages in measured.items():
-        cell = sum(steps * s for steps, s in stages.values())
+    for (dataset, method), cost in measured.items():
         n = sum(1 for c in cells if (c.dataset, c.method) == (dataset, method))
-        total += n * cell
-        parts = ", ".join(f"{stage} {steps:,} steps × {s:.3f} s" for stage, (steps, s) in stages.items())
-        print(f"  {method} on {dataset}: {duration(cell)} a cell ({parts}), {n} cell(s)")
+        total += n * cost.seconds
+        parts = ", ".join(
+            f"{stage} {s.steps:,} steps × {s.step_s:.3f} s + {s.evals:,} evaluations × {s.eval_s:.2f} s" for stage, s in cost.stages.items()
+        )
+        tests = f"{cost.curve} test-curve points × {cost.curve_s:.2f} s, " if cost.curve else ""
+        print(
+            f"  {method} on {dataset}: {duration(cost.seconds)} a cell ({parts}; {tests}{cost.reads} read-out(s) × "
+            f"{cost.read_s:.1f} s; {cost.evaluation_share:.0%} of it not training steps), {n} cell(s)"
+        )
     print(
-        f"estimate: about {duration(total)} for {len(cells)} cell(s), one after another at --threads {opts.threads}, from step costs "
-        f"measured here ({costs.STEPS} steps of each stage; training steps only; parallel workers share the CPUs)"
+        f"estimate: about {duration(total)} for {len(cells)} cell(s), one after another at --threads {opts.threads}, from costs "
+        f"measured here ({costs.STEPS} steps and one evaluation of each stage, one read-out; parallel workers share the CPUs)"
     )
 
 

@@ -28,14 +28,21 @@ from datasets import RaterData
 
 
 def score_cell(
-    cell: Cell, probs: np.ndarray, test: RaterData, fused: dict | None = None, outputs: dict | None = None, empty: str = "one"
+    cell: Cell,
+    probs: np.ndarray,
+    test: RaterData,
+    fused: dict | None = None,
+    outputs: dict | None = None,
+    empty: str = "one",
+    progress: bool = True,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The cell's long rows and reliability bins against every reference (bench.evaluate.scoring), with its KEYS.
 
     fused: the test split's cached majority and STAPLE references (`bench.run.split_cache.fused_test_references`), cut to its
-    cases; outputs: the method's samples and per-rater outputs (`inference.predict_outputs`); empty: the empty-pair rule.
+    cases; outputs: the method's samples and per-rater outputs (`inference.predict_outputs`); empty: the empty-pair rule;
+    progress: `score_predictions`' line before scoring samples or per-rater outputs.
     """
-    rows, bins = score_predictions(probs, test, empty=empty, fused=fused, outputs=outputs)
+    rows, bins = score_predictions(probs, test, empty=empty, fused=fused, outputs=outputs, progress=progress)
     keys = cell.record()
     return with_keys(rows, keys, COLUMNS), with_keys(bins, keys, CALIBRATION)
 
@@ -57,6 +64,7 @@ class Scorer:
     precision: str
     samples: int
     empty: str
+    progress: bool = True  # the scoring line before a long read-out (a dry run's timed one says nothing)
 
     def probs(self, method: methods.Method) -> np.ndarray:
         return inference.predict_proba(method, self.test.images, device=self.device, precision=self.precision, seed=self.cell.seed)
@@ -67,7 +75,7 @@ class Scorer:
         outputs = inference.predict_outputs(
             method, self.test.images, n_samples=self.samples, seed=self.cell.seed, device=self.device, precision=self.precision
         )
-        return probs, outputs, *score_cell(self.cell, probs, self.test, self.fused, outputs, self.empty)
+        return probs, outputs, *score_cell(self.cell, probs, self.test, self.fused, outputs, self.empty, self.progress)
 
     def reading(self, method: methods.Method, name: str, step: int) -> pd.DataFrame:
         """The long rows of one reading of the method's current weights (`kept`), named and stepped."""
