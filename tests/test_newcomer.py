@@ -151,7 +151,7 @@ def test_a_cell_without_a_bar_says_how_far_it_is_and_where_it_resumes(tmp_path, 
     assert "mv-unet seed 1 train: step 2/16 (epoch 0), loss " in err and "validation loss" in err and "min to the cap" in err, err
     revive()
     train_mv(data, val, None, patience=100, checkpoint_dir=tmp_path, checkpoint_seconds=0, desc="mv-unet seed 1", announce=True)
-    assert "mv-unet seed 1: resuming train at step 6 from its checkpoint" in capsys.readouterr().err
+    assert "mv-unet seed 1: resuming train at step 7 from its checkpoint" in capsys.readouterr().err  # saved after every step
 
 
 def test_the_printed_table_shows_the_oracle_once_when_it_is_asked_for_by_name():

@@ -190,7 +190,8 @@ def test_a_killed_stage_resumes_with_the_same_stopping_state(tmp_path, monkeypat
     revive = dies_at_step(monkeypatch, 7)
     with pytest.raises(Killed):
         train_mv(data, val, None, patience=100, log_path=log, checkpoint_dir=folder, checkpoint_seconds=0)
-    assert (folder / "stage-0-train.partial.pt").is_file()
+    partial = torch.load(folder / "stage-0-train.partial.pt", weights_only=True)
+    assert (partial["step"], partial["n_sum"]) == (7, 1)  # saved after step 7, between the evaluations at 6 and 8
     revive()
     resumed, again = train_mv(data, val, None, patience=100, log_path=log, checkpoint_dir=folder, checkpoint_seconds=0)
     assert {**again.stages["train"], "seconds": 0} == {**records.stages["train"], "seconds": 0}

@@ -166,9 +166,10 @@ def fit(
     diagnostic `diagnostic_gt_dsc` (and the GT-best reading) to the stage that decides the consensus, and `val.fused` its
     agreement with the raters' fused label `val_rater_dsc` (and the selection reading); that stage holds its readings.
 
-    Each stage gets a fresh optimiser and its own generators seeded by (seed, stage index). A mid-stage checkpoint (at an
-    evaluation, at most every `out.checkpoint_seconds`) holds the weights, optimiser, best weights, stopping state and
-    generator states, so a killed run resumes exactly as an uninterrupted one would have gone on.
+    Each stage gets a fresh optimiser and its own generators seeded by (seed, stage index). A mid-stage checkpoint (after
+    any step, at most every `out.checkpoint_seconds`, so a paper epoch of half an hour between evaluations is not lost
+    with it) holds the weights, optimiser, best weights, stopping state, generator states and the training losses summed
+    since the last evaluation, so a killed run resumes exactly as an uninterrupted one would have gone on, log included.
     """
     progress = out.progress and sys.stderr.isatty()
     lines = out.announce or (out.progress and not progress)  # a log, or a parallel worker: lines instead of a bar
@@ -227,6 +228,8 @@ class StageRun:
         self.order = torch.Generator().manual_seed(seed * 1000 + k)  # batch order
         self.gen = torch.Generator(device=device).manual_seed(seed * 1000 + k)  # the method's randomness
         self.stop, self.step, self.epoch, self.offset, elapsed, self.best_state = StopState(), 0, 0, 0, 0.0, None
+        self.sums: dict[str, torch.Tensor] = {}  # the training losses summed since the last evaluation (its log row's mean)
+        self.n_sum = 0
         self.held, self.rule_stop = Held(), {}  # the readings held (deciding stage); where a replayed rule stopped
         self.epoch_order = None  # state of `order` before the current epoch's permutation was drawn
         if partial is not None:
@@ -236,6 +239,8 @@ class StageRun:
             self.stop, self.best_state = StopState.restore(partial["stop"]), partial["best"]
             self.held, self.rule_stop = Held.restore(partial), partial.get("rule_stop") or {}
             self.step, self.epoch, self.offset, elapsed = partial["step"], partial["epoch"], partial["offset"], partial["seconds"]
+            self.sums = {k: v.to(device) for k, v in partial.get("sums", {}).items()}  # none where saved at an evaluation
+            self.n_sum = partial.get("n_sum", 0)
         self.n, self.perm = n, None
         if self.offset:  # resumed mid-epoch: `order` is back at the epoch's start, so this draws the same permutation
             self.next_epoch()
@@ -253,22 +258,24 @@ class StageRun:
         sched, stage, log_path, checkpoint_dir = self.sched, self.stage, out.log_path, out.checkpoint_dir
         title = f"{out.desc} {stage.name}".strip()
         bar = tqdm(total=sched.max_steps, initial=self.step, desc=title, leave=False, disable=not progress, unit="step")
-        sums: dict[str, torch.Tensor] = {}
-        n_sum, saved, kind = 0, time.perf_counter(), ""
+        saved, kind = time.perf_counter(), ""
         said = time.perf_counter()
         while not kind:
             for key, value in self.train_step(data).items():  # summed on the device: no per-step host sync
-                sums[key] = sums.get(key, 0) + value.detach().float()
-            n_sum += 1
+                self.sums[key] = self.sums.get(key, 0) + value.detach().float()
+            self.n_sum += 1
             bar.update()
             if out.curve is not None and stage.name == out.curve.stage and self.step in out.curve.steps:
                 with evaluating(self.method):
                     out.curve.score(self.method, stage.name, self.step, self.epoch)
             if self.step % sched.eval_every and self.step < sched.max_steps:
+                if checkpoint_dir is not None and time.perf_counter() - saved >= out.checkpoint_seconds:
+                    save_checkpoint(self.method, self.k, stage.name, checkpoint_dir, partial=self.state())
+                    saved = time.perf_counter()
                 continue
             row = {"stage": stage.name, "event": "eval", "step": self.step, "epoch": self.epoch, "seconds": self.seconds()}
-            row.update({f"train_{key}": float(v) / n_sum for key, v in sums.items()})
-            sums, n_sum = {}, 0
+            row.update({f"train_{key}": float(v) / self.n_sum for key, v in self.sums.items()})
+            self.sums, self.n_sum = {}, 0
             if not math.isfinite(row["train_loss"]):
                 bar.close()
                 append_log(log_path, row)  # the log shows the non-finite value
@@ -392,5 +399,7 @@ class StageRun:
             "best": self.best_state,
             "held": self.held.saved(),
             "rule_stop": self.rule_stop,
+            "sums": {k: v.detach().cpu() for k, v in self.sums.items()},
+            "n_sum": self.n_sum,
             "seconds": time.perf_counter() - self.started,
         }
