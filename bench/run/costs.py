@@ -36,7 +36,7 @@ SUBSET = 128  # images of a split a timed pass reads (one validation batch); its
 
 
 @dataclass(frozen=True)
-class Stage:
+class StageCost:
     """One stage's count and cost (seconds each) of training steps and validation evaluations."""
 
     steps: int
@@ -49,7 +49,7 @@ class Stage:
 class CellCost:
     """A cell's parts: its stages by name, its test-curve points and its full read-outs of the test split."""
 
-    stages: dict[str, Stage]
+    stages: dict[str, StageCost]
     curve: int
     curve_s: float
     reads: int
@@ -102,7 +102,7 @@ def cell_cost(cell: Cell, opts: RunOptions) -> CellCost:
             reads = (val.gt, selection_label(val)) if stage.name == decides else None
             stage_run.evaluate(val_t, reads)  # warm-up
             eval_s = timed(stage_run.evaluate, val_t, reads) * scale_val
-            out[stage.name] = Stage(sched.max_steps, step_s, math.ceil(sched.max_steps / sched.eval_every), eval_s)
+            out[stage.name] = StageCost(sched.max_steps, step_s, math.ceil(sched.max_steps / sched.eval_every), eval_s)
         method.eval()
         scorer = Scorer(cell, test, fused_references(test), device, opts.precision, opts.samples, opts.empty_pair, progress=False)
         curve_s = timed(scorer.counts, method, decides, 0, 0) * scale_test
