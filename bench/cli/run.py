@@ -198,7 +198,7 @@ def step_cost_estimate(cells: list, opts) -> None:
         parts = ", ".join(
             f"{stage} {s.steps:,} steps × {s.step_s:.3f} s + {s.evals:,} evaluations × {s.eval_s:.2f} s" for stage, s in cost.stages.items()
         )
-        tests = f"{cost.curve} test-curve points × {cost.curve_s:.2f} s, " if cost.curve else ""
+        tests = f"{cost.curve} test-curve point(s) × {cost.curve_s:.2f} s, " if cost.curve else ""
         print(
             f"  {method} on {dataset}: {duration(cost.seconds)} a cell ({parts}; {tests}{cost.reads} read-out(s) × "
             f"{cost.read_s:.1f} s; {cost.evaluation_share:.0%} of it not training steps), {n} cell(s)"
