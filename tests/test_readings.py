@@ -88,7 +88,9 @@ def test_readings_land_at_the_declared_steps_of_a_tiny_run(tmp_path, monkeypatch
     capsys.readouterr()
     assert cli.main([*args[:-1], str(tmp_path / "dry"), "--dry-run"]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("  mv-unet on mnist-5k: "))
-    evals, points, reads = map(int, re.search(r"\+ (\d+) evaluations × .*; (\d+) test-curve point\(s\) × .*, (\d+) read-out", line).groups())
+    evals, points, reads = map(
+        int, re.search(r"\+ (\d+) evaluations × .*; (\d+) test-curve point\(s\) × .*, (\d+) read-out", line).groups()
+    )
     log = pd.read_csv(folder / store.TRAIN_LOG)
     assert evals == (log["event"] == "eval").sum() == 8 // 20 + 1  # every eval_every steps and at the last
     assert points == curve["step"].nunique() and reads == len(set(manifest["readings"]) | {"rule"})
