@@ -153,6 +153,16 @@ def test_a_dry_run_of_the_paper_recipe_estimates_each_cell_from_step_costs_measu
     assert out.stdout.splitlines()[-1].startswith("estimate: about ") and "measuring step costs 1/1: mv-unet on mnist-5k" in out.stderr
 
 
+def test_a_cells_estimated_time_is_its_steps_evaluations_curve_points_and_read_outs():
+    """The dry run's cell time adds what a cell does beside its steps (a trajectory cell's evaluations were half of a
+    sampler's time, and the estimate once left them out)."""
+    from bench.run.costs import CellCost, StageCost
+
+    cost = CellCost({"a": StageCost(10, 0.5, 2, 3.0), "b": StageCost(4, 1.0, 1, 2.0)}, curve=4, curve_s=1.0, reads=2, read_s=5.0)
+    assert cost.seconds == (5 + 6) + (4 + 2) + 4 + 10
+    assert cost.evaluation_share == pytest.approx(1 - 9 / 31)
+
+
 def test_the_dry_run_says_when_its_step_costs_were_measured_beside_other_work():
     """Two training processes on a 2-core CPU made a measured MV-UNet step (batch 32) cost 15 s, not about 0.5: the estimate then
     says the CPU was shared; the measurement's own threads and a quiet CPU say nothing."""
