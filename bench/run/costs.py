@@ -56,14 +56,18 @@ class CellCost:
     read_s: float
 
     @property
+    def steps_seconds(self) -> float:
+        return sum(s.steps * s.step_s for s in self.stages.values())
+
+    @property
     def seconds(self) -> float:
-        train = sum(s.steps * s.step_s + s.evals * s.eval_s for s in self.stages.values())
-        return train + self.curve * self.curve_s + self.reads * self.read_s
+        evals = sum(s.evals * s.eval_s for s in self.stages.values())
+        return self.steps_seconds + evals + self.curve * self.curve_s + self.reads * self.read_s
 
     @property
     def evaluation_share(self) -> float:
         """The share of the cell's time that is not training steps."""
-        return 1 - sum(s.steps * s.step_s for s in self.stages.values()) / self.seconds
+        return 1 - self.steps_seconds / self.seconds
 
 
 def timed(fn, *args) -> float:

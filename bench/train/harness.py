@@ -260,6 +260,13 @@ class StageRun:
         bar = tqdm(total=sched.max_steps, initial=self.step, desc=title, leave=False, disable=not progress, unit="step")
         saved, kind = time.perf_counter(), ""
         said = time.perf_counter()
+
+        def keep_partial() -> None:  # a mid-stage checkpoint, at most every out.checkpoint_seconds
+            nonlocal saved
+            if checkpoint_dir is not None and time.perf_counter() - saved >= out.checkpoint_seconds:
+                save_checkpoint(self.method, self.k, stage.name, checkpoint_dir, partial=self.state())
+                saved = time.perf_counter()
+
         while not kind:
             for key, value in self.train_step(data).items():  # summed on the device: no per-step host sync
                 self.sums[key] = self.sums.get(key, 0) + value.detach().float()
@@ -269,9 +276,7 @@ class StageRun:
                 with evaluating(self.method):
                     out.curve.score(self.method, stage.name, self.step, self.epoch)
             if self.step % sched.eval_every and self.step < sched.max_steps:
-                if checkpoint_dir is not None and time.perf_counter() - saved >= out.checkpoint_seconds:
-                    save_checkpoint(self.method, self.k, stage.name, checkpoint_dir, partial=self.state())
-                    saved = time.perf_counter()
+                keep_partial()
                 continue
             row = {"stage": stage.name, "event": "eval", "step": self.step, "epoch": self.epoch, "seconds": self.seconds()}
             row.update({f"train_{key}": float(v) / self.n_sum for key, v in self.sums.items()})
@@ -302,9 +307,8 @@ class StageRun:
                     file=sys.stderr,
                     flush=True,
                 )
-            if checkpoint_dir is not None and not kind and time.perf_counter() - saved >= out.checkpoint_seconds:
-                save_checkpoint(self.method, self.k, stage.name, checkpoint_dir, partial=self.state())
-                saved = time.perf_counter()
+            if not kind:
+                keep_partial()
         bar.close()
         if reads is not None:
             self.held.keep("last", self.step, math.nan, snapshot(self.method))
