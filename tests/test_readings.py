@@ -16,7 +16,7 @@ from test_protocol import RUN, Scripted, dies_at_step, tiny
 import methods
 from bench import cli, files, store, study
 from bench.report import stop_audit, trajectory_audit
-from bench.train import budget, harness
+from bench.train import budget, checkpoints, harness
 from bench.train.budget import Schedule
 from methods.base import DataSpec
 
@@ -164,6 +164,11 @@ def test_a_fixed_length_stage_holds_the_weights_the_rule_would_have_restored(tmp
     assert fixed_fit.readings["rule"]["step"] == stop["restored_step"] == fixed_fit.stages["train"]["rule_restored"] == 28
     assert torch.equal(fixed_fit.readings["rule"]["state"]["net.weight"], early_m.state_dict()["net.weight"])
     assert early_fit.readings["rule"]["step"] == 28 and "min-val-loss" not in early_fit.readings
+    # a run resumed after this stage reads its stop row back as it was returned (its rule fields are text and steps)
+    logged = checkpoints.logged_stops(tmp_path / "fixed.csv")["train"]
+    assert {k: logged[k] for k in ("rule_stop", "rule_how", "rule_restored")} == {
+        k: fixed_fit.stages["train"][k] for k in ("rule_stop", "rule_how", "rule_restored")
+    }
 
 
 @pytest.mark.parametrize(

@@ -87,8 +87,8 @@ def logged_stops(log_path: Path | None) -> dict[str, dict]:
         return {}
     with log_path.open(newline="") as f:
         rows = [r for r in csv.DictReader(f) if r.get("event") == "stop"]
-    ints = ("step", "epoch", "best_step", "restored_step")
-    text = ("stage", "event", "stop", "reason")
+    ints = ("step", "epoch", "best_step", "restored_step", "rule_stop", "rule_restored")
+    text = ("stage", "event", "stop", "reason", "rule_how")
     return {
         r["stage"]: {k: v if k in text else int(float(v)) if k in ints else float(v) for k, v in r.items() if v != "" and k != "best"}
         for r in rows
