@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from test_protocol import RUN, Scripted, dies_at_step, tiny
+from test_protocol import RUN, Scripted, tiny
 
 import methods
 from bench import cli, files, store, study
@@ -263,30 +263,49 @@ def test_the_curve_figure_shows_one_panel_per_method_and_no_empty_frame():
     assert len(fig.axes) == 8 and len(shown) == 5 and all(ax.get_title() for ax in shown)
 
 
-def test_a_killed_trajectory_cell_resumes_to_the_same_readings_and_curve(tmp_path, monkeypatch):
+def dies_in(monkeypatch, stage: str, step: int):
+    """The harness raises KeyboardInterrupt before training step `step` of `stage` (a SIGINT landing mid-stage); returns
+    the call that puts the real step back."""
+    real = harness.StageRun.train_step
+
+    def train_step(self, data):
+        if self.stage.name == stage and self.step == step:
+            raise KeyboardInterrupt
+        return real(self, data)
+
+    monkeypatch.setattr(harness.StageRun, "train_step", train_step)
+    return lambda: monkeypatch.setattr(harness.StageRun, "train_step", real)
+
+
+@pytest.mark.parametrize(("method", "stage"), [("mv-unet", "train"), ("lf-net", "segmentation")])
+def test_a_killed_trajectory_cell_resumes_to_the_same_readings_and_curve(tmp_path, monkeypatch, method, stage):
     """A trajectory cell killed mid-stage (after its first readings, curve points and a checkpoint) and run again ends
     with the straight run's readings, test curve and result: the readings held in the checkpoint, the parts already
-    written and those rewritten after the resume agree (a long evidence cell spans several sessions)."""
+    written and those rewritten after the resume agree (a long evidence cell spans several sessions). LF-Net dies in
+    its second stage: the resume reads the first stage's stop row back, rule replay and all."""
     monkeypatch.setattr(budget, "FIRST_READING", 2)  # step-2, 4, 8
     monkeypatch.setattr(budget, "CURVE_EVERY", 2)
     monkeypatch.setattr(harness, "Output", functools.partial(harness.Output, checkpoint_seconds=0))  # one at each evaluation
-    monkeypatch.setitem(budget.BUDGETS, "trajectory", dataclasses.replace(budget.BUDGETS["trajectory"], eval_every=4))
-    args = ["run", "--budget", "trajectory", "--methods", "mv-unet", "--seeds", "0", "--max-steps", "8"]
+    # the rule's replay ends each stage's at its cap of 4 steps: the stop rows carry where and how ("cap")
+    trajectory = dataclasses.replace(budget.BUDGETS["trajectory"], eval_every=4, rule_cap=4)
+    monkeypatch.setitem(budget.BUDGETS, "trajectory", trajectory)
+    monkeypatch.setattr(budget.Budget, "val_size", lambda self, dataset: 32)  # evaluations on 32 validation images
+    args = ["run", "--budget", "trajectory", "--methods", method, "--seeds", "0", "--max-steps", "8"]
     args += ["--train-size", "32", "--test-size", "16", "--no-progress", "--results"]
     assert cli.main([*args, str(tmp_path / "straight")]) == 0
 
     killed = tmp_path / "killed"
     # after the checkpoint at the evaluation of step 4 and the curve point at 6, as a SIGINT lands
-    revive = dies_at_step(monkeypatch, 7, KeyboardInterrupt)
+    revive = dies_in(monkeypatch, stage, 7)
     assert cli.main([*args, str(killed)]) != 0  # "interrupted: finished cells are kept; rerun the same command to resume"
-    folder = next(killed.glob("runs/**/mv-unet/seed-0"))
-    assert (folder / "checkpoints" / "stage-0-train.partial.pt").is_file() and not (folder / store.METRICS).exists()
+    folder = next(killed.glob(f"runs/**/{method}/seed-0"))
+    assert next(folder.glob(f"checkpoints/stage-*-{stage}.partial.pt")).is_file() and not (folder / store.METRICS).exists()
     assert {p.stem for p in (folder / store.PARTS).glob("*.parquet")} >= {"step-4", "curve-4", "curve-6"}
     revive()
     assert cli.main([*args, str(killed)]) == 0
     assert len(files.read_json(folder / store.MANIFEST)["starts"]) == 2  # resumed, not started afresh
 
-    straight = next((tmp_path / "straight").glob("runs/**/mv-unet/seed-0"))
+    straight = next((tmp_path / "straight").glob(f"runs/**/{method}/seed-0"))
     for table in (store.READINGS, store.TEST_CURVE, store.METRICS):
         want, got = (pd.read_parquet(f / table) for f in (straight, folder))
         key = [c for c in ("reading", "stage", "step", "reference", "metric", "case_id") if c in want]
