@@ -299,10 +299,17 @@ def checkpoint_path(checkpoint_dir: Path, k: int, name: str, partial: bool = Fal
     return checkpoint_dir / f"stage-{k}-{name}{'.partial' if partial else ''}.pt"
 
 
+def held_path(checkpoint_dir: Path, k: int, name: str) -> Path:
+    """The readings stage k held (`stage-<k>-<name>.held.pt`), kept from its end until the cell has scored them."""
+    return checkpoint_dir / f"stage-{k}-{name}.held.pt"
+
+
 def earlier_checkpoints(checkpoint_dir: Path, k: int) -> list[Path]:
     """The finished-stage weights of stages before k: once stage k has finished, its file holds the whole method (every
     stage's networks) and resuming or rebuilding the cell reads only it."""
-    return [p for p in checkpoint_dir.glob("stage-*.pt") if not p.name.endswith(".partial.pt") and int(p.name.split("-")[1]) < k]
+    return [
+        p for p in checkpoint_dir.glob("stage-*.pt") if not p.name.endswith((".partial.pt", ".held.pt")) and int(p.name.split("-")[1]) < k
+    ]
 
 
 def write_part(folder: Path, name: str, rows: pd.DataFrame) -> None:

@@ -390,10 +390,11 @@ def test_the_gt_best_weights_are_kept_for_the_selection_reading_and_never_restor
     assert dsc == pytest.approx(best["diagnostic_gt_dsc"], abs=1e-4)
 
 
-def test_the_gt_diagnostic_follows_the_stage_that_decides_the_consensus(tmp_path):
+def test_the_gt_diagnostic_follows_the_stage_that_decides_the_consensus(tmp_path, monkeypatch):
     """D-Persona's consensus is the mean of its prior's draws, which its second stage (per-rater heads) leaves as it is:
     the logged GT DSC and the selection reading come from its first stage, and training is the same without them. A
-    stage name that is none of the method's is refused."""
+    stage name that is none of the method's is refused, and so is a later stage that trains the consensus stage's
+    modules (its readings would no longer be that stage's weights)."""
     data, val = tiny(8, seed=0), tiny(4, seed=1)
     gt = (np.random.default_rng(5).random(val[1][:, 0].shape) > 0.5).astype(np.uint8)
     sched = {name: Schedule("adam", 1e-3, 4, 4, False, eval_every=2) for name in ("prior", "personas")}
@@ -413,6 +414,11 @@ def test_the_gt_diagnostic_follows_the_stage_that_decides_the_consensus(tmp_path
     stray.consensus_stage = "nope"
     with pytest.raises(ValueError, match=r"consensus_stage 'nope' is none of its stages \['train'\]"):
         harness.fit(stray, harness.Split(*data), rule(), RUN, val=harness.Split(*val), out=QUIET)
+    overlapping = methods.build_method("d-persona", DataSpec(1, 2, 3))
+    stages = [Stage("prior", ("net", "prior", "posterior", "fcomb")), Stage("personas", ("heads", "net"))]
+    monkeypatch.setattr(type(overlapping), "stages", property(lambda self: stages))
+    with pytest.raises(ValueError, match="the stages after its consensus stage 'prior' must name their modules, none of"):
+        harness.fit(overlapping, harness.Split(*data), sched, RUN, val=harness.Split(*val), out=QUIET)
 
 
 def test_a_cell_records_the_code_files_its_tree_changed_from_the_commit(tmp_path):

@@ -16,6 +16,7 @@ from test_protocol import RUN, Scripted, tiny
 import methods
 from bench import cli, files, store, study
 from bench.report import stop_audit, trajectory_audit
+from bench.run import cell as cell_module
 from bench.train import budget, checkpoints, harness
 from bench.train.budget import Schedule
 from methods.base import DataSpec
@@ -263,9 +264,17 @@ def test_the_curve_figure_shows_one_panel_per_method_and_no_empty_frame():
     assert len(fig.axes) == 8 and len(shown) == 5 and all(ax.get_title() for ax in shown)
 
 
-def dies_in(monkeypatch, stage: str, step: int):
-    """The harness raises KeyboardInterrupt before training step `step` of `stage` (a SIGINT landing mid-stage); returns
-    the call that puts the real step back."""
+def dies_in(monkeypatch, stage: str | None, step: int = 7):
+    """KeyboardInterrupt (a SIGINT) before training step `step` of `stage`, or (`stage` None) as the cell starts scoring
+    its held readings, after training; returns the call that takes it back."""
+    if stage is None:
+        real_held = cell_module.held_readings
+
+        def held_readings(*args):
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(cell_module, "held_readings", held_readings)
+        return lambda: monkeypatch.setattr(cell_module, "held_readings", real_held)
     real = harness.StageRun.train_step
 
     def train_step(self, data):
@@ -277,16 +286,18 @@ def dies_in(monkeypatch, stage: str, step: int):
     return lambda: monkeypatch.setattr(harness.StageRun, "train_step", real)
 
 
-@pytest.mark.parametrize(("method", "stage"), [("mv-unet", "train"), ("lf-net", "segmentation")])
+@pytest.mark.parametrize(("method", "stage"), [("lf-net", "segmentation"), ("d-persona", None)])
 def test_a_killed_trajectory_cell_resumes_to_the_same_readings_and_curve(tmp_path, monkeypatch, method, stage):
-    """A trajectory cell killed mid-stage (after its first readings, curve points and a checkpoint) and run again ends
-    with the straight run's readings, test curve and result: the readings held in the checkpoint, the parts already
-    written and those rewritten after the resume agree (a long evidence cell spans several sessions). LF-Net dies in
-    its second stage: the resume reads the first stage's stop row back, rule replay and all."""
+    """A trajectory cell killed and run again ends with the straight run's readings, test curve and result (a long
+    evidence cell spans several sessions). LF-Net dies mid-way through its second stage, the one holding the readings
+    (after its first readings, curve points and a checkpoint): they come back from the checkpoint, and the first stage's
+    stop row, rule replay and all, from the log. D-Persona's readings are held by its first stage and it dies after its
+    second, as its read-outs begin: they come back from the first stage's `.held.pt`, with the heads its second stage
+    trained (a reading replaces the consensus stage's weights, not the heads)."""
     monkeypatch.setattr(budget, "FIRST_READING", 2)  # step-2, 4, 8
     monkeypatch.setattr(budget, "CURVE_EVERY", 2)
     monkeypatch.setattr(harness, "Output", functools.partial(harness.Output, checkpoint_seconds=0))  # one at each evaluation
-    # the rule's replay ends each stage's at its cap of 4 steps: the stop rows carry where and how ("cap")
+    # the rule's replay ends each stage at its cap of 4 steps: the stop rows carry where and how ("cap")
     trajectory = dataclasses.replace(budget.BUDGETS["trajectory"], eval_every=4, rule_cap=4)
     monkeypatch.setitem(budget.BUDGETS, "trajectory", trajectory)
     monkeypatch.setattr(budget.Budget, "val_size", lambda self, dataset: 32)  # evaluations on 32 validation images
@@ -295,15 +306,19 @@ def test_a_killed_trajectory_cell_resumes_to_the_same_readings_and_curve(tmp_pat
     assert cli.main([*args, str(tmp_path / "straight")]) == 0
 
     killed = tmp_path / "killed"
-    # after the checkpoint at the evaluation of step 4 and the curve point at 6, as a SIGINT lands
-    revive = dies_in(monkeypatch, stage, 7)
+    revive = dies_in(monkeypatch, stage)
     assert cli.main([*args, str(killed)]) != 0  # "interrupted: finished cells are kept; rerun the same command to resume"
     folder = next(killed.glob(f"runs/**/{method}/seed-0"))
-    assert next(folder.glob(f"checkpoints/stage-*-{stage}.partial.pt")).is_file() and not (folder / store.METRICS).exists()
-    assert {p.stem for p in (folder / store.PARTS).glob("*.parquet")} >= {"step-4", "curve-4", "curve-6"}
+    assert not (folder / store.METRICS).exists()
+    if stage:  # after the checkpoint at the evaluation of step 4 and the curve point at 6
+        assert next(folder.glob(f"checkpoints/stage-*-{stage}.partial.pt")).is_file()
+        assert {p.stem for p in (folder / store.PARTS).glob("*.parquet")} >= {"step-4", "curve-4", "curve-6"}
+    else:  # both stages done; the first's readings kept beside the second's weights
+        assert {p.name for p in (folder / "checkpoints").iterdir()} == {"stage-0-prior.held.pt", "stage-1-personas.pt", "result.pt"}
     revive()
     assert cli.main([*args, str(killed)]) == 0
     assert len(files.read_json(folder / store.MANIFEST)["starts"]) == 2  # resumed, not started afresh
+    assert not list(folder.glob("checkpoints/*.held.pt"))  # scored: dropped
 
     straight = next((tmp_path / "straight").glob(f"runs/**/{method}/seed-0"))
     for table in (store.READINGS, store.TEST_CURVE, store.METRICS):
@@ -312,3 +327,7 @@ def test_a_killed_trajectory_cell_resumes_to_the_same_readings_and_curve(tmp_pat
         pd.testing.assert_frame_equal(*(t.sort_values(key).reset_index(drop=True) for t in (got, want)))
     a, b = (files.read_json(f / store.MANIFEST)["readings"] for f in (straight, folder))
     assert a == b and set(a) >= {"step-8", "selection", "min-val-loss", "last"}
+    if method == "d-persona":  # the result (the selection) reads the heads as stage 2 ended, not as they were when held
+        result, ended = (torch.load(straight / "checkpoints" / f, weights_only=True) for f in ("result.pt", "stage-1-personas.pt"))
+        heads = [k for k in ended if k.startswith("heads.")]
+        assert heads and all(torch.equal(result[k], ended[k]) for k in heads)

@@ -340,7 +340,7 @@ def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
             method.load_state_dict(fitted.readings[budget.primary]["state"])
             if budget.readings:  # other weights than training ended on: kept for `bench predict`
                 save_result(method, out / store.CHECKPOINTS / store.RESULT_WEIGHTS)
-        else:  # resumed after that stage ended (no reading held): the cell's result is the weights it ended on
+        else:  # resumed past that stage from checkpoints older than its .held.pt file: the weights it ended on
             ended = schedules[decides]
             manifest["reading"] = "rule" if ended.early_stopping else "min-val-loss" if ended.restore_best else "last"
         t1 = time.time()
@@ -370,6 +370,8 @@ def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
             seconds=round(time.time() - manifest["started"], 2),
         )
         store.finish_cell(out, manifest, rows, bins)
+        for held in (out / store.CHECKPOINTS).glob("*.held.pt"):  # scored: only a resume needed them
+            held.unlink()
         return {"cell": str(cell), "status": "done", "reason": ""}
     except KeyboardInterrupt:  # Ctrl-C: the manifest says so (its checkpoints resume it), and the interrupt goes on up
         record_end(out, manifest, status="interrupted", reason="interrupted (Ctrl-C); rerun the same command to resume it")

@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from bench.files import atomic
-from bench.store import checkpoint_path, earlier_checkpoints
+from bench.store import checkpoint_path, earlier_checkpoints, held_path
 from methods.base import Method
 
 
@@ -31,6 +31,19 @@ def save_checkpoint(method: Method, k: int, name: str, checkpoint_dir: Path | No
         checkpoint_path(checkpoint_dir, k, name, partial=True).unlink(missing_ok=True)
         for earlier in earlier_checkpoints(checkpoint_dir, k):
             earlier.unlink(missing_ok=True)
+
+
+def save_held(readings: dict[str, dict], k: int, name: str, checkpoint_dir: Path | None) -> None:
+    """The readings a finished stage held, so that a run resumed after it (a later stage, or its read-outs) still has
+    them: without them its result would fall back to the weights training ended on."""
+    if checkpoint_dir is not None:
+        write_state(readings, held_path(checkpoint_dir, k, name))
+
+
+def load_held(k: int, name: str, checkpoint_dir: Path | None) -> dict[str, dict]:
+    """What `save_held` kept for stage k ({} where nothing was: a cell checkpointed before it existed)."""
+    path = None if checkpoint_dir is None else held_path(checkpoint_dir, k, name)
+    return torch.load(path, map_location="cpu", weights_only=True) if path is not None and path.is_file() else {}
 
 
 def save_result(method: Method, path: Path) -> None:

@@ -19,7 +19,7 @@ from tqdm.auto import tqdm
 
 from bench import store
 from bench.train.budget import Schedule
-from bench.train.checkpoints import append_log, logged_stops, resume, save_checkpoint, trim_log
+from bench.train.checkpoints import append_log, load_held, logged_stops, resume, save_checkpoint, save_held, trim_log
 from bench.train.hardware import autocast, autocast_dtype, make_batch, to_tensors
 from bench.train.inference import evaluating, probabilities, readout_ids
 from bench.train.readings import Curve, Held, agreement, snapshot
@@ -141,8 +141,9 @@ class Output:
 @dataclass
 class Fitted:
     """What `fit` returns: each stage's stop record by stage name, and the readings held by the stage that decides the
-    consensus (the last, or `Method.consensus_stage`): name → {"step", "score", "state"} (`bench.train.readings`; {} when a
-    run resumed after that stage), never restored by the harness."""
+    consensus (the last, or `Method.consensus_stage`): name → {"step", "score", "state"} (`bench.train.readings`; a run
+    resumed after that stage reads them from its `.held.pt` file, {} where it has none), never restored by the harness.
+    Each state holds the modules later stages trained as they ended (D-Persona's heads), not as they were when held."""
 
     stages: dict[str, dict]
     readings: dict[str, dict]
@@ -189,6 +190,13 @@ def fit(
     if method.consensus_stage not in (None, *names):
         raise ValueError(f"{type(method).__name__}.consensus_stage {method.consensus_stage!r} is none of its stages {names}")
     decides = names.index(method.consensus_stage) if method.consensus_stage else len(stages) - 1  # the stage the consensus reads
+    later = {m for s in stages[decides + 1 :] for m in s.modules}  # what the stages after it train (D-Persona: its heads)
+    consensus_modules = set(stages[decides].modules) or {name for name, _ in method.named_children()}
+    if not all(s.modules for s in stages[decides + 1 :]) or later & consensus_modules:
+        raise ValueError(
+            f"{type(method).__name__}: the stages after its consensus stage {names[decides]!r} must name their modules, "
+            "none of that stage's (Stage.modules): its readings keep what those stages train"
+        )
     if val_data is None and any(schedules[s.name].early_stopping for s in stages):
         raise ValueError("early stopping needs a validation split (val=...)")
     first, partial = resume(method, stages, out.checkpoint_dir)
@@ -196,7 +204,8 @@ def fit(
         where = f"{stages[first].name} at step {partial['step']}" if partial else f"{stages[first].name}, after {stages[first - 1].name}"
         print(f"{out.desc}: resuming {where} from its checkpoint", file=sys.stderr, flush=True)
     trim_log(out.log_path, {s.name for s in stages[:first]}, (stages[first].name, partial["step"]) if partial else None)
-    fitted = Fitted(logged_stops(out.log_path), {})  # stages a resumed run finished before
+    # stages a resumed run finished before, and the readings where it resumes past the stage that held them
+    fitted = Fitted(logged_stops(out.log_path), load_held(decides, names[decides], out.checkpoint_dir) if first > decides else {})
     for k in range(first, len(stages)):
         stage = StageRun(method, k, stages[k], schedules[stages[k].name], len(train.images), run, dtype, partial if k == first else None)
         reads = (val.gt, val.fused) if val is not None and k == decides else None  # only the deciding stage holds readings
@@ -206,6 +215,9 @@ def fit(
             print(line, file=sys.stderr, flush=True)
         if reads is not None:
             fitted.readings = stage.held.readings
+    if later:  # a reading is the consensus stage's weights at a point; what later stages trained stays as they trained it
+        trained = {key: t.detach().clone() for key, t in method.state_dict().items() if key.split(".")[0] in later}
+        fitted.readings = {name: {**r, "state": {**r["state"], **trained}} for name, r in fitted.readings.items()}
     method.eval()
     return fitted
 
@@ -333,6 +345,8 @@ class StageRun:
         if self.rule_stop:
             record.update(self.rule_stop)
         append_log(log_path, record)
+        if reads is not None:  # before the stage's weights: a run that resumes past this stage finds them
+            save_held(self.held.readings, self.k, stage.name, checkpoint_dir)
         save_checkpoint(self.method, self.k, stage.name, checkpoint_dir)
         return record
 
