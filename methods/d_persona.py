@@ -40,6 +40,9 @@ Deviations (each a choice; the official code is kept where it is not named here)
   so its batch-norm statistics drift. Heads' convs pad by 1 (the official `padding=3` is an argument in the wrong slot).
 - Rater slots are the dataset's (on LIDC, whatever reader filled the slot); the official LIDC loader sorts each image's
   masks by area, so its "persona" r is the r-th smallest mask.
+- Readings (`bench/train/readings.py`) are held in stage 1 (`consensus_stage`); each replaces stage 1's networks only,
+  and the heads keep what stage 2 trained (on stage 1's restored weights, which a reading other than that one differs
+  from: docs/decisions.md, "A reading of a method whose consensus is not read in its last stage").
 - No cosine learning-rate schedule (the harness has none for any method). Checkpoints: the official LIDC code keeps
   the epoch best on the test fold; here, as every method, the budget's rule on this method's own validation loss.
 """
