@@ -230,26 +230,22 @@ def test_a_resumed_cell_keeps_each_start_and_says_what_changed_since_the_first()
 
 def test_a_finished_cell_resumed_reports_every_stage_as_logged(tmp_path):
     images, raters, valid = tiny(8)
-    logs, records = tmp_path / "log.csv", []
+    logs, records, readings = tmp_path / "log.csv", [], []
     for _ in range(2):  # the second run finds both stages finished and trains nothing
         torch.manual_seed(0)
         m = methods.build_method("lf-net", DataSpec(1, 2, 3))
         split = harness.Split(images, raters, valid)
-        records.append(
-            harness.fit(
-                m,
-                split,
-                harness.fixed_schedules(m, 2, 4),
-                RUN,
-                val=split,
-                out=harness.Output(tmp_path / "ckpt", log_path=logs, progress=False),
-            ).stages
-        )
+        out = harness.Output(tmp_path / "ckpt", log_path=logs, progress=False)
+        fitted = harness.fit(m, split, harness.fixed_schedules(m, 2, 4), RUN, val=split, out=out)
+        records.append(fitted.stages)
+        readings.append({f"{name} at {r['step']}": r["score"] for name, r in fitted.readings.items()})
     assert list(records[1]) == ["soft_label", "segmentation"]
     for stage, record in records[0].items():
         assert records[1][stage] == pytest.approx(record), stage
-    # the last stage's file holds both networks: the soft-label stage's own weights were dropped when it was written
-    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["stage-1-segmentation.pt"]
+    assert readings[1] == pytest.approx(readings[0], nan_ok=True) and "last at 2" in readings[0]  # from its .held.pt
+    # the last stage's file holds both networks: the soft-label stage's own weights were dropped when it was written;
+    # its readings stay until the cell has scored them
+    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["stage-1-segmentation.held.pt", "stage-1-segmentation.pt"]
 
 
 def test_budgets_resolve_per_stage():

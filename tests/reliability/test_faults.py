@@ -225,7 +225,9 @@ class Reference:
             if (cell(results, m, s) / "metrics.parquet").is_file():
                 continue
             stages = len(json.loads((cell(self.results, m, s) / "config.json").read_text())["schedules"])
-            finished = len([p for p in (cell(results, m, s) / "checkpoints").glob("stage-*.pt") if ".partial" not in p.name])
+            finished = len(
+                [p for p in (cell(results, m, s) / "checkpoints").glob("stage-*.pt") if not p.name.endswith((".partial.pt", ".held.pt"))]
+            )
             left += self.cell_seconds(m, s) * (stages - finished) / stages
         return overhead + left
 
