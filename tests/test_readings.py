@@ -313,8 +313,9 @@ def test_a_killed_trajectory_cell_resumes_to_the_same_readings_and_curve(tmp_pat
     if stage:  # after the checkpoint at the evaluation of step 4 and the curve point at 6
         assert next(folder.glob(f"checkpoints/stage-*-{stage}.partial.pt")).is_file()
         assert {p.stem for p in (folder / store.PARTS).glob("*.parquet")} >= {"step-4", "curve-4", "curve-6"}
-    else:  # both stages done; the first's readings kept beside the second's weights
+    else:  # both stages done; the first's readings (its fixed steps too, not scored yet) kept beside the second's weights
         assert {p.name for p in (folder / "checkpoints").iterdir()} == {"stage-0-prior.held.pt", "stage-1-personas.pt", "result.pt"}
+        assert not list((folder / store.PARTS).glob("step-*"))
     revive()
     assert cli.main([*args, str(killed)]) == 0
     assert len(files.read_json(folder / store.MANIFEST)["starts"]) == 2  # resumed, not started afresh
@@ -331,3 +332,9 @@ def test_a_killed_trajectory_cell_resumes_to_the_same_readings_and_curve(tmp_pat
         result, ended = (torch.load(straight / "checkpoints" / f, weights_only=True) for f in ("result.pt", "stage-1-personas.pt"))
         heads = [k for k in ended if k.startswith("heads.")]
         assert heads and all(torch.equal(result[k], ended[k]) for k in heads)
+        # step-8 is the first stage's last step: held as `last` is, with the same heads, it reads the same
+        rows = pd.read_parquet(straight / store.READINGS).drop(columns=["reading", "reading_step"])
+        by = pd.read_parquet(straight / store.READINGS)["reading"]
+        step8, last = (rows[by == name].reset_index(drop=True) for name in ("step-8", "last"))
+        assert (step8["metric"] == "dice_personal").any()  # per-rater metrics included
+        pd.testing.assert_frame_equal(step8, last)

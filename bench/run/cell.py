@@ -332,7 +332,7 @@ def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
                 progress=opts.progress,
                 desc=f"{cell.method} seed {cell.seed}",
                 announce=opts.announce,
-                curve=trajectory(scorer, out, decides, curve, fixed),
+                curve=trajectory(scorer, out, decides, curve, fixed, hold=decides != method.stages[-1].name),
             ),
         )
         manifest["stages"] = fitted.stages

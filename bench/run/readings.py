@@ -3,7 +3,8 @@
 Along the stage whose weights predict, the cell keeps its test curve (per case, the foreground counts against GT, else
 the raters' majority vote, at `budget.curve_steps`) and scores in full the weights at the fixed steps
 (`budget.reading_steps`, the readings `step-N`) as it trains; after training, it scores in full the readings the stage
-held (`rule`, `min-val-loss`, `selection`, `gt-best`, `last`). Full rows are the long table's against every reference but
+held (`rule`, `min-val-loss`, `selection`, `gt-best`, `last`; and `step-N` where later stages train what a read-out
+needs, D-Persona's heads). Full rows are the long table's against every reference but
 the single raters (`KEPT`), with the reading's name and step; the cell's result (its budget's primary reading) stays in
 metrics.parquet.
 """
@@ -90,19 +91,21 @@ class Scorer:
         return pd.DataFrame({"stage": stage, "step": step, "epoch": epoch, "reference": reference, "case_id": self.test.case_ids, **counts})
 
 
-def trajectory(scorer: Scorer, folder: Path, stage: str, curve: frozenset[int], fixed: frozenset[int]) -> Curve | None:
+def trajectory(scorer: Scorer, folder: Path, stage: str, curve: frozenset[int], fixed: frozenset[int], hold: bool) -> Curve | None:
     """The hook that keeps a cell's test curve at the steps `curve` and scores its fixed-step readings at `fixed`, in
-    `stage`, as the cell trains (None where there is neither)."""
+    `stage`, as the cell trains (None where there is neither). `hold`: later stages train what a read-out needs
+    (D-Persona's heads), so the stage holds the weights at `fixed` and the cell scores them after training instead."""
     if not curve and not fixed:
         return None
+    scored = frozenset() if hold else fixed
 
     def score(method: methods.Method, stage: str, step: int, epoch: int) -> None:
         if step in curve:
             store.write_part(folder, f"curve-{step}", scorer.counts(method, stage, step, epoch))
-        if step in fixed:
+        if step in scored:
             store.write_part(folder, f"step-{step}", scorer.reading(method, f"step-{step}", step))
 
-    return Curve(stage, curve | fixed, score)
+    return Curve(stage, curve | scored, score, fixed - scored)
 
 
 def held_readings(scorer: Scorer, folder: Path, method: methods.Method, held: dict[str, dict], own: str) -> dict[str, dict]:

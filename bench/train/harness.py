@@ -287,6 +287,8 @@ class StageRun:
             if out.curve is not None and stage.name == out.curve.stage and self.step in out.curve.steps:
                 with evaluating(self.method):
                     out.curve.score(self.method, stage.name, self.step, self.epoch)
+            if out.curve is not None and stage.name == out.curve.stage and self.step in out.curve.held:
+                self.held.keep(f"step-{self.step}", self.step, math.nan, snapshot(self.method))
             if self.step % sched.eval_every and self.step < sched.max_steps:
                 keep_partial()
                 continue

@@ -36,11 +36,14 @@ SELECTION_SMOOTH = 3  # evaluations averaged by the selection (the rule's own sm
 class Curve:
     """Declared steps of one stage at which the cell is called, `score(method, stage, step, epoch)` (epoch: the epochs
     completed), in eval mode, without touching the training generators: it scores the test split as the trajectory goes.
-    A diagnostic: the harness selects and restores nothing by it."""
+    A diagnostic: the harness selects and restores nothing by it. `held`: steps whose weights the stage holds as the
+    readings `step-N` instead, for the cell to score after training (a method whose later stages train what a read-out
+    needs: D-Persona's heads)."""
 
     stage: str
     steps: frozenset[int]
     score: Callable[[Method, str, int, int], None]
+    held: frozenset[int] = frozenset()
 
 
 def snapshot(method: Method) -> dict:
