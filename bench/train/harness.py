@@ -284,11 +284,12 @@ class StageRun:
                 self.sums[key] = self.sums.get(key, 0) + value.detach().float()
             self.n_sum += 1
             bar.update()
-            if out.curve is not None and stage.name == out.curve.stage and self.step in out.curve.steps:
-                with evaluating(self.method):
-                    out.curve.score(self.method, stage.name, self.step, self.epoch)
-            if out.curve is not None and stage.name == out.curve.stage and self.step in out.curve.held:
-                self.held.keep(f"step-{self.step}", self.step, math.nan, snapshot(self.method))
+            if out.curve is not None and stage.name == out.curve.stage:
+                if self.step in out.curve.steps:
+                    with evaluating(self.method):
+                        out.curve.score(self.method, stage.name, self.step, self.epoch)
+                if self.step in out.curve.held:
+                    self.held.keep(f"step-{self.step}", self.step, math.nan, snapshot(self.method))
             if self.step % sched.eval_every and self.step < sched.max_steps:
                 keep_partial()
                 continue
