@@ -333,6 +333,7 @@ def train_cell(cell: Cell, opts: RunOptions, device: torch.device) -> dict:
                 desc=f"{cell.method} seed {cell.seed}",
                 announce=opts.announce,
                 curve=trajectory(scorer, out, decides, curve, fixed, hold=decides != method.stages[-1].name),
+                keep_readings=budget.readings,
             ),
         )
         manifest["stages"] = fitted.stages

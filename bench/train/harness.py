@@ -127,7 +127,9 @@ class Output:
     """What a fit leaves and shows: mid-stage checkpoints in `checkpoint_dir` (at most every `checkpoint_seconds`), the
     training log, a bar per stage ("<desc> <stage>", only where `progress` and stderr is a terminal, so logs get no cursor
     escapes) or, with `announce`, one line per finished stage (parallel workers, whose bars would interleave); `curve`:
-    the test curve the cell keeps along the trajectory (`Curve`), or None."""
+    the test curve the cell keeps along the trajectory (`Curve`), or None; `keep_readings`: write the readings the
+    deciding stage held beside its weights (`.held.pt`), so that a run resumed past that stage or during the read-outs
+    still scores them (off where the cell scores none but its result, which the weights it ended on then give: `quick`)."""
 
     checkpoint_dir: Path | None = None
     checkpoint_seconds: float = 60.0
@@ -136,6 +138,7 @@ class Output:
     desc: str = ""
     announce: bool = False
     curve: Curve | None = None
+    keep_readings: bool = True
 
 
 @dataclass
@@ -348,7 +351,7 @@ class StageRun:
         if self.rule_stop:
             record.update(self.rule_stop)
         append_log(log_path, record)
-        if reads is not None:  # before the stage's weights: a run that resumes past this stage finds them
+        if reads is not None and out.keep_readings:  # before the stage's weights: a run that resumes past it finds them
             save_held(self.held.readings, self.k, stage.name, checkpoint_dir)
         save_checkpoint(self.method, self.k, stage.name, checkpoint_dir)
         return record
