@@ -333,8 +333,9 @@ def test_a_killed_trajectory_cell_resumes_to_the_same_readings_and_curve(tmp_pat
         heads = [k for k in ended if k.startswith("heads.")]
         assert heads and all(torch.equal(result[k], ended[k]) for k in heads)
         # step-8 is the first stage's last step: held as `last` is, with the same heads, it reads the same
-        rows = pd.read_parquet(straight / store.READINGS).drop(columns=["reading", "reading_step"])
-        by = pd.read_parquet(straight / store.READINGS)["reading"]
-        step8, last = (rows[by == name].reset_index(drop=True) for name in ("step-8", "last"))
+        rows = pd.read_parquet(straight / store.READINGS)
+        step8, last = (
+            rows[rows["reading"] == n].drop(columns=["reading", "reading_step"]).reset_index(drop=True) for n in ("step-8", "last")
+        )
         assert (step8["metric"] == "dice_personal").any()  # per-rater metrics included
         pd.testing.assert_frame_equal(step8, last)
