@@ -42,8 +42,9 @@ def save_held(readings: dict[str, dict], k: int, name: str, checkpoint_dir: Path
 
 def load_held(k: int, name: str, checkpoint_dir: Path | None) -> dict[str, dict]:
     """What `save_held` kept for stage k ({} where nothing was: a cell checkpointed before it existed)."""
-    path = None if checkpoint_dir is None else held_path(checkpoint_dir, k, name)
-    return torch.load(path, map_location="cpu", weights_only=True) if path is not None and path.is_file() else {}
+    if checkpoint_dir is None or not (path := held_path(checkpoint_dir, k, name)).is_file():
+        return {}
+    return torch.load(path, map_location="cpu", weights_only=True)
 
 
 def save_result(method: Method, path: Path) -> None:
