@@ -264,6 +264,35 @@ def test_the_curve_figure_shows_one_panel_per_method_and_no_empty_frame():
     assert len(fig.axes) == 8 and len(shown) == 5 and all(ax.get_title() for ax in shown)
 
 
+def test_a_sampler_panel_adds_its_ged_at_the_fixed_steps():
+    """A sampler's panel (the field's methods) carries its test GED on a right axis: the mean over seeds at each `step-N`
+    reading and a star at its primary; a method outside the field gets no second axis."""
+    data = pd.DataFrame(
+        [(m, seed, step, 1, 0.5) for m in ("mv-unet", "prob-unet") for seed in (0, 1) for step in (250, 500, 1000)],
+        columns=["method", "seed", "step", "epoch", "dsc"],
+    )
+    values = pd.DataFrame(
+        [
+            (m, seed, reading, metric, step, value + seed * 0.1)
+            for m in ("mv-unet", "prob-unet")
+            for seed in (0, 1)
+            for reading, step, value in (("step-250", 250, 0.6), ("step-500", 500, 0.4), ("selection", 380, 0.3))
+            for metric in ("dsc", "ged")
+        ],
+        columns=["method", "seed", "reading", "metric", "step", "value"],
+    )
+    cells = pd.DataFrame(
+        [(m, seed, "selection", np.nan) for m in ("mv-unet", "prob-unet") for seed in (0, 1)],
+        columns=["method", "seed", "primary", "rule_stop"],
+    )
+    fig = trajectory_audit.curves(study.default(), data, cells, values)
+    twins = [ax for ax in fig.axes if ax.get_visible() and ax.get_ylabel() == "test GED ↓"]
+    assert len(twins) == 1 and len([ax for ax in fig.axes if ax.get_visible()]) == 3
+    fixed, star = twins[0].get_lines()
+    assert list(fixed.get_xdata()) == [250, 500] and list(fixed.get_ydata()) == pytest.approx([0.65, 0.45])
+    assert list(star.get_xdata()) == [380] and list(star.get_ydata()) == pytest.approx([0.35])
+
+
 def dies_in(monkeypatch, stage: str | None, step: int = 7):
     """KeyboardInterrupt (a SIGINT) before training step `step` of `stage`, or (`stage` None) as the cell starts scoring
     its held readings, after training; returns the call that takes it back."""

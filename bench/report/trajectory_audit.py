@@ -5,7 +5,7 @@ FOLDER holds cells trained to a fixed horizon (`--budget trajectory`) that read 
 (`rule`) to the horizon (`last`), improves, stable or degrades beyond its tolerance (the larger of the checkpoint-to-
 checkpoint spread and the seed sd; GED: 5 % of its value), and the cause it sees (the rule stopped early, or the method's
 own loss leaves GT); the ranking under each reading, with Kendall's τ between readings and every rank reversal; and a
-figure of each method's test DSC along its trajectory. Writes `FOLDER/stop_audit/trajectory_audit.md`, `.csv` and
+figure of each method's test DSC (and a sampler's GED) along its trajectory. Writes `FOLDER/stop_audit/trajectory_audit.md`, `.csv` and
 `test_curves.png`/`.pdf`.
 """
 
@@ -18,12 +18,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 from scipy.stats import kendalltau
 
 from bench import store
 from bench.files import read_table, write_table
 from bench.report.plots import save
-from bench.report.rows import display, registry_order
+from bench.report.rows import display, entry, registry_order
 from bench.report.stop_logs import GROUP, setup
 from bench.report.table_text import markdown_table
 from bench.report.views import own_reading
@@ -192,7 +193,7 @@ def curves(
 ) -> Figure:
     """One panel per method: its test DSC (`test_curves`, mean over seeds, each seed thin) against `by` (step, log scale, or
     epoch); with `cells` and `values` (`audit`), a grey line where the rule stopped, a dot at the rule's reading and a star
-    at the primary reading (each at its own step and test DSC, mean over seeds)."""
+    at the primary reading (each at its own step and test DSC, mean over seeds), and a sampler's GED (`sampler_ged`)."""
     methods = registry_order(data["method"].unique())
     cols = max(1, min(4, len(methods)))
     rows = max(1, -(-len(methods) // cols))
@@ -220,14 +221,40 @@ def curves(
                         color="C3" if marker == "*" else "C1",
                         markersize=7 if marker == "*" else 4,
                     )
+            found = entry(paper, method)
+            if found is not None and found.group == "field":
+                sampler_ged(ax, values[(values["method"] == method) & (values["metric"] == "ged")], here)
         ax.set_title(display(paper, method), fontsize=9)
-        if by == "step":
+        if by == "step":  # 250 to 8,000 steps is little over a decade: label 1, 2.5 and 5 of each, not the minor ticks
             ax.set_xscale("log")
+            ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.5, 5.0)))
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v / 1000:g}k" if v >= 1000 else f"{v:g}"))
+            ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("epoch of the stage that predicts" if by == "epoch" else by, fontsize=8)
         ax.set_ylabel("test DSC (%)", fontsize=8)
-    marks = "\n(dotted: the rule's stop; dot: the rule's reading; star: the primary)" if cells is not None else ""
+    marks = (
+        "\n(dotted: the rule's stop; dot: the rule's reading; star: the primary; samplers: GED at the fixed steps, right axis)"
+        if cells is not None
+        else ""
+    )
     fig.suptitle(f"Test DSC along each trajectory{marks}\na diagnostic, never a selection", fontsize=8)
     return fig
+
+
+def sampler_ged(ax, ged: pd.DataFrame, here: pd.DataFrame) -> None:
+    """A sampler's test GED against its raters (`ged`: its rows of `reading_values`), on a right axis of its panel: at the
+    fixed steps (`step-N`, the readings scored with every metric; the test curve holds DSC's counts only), mean over seeds,
+    and a star at the primary reading, beside its DSC curve."""
+    fixed = ged[ged["reading"].str.startswith("step-")].groupby("step")["value"].mean().sort_index()
+    primary = ged[ged["reading"] == (here["primary"].iloc[0] if len(here) else "")]
+    if fixed.empty and primary.empty:
+        return
+    twin = ax.twinx()
+    twin.plot(fixed.index, fixed.values, "s-", color="C2", markersize=3, linewidth=0.8)
+    if not primary.empty:
+        twin.plot([primary["step"].mean()], [primary["value"].mean()], "*", color="C2", markersize=7)
+    twin.set_ylabel("test GED ↓", fontsize=8, color="C2")
+    twin.tick_params(axis="y", labelsize=7, colors="C2")
 
 
 def write(paper: Study, results: Path, command: str) -> list[Path]:
