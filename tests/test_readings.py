@@ -189,6 +189,17 @@ def test_the_signed_verdict_on_synthetic_curves(metric, rule, last, drifts, expe
     judged = trajectory_audit.judge(at, metric, spread=0.005, drifts=drifts)
     assert (judged["verdict"], judged["cause"]) == expected
     assert judged["tolerance"] == pytest.approx(max(0.025 if metric == "ged" else 0.005, np.std(rule, ddof=1)))
+    assert not judged["second_seed_due"]  # two seeds behind every verdict
+
+
+@pytest.mark.parametrize(("last", "due"), [(0.80, True), (0.809, True), (0.811, False), (0.791, True), (0.789, False)])
+def test_a_one_seed_verdict_within_twice_its_tolerance_asks_for_a_second_seed(last, due):
+    """The declared evidence adds seed 1 where a one-seed move lies within twice its tolerance (here the spread, 0.005)."""
+    at = pd.DataFrame({"rule": [0.80], "last": [last]}, index=pd.Index([0], name="seed"))
+    judged = trajectory_audit.judge(at, "dsc", spread=0.005, drifts=False)
+    assert judged["second_seed_due"] is due
+    verdicts = pd.DataFrame([{"method": "mv-unet", "metric": "dsc", **judged}])
+    assert ("Second seed due" in trajectory_audit.due_line(study.default(), verdicts)) is due
 
 
 def test_the_stage_display_says_equal_only_where_every_earlier_stage_restored_the_same_step():

@@ -105,6 +105,7 @@ def judge(at: pd.DataFrame, metric: str, spread: float, drifts: bool) -> dict:
     tolerance = max(0.0 if math.isnan(base) else base, 0.0 if math.isnan(seed_sd) else seed_sd)
     said = verdict(rule, last, tolerance, higher=metric != "ged")
     cause = {"improves": "the rule stopped early", "degrades": "its own loss leaves GT" if drifts else "it drifts past its loss minimum"}
+    close = said in ("improves", "stable", "degrades") and abs(last - rule) <= 2 * tolerance
     return {
         "seeds": at.shape[0],
         "rule": rule,
@@ -114,6 +115,7 @@ def judge(at: pd.DataFrame, metric: str, spread: float, drifts: bool) -> dict:
         "seed_sd": seed_sd,
         "verdict": said,
         "cause": cause.get(said, ""),
+        "second_seed_due": bool(close and at.shape[0] == 1),  # one seed, a move within twice its tolerance (docs/decisions.md)
     }
 
 
@@ -241,6 +243,16 @@ def curves(
     return fig
 
 
+def due_line(paper: Study, verdicts: pd.DataFrame) -> str:
+    """The methods whose verdict rests on one seed with a move within twice its tolerance: the declared evidence runs a
+    second seed for them (docs/decisions.md, "Readings along one trajectory")."""
+    due = verdicts[verdicts["second_seed_due"]]
+    if due.empty:
+        return ""
+    named = ", ".join(f"{display(paper, m)} ({', '.join(g['metric'])})" for m, g in due.groupby("method", sort=False))
+    return f"\nSecond seed due (one seed, a move within twice its tolerance): {named}.\n"
+
+
 def sampler_ged(ax, ged: pd.DataFrame, here: pd.DataFrame) -> None:
     """A sampler's test GED against its raters (`ged`: its rows of `reading_values`), on a right axis of its panel: at the
     fixed steps (`step-N`, the readings scored with every metric; the test curve holds DSC's counts only), mean over seeds,
@@ -327,6 +339,7 @@ def write(paper: Study, results: Path, command: str) -> list[Path]:
             "the horizon (`last`): improves, stable or degrades beyond the larger of the checkpoint-to-checkpoint spread and the "
             f"seed sd (GED: {GED_TOLERANCE:.0%} of its value). ‡: a seed sd over seeds trained on other CPUs or precisions.\n",
             markdown_table(["method", "metric", "seeds", "rule", "last", "last − rule", "tolerance", "seed sd", "verdict", "cause"], table),
+            due_line(paper, verdicts),
             "\n## Each reading\n",
             "Test DSC, its step (mean over seeds) and the consensus's precision / recall / area.\n",
             markdown_table(["method", "reading", "step", "DSC", "precision / recall / area"], read),
