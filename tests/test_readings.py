@@ -83,6 +83,14 @@ def test_readings_land_at_the_declared_steps_of_a_tiny_run(tmp_path, monkeypatch
     assert cli.main(["audit-stops", str(results)]) == 0
     text = (results / store.STOP_AUDIT / trajectory_audit.MARKDOWN).read_text()
     assert "| MV-UNet | dsc | 1 | — |" in text and "no rule stop" in text and "selection at" in text
+    config = files.read_json(folder / store.CONFIG)
+    config["budget"] |= {"name": "plateau", "fixed_length": False}  # the same cell as if it had stopped on the rule
+    files.write_json(folder / store.CONFIG, config)
+    capsys.readouterr()
+    assert cli.main(["audit-stops", str(results)]) == 2  # its last weights are the rule's stop: no horizon to audit
+    assert "trained under plateau, which stop on the rule" in capsys.readouterr().err
+    config["budget"] |= {"name": "trajectory", "fixed_length": True}
+    files.write_json(folder / store.CONFIG, config)
 
     # The dry run's estimate counts what this run did: its evaluations, curve points and read-outs (the result and every
     # reading, "rule" included: its stop lies past this horizon, so the run made one read-out fewer).

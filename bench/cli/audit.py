@@ -92,6 +92,14 @@ def one_run(paper: Study, folder: Path) -> int:
             f"{folder} holds no finished cell read along its trajectory; train one with `python -m bench run --budget trajectory "
             f"--results {folder}`, or give two folders (RULE LONG) for the two-run audit"
         )
+    budgets = [r.config.get("budget") or {} for r in records]
+    stopped = sorted({b.get("name", "an unrecorded budget") for b in budgets if not b.get("fixed_length")})
+    if stopped:  # a cell that stops on the rule ends where the rule stops: it has no horizon to move to
+        raise UsageError(
+            f"{folder} holds cells trained under {', '.join(stopped)}, which stop on the rule, so their last weights are the "
+            "rule's own stop and one run cannot say what training longer does; audit a folder of `--budget trajectory` "
+            "cells, or give two folders (RULE LONG) for the two-run audit"
+        )
     problem = files.unwritable(folder)
     if problem:
         raise UsageError(f"cannot write the audit into {folder}: {problem}")
