@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import re
 
 import numpy as np
@@ -208,6 +209,16 @@ def test_a_one_seed_verdict_within_twice_its_tolerance_asks_for_a_second_seed(la
     assert judged["second_seed_due"] is due
     verdicts = pd.DataFrame([{"method": "mv-unet", "metric": "dsc", **judged}])
     assert ("Second seed due" in trajectory_audit.due_line(study.default(), verdicts)) is due
+
+
+def test_the_two_run_cost_adds_each_stage_at_its_own_stop():
+    """LF-Net's cheap first stage stops late and its dear second stage early: each stage counts at its own stop."""
+    stages = {
+        "soft_label": {"step": 8000, "seconds": 1000.0, "rule_stop": 4000},
+        "segmentation": {"step": 8000, "seconds": 3000.0, "rule_stop": 800},
+    }
+    assert trajectory_audit.two_run_seconds(stages) == pytest.approx(5 * (1000 * 0.5 + 3000 * 0.1))
+    assert math.isnan(trajectory_audit.two_run_seconds({"train": {"step": 8000, "seconds": 10.0}}))  # no rule stop
 
 
 def test_the_stage_display_says_equal_only_where_every_earlier_stage_restored_the_same_step():
