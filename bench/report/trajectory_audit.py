@@ -4,9 +4,9 @@ FOLDER holds cells trained to a fixed horizon (`--budget trajectory`) that read 
 (bench/run/readings.py). Per method: the test metrics at each reading; a signed verdict of the move from the rule's stop
 (`rule`) to the horizon (`last`), improves, stable or degrades beyond its tolerance (the larger of the checkpoint-to-
 checkpoint spread and the seed sd; GED: 5 % of its value), and the cause it sees (the rule stopped early, or the method's
-own loss leaves GT); the ranking under each reading, with Kendall's τ between readings and every rank reversal; and a
-figure of each method's test DSC (and a sampler's GED) along its trajectory. Writes `FOLDER/stop_audit/trajectory_audit.md`, `.csv` and
-`test_curves.png`/`.pdf`.
+own loss leaves GT), and where a second seed is due; the ranking under each reading, with Kendall's τ between readings and
+every rank reversal; and a figure of each method's test DSC (and a sampler's GED) along its trajectory. Writes
+`FOLDER/stop_audit/trajectory_audit.md`, `.csv` and `test_curves.png`/`.pdf`.
 """
 
 from __future__ import annotations
