@@ -84,6 +84,8 @@ def test_readings_land_at_the_declared_steps_of_a_tiny_run(tmp_path, monkeypatch
     assert cli.main(["audit-stops", str(results)]) == 0
     text = (results / store.STOP_AUDIT / trajectory_audit.MARKDOWN).read_text()
     assert "| MV-UNet | dsc | 1 | — |" in text and "no rule stop" in text and "selection at" in text
+    stages = manifest["stages"].values()  # hours: every stage's own clock, which a resumed cell carries over
+    assert trajectory_audit.audit(results)[2]["seconds"].tolist() == [pytest.approx(sum(s["seconds"] for s in stages))]
     config = files.read_json(folder / store.CONFIG)
     config["budget"] |= {"name": "plateau", "fixed_length": False}  # the same cell as if it had stopped on the rule
     files.write_json(folder / store.CONFIG, config)

@@ -150,7 +150,9 @@ def audit(results: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
                 "horizon": stage.get("step", math.nan),
                 "primary": own_reading(r),
                 "primary_step": (read.get(own_reading(r)) or {}).get("step", math.nan),
-                "seconds": r.manifest.get("train_seconds", math.nan),
+                # every stage's own clock (its stop row's seconds), which a resumed cell carries over; the manifest's
+                # train_seconds is its last start's alone
+                "seconds": sum(s["seconds"] for s in r.manifest["stages"].values()) if r.manifest.get("stages") else math.nan,
                 "two_run_seconds": two_run_seconds(r.manifest.get("stages", {})),
             }
         )
@@ -208,7 +210,7 @@ def curves(
     methods = registry_order(data["method"].unique())
     cols = max(1, min(4, len(methods)))
     rows = max(1, -(-len(methods) // cols))
-    fig = Figure(figsize=(max(4.8, 3.2 * cols), 2.6 * rows + 0.6), layout="constrained")
+    fig = Figure(figsize=(max(6.4, 3.2 * cols), 2.6 * rows + 0.8), layout="constrained")
     axes = fig.subplots(rows, cols, squeeze=False)
     for ax in list(axes.flat)[len(methods) :]:  # the last row's unused panels, as plots.py and stop_audit.py hide them
         ax.set_visible(False)
@@ -244,7 +246,7 @@ def curves(
         ax.set_xlabel("epoch of the stage that predicts" if by == "epoch" else by, fontsize=8)
         ax.set_ylabel("test DSC (%)", fontsize=8)
     marks = (
-        "\n(dotted: the rule's stop; dot: the rule's reading; star: the primary; samplers: GED at the fixed steps, right axis)"
+        "\n(dotted: the rule's stop; dot: the rule's reading; star: the primary;\nsamplers: GED at the fixed steps, right axis)"
         if cells is not None
         else ""
     )
@@ -315,16 +317,18 @@ def write(paper: Study, results: Path, command: str) -> list[Path]:
             recall=("recall", "mean"),
             area=("area", "mean"),
         )
+        .reset_index()
+        .sort_values(["method", "step", "reading"], na_position="last")  # each method's readings in step order
     )
     read = [
         [
-            display(paper, m),
-            reading,
+            display(paper, g.method),
+            g.reading,
             f"{g.step:.0f}" if not math.isnan(g.step) else "—",
             f"{g.value * 100:.2f}",
             f"{g.precision:.2f} / {g.recall:.2f} / {g.area:.2f}",
         ]
-        for (m, reading), g in dsc.iterrows()
+        for g in dsc.itertuples()
     ]
     stages = [
         [
