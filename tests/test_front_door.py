@@ -367,15 +367,21 @@ def test_the_readmes_method_example_registers_and_trains(tmp_path, monkeypatch):
     assert "from methods import my_net  # noqa: F401" in section and "`methods/__init__.py`" in section
 
 
-def test_cells_left_running_by_an_interrupt_are_marked_unless_still_claimed(tmp_path):
-    """Ctrl-C with parallel workers: a worker killed before it could write its manifest left "running"; the sweep marks it."""
+def test_cells_left_running_by_a_stopped_sweep_are_tidied_unless_still_claimed(tmp_path):
+    """Ctrl-C or a lost worker: a worker killed before it could write its manifest left "running", one killed mid-write left
+    a half-written file; the sweep marks the first and removes the second, in cells nobody claims any more."""
     from bench.run import sweep
 
     other = store.Cell("mnist-5k", "lfnet", "protocol", "lf-net", 0)
     for cell in (CELL, other):
-        store.write_manifest(store.open_cell(tmp_path, cell), {"cell": {}, "status": "running"})
+        folder = store.open_cell(tmp_path, cell)
+        store.write_manifest(folder, {"cell": {}, "status": "running"})
+        (folder / ".metrics.123.tmp.parquet").write_bytes(b"half")
     with store.claim(tmp_path, other) as held:  # still trained by a live process: left alone
         assert held
-        sweep.mark_interrupted([CELL, other], tmp_path)
-    assert store.read_manifest(store.cell_dir(tmp_path, CELL))["status"] == "interrupted"
+        sweep.mark_stopped([CELL, other], tmp_path, "worker lost; rerun the same command to resume")
+    stopped = store.read_manifest(store.cell_dir(tmp_path, CELL))
+    assert stopped["status"] == "interrupted" and stopped["reason"].startswith("worker lost")
+    assert not list(store.cell_dir(tmp_path, CELL).glob(".*.tmp*"))
     assert store.read_manifest(store.cell_dir(tmp_path, other))["status"] == "running"
+    assert list(store.cell_dir(tmp_path, other).glob(".*.tmp*"))

@@ -73,11 +73,12 @@ def run_sweep(
                 elif outcome["status"] == "failed":
                     tqdm.write(f"cell {outcome['cell']} failed: {outcome['reason']}")
         except KeyboardInterrupt:  # Ctrl-C: the cells left running say so (a worker killed before it could is marked here)
-            mark_interrupted(pending, opts.results)
+            mark_stopped(pending, opts.results, "interrupted; rerun the same command to resume it")
             raise
         except Exception as e:  # a worker process died (killed, out of memory), or the disk failed: left to a rerun
             what = "sweep stopped" if backend == "sequential" else "worker lost"
             reason = f"{what} ({type(e).__name__}: {e}); rerun the same command to resume"
+            mark_stopped(pending, opts.results, reason)
             for cell in pending:
                 outcomes.setdefault(cell, {"cell": str(cell), "status": "failed", "reason": reason})
         for cell in [c for c in pending if outcomes[c]["status"] == "busy"]:
@@ -88,21 +89,25 @@ def run_sweep(
     return [outcomes[c] for c in cells]
 
 
-def mark_interrupted(cells: list[Cell], results) -> None:
-    """Cells whose manifest still says "running" while nobody holds their claim were stopped by the interrupt: say so."""
+def mark_stopped(cells: list[Cell], results, reason: str) -> None:
+    """Tidy the cells a stopped sweep left that nobody claims any more: a worker killed mid-write left a half-written
+    `.<name>.tmp` file (removed), a worker killed before it could write its manifest left it "running" (now "interrupted",
+    with `reason`). A cell still claimed is being written by a live process and is left alone."""
     for cell in cells:
         folder = store.cell_dir(results, cell)
-        try:
-            manifest = store.read_manifest(folder)
-        except files.UnreadableFile:
-            continue  # the next run finds it damaged and trains it again
-        if manifest.get("status") != "running":
+        if not folder.is_dir():
             continue
         with store.claim(results, cell) as free:
-            if free:
-                store.write_manifest(
-                    folder, {**manifest, "status": "interrupted", "reason": "interrupted; rerun the same command to resume it"}
-                )
+            if not free:
+                continue
+            for stale in folder.rglob(".*.tmp*"):
+                stale.unlink(missing_ok=True)
+            try:
+                manifest = store.read_manifest(folder)
+            except files.UnreadableFile:
+                continue  # the next run finds it damaged and trains it again
+            if manifest.get("status") == "running":
+                store.write_manifest(folder, {**manifest, "status": "interrupted", "reason": reason})
 
 
 def progress_line(k: int, n: int, outcome: dict) -> str:
