@@ -162,6 +162,29 @@ def fake_sweep(tmp_path, monkeypatch, progress: bool) -> list[dict]:
     return sweep.run_sweep(CELLS, opts)
 
 
+@pytest.mark.parametrize("tidy_fails", [False, True], ids=["tidied", "disk-refuses-the-tidy"])
+def test_a_stopped_sweep_fails_its_cells_with_the_resume_line_and_tidies_them(tmp_path, monkeypatch, tidy_fails):
+    """The disk fails mid-sweep: every cell fails with the cause and the rerun line; a cell left running with a
+    half-written file is tidied, and where the disk refuses that too the outcomes still say what happened."""
+
+    def broken(cells, *a, **k):
+        raise OSError(28, "No space left on device")
+        yield
+
+    folder = store.open_cell(tmp_path, CELLS[0])
+    store.write_manifest(folder, {"cell": {}, "status": "running"})
+    (folder / ".metrics.9.tmp.parquet").write_bytes(b"half")
+    monkeypatch.setattr(sweep, "dispatch", broken)
+    if tidy_fails:
+        monkeypatch.setattr(store, "write_manifest", lambda *a: (_ for _ in ()).throw(OSError(28, "No space left")))
+    opts = resolve.RunOptions(results=tmp_path, data_root=tmp_path, budget=BUDGETS["quick"], progress=False)
+    outcomes = sweep.run_sweep(CELLS, opts)
+    assert [o["status"] for o in outcomes] == ["failed", "failed"]
+    assert all(o["reason"].startswith("sweep stopped (OSError") and "rerun the same command" in o["reason"] for o in outcomes)
+    assert not list(folder.glob(".*.tmp*"))  # removed before the manifest's write was tried
+    assert store.read_manifest(folder)["status"] == ("running" if tidy_fails else "interrupted")
+
+
 @pytest.mark.parametrize("progress", [True, False], ids=["progress", "no-progress"])
 def test_without_a_terminal_each_finished_cell_prints_one_plain_line_and_no_bar(tmp_path, monkeypatch, capsys, progress):
     outcomes = fake_sweep(tmp_path, monkeypatch, progress)

@@ -78,7 +78,10 @@ def run_sweep(
         except Exception as e:  # a worker process died (killed, out of memory), or the disk failed: left to a rerun
             what = "sweep stopped" if backend == "sequential" else "worker lost"
             reason = f"{what} ({type(e).__name__}: {e}); rerun the same command to resume"
-            mark_stopped(pending, opts.results, reason)
+            try:
+                mark_stopped(pending, opts.results, reason)
+            except OSError:  # the disk that stopped the sweep may refuse this too; the next run tidies each cell it opens
+                pass
             for cell in pending:
                 outcomes.setdefault(cell, {"cell": str(cell), "status": "failed", "reason": reason})
         for cell in [c for c in pending if outcomes[c]["status"] == "busy"]:
