@@ -164,9 +164,15 @@ def open_cell(results: Path, cell: Cell, fresh: bool = False) -> Path:
     if fresh and out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
-    for stale in out.rglob(".*.tmp*"):  # a process killed mid-write left it; under the claim nobody else writes here
-        stale.unlink()
+    remove_half_written(out)
     return out
+
+
+def remove_half_written(folder: Path) -> None:
+    """Remove the `.<name>.<pid>.tmp<suffix>` files that a process killed mid-write left under a cell's folder (the atomic
+    writer's own). Call under the cell's claim: then nobody else is writing there."""
+    for stale in folder.rglob(".*.tmp*"):
+        stale.unlink(missing_ok=True)
 
 
 def cell_folders(results: Path) -> list[Path]:

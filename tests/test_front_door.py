@@ -385,3 +385,16 @@ def test_cells_left_running_by_a_stopped_sweep_are_tidied_unless_still_claimed(t
     assert not list(store.cell_dir(tmp_path, CELL).glob(".*.tmp*"))
     assert store.read_manifest(store.cell_dir(tmp_path, other))["status"] == "running"
     assert list(store.cell_dir(tmp_path, other).glob(".*.tmp*"))
+
+
+def test_opening_a_cell_under_its_claim_removes_what_a_killed_writer_left(tmp_path):
+    """A process killed mid-write leaves the atomic writer's `.<name>.<pid>.tmp<suffix>`, at any depth of the cell's
+    folder; the next run opens the cell under its claim and removes it, and nothing else."""
+    folder = store.open_cell(tmp_path, CELL)
+    (folder / "checkpoints").mkdir()
+    half = [folder / ".manifest.77.tmp.json", folder / "checkpoints" / ".last.77.tmp.pt"]
+    for path in half:
+        path.write_bytes(b"half")
+    (folder / "train_log.csv").write_text("stage\n")
+    store.open_cell(tmp_path, CELL)
+    assert not any(path.exists() for path in half) and (folder / "train_log.csv").exists()

@@ -93,9 +93,9 @@ def run_sweep(
 
 
 def mark_stopped(cells: list[Cell], results, reason: str) -> None:
-    """Tidy the cells a stopped sweep left that nobody claims any more: a worker killed mid-write left a half-written
-    `.<name>.tmp` file (removed), a worker killed before it could write its manifest left it "running" (now "interrupted",
-    with `reason`). A cell still claimed is being written by a live process and is left alone."""
+    """Tidy the cells a stopped sweep left that nobody claims any more: a worker killed mid-write left a half-written file
+    (removed), a worker killed before it could write its manifest left it "running" (now "interrupted", with `reason`).
+    A cell still claimed is being written by a live process and is left alone."""
     for cell in cells:
         folder = store.cell_dir(results, cell)
         if not folder.is_dir():
@@ -103,8 +103,7 @@ def mark_stopped(cells: list[Cell], results, reason: str) -> None:
         with store.claim(results, cell) as free:
             if not free:
                 continue
-            for stale in folder.rglob(".*.tmp*"):
-                stale.unlink(missing_ok=True)
+            store.remove_half_written(folder)
             try:
                 manifest = store.read_manifest(folder)
             except files.UnreadableFile:
