@@ -176,7 +176,11 @@ def test_a_stopped_sweep_fails_its_cells_with_the_resume_line_and_tidies_them(tm
     (folder / ".metrics.9.tmp.parquet").write_bytes(b"half")
     monkeypatch.setattr(sweep, "dispatch", broken)
     if tidy_fails:
-        monkeypatch.setattr(store, "write_manifest", lambda *a: (_ for _ in ()).throw(OSError(28, "No space left")))
+
+        def full(*a):
+            raise OSError(28, "No space left on device")
+
+        monkeypatch.setattr(store, "write_manifest", full)
     opts = resolve.RunOptions(results=tmp_path, data_root=tmp_path, budget=BUDGETS["quick"], progress=False)
     outcomes = sweep.run_sweep(CELLS, opts)
     assert [o["status"] for o in outcomes] == ["failed", "failed"]
