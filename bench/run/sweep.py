@@ -78,10 +78,7 @@ def run_sweep(
         except Exception as e:  # a worker process died (killed, out of memory), or the disk failed: left to a rerun
             what = "sweep stopped" if backend == "sequential" else "worker lost"
             reason = f"{what} ({type(e).__name__}: {e}); rerun the same command to resume"
-            try:
-                mark_stopped(pending, opts.results, reason)
-            except OSError:  # the disk that stopped the sweep may refuse this too; the next run tidies each cell it opens
-                pass
+            mark_stopped(pending, opts.results, reason)
             for cell in pending:
                 outcomes.setdefault(cell, {"cell": str(cell), "status": "failed", "reason": reason})
         for cell in [c for c in pending if outcomes[c]["status"] == "busy"]:
@@ -95,7 +92,8 @@ def run_sweep(
 def mark_stopped(cells: list[Cell], results, reason: str) -> None:
     """Tidy the cells a stopped sweep left that nobody claims any more: a worker killed mid-write left a half-written file
     (removed), a worker killed before it could write its manifest left it "running" (now "interrupted", with `reason`).
-    A cell still claimed is being written by a live process and is left alone."""
+    A cell still claimed is being written by a live process and is left alone. Best effort: the disk that stopped the
+    sweep may refuse this too, and then the next run tidies each cell it opens."""
     for cell in cells:
         folder = store.cell_dir(results, cell)
         if not folder.is_dir():
@@ -103,13 +101,13 @@ def mark_stopped(cells: list[Cell], results, reason: str) -> None:
         with store.claim(results, cell) as free:
             if not free:
                 continue
-            store.remove_half_written(folder)
             try:
+                store.remove_half_written(folder)
                 manifest = store.read_manifest(folder)
-            except files.UnreadableFile:
-                continue  # the next run finds it damaged and trains it again
-            if manifest.get("status") == "running":
-                store.write_manifest(folder, {**manifest, "status": "interrupted", "reason": reason})
+                if manifest.get("status") == "running":
+                    store.write_manifest(folder, {**manifest, "status": "interrupted", "reason": reason})
+            except (files.UnreadableFile, OSError):  # damaged: the next run trains it again; a failed disk: see above
+                continue
 
 
 def progress_line(k: int, n: int, outcome: dict) -> str:
