@@ -162,10 +162,11 @@ def fake_sweep(tmp_path, monkeypatch, progress: bool) -> list[dict]:
     return sweep.run_sweep(CELLS, opts)
 
 
-@pytest.mark.parametrize("tidy_fails", [False, True], ids=["tidied", "disk-refuses-the-tidy"])
+@pytest.mark.parametrize("tidy_fails", [None, "write_manifest", "claim"], ids=["tidied", "disk-refuses-the-tidy", "disk-refuses-the-lock"])
 def test_a_stopped_sweep_fails_its_cells_with_the_resume_line_and_tidies_them(tmp_path, monkeypatch, tidy_fails):
     """The disk fails mid-sweep: every cell fails with the cause and the rerun line; a cell left running with a
-    half-written file is tidied, and where the disk refuses that too the outcomes still say what happened."""
+    half-written file is tidied, and where the disk refuses that too (the manifest's write, or the claim's lock file)
+    the outcomes still say what happened."""
 
     def broken(cells, *a, **k):
         raise OSError(28, "No space left on device")
@@ -180,12 +181,12 @@ def test_a_stopped_sweep_fails_its_cells_with_the_resume_line_and_tidies_them(tm
         def full(*a):
             raise OSError(28, "No space left on device")
 
-        monkeypatch.setattr(store, "write_manifest", full)
+        monkeypatch.setattr(store, tidy_fails, full)
     opts = resolve.RunOptions(results=tmp_path, data_root=tmp_path, budget=BUDGETS["quick"], progress=False)
     outcomes = sweep.run_sweep(CELLS, opts)
     assert [o["status"] for o in outcomes] == ["failed", "failed"]
     assert all(o["reason"].startswith("sweep stopped (OSError") and "rerun the same command" in o["reason"] for o in outcomes)
-    assert not list(folder.glob(".*.tmp*"))  # removed before the manifest's write was tried
+    assert bool(list(folder.glob(".*.tmp*"))) == (tidy_fails == "claim")  # removed under the claim, before the manifest
     assert store.read_manifest(folder)["status"] == ("running" if tidy_fails else "interrupted")
 
 

@@ -98,16 +98,16 @@ def mark_stopped(cells: list[Cell], results, reason: str) -> None:
         folder = store.cell_dir(results, cell)
         if not folder.is_dir():
             continue
-        with store.claim(results, cell) as free:
-            if not free:
-                continue
-            try:
+        try:  # the claim's lock file is on the same disk, so it is inside the guard too
+            with store.claim(results, cell) as free:
+                if not free:
+                    continue
                 store.remove_half_written(folder)
                 manifest = store.read_manifest(folder)
                 if manifest.get("status") == "running":
                     store.write_manifest(folder, {**manifest, "status": "interrupted", "reason": reason})
-            except (files.UnreadableFile, OSError):  # damaged: the next run trains it again; a failed disk: see above
-                continue
+        except (files.UnreadableFile, OSError):  # damaged: the next run trains it again; a failed disk: see above
+            continue
 
 
 def progress_line(k: int, n: int, outcome: dict) -> str:
