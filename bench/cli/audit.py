@@ -16,7 +16,7 @@ def add_parser(verbs) -> None:
     p = verbs.add_parser(
         "audit-stops",
         allow_abbrev=False,
-        help="the stopping rule beside a fixed long run: steps, restored loss, test metrics",
+        help="the stopping rule beside a fixed long run, or read along one trajectory: steps, test metrics, verdicts",
         description="Put a results folder trained under the stopping rule (--budget plateau) beside one of the same cells "
         "trained under --budget long (every stage a fixed length, the lowest validation loss restored): per method and stage, "
         "where each stopped and the validation loss restored; per method, DSC, GED and Dice_match of each, their difference "
