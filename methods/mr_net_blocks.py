@@ -1,6 +1,6 @@
 """MR-Net's network blocks: the rater-conditioned encoder-decoder, its two backbones and the perception module.
 
-Holds the Expertise-aware Inferring Module (`ConvLSTMCell`, `ExpertiseInferring`), the backbones
+Holds the Expertise-aware Inferring Module (`ConvLSTMCell`, `ExpertiseInferring`, their `BottleneckConv`), the backbones
 (`SharedUNetBackbone`: the shared U-Net split at its bottleneck; `ResNet34UNet`: the official coarse
 network, with `BasicBlock` and `UpBlock`), `ConditionedNet` (a backbone with the EIM at its bottleneck:
 the coarse network and the reconstruction module's body) and the Multi-rater Perception Module
@@ -18,12 +18,30 @@ from methods.unet import CHANNELS, UNet
 # ----------------------------------------------------------------------------- EIM (ConvLSTM)
 
 
+class BottleneckConv(nn.Conv2d):
+    """A 3×3 convolution with padding 1 that, on a 1×1 map, applies its centre tap as a matrix product.
+
+    On a 1×1 map (the bottleneck of a 28×28 image) the eight other taps see only padding, so this is the
+    same sum and the same gradients (zero on those taps). The CPU's convolution kernels do the padded
+    work: on mnist-5k (batch 32, one thread) the product made an MR-Net training step 18 % shorter, almost
+    all of it in the EIM's gate convolution (512 → 1,024 channels). (N, C_in, h, w) → (N, C_out, h, w).
+    """
+
+    def __init__(self, c_in: int, c_out: int):
+        super().__init__(c_in, c_out, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[-2:] == (1, 1):
+            return F.linear(x.flatten(1), self.weight[:, :, 1, 1], self.bias)[:, :, None, None]
+        return super().forward(x)
+
+
 class ConvLSTMCell(nn.Module):
     """One ConvLSTM step: gates from a 3×3 conv over [input, hidden] (Shi et al. 2015; official `ConvLSTMCell`)."""
 
     def __init__(self, channels: int):
         super().__init__()
-        self.gates = nn.Conv2d(2 * channels, 4 * channels, 3, padding=1)
+        self.gates = BottleneckConv(2 * channels, 4 * channels)
 
     def forward(self, x: torch.Tensor, hidden: torch.Tensor, cell: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """x, hidden, cell (N, C, h, w) → new (hidden, cell), each (N, C, h, w)."""
@@ -37,7 +55,7 @@ class ExpertiseInferring(nn.Module):
 
     def __init__(self, n_raters: int, channels: int):
         super().__init__()
-        self.condition_conv = nn.Conv2d(n_raters, channels, 3, padding=1)
+        self.condition_conv = BottleneckConv(n_raters, channels)
         self.cell = ConvLSTMCell(channels)
 
     def forward(self, x: torch.Tensor, condition: torch.Tensor) -> torch.Tensor:

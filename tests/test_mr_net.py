@@ -108,6 +108,28 @@ def test_convlstm_step_by_hand():
     torch.testing.assert_close(new_h, torch.sigmoid(o) * torch.tanh(expected_c))
 
 
+@pytest.mark.parametrize("size", [1, 3])
+def test_bottleneck_conv_is_the_3x3_convolution(size):
+    # on a 1×1 map the centre tap alone, as a matrix product: the same output and gradients as the convolution
+    torch.manual_seed(0)
+    fast = blocks.BottleneckConv(4, 6)
+    conv = torch.nn.Conv2d(4, 6, 3, padding=1)
+    conv.load_state_dict(fast.state_dict())
+    x = torch.randn(2, 4, size, size, requires_grad=True)
+    outputs, grads = [], []
+    for module in (fast, conv):
+        y = module(x)
+        (y * torch.arange(y.numel()).reshape(y.shape)).sum().backward()
+        outputs.append(y)
+        grads.append([t.grad.clone() for t in (x, module.weight, module.bias)])
+        x.grad = None
+    torch.testing.assert_close(outputs[0], outputs[1])
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b)
+    if size == 1:
+        assert grads[0][1][:, :, 0].abs().sum() == 0  # the taps that see only padding get no gradient
+
+
 def test_eim_shape_and_condition_changes_output():
     torch.manual_seed(0)
     eim = blocks.ExpertiseInferring(n_raters=3, channels=8)
