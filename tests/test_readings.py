@@ -203,6 +203,17 @@ def test_the_signed_verdict_on_synthetic_curves(metric, rule, last, drifts, expe
     assert not judged["second_seed_due"]  # two seeds behind every verdict
 
 
+def test_the_verdict_judges_the_mean_move_and_keeps_each_seeds():
+    """Two seeds whose moves part (QMV-UNet's kept pair: -3.988 and +1.165 DSC points) are judged on their mean against the
+    rule reading's seed sd; the page shows each seed's move beside it."""
+    at = pd.DataFrame({"rule": [0.8539, 0.8565], "last": [0.8140, 0.8681]}, index=pd.Index([0, 1], name="seed"))
+    judged = trajectory_audit.judge(at, "dsc", spread=0.02, drifts=True)
+    assert judged["moves"] == pytest.approx((-0.0399, 0.0116))
+    assert judged["diff"] == pytest.approx(np.mean(judged["moves"]))
+    assert judged["seed_sd"] == pytest.approx(np.std([0.8539, 0.8565], ddof=1))
+    assert judged["verdict"] == "stable"
+
+
 @pytest.mark.parametrize(("last", "due"), [(0.80, True), (0.809, True), (0.811, False), (0.791, True), (0.789, False)])
 def test_a_one_seed_verdict_within_twice_its_tolerance_asks_for_a_second_seed(last, due):
     """The declared evidence adds seed 1 where a one-seed move lies within twice its tolerance (here the spread, 0.005)."""

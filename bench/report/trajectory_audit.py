@@ -97,7 +97,8 @@ def verdict(rule: float, last: float, tolerance: float, higher: bool) -> str:
 def judge(at: pd.DataFrame, metric: str, spread: float, drifts: bool) -> dict:
     """One method's verdict on one metric: at (seed × reading) its values; `spread` the checkpoint-to-checkpoint spread
     (DSC units); `drifts`: its validation loss still fell after the rule's stop. The move from `rule` to `last` (means over
-    seeds) against the larger of the spread (GED: GED_TOLERANCE × its value at the rule) and the seed sd."""
+    seeds) against the larger of the spread (GED: GED_TOLERANCE × its value at the rule) and the seed sd of the `rule`
+    reading; `moves` holds each seed's move."""
     rule = at["rule"].mean() if "rule" in at else math.nan
     last = at["last"].mean() if "last" in at else math.nan
     seed_sd = at["rule"].std() if "rule" in at and at["rule"].count() > 1 else 0.0
@@ -106,11 +107,13 @@ def judge(at: pd.DataFrame, metric: str, spread: float, drifts: bool) -> dict:
     said = verdict(rule, last, tolerance, higher=metric != "ged")
     cause = {"improves": "the rule stopped early", "degrades": "its own loss leaves GT" if drifts else "it drifts past its loss minimum"}
     close = said in ("improves", "stable", "degrades") and abs(last - rule) <= 2 * tolerance
+    moves = (at["last"] - at["rule"]).dropna() if "rule" in at and "last" in at else pd.Series(dtype=float)
     return {
         "seeds": at.shape[0],
         "rule": rule,
         "last": last,
         "diff": last - rule,
+        "moves": tuple(moves),  # each seed's last − rule: the verdict judges their mean, so the page shows where they part
         "tolerance": tolerance,
         "seed_sd": seed_sd,
         "verdict": said,
@@ -285,7 +288,7 @@ def write(paper: Study, results: Path, command: str) -> list[Path]:
     values, verdicts, cells = audit(results)
     out = results / store.STOP_AUDIT
     out.mkdir(parents=True, exist_ok=True)
-    write_table(out / CSV, verdicts)
+    write_table(out / CSV, verdicts.drop(columns="moves"))
     written = [out / CSV, *save(curves(paper, test_curves(results), cells, values), out / FIGURE)]
     ranks, lines = rankings(paper, values)
     table = []
@@ -300,7 +303,7 @@ def write(paper: Study, results: Path, command: str) -> list[Path]:
                 r.seeds,
                 num(r.rule),
                 num(r.last),
-                num(r.diff, sign="+"),
+                num(r.diff, sign="+") + (f" ({', '.join(num(v, sign='+') for v in r.moves)})" if len(r.moves) > 1 else ""),
                 num(r.tolerance),
                 sd,
                 f"**{r.verdict}**" if r.verdict != "stable" else r.verdict,
@@ -350,7 +353,8 @@ def write(paper: Study, results: Path, command: str) -> list[Path]:
             f"# Stop audit from one run\n\nMade by `{command}`. Each cell trained once to its horizon and was read along the way "
             "(docs/decisions.md, \"Readings along one trajectory\"). A metric's verdict is the move from the rule's stop (`rule`) to "
             "the horizon (`last`): improves, stable or degrades beyond the larger of the checkpoint-to-checkpoint spread and the "
-            f"seed sd (GED: {GED_TOLERANCE:.0%} of its value). ‡: a seed sd over seeds trained on other CPUs or precisions.\n",
+            f"rule reading's seed sd (GED: {GED_TOLERANCE:.0%} of its value); with two seeds or more, each seed's move in brackets. ‡: a seed sd "
+            "over seeds trained on other CPUs or precisions.\n",
             markdown_table(["method", "metric", "seeds", "rule", "last", "last − rule", "tolerance", "seed sd", "verdict", "cause"], table),
             due_line(paper, verdicts),
             "\n## Each reading\n",
