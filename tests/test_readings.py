@@ -84,6 +84,10 @@ def test_readings_land_at_the_declared_steps_of_a_tiny_run(tmp_path, monkeypatch
     assert cli.main(["audit-stops", str(results)]) == 0
     text = (results / store.STOP_AUDIT / trajectory_audit.MARKDOWN).read_text()
     assert "| MV-UNet | dsc | 1 | — |" in text and "no rule stop" in text and "selection at" in text
+    logged = pd.read_csv(folder / store.TRAIN_LOG).query("event == 'eval'")  # the figure's validation line: every evaluation
+    validation = trajectory_audit.validation_curves(results)
+    assert validation["step"].tolist() == logged["step"].tolist() == [8]
+    assert validation["dsc"].tolist() == pytest.approx((logged["diagnostic_gt_dsc"] / 100).tolist())
     stages = manifest["stages"].values()  # hours: every stage's own clock, which a resumed cell carries over
     assert trajectory_audit.audit(results)[2]["seconds"].tolist() == [pytest.approx(sum(s["seconds"] for s in stages))]
     config = files.read_json(folder / store.CONFIG)
@@ -334,6 +338,27 @@ def test_a_sampler_panel_adds_its_ged_at_the_fixed_steps():
     fixed, star = twins[0].get_lines()
     assert list(fixed.get_xdata()) == [250, 500] and list(fixed.get_ydata()) == pytest.approx([0.65, 0.45])
     assert list(star.get_xdata()) == [380] and list(star.get_ydata()) == pytest.approx([0.35])
+
+
+def test_the_validation_line_reaches_back_to_the_first_evaluation_without_flattening_the_test_curve():
+    """The validation DSC against GT (every evaluation, from step 20) is drawn behind the test curve (from step 250): its
+    early peak stays in view, its first near-zero evaluations do not stretch the axis down, and the step axis then labels
+    whole decades."""
+    data = pd.DataFrame(
+        [("mv-unet", 0, step, 1, dsc) for step, dsc in ((250, 0.60), (8000, 0.64))], columns=["method", "seed", "step", "epoch", "dsc"]
+    )
+    validation = pd.DataFrame(
+        [("mv-unet", 0, step, dsc) for step, dsc in ((20, 0.02), (40, 0.81), (60, 0.7), (8000, 0.62))],
+        columns=["method", "seed", "step", "dsc"],
+    )
+    ax = trajectory_audit.curves(study.default(), data, validation=validation).axes[0]
+    grey = [line for line in ax.get_lines() if line.get_color() == "0.7"]
+    assert len(grey) == 1 and list(grey[0].get_xdata()) == [20, 40, 60, 8000]
+    bottom, top = ax.get_ylim()
+    assert 50 < bottom < 60 and top > 81
+    assert [t for t in ax.get_xticks() if 20 <= t <= 8000] == [100, 1000]
+    fig = trajectory_audit.curves(study.default(), data)  # without it, the test curve's own axis
+    assert not [line for line in fig.axes[0].get_lines() if line.get_color() == "0.7"] and fig.axes[0].get_ylim()[1] < 70
 
 
 def dies_in(monkeypatch, stage: str | None, step: int = 7):

@@ -5,7 +5,8 @@ FOLDER holds cells trained to a fixed horizon (`--budget trajectory`) that read 
 (`rule`) to the horizon (`last`), improves, stable or degrades beyond its tolerance (the larger of the checkpoint-to-
 checkpoint spread and the seed sd; GED: 5 % of its value), and the cause it sees (the rule stopped early, or the method's
 own loss leaves GT), and where a second seed is due; the ranking under each reading, with Kendall's τ between readings and
-every rank reversal; and a figure of each method's test DSC (and a sampler's GED) along its trajectory. Writes
+every rank reversal; and a figure of each method's test DSC (and a sampler's GED) along its trajectory, its validation DSC
+against GT from the first evaluation behind it (the readings before the test curve's first step sit on it). Writes
 `FOLDER/stop_audit/trajectory_audit.md`, `.csv` and `test_curves.png`/`.pdf`.
 """
 
@@ -74,15 +75,19 @@ def reading_values(rows: pd.DataFrame) -> pd.DataFrame:
 def spread(record: store.CellRecord) -> float:
     """The checkpoint-to-checkpoint spread of one cell (DSC units, 0–1): the sd of successive differences of the logged
     validation DSC against GT over the second half of the stage that logs it, ÷ √2; NaN without it."""
-    log = read_table(record.folder / store.TRAIN_LOG)
-    if "diagnostic_gt_dsc" not in log:
-        return math.nan
-    evals = log[(log["event"] == "eval") & log["diagnostic_gt_dsc"].notna()]
-    if evals.empty:
-        return math.nan
-    evals = evals[evals["stage"] == evals["stage"].iloc[-1]].sort_values("step")
+    evals = diagnostic_evals(record)
     late = evals[evals["step"] > evals["step"].max() / 2]["diagnostic_gt_dsc"] / 100
     return float(late.diff().std() / math.sqrt(2)) if len(late) > 2 else math.nan
+
+
+def diagnostic_evals(record: store.CellRecord) -> pd.DataFrame:
+    """The evaluations of one cell's last stage that logs the validation DSC against GT (`diagnostic_gt_dsc`, in %; the
+    stage that predicts), by step; empty where none does."""
+    log = read_table(record.folder / store.TRAIN_LOG)
+    if "diagnostic_gt_dsc" not in log:
+        return pd.DataFrame(columns=["step", "diagnostic_gt_dsc"])
+    evals = log[(log["event"] == "eval") & log["diagnostic_gt_dsc"].notna()]
+    return evals[evals["stage"] == evals["stage"].iloc[-1]].sort_values("step") if len(evals) else evals
 
 
 def verdict(rule: float, last: float, tolerance: float, higher: bool) -> str:
@@ -204,12 +209,30 @@ def test_curves(results: Path) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*GROUP, "seed", "step", "epoch", "dsc"])
 
 
+def validation_curves(results: Path) -> pd.DataFrame:
+    """Every cell's validation DSC against GT as its training log has it (every evaluation, from the first; the test curve
+    starts later and is sparser): columns GROUP, seed, step, dsc (0–1)."""
+    frames = [
+        e[["step"]].assign(dsc=e["diagnostic_gt_dsc"].astype(float) / 100, **r.keys)
+        for r in ResultsFolder.of(results).records
+        if len(e := diagnostic_evals(r))
+    ]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*GROUP, "seed", "step", "dsc"])
+
+
 def curves(
-    paper: Study, data: pd.DataFrame, cells: pd.DataFrame | None = None, values: pd.DataFrame | None = None, by: str = "step"
+    paper: Study,
+    data: pd.DataFrame,
+    cells: pd.DataFrame | None = None,
+    values: pd.DataFrame | None = None,
+    by: str = "step",
+    validation: pd.DataFrame | None = None,
 ) -> Figure:
     """One panel per method: its test DSC (`test_curves`, mean over seeds, each seed thin) against `by` (step, log scale, or
     epoch); with `cells` and `values` (`audit`), a grey line where the rule stopped, a dot at the rule's reading and a star
-    at the primary reading (each at its own step and test DSC, mean over seeds), and a sampler's GED (`sampler_ged`)."""
+    at the primary reading (each at its own step and test DSC, mean over seeds), and a sampler's GED (`sampler_ged`); with
+    `validation` (`validation_curves`, by step), the validation DSC against GT in light grey behind, mean over seeds, so that
+    the readings before the test curve's first step sit on a curve too."""
     methods = registry_order(data["method"].unique())
     cols = max(1, min(4, len(methods)))
     rows = max(1, -(-len(methods) // cols))
@@ -240,10 +263,18 @@ def curves(
             found = entry(paper, method)
             if found is not None and found.group == "field":
                 sampler_ged(ax, values[(values["method"] == method) & (values["metric"] == "ged")], here)
+        if validation is not None and len(val := validation[validation["method"] == method]):
+            # drawn last and kept out of the y autoscale: its first evaluations (DSC near 0 at step 20) would flatten the
+            # test curve; its top stays in view (an early peak is what the readings before step 250 sit on)
+            bottom, top = ax.get_ylim()
+            val = val.groupby("step")["dsc"].mean() * 100
+            ax.plot(val.index, val.values, "-", color="0.7", linewidth=0.6, zorder=0, scaley=False)
+            ax.set_ylim(bottom, max(top, val.max() + 0.05 * (top - bottom)))
         ax.set_title(display(paper, method), fontsize=9)
-        if by == "step":  # 250 to 8,000 steps is little over a decade: label 1, 2.5 and 5 of each, not the minor ticks
+        if by == "step":  # 250 to 8,000 steps is little over a decade: label 1, 2.5 and 5 of each; from step 20, the decades
             ax.set_xscale("log")
-            ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.5, 5.0)))
+            low, high = ax.get_xlim()
+            ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.5, 5.0) if high < 100 * low else (1.0,)))
             ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v / 1000:g}k" if v >= 1000 else f"{v:g}"))
             ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("epoch of the stage that predicts" if by == "epoch" else by, fontsize=8)
@@ -253,6 +284,8 @@ def curves(
         if cells is not None
         else ""
     )
+    if validation is not None:
+        marks += "\nlight grey: validation DSC against GT at every evaluation"
     fig.suptitle(f"Test DSC along each trajectory{marks}\na diagnostic, never a selection", fontsize=8)
     return fig
 
@@ -289,7 +322,7 @@ def write(paper: Study, results: Path, command: str) -> list[Path]:
     out = results / store.STOP_AUDIT
     out.mkdir(parents=True, exist_ok=True)
     write_table(out / CSV, verdicts.drop(columns="moves"))
-    written = [out / CSV, *save(curves(paper, test_curves(results), cells, values), out / FIGURE)]
+    written = [out / CSV, *save(curves(paper, test_curves(results), cells, values, validation=validation_curves(results)), out / FIGURE)]
     ranks, lines = rankings(paper, values)
     table = []
     for r in verdicts.itertuples():
