@@ -84,6 +84,8 @@ def test_readings_land_at_the_declared_steps_of_a_tiny_run(tmp_path, monkeypatch
     assert cli.main(["audit-stops", str(results)]) == 0
     text = (results / store.STOP_AUDIT / trajectory_audit.MARKDOWN).read_text()
     assert "| MV-UNet | dsc | 1 | — |" in text and "no rule stop" in text and "selection at" in text
+    row = next(line for line in text.splitlines() if line.startswith("| MV-UNet | dsc |")).split("|")
+    assert row[8].strip() == "—"  # the seed sd: one seed has none
     logged = pd.read_csv(folder / store.TRAIN_LOG).query("event == 'eval'")  # the figure's validation line: every evaluation
     validation = trajectory_audit.validation_curves(results)
     assert validation["step"].tolist() == logged["step"].tolist() == [8]

@@ -327,8 +327,8 @@ def write(paper: Study, results: Path, command: str) -> list[Path]:
     table = []
     for r in verdicts.itertuples():
         k = SCALE[r.metric]
-        sd = f"{r.seed_sd * k:.2f}" + (" ‡" if r.mixed else "")
         num = lambda v, k=k, sign="": "—" if math.isnan(v) else f"{v * k:{sign}.3f}"  # noqa: E731
+        sd = num(r.seed_sd) + (" ‡" if r.mixed else "") if r.seeds > 1 else "—"  # one seed has no seed sd
         table.append(
             [
                 display(paper, r.method),
