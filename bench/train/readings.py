@@ -9,8 +9,8 @@ Held in the stage whose weights predict (name → {"step", "score", "state"}; `H
   the rule would have restored at the evaluation where it would have stopped: a rule run is a prefix of the longer one.
 - ``min-val-loss``: the lowest validation loss of the whole stage.
 - ``selection``: the GT-free selection shared by every method: the highest mean, over SELECTION_SMOOTH consecutive
-  evaluations, of the consensus's mean per-image foreground DSC against the validation raters' fused label; the weights
-  of the newest evaluation of that window.
+  evaluations (fewer at the stage's first evaluations, as the rule's smoothing), of the consensus's mean per-image
+  foreground DSC against the validation raters' fused label; the weights of the newest evaluation of that window.
 - ``gt-best``: the highest validation DSC against GT: an upper bound, labelled as such, never a result.
 - ``last``: the weights at the stage's last step.
 
