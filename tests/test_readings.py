@@ -315,7 +315,8 @@ def test_the_curve_figure_shows_one_panel_per_method_and_no_empty_frame():
 
 def test_a_sampler_panel_adds_its_ged_at_the_fixed_steps():
     """A sampler's panel (the field's methods) carries its test GED on a right axis: the mean over seeds at each `step-N`
-    reading and a star at its primary; a method outside the field gets no second axis."""
+    reading and a star at each seed's primary (so the DSC panel's stars); a method outside the field gets no second
+    axis."""
     data = pd.DataFrame(
         [(m, seed, step, 1, 0.5) for m in ("mv-unet", "prob-unet") for seed in (0, 1) for step in (250, 500, 1000)],
         columns=["method", "seed", "step", "epoch", "dsc"],
@@ -339,7 +340,10 @@ def test_a_sampler_panel_adds_its_ged_at_the_fixed_steps():
     assert len(twins) == 1 and len([ax for ax in fig.axes if ax.get_visible()]) == 3
     fixed, star = twins[0].get_lines()
     assert list(fixed.get_xdata()) == [250, 500] and list(fixed.get_ydata()) == pytest.approx([0.65, 0.45])
-    assert list(star.get_xdata()) == [380] and list(star.get_ydata()) == pytest.approx([0.35])
+    assert list(star.get_xdata()) == [380, 380] and list(star.get_ydata()) == pytest.approx([0.3, 0.4])  # each seed's
+    dsc = [ax for ax in fig.axes if ax.get_visible() and ax.get_title() == "MV-UNet"][0]
+    stars = [line for line in dsc.get_lines() if line.get_marker() == "*"]
+    assert len(stars) == 1 and list(stars[0].get_ydata()) == pytest.approx([30, 40])
 
 
 def test_the_validation_line_reaches_back_to_the_first_evaluation_without_flattening_the_test_curve():

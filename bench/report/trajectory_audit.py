@@ -230,7 +230,7 @@ def curves(
 ) -> Figure:
     """One panel per method: its test DSC (`test_curves`, mean over seeds, each seed thin) against `by` (step, log scale, or
     epoch); with `cells` and `values` (`audit`), a grey line where the rule stopped, a dot at the rule's reading and a star
-    at the primary reading (each at its own step and test DSC, mean over seeds), and a sampler's GED (`sampler_ged`); with
+    at the primary reading (each seed's, at its own step and test DSC), and a sampler's GED (`sampler_ged`); with
     `validation` (`validation_curves`, by step), the validation DSC against GT in light grey behind, mean over seeds, so that
     the readings before the test curve's first step sit on a curve too."""
     methods = registry_order(data["method"].unique())
@@ -250,13 +250,15 @@ def curves(
             here = cells[cells["method"] == method]
             for x in here["rule_stop"].dropna():
                 ax.axvline(x, color="0.5", linestyle=":", linewidth=1)
-            read = values[(values["method"] == method) & (values["metric"] == "dsc")].groupby("reading")[["step", "value"]].mean()
+            read = values[(values["method"] == method) & (values["metric"] == "dsc")]
             for reading, marker in (("rule", "o"), (here["primary"].iloc[0] if len(here) else "", "*")):
-                if reading in read.index:
+                at = read[read["reading"] == reading]  # each seed's: seeds may read at steps far apart (20 and 820)
+                if len(at):
                     ax.plot(
-                        [read.loc[reading, "step"]],
-                        [read.loc[reading, "value"] * 100],
+                        at["step"],
+                        at["value"] * 100,
                         marker,
+                        linestyle="none",
                         color="C3" if marker == "*" else "C1",
                         markersize=7 if marker == "*" else 4,
                     )
@@ -303,7 +305,7 @@ def due_line(paper: Study, verdicts: pd.DataFrame) -> str:
 def sampler_ged(ax, ged: pd.DataFrame, here: pd.DataFrame) -> None:
     """A sampler's test GED against its raters (`ged`: its rows of `reading_values`), on a right axis of its panel: at the
     fixed steps (`step-N`, the readings scored with every metric; the test curve holds DSC's counts only), mean over seeds,
-    and a star at the primary reading, beside its DSC curve."""
+    and a star at each seed's primary reading, beside its DSC curve."""
     fixed = ged[ged["reading"].str.startswith("step-")].groupby("step")["value"].mean().sort_index()
     primary = ged[ged["reading"] == (here["primary"].iloc[0] if len(here) else "")]
     if fixed.empty and primary.empty:
@@ -311,7 +313,7 @@ def sampler_ged(ax, ged: pd.DataFrame, here: pd.DataFrame) -> None:
     twin = ax.twinx()
     twin.plot(fixed.index, fixed.values, "s-", color="C2", markersize=3, linewidth=0.8)
     if not primary.empty:
-        twin.plot([primary["step"].mean()], [primary["value"].mean()], "*", color="C2", markersize=7)
+        twin.plot(primary["step"], primary["value"], "*", linestyle="none", color="C2", markersize=7)
     twin.set_ylabel("test GED ↓", fontsize=8, color="C2")
     twin.tick_params(axis="y", labelsize=7, colors="C2")
 
